@@ -1,0 +1,27 @@
+// Declarations of every per-type CPU kernel, named <op>_<type>[_<isa>]. The table in
+// quant_table.cpp wires them into QuantKernels rows. Scalar kernels live in float_types.cpp,
+// legacy_types.cpp (Q4_0..Q8_0) and k_types.cpp (Q2_K..Q6_K); SIMD dots in dot_avx2.cpp and
+// dot_avx512.cpp (compiled with their ISA flags, called only when the CPU has the ISA).
+#pragma once
+
+#include <cstdint>
+
+#include "core/rng.h"
+
+// X(type suffix): the types with CPU kernels.
+#define STRATA_CPU_QUANT_TYPES(X) \
+  X(f32) X(f16) X(bf16) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(q2_k) X(q3_k) X(q4_k) X(q5_k) X(q6_k)
+
+namespace strata::kernels::cpu {
+
+#define STRATA_DECLARE_TYPE_KERNELS(t)                                      \
+  void dequantize_##t(const void* src, float* dst, int64_t n);              \
+  void quantize_##t(const float* src, void* dst, int64_t n);                \
+  float dot_##t##_scalar(const void* row, const float* x, int64_t n);       \
+  float dot_##t##_avx2(const void* row, const float* x, int64_t n);         \
+  float dot_##t##_avx512(const void* row, const float* x, int64_t n);       \
+  void fill_random_##t(void* dst, int64_t n, Rng& rng, float std);
+STRATA_CPU_QUANT_TYPES(STRATA_DECLARE_TYPE_KERNELS)
+#undef STRATA_DECLARE_TYPE_KERNELS
+
+}  // namespace strata::kernels::cpu

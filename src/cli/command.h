@@ -1,0 +1,19 @@
+// Each subcommand registers itself on the CLI11 app and returns the function that runs it.
+// A command returns the process exit status: 0 ok, 1 failure (message already printed), 2 usage.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace strata::cli {
+
+struct Command {
+  CLI::App* sub;
+  std::function<int()> run;
+};
+
+Command add_inspect(CLI::App& app);
+Command add_synth(CLI::App& app);
+
+}  // namespace strata::cli

@@ -1,0 +1,31 @@
+// strata: run LLMs larger than the GPU. One program, subcommands (see --help).
+#include <cstdio>
+#include <vector>
+
+#include "cli/command.h"
+#include "core/log.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"strata: an inference engine for LLMs larger than the GPU (GGUF models)", "strata"};
+  app.set_version_flag("--version", "strata 0.1.0");
+  app.require_subcommand(1);
+  bool verbose = false, quiet = false;
+  app.add_flag("-v,--verbose", verbose, "Print debug diagnostics");
+  app.add_flag("-q,--quiet", quiet, "Print only errors");
+
+  const std::vector<strata::cli::Command> commands = {
+      strata::cli::add_inspect(app),
+      strata::cli::add_synth(app),
+  };
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (verbose) strata::log::set_level(strata::log::Level::debug);
+  if (quiet) strata::log::set_level(strata::log::Level::quiet);
+  for (const auto& c : commands)
+    if (c.sub->parsed()) return c.run();
+  return 2;
+}

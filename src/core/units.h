@@ -1,0 +1,21 @@
+// Byte counts and their text forms, in one place: "12GiB", "512 MiB", "1.5GB", "4096".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace strata {
+
+inline constexpr uint64_t kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024;
+
+// Parses a size with optional unit (B, KiB, MiB, GiB, TiB binary; KB, MB, GB, TB decimal;
+// K/M/G/T mean binary, as llama.cpp users expect). Case-insensitive units, optional space.
+Result<uint64_t> parse_bytes(std::string_view text);
+
+// "1.23 GiB", "512 B": human-readable, binary units.
+std::string format_bytes(uint64_t bytes);
+
+}  // namespace strata

@@ -1,0 +1,22 @@
+// Small helpers shared by tests: paths to test data, temp dirs, random vectors.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+
+namespace strata::test {
+
+// ../shared/testdata/<rel>
+std::string testdata(const std::string& rel);
+// A fresh empty directory under the build tree's test scratch area, removed at exit.
+std::filesystem::path temp_dir(const std::string& tag);
+// Fresh (non-repeating across calls) seed: tests use new random inputs each run, and print the
+// seed on failure via INFO.
+uint64_t fresh_seed();
+std::vector<float> random_normal(size_t n, Rng& rng, float scale = 1.0f);
+
+}  // namespace strata::test
