@@ -1,0 +1,57 @@
+#include "kernels/cpu/matmul.h"
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+#include <cblas.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+
+#include "core/status.h"
+#include "kernels/cpu/quant_kernels.h"
+
+namespace strata::kernels::cpu {
+namespace {
+
+// OpenBLAS must not start its own threads under oneTBB's: each tile's SGEMM runs on one core.
+void single_threaded_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+constexpr int64_t kTileRows = 64;
+
+}  // namespace
+
+void matmul_dot(const WeightView& w, const float* x, int64_t n_tok, float* y) {
+  const DotFn dot = best_dot(w.type);
+  STRATA_CHECK(dot, "no dot kernel for type {}", ggml_type_info(w.type).name);
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, w.n_in));
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, w.n_out, grain), [&](const tbb::blocked_range<int64_t>& r) {
+    for (int64_t row = r.begin(); row < r.end(); ++row) {
+      const uint8_t* wr = w.row(row);
+      for (int64_t t = 0; t < n_tok; ++t) y[t * w.n_out + row] = dot(wr, x + t * w.n_in, w.n_in);
+    }
+  });
+}
+
+void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y) {
+  if (n_tok < kGemmMinTokens) return matmul_dot(w, x, n_tok, y);
+  single_threaded_blas();
+  const auto* k = quant_kernels(w.type);
+  STRATA_CHECK(k, "no kernels for type {}", ggml_type_info(w.type).name);
+  static tbb::enumerable_thread_specific<std::vector<float>> tiles;
+  const int64_t n_tiles = (w.n_out + kTileRows - 1) / kTileRows;
+  tbb::parallel_for(int64_t(0), n_tiles, [&](int64_t tile) {
+    const int64_t r0 = tile * kTileRows, rows = std::min(kTileRows, w.n_out - r0);
+    auto& buf = tiles.local();
+    buf.resize(size_t(rows * w.n_in));
+    for (int64_t r = 0; r < rows; ++r) k->dequantize(w.row(r0 + r), buf.data() + r * w.n_in, w.n_in);
+    // y[:, r0:r0+rows] = x (n_tok x n_in) * tile^T (n_in x rows)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n_tok), int(rows), int(w.n_in), 1.0f, x,
+                int(w.n_in), buf.data(), int(w.n_in), 0.0f, y + r0, int(w.n_out));
+  });
+}
+
+}  // namespace strata::kernels::cpu

@@ -1,0 +1,23 @@
+// y = W x for quantised W and a batch of f32 activation vectors.
+//   w: n_out rows of n_in (any type with CPU kernels); x: (n_tok, n_in) row-major; y: (n_tok, n_out).
+// Few tokens (decode, speculative verify): one pass over W with the type's dot kernel per row,
+// rows split across oneTBB workers. Many tokens (prefill): W is dequantised tile by tile into f32
+// and multiplied with OpenBLAS SGEMM, so the arithmetic runs at GEMM speed.
+// Thread-safety: reentrant; uses the calling thread's oneTBB arena.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/weight_view.h"
+
+namespace strata::kernels::cpu {
+
+// Token count from which the dequantise + SGEMM path is used.
+inline constexpr int64_t kGemmMinTokens = 8;
+
+void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y);
+
+// The same product by the dot kernels only, whatever n_tok (the reference for the GEMM path).
+void matmul_dot(const WeightView& w, const float* x, int64_t n_tok, float* y);
+
+}  // namespace strata::kernels::cpu

@@ -1,0 +1,57 @@
+#include "kernels/cpu/ops.h"
+
+#include <cmath>
+
+namespace strata::kernels::cpu {
+
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  const float inv = float(1.0 / std::sqrt(ss / double(n) + double(eps)));
+  if (w) {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv * w[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv;
+  }
+}
+
+void rms_norm_rows(float* x, const float* w, int64_t n_vec, int64_t n, float eps) {
+  for (int64_t v = 0; v < n_vec; ++v) rms_norm(x + v * n, w, n, eps, x + v * n);
+}
+
+void rope(float* x, int64_t head_dim, float pos, float base, const float* freq_div, bool neox) {
+  const int64_t half = head_dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    // Angles in double: positions reach 128K and f32 would lose the low bits of pos * freq.
+    double theta = double(pos) * std::pow(double(base), -2.0 * double(i) / double(head_dim));
+    if (freq_div) theta /= double(freq_div[i]);
+    const float c = float(std::cos(theta)), s = float(std::sin(theta));
+    float* a = neox ? &x[i] : &x[2 * i];
+    float* b = neox ? &x[i + half] : &x[2 * i + 1];
+    const float x0 = *a, x1 = *b;
+    *a = x0 * c - x1 * s;
+    *b = x0 * s + x1 * c;
+  }
+}
+
+void silu_mul(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void gelu_tanh_mul(float* gate, const float* up, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+  }
+}
+
+void add(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void scale(float* x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+}  // namespace strata::kernels::cpu

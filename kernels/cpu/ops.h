@@ -1,0 +1,27 @@
+// Element-wise and per-vector CPU ops of the forward pass. All f32, in place where noted.
+// These are the reference the CUDA ops are tested against, so they favour exactness (double
+// accumulation of norms) over speed where the cost is negligible next to the matmuls.
+#pragma once
+
+#include <cstdint>
+
+namespace strata::kernels::cpu {
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i] (w may be null: no weight). out may alias x.
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
+// rms_norm applied to each of n_vec consecutive vectors of length n.
+void rms_norm_rows(float* x, const float* w, int64_t n_vec, int64_t n, float eps);
+
+// RoPE on one head vector (length head_dim) at position `pos` (already divided by any linear
+// scale). theta_i = pos * base^(-2i/head_dim) / freq_div[i] (freq_div may be null).
+// neox: rotates (x[i], x[i + head_dim/2]); interleaved: rotates (x[2i], x[2i+1]).
+void rope(float* x, int64_t head_dim, float pos, float base, const float* freq_div, bool neox);
+
+// gate[i] = act(gate[i]) * up[i]
+void silu_mul(float* gate, const float* up, int64_t n);
+void gelu_tanh_mul(float* gate, const float* up, int64_t n);
+
+void add(float* x, const float* y, int64_t n);  // x += y
+void scale(float* x, float s, int64_t n);       // x *= s
+
+}  // namespace strata::kernels::cpu

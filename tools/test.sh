@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs strata's tests: the release build (CUDA code compiled when nvcc exists;
+# `gpu` tests run only where a GPU is present), then an ASan+UBSan build of the `cpu` tests.
+#   tools/test.sh                 # everything (what CI runs)
+#   STRATA_SKIP_SANITIZE=1 tools/test.sh   # release build only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+tools/setup.sh
+
+cuda_archs=${STRATA_CUDA_ARCHS:-}
+if [ -z "$cuda_archs" ]; then
+  # One architecture is enough to prove the CUDA code compiles; a GPU here gets its own.
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then cuda_archs=native; else cuda_archs=90; fi
+fi
+
+echo "== release build (CUDA archs: $cuda_archs)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=AUTO \
+  -DCMAKE_CUDA_ARCHITECTURES="$cuda_archs"
+cmake --build build -j "$jobs"
+labels=(-LE gpu)
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then labels=(); fi
+(cd build && ctest --output-on-failure -j "$jobs" "${labels[@]}")
+
+if [ -z "${STRATA_SKIP_SANITIZE:-}" ]; then
+  echo "== ASan + UBSan build, cpu tests"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_CUDA=OFF -DSTRATA_SANITIZE=ON
+  cmake --build build-asan -j "$jobs"
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+     ctest --output-on-failure -j "$jobs" -L cpu)
+fi
