@@ -1,0 +1,68 @@
+// The QuantKernels rows: one per type of STRATA_CPU_QUANT_TYPES, wired from type_kernels.h.
+#include <array>
+
+#include "core/cpu_features.h"
+#include "kernels/cpu/quant/type_kernels.h"
+#include "kernels/cpu/quant_kernels.h"
+
+namespace strata::kernels::cpu {
+namespace {
+
+// GgmlType of each type suffix of STRATA_CPU_QUANT_TYPES.
+constexpr GgmlType type_f32 = GgmlType::F32, type_f16 = GgmlType::F16, type_bf16 = GgmlType::BF16,
+                   type_q4_0 = GgmlType::Q4_0, type_q4_1 = GgmlType::Q4_1,
+                   type_q5_0 = GgmlType::Q5_0, type_q5_1 = GgmlType::Q5_1,
+                   type_q8_0 = GgmlType::Q8_0, type_q2_k = GgmlType::Q2_K,
+                   type_q3_k = GgmlType::Q3_K, type_q4_k = GgmlType::Q4_K,
+                   type_q5_k = GgmlType::Q5_K, type_q6_k = GgmlType::Q6_K;
+
+#define STRATA_KERNEL_ROW(t) \
+  QuantKernels{type_##t, dequantize_##t, quantize_##t,                  \
+               {dot_##t##_scalar, dot_##t##_avx2, dot_##t##_avx512}, fill_random_##t},
+constexpr QuantKernels kRows[] = {STRATA_CPU_QUANT_TYPES(STRATA_KERNEL_ROW)};
+#undef STRATA_KERNEL_ROW
+
+// GGML type ids are small (< 64); a direct index keeps quant_kernels() a load.
+constexpr size_t kMaxTypeId = 64;
+constexpr std::array<const QuantKernels*, kMaxTypeId> build_index() {
+  std::array<const QuantKernels*, kMaxTypeId> index{};
+  for (const QuantKernels& row : kRows) index[size_t(row.type)] = &row;
+  return index;
+}
+constexpr std::array<const QuantKernels*, kMaxTypeId> kIndex = build_index();
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::scalar: return "scalar";
+    case Isa::avx2: return "avx2";
+    case Isa::avx512: return "avx512";
+  }
+  return "unknown";
+}
+
+bool isa_supported(Isa isa) {
+  switch (isa) {
+    case Isa::scalar: return true;
+    case Isa::avx2: return cpu_features().avx2;
+    case Isa::avx512: return cpu_features().avx512;
+  }
+  return false;
+}
+
+const QuantKernels* quant_kernels(GgmlType type) {
+  const auto id = size_t(type);
+  return id < kMaxTypeId ? kIndex[id] : nullptr;
+}
+
+DotFn best_dot(GgmlType type) {
+  const QuantKernels* k = quant_kernels(type);
+  if (!k) return nullptr;
+  for (int isa = kIsaCount - 1; isa > 0; --isa) {
+    if (k->dot[isa] && isa_supported(Isa(isa))) return k->dot[isa];
+  }
+  return k->dot[int(Isa::scalar)];
+}
+
+}  // namespace strata::kernels::cpu
