@@ -15,5 +15,10 @@ struct Command {
 
 Command add_inspect(CLI::App& app);
 Command add_synth(CLI::App& app);
+Command add_export_hf(CLI::App& app);
+Command add_tokenize(CLI::App& app);
+Command add_vocab(CLI::App& app);
+Command add_generate(CLI::App& app);
+Command add_logits(CLI::App& app);
 
 }  // namespace strata::cli

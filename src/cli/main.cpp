@@ -1,5 +1,6 @@
 // strata: run LLMs larger than the GPU. One program, subcommands (see --help).
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "cli/command.h"
@@ -14,12 +15,24 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "Print only errors");
 
   const std::vector<strata::cli::Command> commands = {
+      strata::cli::add_generate(app),
+      strata::cli::add_logits(app),
       strata::cli::add_inspect(app),
       strata::cli::add_synth(app),
+      strata::cli::add_export_hf(app),
+      strata::cli::add_tokenize(app),
+      strata::cli::add_vocab(app),
   };
 
+  // llama.cpp spells some long options with one dash (-ctk, -ctv); CLI11 allows one-letter short
+  // names only, so those are rewritten to their long forms first.
+  std::vector<std::string> args;
+  for (int i = argc - 1; i >= 1; --i) {  // CLI11 takes the arguments in reverse order
+    const std::string a = argv[i];
+    args.push_back(a == "-ctk" ? "--cache-type-k" : a == "-ctv" ? "--cache-type-v" : a);
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

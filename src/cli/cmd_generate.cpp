@@ -1,0 +1,186 @@
+// strata generate: text generation on the command line. Text streams to stdout; the setup line and
+// timings go to stderr, so `strata generate ... > out.txt` captures only the text.
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+
+#include "cli/command.h"
+#include "cli/model_args.h"
+#include "core/log.h"
+#include "runtime/sampler.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace strata::cli {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+void on_sigint(int) { g_interrupted = true; }
+
+struct GenerateArgs {
+  ModelArgs m;
+  std::string prompt, file, system;
+  int32_t n_predict = -1;
+  bool chat = false;
+  bool ignore_eos = false;
+  bool no_display_prompt = true;
+  runtime::SamplerParams sp;
+  int64_t seed = -1;
+};
+
+// Bytes of a complete UTF-8 prefix of s (a piece may end inside a multi-byte character).
+size_t complete_utf8_prefix(const std::string& s) {
+  size_t i = s.size();
+  for (size_t back = 0; back < 4 && i > 0; ++back) {
+    const unsigned char c = static_cast<unsigned char>(s[i - 1]);
+    if ((c & 0xC0) != 0x80) {  // a lead byte or ASCII: is its sequence complete?
+      const size_t need = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+      return back + 1 >= need ? s.size() : i - 1;
+    }
+    --i;
+  }
+  return s.size();
+}
+
+int run_generate(GenerateArgs a) {
+  const auto limit = a.m.thread_limit();
+  if (!a.prompt.empty() && !a.file.empty()) {
+    log::error("give -p or -f, not both");
+    return 2;
+  }
+  if (!a.file.empty()) {
+    std::ifstream in(a.file, std::ios::binary);
+    if (!in) {
+      log::error("{}: cannot open the prompt file", a.file);
+      return 1;
+    }
+    a.prompt.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  if (a.prompt.empty()) {
+    log::error("empty prompt: give the text with -p TEXT or -f FILE");
+    return 2;
+  }
+  if (a.seed < 0) a.seed = int64_t(std::random_device{}() & 0x7fffffff);
+  a.sp.seed = uint64_t(a.seed);
+  if (Status s = a.sp.validate(); !s) {
+    log::error("{}", s.message());
+    return 2;
+  }
+
+  const auto t_load = std::chrono::steady_clock::now();
+  auto model = runtime::Model::load(a.m.model);
+  if (!model) {
+    log::error("{}", model.message());
+    return 1;
+  }
+  auto tok = tokenizer::Tokenizer::from_gguf((*model)->file);
+  if (!tok) {
+    log::error("{}", tok.message());
+    return 1;
+  }
+  std::string text = a.prompt;
+  bool parse_special = false;
+  if (a.chat) {
+    const auto family = tokenizer::detect_chat_family(tok->chat_template());
+    if (family == tokenizer::ChatFamily::none) {
+      log::warn("--chat: the model has no chat template strata knows; using the raw prompt");
+    } else {
+      std::vector<tokenizer::ChatMessage> msgs;
+      if (!a.system.empty()) msgs.push_back({"system", a.system});
+      msgs.push_back({"user", a.prompt});
+      text = tokenizer::apply_chat(family, msgs, true);
+      parse_special = true;  // the template's control tokens, never the user's text alone
+    }
+  }
+  const std::vector<int32_t> prompt_ids = tok->encode(text, true, parse_special);
+  if (prompt_ids.empty()) {
+    log::error("the prompt encodes to no tokens");
+    return 2;
+  }
+  const uint32_t want = uint32_t(prompt_ids.size()) + (a.n_predict > 0 ? uint32_t(a.n_predict) : 256u);
+  auto fwd = a.m.open(want);
+  if (!fwd) {
+    log::error("{}", fwd.message());
+    return 1;
+  }
+  auto& f = **fwd;
+  if (prompt_ids.size() >= f.kv().n_ctx()) {
+    log::error("the prompt has {} tokens, more than the context of {} (raise -c)", prompt_ids.size(), f.kv().n_ctx());
+    return 2;
+  }
+  log::info("{} | ctx {} | prompt {} tokens | seed {} | temp {}", f.model().spec.summary(), f.kv().n_ctx(),
+            prompt_ids.size(), a.seed, a.sp.temperature);
+  const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+
+  runtime::Sampler sampler(a.sp, f.model().spec.hp.n_vocab);
+  for (int32_t id : prompt_ids) sampler.accept(id);
+  std::signal(SIGINT, on_sigint);
+
+  std::vector<float> logits;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (Status s = f.eval(prompt_ids, runtime::Logits::last, logits); !s) {
+    log::error("{}", s.message());
+    return 1;
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  std::string pending;
+  int32_t n_gen = 0;
+  const char* stop = "length";
+  while (a.n_predict < 0 || n_gen < a.n_predict) {
+    if (g_interrupted) { stop = "interrupted"; break; }
+    const int32_t next = sampler.sample(logits);
+    sampler.accept(next);
+    ++n_gen;
+    if (!a.ignore_eos && tok->is_eog(next)) { stop = "end of text"; break; }
+    pending += tok->token_to_piece(next, false);
+    const size_t ready = complete_utf8_prefix(pending);
+    std::fwrite(pending.data(), 1, ready, stdout);
+    std::fflush(stdout);
+    pending.erase(0, ready);
+    if (f.n_past() >= f.kv().n_ctx()) { stop = "context full"; break; }
+    if (Status s = f.eval(std::span(&next, 1), runtime::Logits::last, logits); !s) {
+      log::error("{}", s.message());
+      return 1;
+    }
+  }
+  std::fwrite(pending.data(), 1, pending.size(), stdout);
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+  const auto t2 = std::chrono::steady_clock::now();
+  const double pp_s = std::chrono::duration<double>(t1 - t0).count();
+  const double tg_s = std::chrono::duration<double>(t2 - t1).count();
+  log::info("load {:.2f} s | prompt {} tokens in {:.2f} s ({:.1f} tok/s) | generated {} tokens in {:.2f} s "
+            "({:.2f} tok/s) | stop: {}",
+            load_s, prompt_ids.size(), pp_s, double(prompt_ids.size()) / pp_s, n_gen, tg_s,
+            tg_s > 0 ? double(n_gen) / tg_s : 0.0, stop);
+  return g_interrupted ? 130 : 0;
+}
+
+}  // namespace
+
+Command add_generate(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  auto* sub = app.add_subcommand("generate", "Generate text from a prompt (streams to stdout; timings to stderr)");
+  a->m.add_to(sub);
+  sub->add_option("-p,--prompt", a->prompt, "Prompt text");
+  sub->add_option("-f,--file", a->file, "Read the prompt from a file");
+  sub->add_option("-n,--n-predict", a->n_predict, "Tokens to generate (-1: until end of text or full context)")
+      ->capture_default_str();
+  sub->add_flag("--chat", a->chat, "Wrap the prompt in the model's chat template (gemma, llama3, chatml)");
+  sub->add_option("--system", a->system, "With --chat: a system message");
+  sub->add_flag("--ignore-eos", a->ignore_eos, "Keep generating past end-of-text tokens");
+  sub->add_option("--temp", a->sp.temperature, "Temperature (0: greedy)")->capture_default_str();
+  sub->add_option("--top-k", a->sp.top_k, "Top-k (0: off)")->capture_default_str();
+  sub->add_option("--top-p", a->sp.top_p, "Top-p (1: off)")->capture_default_str();
+  sub->add_option("--min-p", a->sp.min_p, "Min-p (0: off)")->capture_default_str();
+  sub->add_option("--repeat-penalty", a->sp.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
+  sub->add_option("--repeat-last-n", a->sp.repeat_last_n, "Tokens the penalty looks back over")->capture_default_str();
+  sub->add_option("-s,--seed", a->seed, "Random seed (-1: random, printed)")->capture_default_str();
+  return {sub, [a] { return run_generate(*a); }};
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,55 @@
+// Token sampling from logits: greedy, or the llama.cpp chain (repetition penalty -> top-k ->
+// top-p -> min-p -> temperature -> draw). Same seed and inputs -> same tokens, on every machine.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/status.h"
+
+namespace strata::runtime {
+
+struct SamplerParams {
+  float temperature = 0.8f;     // <= 0: greedy (argmax)
+  int32_t top_k = 40;           // <= 0: off
+  float top_p = 0.95f;          // >= 1: off
+  float min_p = 0.05f;          // <= 0: off; drops tokens below min_p * p(best)
+  float repeat_penalty = 1.0f;  // 1: off; > 1 discourages tokens seen in the last repeat_last_n
+  int32_t repeat_last_n = 64;
+  uint64_t seed = 0;
+
+  Status validate() const;  // ranges, with the flag name in the message
+};
+
+class Sampler {
+ public:
+  Sampler(SamplerParams params, size_t n_vocab);
+
+  // Picks a token from logits (n_vocab values; modified in place by penalties).
+  int32_t sample(std::span<float> logits);
+  // Records a token of the sequence (prompt or generated) for the repetition penalty.
+  void accept(int32_t token);
+  const SamplerParams& params() const { return p_; }
+
+  // The distribution sample() draws from, after every filter (zeros elsewhere): for speculative
+  // verification and for tests.
+  std::vector<float> distribution(std::span<float> logits);
+
+ private:
+  void apply_penalty(std::span<float> logits) const;
+  struct Candidate { int32_t id; float p; };
+  std::vector<Candidate> filtered(std::span<float> logits);
+
+  SamplerParams p_;
+  size_t n_vocab_;
+  Rng rng_;
+  std::deque<int32_t> recent_;
+  std::vector<Candidate> cand_;
+};
+
+int32_t argmax(std::span<const float> logits);
+
+}  // namespace strata::runtime
