@@ -1,0 +1,97 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <numeric>
+
+#include "runtime/sampler.h"
+#include "test_util.h"
+
+using namespace strata;
+using runtime::Sampler;
+using runtime::SamplerParams;
+
+namespace {
+std::vector<float> logits_of(std::vector<double> probs) {
+  std::vector<float> l;
+  for (double p : probs) l.push_back(float(std::log(p)));
+  return l;
+}
+}  // namespace
+
+TEST_CASE("greedy picks the argmax; top_k = 1 does too", "[sampler]") {
+  std::vector<float> l = {0.1f, 2.0f, -1.0f, 1.9f};
+  Sampler greedy({.temperature = 0}, l.size());
+  CHECK(greedy.sample(l) == 1);
+  Sampler k1({.temperature = 1.0f, .top_k = 1, .top_p = 1.0f, .min_p = 0, .seed = test::fresh_seed()}, l.size());
+  for (int i = 0; i < 20; ++i) {
+    auto copy = l;
+    CHECK(k1.sample(copy) == 1);
+  }
+}
+
+TEST_CASE("the same seed gives the same tokens; another seed differs", "[sampler]") {
+  const auto base = logits_of({0.2, 0.2, 0.2, 0.2, 0.2});
+  auto draw = [&](uint64_t seed) {
+    Sampler s({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0, .seed = seed}, base.size());
+    std::vector<int32_t> out;
+    for (int i = 0; i < 64; ++i) {
+      auto l = base;
+      out.push_back(s.sample(l));
+    }
+    return out;
+  };
+  CHECK(draw(7) == draw(7));
+  CHECK(draw(7) != draw(8));
+}
+
+TEST_CASE("filters keep what they should", "[sampler]") {
+  const auto l = logits_of({0.5, 0.25, 0.15, 0.07, 0.03});
+  auto dist = [&](SamplerParams p) {
+    Sampler s(p, l.size());
+    auto copy = l;
+    return s.distribution(copy);
+  };
+  auto top_p = dist({.temperature = 1.0f, .top_k = 0, .top_p = 0.8f, .min_p = 0});
+  CHECK(top_p[0] == Approx(0.5 / 0.9));
+  CHECK(top_p[2] == Approx(0.15 / 0.9));
+  CHECK(top_p[3] == 0.0f);
+  auto min_p = dist({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.2f});  // >= 0.1
+  CHECK(min_p[2] == Approx(0.15 / 0.9));
+  CHECK(min_p[3] == 0.0f);
+  auto top_k = dist({.temperature = 1.0f, .top_k = 2, .top_p = 1.0f, .min_p = 0});
+  CHECK(top_k[0] == Approx(0.5 / 0.75));
+  CHECK(top_k[2] == 0.0f);
+  auto hot = dist({.temperature = 2.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0});
+  double z = 0;
+  for (double p : {0.5, 0.25, 0.15, 0.07, 0.03}) z += std::sqrt(p);
+  CHECK(hot[0] == Approx(std::sqrt(0.5) / z));
+  CHECK(std::accumulate(hot.begin(), hot.end(), 0.0) == Approx(1.0));
+}
+
+TEST_CASE("sampled frequencies follow the distribution", "[sampler]") {
+  const std::vector<double> p = {0.4, 0.3, 0.2, 0.1};
+  const auto l = logits_of(p);
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Sampler s({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0, .seed = seed}, l.size());
+  const int n = 40000;
+  std::vector<int> count(p.size(), 0);
+  for (int i = 0; i < n; ++i) {
+    auto copy = l;
+    ++count[size_t(s.sample(copy))];
+  }
+  double chi2 = 0;
+  for (size_t i = 0; i < p.size(); ++i) chi2 += std::pow(count[i] - n * p[i], 2) / (n * p[i]);
+  // 3 degrees of freedom: P(chi2 > 21.1) = 1e-4, so a correct sampler fails 1 run in 10000.
+  CHECK(chi2 < 21.1);
+}
+
+TEST_CASE("repetition penalty lowers recent tokens", "[sampler]") {
+  std::vector<float> l = {2.0f, 1.9f, -1.0f};
+  Sampler s({.temperature = 0, .repeat_penalty = 1.5f, .repeat_last_n = 4}, l.size());
+  s.accept(0);
+  CHECK(s.sample(l) == 1);  // 2.0 / 1.5 < 1.9
+  CHECK(l[2] == -1.0f);
+  SamplerParams bad{.top_p = 0.0f};
+  CHECK(bad.validate().message().find("--top-p") != std::string::npos);
+}
