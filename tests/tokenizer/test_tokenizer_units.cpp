@@ -219,3 +219,33 @@ TEST_CASE("chat templates: detection and formatting", "[tokenizer]") {
 }
 
 }  // namespace strata::test
+
+namespace strata::test {
+
+TEST_CASE("random bytes (invalid UTF-8 included) encode and round-trip exactly", "[tokenizer]") {
+  // Byte-level BPE and SPM with byte fallback lose nothing, whatever the input bytes.
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  const auto spm = load_gguf_vocab(testdata("tokenizer/ggml-vocab-llama-spm.gguf"));
+  const auto gpt2 = load_gguf_vocab(testdata("tokenizer/ggml-vocab-gpt-2.gguf"));
+  const char* alphabet[] = {"a", "Z", " ", "  ", "\n", "\t", "'s", "7", "\xE4\xBD\xA0", "\xF0\x9F\x98\x80",
+                            "\x80", "\xC3", "\xFF", "\xE2\x96\x81", "<s>", "<|endoftext|>", "\r\n", "."};
+  for (int iter = 0; iter < 200; ++iter) {
+    std::string s;
+    const uint32_t n = rng.next_u32() % 40;
+    for (uint32_t i = 0; i < n; ++i) s += alphabet[rng.next_u32() % std::size(alphabet)];
+    INFO("iteration " << iter << " text bytes " << s.size());
+    for (bool parse_special : {false, true}) {
+      const auto a = spm.encode(s, false, parse_special);
+      const auto b = gpt2.encode(s, false, parse_special);
+      for (int32_t id : a) REQUIRE(size_t(id) < spm.n_vocab());
+      for (int32_t id : b) REQUIRE(size_t(id) < gpt2.n_vocab());
+      // SPM writes spaces as U+2581, so a literal U+2581 in the input decodes as a space.
+      if (s.find("\xE2\x96\x81") == std::string::npos) CHECK(spm.decode(a) == s);
+      CHECK(gpt2.decode(b) == s);
+    }
+  }
+}
+
+}  // namespace strata::test
