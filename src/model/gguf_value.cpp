@@ -46,6 +46,9 @@ Value Value::i32_array(const std::vector<int32_t>& v) {
   return Value::array(std::move(a));
 }
 
+bool operator==(const Array& a, const Array& b) { return a.elem_type == b.elem_type && a.items == b.items; }
+bool operator==(const Value& a, const Value& b) { return a.type == b.type && a.data == b.data; }
+
 std::string Value::to_display(size_t max_items) const {
   switch (type) {
     case ValueType::u8: case ValueType::u16: case ValueType::u32: case ValueType::u64:

@@ -52,4 +52,8 @@ struct Value {
   std::string to_display(size_t max_items = 4) const;
 };
 
+// Deep equality: same declared type and same contents (arrays element by element).
+bool operator==(const Array& a, const Array& b);
+bool operator==(const Value& a, const Value& b);
+
 }  // namespace strata::gguf

@@ -120,7 +120,9 @@ std::vector<uint8_t> Writer::header_bytes() const {
     put<uint32_t>(out, uint32_t(t.type));
     put<uint64_t>(out, t.offset);
   }
-  out.resize((out.size() + alignment_ - 1) / alignment_ * alignment_, 0);
+  // The data section starts aligned; a file without tensors has no data section and, as
+  // llama.cpp writes it, no padding either.
+  if (!tensors_.empty()) out.resize((out.size() + alignment_ - 1) / alignment_ * alignment_, 0);
   data_offset_ = out.size();
   return out;
 }

@@ -17,7 +17,7 @@ struct Run {
   std::string err;  // stderr
 };
 
-Run strata(const std::string& args) {
+Run run_strata(const std::string& args) {
   const auto dir = strata::test::temp_dir("cli");
   const std::string err_path = (dir / "stderr").string();
   const std::string cmd = std::string(STRATA_BINARY_DIR) + "/strata " + args + " 2>" + err_path;
@@ -42,18 +42,18 @@ bool has(const std::string& s, const std::string& sub) { return s.find(sub) != s
 TEST_CASE("synth then inspect: text and JSON", "[cli]") {
   const auto dir = strata::test::temp_dir("cli-synth");
   const std::string model = (dir / "tiny.gguf").string();
-  auto s = strata("synth --arch llama --preset tiny --type q4_0 --no-progress -o " + model);
+  auto s = run_strata("synth --arch llama --preset tiny --type q4_0 --no-progress -o " + model);
   INFO(s.err);
   REQUIRE(s.code == 0);
   CHECK(has(s.out, model));
-  auto i = strata("inspect " + model);
+  auto i = run_strata("inspect " + model);
   REQUIRE(i.code == 0);
   CHECK(has(i.out, "architecture:  llama"));
   CHECK(has(i.out, "blk.3.ffn_down.weight"));
   CHECK(has(i.out, "q4_0"));
   CHECK(has(i.out, "model llama, 1024 tokens"));
   CHECK_FALSE(has(i.out, "header only"));
-  auto j = strata("inspect --json " + model);
+  auto j = run_strata("inspect --json " + model);
   REQUIRE(j.code == 0);
   const auto doc = nlohmann::json::parse(j.out);
   CHECK(doc["architecture"] == "llama");
@@ -67,10 +67,10 @@ TEST_CASE("inspect works on a header-only file and says so", "[cli]") {
   const auto dir = strata::test::temp_dir("cli-header");
   const std::string model = (dir / "h.gguf").string();
   // A header-only 27b file, the way `strata plan` users get one before downloading.
-  auto s = strata("synth --preset 27b --mix q3_k_m --header-only --no-progress -o " + model);
+  auto s = run_strata("synth --preset 27b --mix q3_k_m --header-only --no-progress -o " + model);
   INFO(s.err);
   REQUIRE(s.code == 0);
-  auto i = strata("inspect --no-tensors " + model);
+  auto i = run_strata("inspect --no-tensors " + model);
   REQUIRE(i.code == 0);
   CHECK(has(i.out, "header only"));
   CHECK(has(i.out, "block_count"));
@@ -79,21 +79,21 @@ TEST_CASE("inspect works on a header-only file and says so", "[cli]") {
 }
 
 TEST_CASE("bad input gives one clear line and a non-zero exit", "[cli]") {
-  auto missing = strata("inspect /nonexistent.gguf");
+  auto missing = run_strata("inspect /nonexistent.gguf");
   CHECK(missing.code == 1);
   CHECK(has(missing.err, "/nonexistent.gguf: cannot open"));
-  auto notgguf = strata(std::string("inspect ") + STRATA_SOURCE_DIR + "/CMakeLists.txt");
+  auto notgguf = run_strata(std::string("inspect ") + STRATA_SOURCE_DIR + "/CMakeLists.txt");
   CHECK(notgguf.code == 1);
   CHECK(has(notgguf.err, "not a GGUF file"));
-  auto arch = strata("synth --arch mamba");
+  auto arch = run_strata("synth --arch mamba");
   CHECK(arch.code == 2);
   CHECK(has(arch.err, "unknown architecture 'mamba'"));
-  auto type = strata("synth --type q7_k");
+  auto type = run_strata("synth --type q7_k");
   CHECK(type.code == 2);
   CHECK(has(type.err, "unsupported --type 'q7_k'"));
-  auto flag = strata("inspect --frobnicate x.gguf");
+  auto flag = run_strata("inspect --frobnicate x.gguf");
   CHECK(flag.code != 0);
   CHECK(has(flag.err, "frobnicate"));
-  auto none = strata("");
+  auto none = run_strata("");
   CHECK(none.code != 0);
 }

@@ -36,7 +36,7 @@ std::vector<Case> corpus() {
   c.push_back({"empty file", {}, {"truncated", "magic"}});
   c.push_back({"huge kv count", GgufBytes().header(0, 1ull << 60).b, {"metadata count", "cannot fit"}});
   c.push_back({"huge tensor count", GgufBytes().header(1ull << 58, 0).b, {"tensor count", "cannot fit"}});
-  c.push_back({"key length beyond file", GgufBytes().header(0, 1).u64(1ull << 40).b,
+  c.push_back({"key length beyond file", GgufBytes().header(0, 1).u64(1ull << 40).zeros(8).b,
                {"metadata key", "length 1099511627776 exceeds"}});
   c.push_back({"empty key", GgufBytes().header(0, 1).str("").u32(4).u32(1).b, {"metadata key at offset 24 is empty"}});
   c.push_back({"unknown value type", GgufBytes().header(0, 1).str("k.x").u32(13).u32(0).b,
@@ -70,7 +70,7 @@ std::vector<Case> corpus() {
   c.push_back({"unknown tensor type", valid_prefix().tensor("w", {8}, 99, 0).b, {"tensor 'w'", "unknown tensor type 99"}});
   c.push_back({"row not a block multiple", valid_prefix().tensor("w", {20, 2}, 2, 0).b,
                {"tensor 'w'", "row length 20", "q4_0", "block size 32"}});
-  c.push_back({"empty tensor name", valid_prefix().tensor("", {8}, 0, 0).b, {"tensor #0", "empty name"}});
+  c.push_back({"empty tensor name", valid_prefix().tensor("", {8}, 0, 0).b, {"(#0, info at offset 43)", "empty name"}});
   {
     GgufBytes g = valid_prefix().tensor("w", {8}, 0, 16);
     g.pad_to(32).zeros(64);

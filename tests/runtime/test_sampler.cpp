@@ -18,7 +18,7 @@ std::vector<float> logits_of(std::vector<double> probs) {
 }
 }  // namespace
 
-TEST_CASE("greedy picks the argmax; top_k = 1 does too", "[sampler]") {
+TEST_CASE("greedy and top_k = 1 pick the argmax", "[sampler]") {
   std::vector<float> l = {0.1f, 2.0f, -1.0f, 1.9f};
   Sampler greedy({.temperature = 0}, l.size());
   CHECK(greedy.sample(l) == 1);
@@ -29,7 +29,7 @@ TEST_CASE("greedy picks the argmax; top_k = 1 does too", "[sampler]") {
   }
 }
 
-TEST_CASE("the same seed gives the same tokens; another seed differs", "[sampler]") {
+TEST_CASE("the same seed gives the same tokens and another seed differs", "[sampler]") {
   const auto base = logits_of({0.2, 0.2, 0.2, 0.2, 0.2});
   auto draw = [&](uint64_t seed) {
     Sampler s({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0, .seed = seed}, base.size());
