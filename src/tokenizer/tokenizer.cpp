@@ -1,6 +1,7 @@
 // Tokenizer: special-token partitioning around the SPM / BPE encoders, and decoding.
 #include "tokenizer/tokenizer.h"
 
+#include "tokenizer/normalize.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/vocab.h"
 
@@ -44,6 +45,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
     if (frag.empty()) return;
     if (v.type == VocabType::spm) {
       spm_encode(v, escape_spaces(frag, v.add_space_prefix && after_special), out);
+    } else if (v.nfc) {
+      bpe_encode(v, nfc(frag), out);
     } else {
       bpe_encode(v, frag, out);
     }

@@ -3,7 +3,8 @@
 // Two algorithm families, chosen by `tokenizer.ggml.model`:
 //   "llama" — SentencePiece-style (gemma, llama 2, phi-3): spaces become U+2581, pieces merge
 //             greedily by score, characters not in the vocabulary fall back to <0xXX> byte tokens.
-//   "gpt2"  — byte-level BPE (gpt-2, llama 3, qwen2/3): a pre-tokenizer regex (`tokenizer.ggml.pre`)
+//   "gpt2"  — byte-level BPE (gpt-2, llama 3, qwen2/3; qwen2 text is NFC-normalized first): a
+//             pre-tokenizer regex (`tokenizer.ggml.pre`)
 //             splits words, bytes map to printable code points, merges apply by rank.
 // Special tokens: user-defined tokens (GGUF token type 4) are always matched in the raw text;
 // control and unknown tokens (types 3, 2: <bos>, <|im_start|>, <end_of_turn>) only when the caller

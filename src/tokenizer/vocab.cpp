@@ -149,6 +149,9 @@ Result<std::shared_ptr<const Vocab>> load_vocab(const gguf::File& f) {
       v.pre = PreType::gpt2;
     }
     v.ignore_merges = v.pre == PreType::llama3;
+    // qwen2's tokenizer.json normalizes to NFC before pre-tokenizing; GGUF has no key for it, so
+    // it follows from the pre-tokenizer (as llama 3's ignore_merges does).
+    v.nfc = v.pre == PreType::qwen2;
     STRATA_TRY(load_merges(f, v));
   } else {
     v.byte_token.fill(-1);

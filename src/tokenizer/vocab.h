@@ -67,6 +67,7 @@ struct Vocab {
   // BPE
   PreType pre = PreType::gpt2;
   bool ignore_merges = false;  // llama 3: a word that is itself a token skips the merges
+  bool nfc = false;            // qwen2/3: text is NFC-normalized first (their HF normalizer)
   std::unordered_map<uint64_t, MergeResult> merges;  // (left id << 32 | right id) -> result
   SpecialTrie special;
 

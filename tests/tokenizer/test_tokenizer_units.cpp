@@ -249,3 +249,25 @@ TEST_CASE("random bytes (invalid UTF-8 included) encode and round-trip exactly",
 }
 
 }  // namespace strata::test
+
+#include "tokenizer/normalize.h"
+
+namespace strata::tokenizer {
+
+TEST_CASE("NFC: decomposition, canonical ordering, composition, exclusions, Hangul", "[tokenizer]") {
+  // Expected values from Python's unicodedata.normalize("NFC", ...).
+  CHECK(nfc("plain ascii") == "plain ascii");
+  CHECK(nfc("e\u0301") == "\u00E9");
+  CHECK(nfc("\u212B") == "\u00C5");                      // singleton decomposition
+  CHECK(nfc("\u1100\u1161\u11A8") == "\uAC01");          // Hangul L V T
+  CHECK(nfc("\uAC00\u11A8") == "\uAC01");                // Hangul LV + T
+  CHECK(nfc("q\u0307\u0323") == "q\u0323\u0307");        // reordered by combining class
+  CHECK(nfc("\u1E0B\u0323") == "\u1E0D\u0307");          // decompose, reorder, recompose
+  CHECK(nfc("\u0958") == "\u0915\u093C");                // composition exclusion stays apart
+  CHECK(nfc("A\u030A\u0301") == "\u01FA");               // two successive compositions
+  CHECK(nfc("A\u0328\u0301\u0301") == "\u0104\u0301\u0301");  // blocked by an equal class
+  CHECK(nfc("\xFF" "e\u0301") == "\xFF" "\u00E9");       // malformed bytes pass through
+  CHECK(nfc("한국어 日本語") == "한국어 日本語");
+}
+
+}  // namespace strata::tokenizer

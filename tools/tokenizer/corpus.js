@@ -61,7 +61,11 @@ const base = [
   "<think>\nreasoning\n</think>\n\nanswer", "<tool_call>{\"name\": \"f\"}</tool_call>", "<unk>", "<pad>",
   "text <mask> text", "<b>bold</b> <i>italic</i> <code>x</code>", "<table><tr><td>1</td></tr></table>",
   "not special: <bos > < eos> <start_of_turn", "<<bos>>", "<bos><bos>", "<|im_end|><|im_end|>",
-  "\u2581already\u2581escaped", "▁▁ two blocks", "tab\t\t\tseparated", "<unused0> <unused99>",
+  "\u2581already\u2581escaped",
+  // not in NFC (qwen normalizes to NFC; gemma and llama 3 do not)
+  "Cafe\u0301 au lait", "e\u0301e\u0300e\u0302", "\u212B\u2126 ångström ohm", "\u1100\u1161\u11A8 jamo",
+  "q\u0307\u0323 reorder", "\u0958 excluded", "A\u030A\u0301 stacked", "\uFB01 ligature \u00BD",
+  "▁▁ two blocks", "tab\t\t\tseparated", "<unused0> <unused99>",
 ];
 
 // Deterministic variations: whitespace runs around words, digit runs, joined pairs.
