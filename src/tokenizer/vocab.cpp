@@ -17,7 +17,7 @@ constexpr const char* kPre = "tokenizer.ggml.pre";
 // Token texts that end a turn in the chat formats strata knows, beyond eos/eot.
 constexpr std::string_view kEndOfTurnTexts[] = {
     "<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<end_of_turn>", "<|end|>", "<|endoftext|>",
-    "<|end_of_text|>",
+    "<|end_of_text|>", "<eos>",
 };
 
 template <typename T>

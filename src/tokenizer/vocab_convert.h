@@ -22,7 +22,7 @@ struct ConvertOptions {
   // tokenizer_config.json (bos/eos, add_bos_token, chat_template); "" = the file of that name
   // beside tokenizer.json, when present.
   std::string config_path;
-  std::string name;  // general.name; default: the folder name of tokenizer.json
+  std::string name;  // general.name; default: the folder name of tokenizer.json (above "models/")
 };
 
 struct ConvertSummary {

@@ -271,3 +271,24 @@ TEST_CASE("NFC: decomposition, canonical ordering, composition, exclusions, Hang
 }
 
 }  // namespace strata::tokenizer
+
+namespace strata::test {
+
+TEST_CASE("converted gemma3 vocabulary: SPM keys, ids and end-of-generation tokens", "[tokenizer]") {
+  const auto tok = load_lenml("gemma3");
+  CHECK(tok.type() == tokenizer::VocabType::spm);
+  CHECK(tok.bos() == 2);
+  CHECK(tok.add_bos());
+  CHECK(tok.is_eog(*tok.find_token("<end_of_turn>")));
+  CHECK(tok.is_eog(*tok.find_token("<eos>")));
+  CHECK_FALSE(tok.is_eog(*tok.find_token("<start_of_turn>")));
+  CHECK(tok.token_type(*tok.find_token("<0x41>")) == tokenizer::TokenType::byte);
+  CHECK(tokenizer::detect_chat_family(tok.chat_template()) == tokenizer::ChatFamily::gemma);
+  // No space prefix (gemma3 adds none); spaces become U+2581 and decode back.
+  const auto ids = tok.encode("Hi there", false, false);
+  REQUIRE(ids.size() == 2);
+  CHECK(tok.token_text(ids[1]) == "\xE2\x96\x81there");
+  CHECK(tok.decode(ids) == "Hi there");
+}
+
+}  // namespace strata::test
