@@ -13,7 +13,7 @@ if(NOT STRATA_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 86 89 90)
     endif()
     enable_language(CUDA)
-    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 cannot yet ask nvcc for C++20
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     set(STRATA_HAVE_CUDA ON)

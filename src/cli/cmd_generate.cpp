@@ -82,21 +82,28 @@ int run_generate(GenerateArgs a) {
     log::error("{}", tok.message());
     return 1;
   }
-  std::string text = a.prompt;
-  bool parse_special = false;
-  if (a.chat) {
-    const auto family = tokenizer::detect_chat_family(tok->chat_template());
-    if (family == tokenizer::ChatFamily::none) {
-      log::warn("--chat: the model has no chat template strata knows; using the raw prompt");
-    } else {
-      std::vector<tokenizer::ChatMessage> msgs;
-      if (!a.system.empty()) msgs.push_back({"system", a.system});
-      msgs.push_back({"user", a.prompt});
-      text = tokenizer::apply_chat(family, msgs, true);
-      parse_special = true;  // the template's control tokens, never the user's text alone
-    }
+  std::vector<int32_t> prompt_ids;
+  const auto family = a.chat ? tokenizer::detect_chat_family(tok->chat_template()) : tokenizer::ChatFamily::none;
+  if (a.chat && family == tokenizer::ChatFamily::none)
+    log::warn("--chat: the model has no chat template strata knows; using the raw prompt");
+  if (family == tokenizer::ChatFamily::none) {
+    prompt_ids = tok->encode(a.prompt, true, false);
+  } else {
+    // The template's own control tokens are parsed; the user's text never is, so a prompt that
+    // contains "<end_of_turn>" cannot end its turn. The template is formatted around a marker and
+    // the parts are encoded separately.
+    const std::string marker = "\x01strata-user-text\x01";
+    std::vector<tokenizer::ChatMessage> msgs;
+    if (!a.system.empty()) msgs.push_back({"system", a.system});
+    msgs.push_back({"user", marker});
+    const std::string text = tokenizer::apply_chat(family, msgs, true);
+    const size_t at = text.find(marker);
+    prompt_ids = tok->encode(text.substr(0, at), true, true);
+    const auto user = tok->encode(a.prompt, false, false);
+    const auto tail = tok->encode(text.substr(at + marker.size()), false, true);
+    prompt_ids.insert(prompt_ids.end(), user.begin(), user.end());
+    prompt_ids.insert(prompt_ids.end(), tail.begin(), tail.end());
   }
-  const std::vector<int32_t> prompt_ids = tok->encode(text, true, parse_special);
   if (prompt_ids.empty()) {
     log::error("the prompt encodes to no tokens");
     return 2;

@@ -20,5 +20,7 @@ Command add_tokenize(CLI::App& app);
 Command add_vocab(CLI::App& app);
 Command add_generate(CLI::App& app);
 Command add_logits(CLI::App& app);
+Command add_perplexity(CLI::App& app);
+Command add_bench(CLI::App& app);
 
 }  // namespace strata::cli

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   const std::vector<strata::cli::Command> commands = {
       strata::cli::add_generate(app),
       strata::cli::add_logits(app),
+      strata::cli::add_perplexity(app),
+      strata::cli::add_bench(app),
       strata::cli::add_inspect(app),
       strata::cli::add_synth(app),
       strata::cli::add_export_hf(app),
