@@ -1,6 +1,7 @@
 // strata bench: performance figures against ceilings measured in the same run, as JSON.
 //   strata bench decode -m M.gguf: CPU decode tok/s and the weight bytes it streams per token,
 //   against the host's measured read bandwidth (decode at batch 1 is bound by that read).
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <memory>
@@ -49,8 +50,8 @@ int run_bench_decode(const BenchDecodeArgs& a) {
   }
   auto& f = **fwd;
   const uint64_t per_token = weight_bytes_per_token(f.model());
-  // The ceiling: a read of 4x the model's per-token bytes (at least 1 GiB), beyond any cache.
-  const uint64_t probe = std::max<uint64_t>(kGiB, 4 * per_token);
+  // The ceiling: a read of 4x the per-token bytes (1..8 GiB), well beyond any cache.
+  const uint64_t probe = std::clamp<uint64_t>(4 * per_token, kGiB, 8 * kGiB);
   log::info("measuring host read bandwidth ({} buffer, {} threads)...", format_bytes(probe), threads);
   const double ceiling = kernels::cpu::measure_read_bandwidth(probe, 5);
 

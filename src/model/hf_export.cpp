@@ -242,7 +242,11 @@ Result<std::string> hf_config_json(const gguf::File& file, const ModelSpec& spec
 
   if (spec.arch == Arch::gemma3) {
     c["hidden_activation"] = "gelu_pytorch_tanh";
-    c["query_pre_attn_scalar"] = double(hp.query_pre_attn_scalar);
+    // transformers 5.x validates this field as an int (it is n_embd / n_head or head_dim).
+    if (hp.query_pre_attn_scalar == std::floor(hp.query_pre_attn_scalar))
+      c["query_pre_attn_scalar"] = int64_t(hp.query_pre_attn_scalar);
+    else
+      c["query_pre_attn_scalar"] = double(hp.query_pre_attn_scalar);
     c["sliding_window"] = hp.n_swa;
     c["layer_types"] = layer_types;
     c["sliding_window_pattern"] = hp.swa_pattern;  // 4.5x reads this when layer_types is absent
