@@ -1,7 +1,10 @@
 // The strata program end to end: exit codes and messages a user sees.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
+#include <filesystem>
+#include <fstream>
 #include <cstdio>
 #include <sys/wait.h>
 
@@ -96,4 +99,76 @@ TEST_CASE("bad input gives one clear line and a non-zero exit", "[cli]") {
   CHECK(has(flag.err, "frobnicate"));
   auto none = run_strata("");
   CHECK(none.code != 0);
+}
+
+TEST_CASE("generate runs every architecture and greedy output is deterministic", "[cli]") {
+  const auto dir = strata::test::temp_dir("cli-generate");
+  for (const char* arch : {"gemma3", "llama", "qwen3"}) {
+    INFO(arch);
+    const std::string model = (dir / (std::string(arch) + ".gguf")).string();
+    REQUIRE(run_strata(std::string("synth --no-progress --type q8_0 --arch ") + arch + " -o " + model).code == 0);
+    const std::string cmd = "generate -m " + model + " -p 'the quick brown fox' -n 24 --temp 0";
+    auto a = run_strata(cmd), b = run_strata(cmd + " -t 1");
+    INFO(a.err);
+    REQUIRE(a.code == 0);
+    CHECK(a.out.size() > 10);
+    CHECK(a.out == b.out);  // greedy: same text whatever the thread count
+    CHECK(has(a.err, "generated 24 tokens"));
+    // Sampling: the same seed repeats itself.
+    auto s1 = run_strata(cmd + " --temp 1.5 --top-k 0 --top-p 1 --min-p 0 --seed 11");
+    auto s2 = run_strata(cmd + " --temp 1.5 --top-k 0 --top-p 1 --min-p 0 --seed 11");
+    CHECK(s1.out == s2.out);
+  }
+}
+
+TEST_CASE("logits, tokenize and perplexity agree with each other", "[cli]") {
+  const auto dir = strata::test::temp_dir("cli-logits");
+  const std::string model = strata::test::testdata("models/llama/model.gguf");
+  const std::string out = (dir / "l.f32").string();
+  auto tk = run_strata("tokenize -m " + model + " -p 'hello world'");
+  REQUIRE(tk.code == 0);
+  auto lg = run_strata("logits -m " + model + " --tokens 2,17,99,3 --all -o " + out);
+  INFO(lg.err);
+  REQUIRE(lg.code == 0);
+  CHECK(std::filesystem::file_size(out) == 4 * 512 * 4);
+  auto last = run_strata("logits -m " + model + " --tokens '2 17 99 3' -o " + out + ".last");
+  REQUIRE(last.code == 0);
+  CHECK(std::filesystem::file_size(out + ".last") == 512 * 4);
+  const std::string text = (dir / "t.txt").string();
+  {
+    std::ofstream f(text);
+    for (int i = 0; i < 200; ++i) f << "the cat sat on the mat and the dog ran far away. ";
+  }
+  auto ppl = run_strata("perplexity -m " + model + " -f " + text + " -c 64 --chunks 3 --save-logits " + out + ".ppl");
+  INFO(ppl.err);
+  REQUIRE(ppl.code == 0);
+  CHECK(has(ppl.out, "perplexity: "));
+  auto kl = run_strata("perplexity -m " + model + " -f " + text + " -c 64 --chunks 3 --kl-base " + out + ".ppl");
+  REQUIRE(kl.code == 0);
+  CHECK(has(kl.out, "KL divergence"));
+  CHECK(has(kl.out, "top-1 agreement 100.00%"));  // the same model against itself
+}
+
+TEST_CASE("model commands reject bad input with one clear line", "[cli]") {
+  const std::string model = strata::test::testdata("models/llama/model.gguf");
+  auto empty = run_strata("generate -m " + model + " -p ''");
+  CHECK(empty.code == 2);
+  CHECK(has(empty.err, "empty prompt"));
+  auto range = run_strata("logits -m " + model + " --tokens 2,600 -o /dev/null");
+  CHECK(range.code == 1);
+  CHECK(has(range.err, "token id 600 at index 1 is out of range"));
+  auto ctx = run_strata("generate -m " + model + " -p hi -c 100000");
+  CHECK(ctx.code == 1);
+  CHECK(has(ctx.err, "longer than the model allows"));
+  auto notid = run_strata("logits -m " + model + " --tokens 2,x -o /dev/null");
+  CHECK(notid.code == 2);
+  CHECK(has(notid.err, "'x' is not a token id"));
+  auto temp = run_strata("generate -m " + model + " -p hi --top-p 3");
+  CHECK(temp.code == 2);
+  CHECK(has(temp.err, "--top-p must be in (0, 1]"));
+  auto nomodel = run_strata("generate -m /nonexistent.gguf -p hi");
+  CHECK(nomodel.code == 1);
+  CHECK(has(nomodel.err, "/nonexistent.gguf: cannot open"));
+  // Only the error line, not a usage dump or a stack trace.
+  CHECK(std::count(nomodel.err.begin(), nomodel.err.end(), '\n') == 1);
 }
