@@ -1,0 +1,87 @@
+// The CUDA backend, callable from plain C++ (no CUDA headers here: the engine above kernels/
+// compiles without them). Every function returns a Status carrying the CUDA error string and the
+// operation's name; kernels are launched asynchronously on the given stream and their launch
+// errors are checked right after the launch. Without CUDA (STRATA_HAVE_CUDA unset) the same
+// functions exist and return "built without CUDA" (cuda_api_none.cpp), so callers need no #ifdefs.
+//
+// Memory contract: every pointer argument named d_* is device memory; weights use WeightView with
+// a device `data` pointer (same layout as on the host: ggml blocks, row-major). Kernels own no
+// memory: scratch comes from the caller (Workspace).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/status.h"
+#include "kernels/weight_view.h"
+
+namespace strata::kernels::cuda {
+
+using Stream = void*;  // a cudaStream_t; nullptr = the default stream
+
+// ---- memory and streams (device_memory.cu) -----------------------------------------------------
+Result<void*> device_alloc(size_t bytes);
+void device_free(void* d_ptr);
+Status copy_to_device(void* d_dst, const void* src, size_t bytes, Stream s);
+Status copy_to_host(void* dst, const void* d_src, size_t bytes, Stream s);
+Status memset_device(void* d_dst, int value, size_t bytes, Stream s);
+Status synchronize(Stream s);
+Result<Stream> stream_create();
+void stream_destroy(Stream s);
+
+// Caller-owned device scratch for kernels that need it (dequantised GEMM tiles, split-K partials).
+struct Workspace {
+  void* d_ptr = nullptr;
+  size_t bytes = 0;
+};
+
+// ---- matmul on quantised weights (matmul.cu, gemv_*.cu) ----------------------------------------
+// y (n_cols, n_out) = W x for x (n_cols, n_in), f32 activations, f32 accumulation.
+// gemv: 1 <= n_cols <= kMaxGemvCols (decode, speculative verify); reads each weight byte once for
+// all columns. Every type in GgmlType with CPU kernels is supported.
+inline constexpr int kMaxGemvCols = 16;
+Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Stream s);
+// Many columns (prefill): dequantise W tile by tile to f16 in the workspace and multiply on tensor
+// cores with cuBLAS (f32 accumulation). workspace_bytes_for_gemm says how much scratch it needs.
+size_t workspace_bytes_for_gemm(const WeightView& w, int n_cols);
+Status gemm(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s);
+// Picks gemv for n_cols <= kMaxGemvCols, else gemm.
+Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s);
+// Decodes n_rows rows starting at row0 of W into f32 (tests, embedding gathers).
+Status dequantize_rows(const WeightView& w, int64_t row0, int64_t n_rows, float* d_out, Stream s);
+
+// ---- element-wise and per-vector ops (ops.cu) --------------------------------------------------
+// Same semantics as kernels/cpu/ops.h (the reference).
+Status rms_norm(const float* d_x, const float* d_w, int64_t n_vec, int64_t n, float eps, float* d_out, Stream s);
+// RoPE on (n_tok, n_heads, head_dim) in place; position of token t is d_pos[t] / linear_scale.
+Status rope(float* d_x, const int32_t* d_pos, int64_t n_tok, int64_t n_heads, int64_t head_dim, float base,
+            float linear_scale, const float* d_freq_div, bool neox, Stream s);
+Status silu_mul(float* d_gate, const float* d_up, int64_t n, Stream s);
+Status gelu_tanh_mul(float* d_gate, const float* d_up, int64_t n, Stream s);
+Status add(float* d_x, const float* d_y, int64_t n, Stream s);
+// Embedding rows for token ids (dequantised, times scale) into (n_tok, n_embd).
+Status get_rows(const WeightView& table, const int32_t* d_ids, int64_t n_tok, float scale, float* d_out, Stream s);
+
+// ---- attention (attention.cu) -------------------------------------------------------------------
+// KV store layout as kernels/cpu/attention.h: `capacity` slots, position p in slot p % capacity,
+// each slot n_head_kv * head_dim values (f32 or f16). Causal; window > 0 limits to the last window.
+struct KvStoreDev {
+  void* d_k = nullptr;  // written by kv_write, read by attention
+  void* d_v = nullptr;
+  GgmlType dtype = GgmlType::F16;
+  int64_t capacity = 0;
+};
+struct AttentionShapeDev {
+  int64_t n_head = 0, n_head_kv = 0, head_dim = 0, window = 0;
+  float scale = 1.0f;
+};
+// q, out: (n_q, n_head, head_dim); d_pos: n_q positions. Split over the sequence for long contexts
+// (scratch in ws; attention_workspace_bytes says how much).
+size_t attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s, int64_t max_keys);
+Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
+                 const AttentionShapeDev& s, float* d_out, Workspace ws, Stream s_);
+// Writes (n_tok, n_head_kv * head_dim) K and V rows into their slots (converting to the store's dtype).
+Status kv_write(const float* d_k, const float* d_v, const int32_t* d_pos, int64_t n_tok, int64_t width,
+                const KvStoreDev& kv, Stream s);
+
+}  // namespace strata::kernels::cuda

@@ -1,0 +1,40 @@
+// The CUDA backend's functions in a build without CUDA: each says so. Keeps callers free of #ifdefs
+// and makes a CPU-only build link (CTranslate2's pattern).
+#include "kernels/cuda/cuda_api.h"
+
+namespace strata::kernels::cuda {
+namespace {
+Status none(const char* op) { return Status::error("{}: strata was built without CUDA", op); }
+}  // namespace
+
+Result<void*> device_alloc(size_t) { return none("device_alloc"); }
+void device_free(void*) {}
+Status copy_to_device(void*, const void*, size_t, Stream) { return none("copy_to_device"); }
+Status copy_to_host(void*, const void*, size_t, Stream) { return none("copy_to_host"); }
+Status memset_device(void*, int, size_t, Stream) { return none("memset_device"); }
+Status synchronize(Stream) { return none("synchronize"); }
+Result<Stream> stream_create() { return none("stream_create"); }
+void stream_destroy(Stream) {}
+Status gemv(const WeightView&, const float*, int, float*, Stream) { return none("gemv"); }
+size_t workspace_bytes_for_gemm(const WeightView&, int) { return 0; }
+Status gemm(const WeightView&, const float*, int, float*, Workspace, Stream) { return none("gemm"); }
+Status matmul(const WeightView&, const float*, int, float*, Workspace, Stream) { return none("matmul"); }
+Status dequantize_rows(const WeightView&, int64_t, int64_t, float*, Stream) { return none("dequantize_rows"); }
+Status rms_norm(const float*, const float*, int64_t, int64_t, float, float*, Stream) { return none("rms_norm"); }
+Status rope(float*, const int32_t*, int64_t, int64_t, int64_t, float, float, const float*, bool, Stream) {
+  return none("rope");
+}
+Status silu_mul(float*, const float*, int64_t, Stream) { return none("silu_mul"); }
+Status gelu_tanh_mul(float*, const float*, int64_t, Stream) { return none("gelu_tanh_mul"); }
+Status add(float*, const float*, int64_t, Stream) { return none("add"); }
+Status get_rows(const WeightView&, const int32_t*, int64_t, float, float*, Stream) { return none("get_rows"); }
+size_t attention_workspace_bytes(int64_t, const AttentionShapeDev&, int64_t) { return 0; }
+Status attention(const float*, const int32_t*, int64_t, const KvStoreDev&, const AttentionShapeDev&, float*, Workspace,
+                 Stream) {
+  return none("attention");
+}
+Status kv_write(const float*, const float*, const int32_t*, int64_t, int64_t, const KvStoreDev&, Stream) {
+  return none("kv_write");
+}
+
+}  // namespace strata::kernels::cuda
