@@ -6,6 +6,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant_kernels.h"
+#include "runtime/forward_pass.h"
 
 namespace strata::runtime {
 
@@ -63,73 +64,58 @@ Status CpuForward::eval(std::span<const int32_t> tokens, Logits which, std::vect
   return {};
 }
 
+namespace {
+
+// The CPU kernels as forward_pass.h's Ops policy: host buffers, the sequence's KvCache.
+struct CpuOps {
+  const model::ModelWeights& w;
+  kv::KvCache& kv;
+  std::vector<int32_t>& pos;
+  uint32_t pos0 = 0;
+
+  void begin_chunk(const int32_t*, uint32_t n, uint32_t first) {
+    pos0 = first;
+    for (uint32_t t = 0; t < n; ++t) pos[t] = int32_t(first + t);
+  }
+  void embed(const int32_t* tokens, uint32_t n, float scale, float* x) {
+    const int64_t d = w.token_embd.n_in;
+    const auto* k = cpu::quant_kernels(w.token_embd.type);
+    for (uint32_t t = 0; t < n; ++t) {
+      k->dequantize(w.token_embd.row(tokens[t]), x + t * d, d);
+      if (scale != 1.0f) cpu::scale(x + t * d, scale, d);
+    }
+  }
+  void norm(const float* x, const float* weight, int64_t n_vec, int64_t dim, float eps, float* out) {
+    for (int64_t v = 0; v < n_vec; ++v) cpu::rms_norm(x + v * dim, weight, dim, eps, out + v * dim);
+  }
+  void matmul(const kernels::WeightView& m, const float* x, uint32_t n, float* y) { cpu::matmul(m, x, n, y); }
+  void rope(float* x, uint32_t n, int64_t n_heads, int64_t hd, float base, float lin, const float* freq_div,
+            bool neox) {
+    for (uint32_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < n_heads; ++h)
+        cpu::rope(x + (int64_t(t) * n_heads + h) * hd, hd, float(pos0 + t) / lin, base, freq_div, neox);
+  }
+  void kv_write(uint32_t il, const float* k, const float* v, uint32_t n, uint32_t first) {
+    const int64_t width = int64_t(w.layers[il].wk.n_out);
+    for (uint32_t t = 0; t < n; ++t) kv.write(il, first + t, k + t * width, v + t * width);
+  }
+  void attention(uint32_t il, const float* q, uint32_t n, const cpu::AttentionShape& s, float* out) {
+    cpu::attention(q, pos.data(), n, kv.view(il), s, out);
+  }
+  void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count) {
+    if (act == model::FfnActivation::gelu_tanh) cpu::gelu_tanh_mul(gate, up, count);
+    else cpu::silu_mul(gate, up, count);
+  }
+  void add(float* x, const float* y, int64_t count) { cpu::add(x, y, count); }
+};
+
+}  // namespace
+
 void CpuForward::run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, Logits which, float* logits) {
-  const auto& s = model_->spec;
-  const auto& w = model_->weights;
-  const int64_t d = s.hp.n_embd;
-  // Embedding rows, decoded from the (possibly quantised) table and scaled (gemma: sqrt(n_embd)).
-  const auto* embd = cpu::quant_kernels(w.token_embd.type);
-  for (uint32_t t = 0; t < n; ++t) {
-    embd->dequantize(w.token_embd.row(tokens[t]), x_.data() + t * d, d);
-    if (s.embedding_scale != 1.0f) cpu::scale(x_.data() + t * d, s.embedding_scale, d);
-    pos_[t] = int32_t(pos0 + t);
-  }
-  for (uint32_t il = 0; il < s.hp.n_layer; ++il) {
-    attention_block(il, n, pos0);
-    ffn_block(il, n);
-  }
-  if (which == Logits::none) return;
-  // Final norm and head, only for the rows whose logits are wanted.
-  const uint32_t first = which == Logits::last ? n - 1 : 0, rows = n - first;
-  for (uint32_t t = first; t < n; ++t) cpu::rms_norm(x_.data() + t * d, w.output_norm, d, s.hp.rms_eps, h_.data() + (t - first) * d);
-  cpu::matmul(w.output, h_.data(), rows, logits);
-}
-
-void CpuForward::attention_block(uint32_t il, uint32_t n, uint32_t pos0) {
-  const auto& s = model_->spec;
-  const auto& l = model_->weights.layers[il];
-  const int64_t d = s.hp.n_embd, hd = s.hp.n_embd_head;
-  const float eps = s.hp.rms_eps;
-  for (uint32_t t = 0; t < n; ++t) cpu::rms_norm(x_.data() + t * d, l.attn_norm, d, eps, h_.data() + t * d);
-  cpu::matmul(l.wq, h_.data(), n, q_.data());
-  cpu::matmul(l.wk, h_.data(), n, k_.data());
-  cpu::matmul(l.wv, h_.data(), n, v_.data());
-  if (s.qk_norm) {
-    cpu::rms_norm_rows(q_.data(), l.q_norm, int64_t(n) * s.hp.n_head, hd, eps);
-    cpu::rms_norm_rows(k_.data(), l.k_norm, int64_t(n) * s.hp.n_head_kv, hd, eps);
-  }
-  const bool neox = s.rope_style == model::RopeStyle::neox;
-  const float base = s.rope_base(il), lin = s.rope_linear_scale(il);
-  for (uint32_t t = 0; t < n; ++t) {
-    const float p = float(pos0 + t) / lin;
-    for (uint32_t h = 0; h < s.hp.n_head; ++h)
-      cpu::rope(q_.data() + (int64_t(t) * s.hp.n_head + h) * hd, hd, p, base, model_->weights.rope_freqs, neox);
-    for (uint32_t h = 0; h < s.hp.n_head_kv; ++h)
-      cpu::rope(k_.data() + (int64_t(t) * s.hp.n_head_kv + h) * hd, hd, p, base, model_->weights.rope_freqs, neox);
-    kv_.write(il, pos0 + t, k_.data() + int64_t(t) * s.kv_width(), v_.data() + int64_t(t) * s.kv_width());
-  }
-  const cpu::AttentionShape shape{s.hp.n_head, s.hp.n_head_kv, hd, s.window(il), s.attention_scale};
-  cpu::attention(q_.data(), pos_.data(), n, kv_.view(il), shape, att_.data());
-  cpu::matmul(l.wo, att_.data(), n, h_.data());
-  if (s.post_norms) cpu::rms_norm_rows(h_.data(), l.post_attn_norm, n, d, eps);
-  cpu::add(x_.data(), h_.data(), int64_t(n) * d);
-}
-
-void CpuForward::ffn_block(uint32_t il, uint32_t n) {
-  const auto& s = model_->spec;
-  const auto& l = model_->weights.layers[il];
-  const int64_t d = s.hp.n_embd, ff = s.hp.n_ff;
-  const float eps = s.hp.rms_eps;
-  for (uint32_t t = 0; t < n; ++t) cpu::rms_norm(x_.data() + t * d, l.ffn_norm, d, eps, h_.data() + t * d);
-  cpu::matmul(l.ffn_gate, h_.data(), n, gate_.data());
-  cpu::matmul(l.ffn_up, h_.data(), n, up_.data());
-  if (s.activation == model::FfnActivation::gelu_tanh)
-    cpu::gelu_tanh_mul(gate_.data(), up_.data(), int64_t(n) * ff);
-  else
-    cpu::silu_mul(gate_.data(), up_.data(), int64_t(n) * ff);
-  cpu::matmul(l.ffn_down, gate_.data(), n, h_.data());
-  if (s.post_norms) cpu::rms_norm_rows(h_.data(), l.post_ffw_norm, n, d, eps);
-  cpu::add(x_.data(), h_.data(), int64_t(n) * d);
+  CpuOps ops{model_->weights, kv_, pos_};
+  const ForwardBuffers b{x_.data(), h_.data(), q_.data(), k_.data(), v_.data(), att_.data(), gate_.data(), up_.data()};
+  const uint32_t rows = which == Logits::none ? 0 : which == Logits::last ? 1 : n;
+  forward_chunk(ops, model_->spec, model_->weights, b, tokens, n, pos0, rows, logits);
 }
 
 }  // namespace strata::runtime

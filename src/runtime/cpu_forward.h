@@ -43,8 +43,6 @@ class CpuForward {
  private:
   CpuForward(std::shared_ptr<const Model> model, ForwardOptions options, kv::KvCache kv);
   void run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, Logits which, float* logits);
-  void attention_block(uint32_t il, uint32_t n, uint32_t pos0);
-  void ffn_block(uint32_t il, uint32_t n);
 
   std::shared_ptr<const Model> model_;
   ForwardOptions opt_;
