@@ -115,11 +115,11 @@ int run_generate(GenerateArgs a) {
     return 1;
   }
   auto& f = **fwd;
-  if (prompt_ids.size() >= f.kv().n_ctx()) {
-    log::error("the prompt has {} tokens, more than the context of {} (raise -c)", prompt_ids.size(), f.kv().n_ctx());
+  if (prompt_ids.size() >= f.n_ctx()) {
+    log::error("the prompt has {} tokens, more than the context of {} (raise -c)", prompt_ids.size(), f.n_ctx());
     return 2;
   }
-  log::info("{} | ctx {} | prompt {} tokens | seed {} | temp {}", f.model().spec.summary(), f.kv().n_ctx(),
+  log::info("{} | ctx {} | prompt {} tokens | seed {} | temp {}", f.model().spec.summary(), f.n_ctx(),
             prompt_ids.size(), a.seed, a.sp.temperature);
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
@@ -148,7 +148,7 @@ int run_generate(GenerateArgs a) {
     std::fwrite(pending.data(), 1, ready, stdout);
     std::fflush(stdout);
     pending.erase(0, ready);
-    if (f.n_past() >= f.kv().n_ctx()) { stop = "context full"; break; }
+    if (f.n_past() >= f.n_ctx()) { stop = "context full"; break; }
     if (Status s = f.eval(std::span(&next, 1), runtime::Logits::last, logits); !s) {
       log::error("{}", s.message());
       return 1;

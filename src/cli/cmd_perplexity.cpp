@@ -56,7 +56,7 @@ int run_perplexity(const PerplexityArgs& a) {
     return 1;
   }
   const std::vector<int32_t> ids = tok->encode(text, false, false);
-  const uint32_t n_ctx = f.kv().n_ctx();
+  const uint32_t n_ctx = f.n_ctx();
   if (n_ctx < 4) {
     log::error("-c {} is too short to score anything", n_ctx);
     return 2;

@@ -22,5 +22,7 @@ Command add_generate(CLI::App& app);
 Command add_logits(CLI::App& app);
 Command add_perplexity(CLI::App& app);
 Command add_bench(CLI::App& app);
+Command add_plan(CLI::App& app);
+Command add_probe(CLI::App& app);
 
 }  // namespace strata::cli

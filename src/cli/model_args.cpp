@@ -12,6 +12,8 @@ void ModelArgs::add_to(CLI::App* sub) {
                                           "unless asked, never more than the model allows)");
   sub->add_option("-t,--threads", threads, "CPU threads (default: all cores)");
   sub->add_option("-b,--ubatch", ubatch, "Tokens per prefill chunk")->capture_default_str()->check(CLI::Range(1, 65536));
+  sub->add_option("--device", device, "Where to run: auto (the GPU when there is one), cpu, cuda")
+      ->capture_default_str();
   sub->add_option("--cache-type-k,--cache-type", kv_type, "KV cache type (-ctk): f32 or f16")->capture_default_str();
 }
 
@@ -20,7 +22,7 @@ std::unique_ptr<tbb::global_control> ModelArgs::thread_limit() const {
   return std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, size_t(threads));
 }
 
-Result<std::unique_ptr<runtime::CpuForward>> ModelArgs::open(uint32_t n_ctx_hint) const {
+Result<std::unique_ptr<runtime::Engine>> ModelArgs::open(uint32_t n_ctx_hint) const {
   runtime::ForwardOptions fo;
   if (kv_type == "f32") fo.kv_type = GgmlType::F32;
   else if (kv_type == "f16") fo.kv_type = GgmlType::F16;
@@ -31,7 +33,11 @@ Result<std::unique_ptr<runtime::CpuForward>> ModelArgs::open(uint32_t n_ctx_hint
   fo.n_ctx = n_ctx ? n_ctx : std::max<uint32_t>(std::min<uint32_t>(train ? train : 4096, 4096), n_ctx_hint);
   fo.ubatch = std::min(ubatch, fo.n_ctx);
   log::debug("{}", (*m)->spec.summary());
-  return runtime::CpuForward::create(m.value(), fo);
+  runtime::Device dev = runtime::Device::automatic;
+  if (device == "cpu") dev = runtime::Device::cpu;
+  else if (device == "cuda") dev = runtime::Device::cuda;
+  else if (device != "auto") return Status::error("unknown --device '{}' (auto, cpu, cuda)", device);
+  return runtime::make_engine(m.value(), fo, dev);
 }
 
 }  // namespace strata::cli

@@ -6,6 +6,7 @@
 // KV cache. Not thread-safe; internally parallel (oneTBB).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -13,31 +14,21 @@
 
 #include "core/status.h"
 #include "kv/kv_cache.h"
+#include "runtime/engine.h"
 #include "runtime/model.h"
 
 namespace strata::runtime {
 
-struct ForwardOptions {
-  uint32_t n_ctx = 4096;           // KV positions
-  uint32_t ubatch = 512;           // tokens per prefill chunk (also the ring margin)
-  GgmlType kv_type = GgmlType::F32;
-};
-
-enum class Logits { none, last, all };
-
-class CpuForward {
+class CpuForward final : public Engine {
  public:
   static Result<std::unique_ptr<CpuForward>> create(std::shared_ptr<const Model> model, ForwardOptions options);
 
-  // Runs `tokens` at positions [n_past(), n_past() + tokens.size()), appending to the KV cache.
-  // logits receives n_vocab floats for the last token (Logits::last) or for every token
-  // (Logits::all, row-major). Errors: token id out of range, context full.
-  Status eval(std::span<const int32_t> tokens, Logits which, std::vector<float>& logits);
-
-  uint32_t n_past() const { return kv_.n_tokens(); }
-  // Forgets positions >= n (speculative rollback, or restarting a sequence with n = 0).
-  void truncate(uint32_t n) { kv_.set_n_tokens(n); }
-  const Model& model() const { return *model_; }
+  Status eval(std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) override;
+  uint32_t n_past() const override { return kv_.n_tokens(); }
+  void truncate(uint32_t n) override { kv_.set_n_tokens(std::min(n, kv_.n_tokens())); }
+  uint32_t n_ctx() const override { return kv_.n_ctx(); }
+  const Model& model() const override { return *model_; }
+  std::string_view device_name() const override { return "cpu"; }
   const kv::KvCache& kv() const { return kv_; }
 
  private:

@@ -1,0 +1,162 @@
+// strata plan -m M.gguf --profile configs/hw/X.toml --ctx N [...]: where every block goes and how
+// fast it will run, from the GGUF header and a hardware profile alone (offload/planner.h).
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "core/log.h"
+#include "core/units.h"
+#include "offload/planner.h"
+
+namespace strata::cli {
+namespace {
+
+struct PlanArgs {
+  std::string model, profile, kv = "f16", vram, pinned, host, disk, sweep;
+  uint64_t ctx = 4096, prompt = 0, gen = 256;
+  int draft_depth = -1;  // -1: n_layer / 4
+  uint32_t draft_len = 4;
+  double acceptance = 0.6;
+  bool no_spec = false, json = false;
+};
+
+Status apply_size(const std::string& text, uint64_t& dst, const char* flag) {
+  if (text.empty()) return Status::ok();
+  auto b = parse_bytes(text);
+  if (!b) return Status::error("{}: {}", flag, b.message());
+  dst = *b;
+  return Status::ok();
+}
+
+// "vram=8,10,12GiB" -> (vram, [8GiB, 10GiB, 12GiB]); a unit on the last value applies to all.
+Result<std::pair<std::string, std::vector<uint64_t>>> parse_sweep(const std::string& s) {
+  const auto eq = s.find('=');
+  if (eq == std::string::npos) return Status::error("--sweep: expected vram=8,12GiB or ctx=4096,131072");
+  const std::string key = s.substr(0, eq);
+  if (key != "vram" && key != "ctx") return Status::error("--sweep: unknown key '{}' (vram or ctx)", key);
+  std::vector<std::string> items;
+  std::stringstream ss(s.substr(eq + 1));
+  for (std::string it; std::getline(ss, it, ',');) items.push_back(it);
+  if (items.empty()) return Status::error("--sweep: no values");
+  std::string unit;
+  const auto& last = items.back();
+  size_t k = last.size();
+  while (k > 0 && std::isalpha(static_cast<unsigned char>(last[k - 1]))) --k;
+  unit = last.substr(k);
+  std::vector<uint64_t> vals;
+  for (auto it : items) {
+    if (key == "vram" && !it.empty() && std::isdigit(static_cast<unsigned char>(it.back()))) it += unit;
+    if (key == "ctx") {
+      auto b = parse_bytes(it);  // "128K" works as a count too
+      if (!b) return Status::error("--sweep: {}", b.message());
+      vals.push_back(*b);
+    } else {
+      auto b = parse_bytes(it);
+      if (!b) return Status::error("--sweep: {}", b.message());
+      vals.push_back(*b);
+    }
+  }
+  return std::make_pair(key, vals);
+}
+
+int run_plan(const PlanArgs& a) {
+  auto blocks = offload::model_blocks_from_path(a.model);
+  if (!blocks) { log::error("{}", blocks.message()); return 1; }
+  auto prof = offload::load_profile(a.profile);
+  if (!prof) { log::error("{}", prof.message()); return 1; }
+  offload::Budgets b = offload::Budgets::of(*prof);
+  for (auto [text, dst, flag] : {std::tuple{a.vram, &b.vram, "--vram"}, {a.pinned, &b.pinned, "--pinned"},
+                                 {a.host, &b.host, "--host-ram"}, {a.disk, &b.disk, "--disk"}})
+    if (auto s = apply_size(text, *dst, flag); !s) { log::error("{}", s.message()); return 2; }
+  if (!a.pinned.empty() && a.host.empty()) b.host = std::max(b.host, b.pinned);
+  if (b.pinned > b.host) b.pinned = b.host;  // pinned memory is host memory
+  offload::RunShape r;
+  r.ctx = a.ctx;
+  r.prompt = a.prompt;
+  r.gen = a.gen;
+  auto kv = offload::kv_dtype_from_name(a.kv);
+  if (!kv) { log::error("--kv: {}", kv.message()); return 2; }
+  r.kv = *kv;
+  r.draft_depth = a.no_spec ? 0 : a.draft_depth >= 0 ? uint32_t(a.draft_depth) : std::max(1u, blocks->n_layer / 4);
+  r.draft_len = a.draft_len;
+  r.acceptance = a.acceptance;
+  if (r.prompt >= r.ctx) { log::error("--prompt {} must be below --ctx {}", r.prompt, r.ctx); return 2; }
+
+  if (!a.sweep.empty()) {
+    auto sw = parse_sweep(a.sweep);
+    if (!sw) { log::error("{}", sw.message()); return 2; }
+    nlohmann::json rows = nlohmann::json::array();
+    if (!a.json)
+      std::printf("%-12s %-9s %10s %10s %10s %8s  %s\n", sw->first.c_str(), "feasible", "decode", "spec", "prefill",
+                  "ttft_s", "bottleneck / reason");
+    for (uint64_t v : sw->second) {
+      offload::Budgets bb = b;
+      offload::RunShape rr = r;
+      if (sw->first == "vram") bb.vram = v; else { rr.ctx = v; if (rr.prompt >= v) rr.prompt = 0; }
+      auto p = offload::plan(*blocks, *prof, bb, rr);
+      const std::string label = sw->first == "vram" ? format_bytes(v) : std::to_string(v);
+      if (a.json) {
+        nlohmann::json row = {{"key", sw->first}, {"value", v}, {"feasible", bool(p)}};
+        if (p) row["plan"] = offload::plan_json(*blocks, *prof, bb, rr, *p); else row["reason"] = p.message();
+        rows.push_back(row);
+      } else if (p) {
+        std::printf("%-12s %-9s %10.2f %10.2f %10.0f %8.2f  %s\n", label.c_str(), "yes", p->prediction.decode_tps,
+                    p->prediction.spec_tps, p->prediction.prefill_tps, p->prediction.ttft_s,
+                    p->prediction.step.bottleneck(*prof).c_str());
+      } else {
+        std::printf("%-12s %-9s %10s %10s %10s %8s  %s\n", label.c_str(), "no", "-", "-", "-", "-", p.message().c_str());
+      }
+    }
+    if (a.json) std::printf("%s\n", rows.dump(2).c_str());
+    return 0;
+  }
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto p = offload::plan(*blocks, *prof, b, r);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!p) {
+    if (a.json) std::printf("%s\n", nlohmann::json{{"schema", "strata.plan/1"}, {"feasible", false}, {"reason", p.message()}}.dump(2).c_str());
+    log::error("{}: {}", a.model, p.message());
+    return 1;
+  }
+  if (a.json) {
+    auto j = offload::plan_json(*blocks, *prof, b, r, *p);
+    j["feasible"] = true;
+    j["planning_ms"] = ms;
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("%s", offload::plan_report(*blocks, *prof, b, r, *p).c_str());
+    std::printf("planned in %.1f ms\n", ms);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_plan(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  auto* sub = app.add_subcommand("plan", "Where every weight and KV block goes and the predicted speed (no GPU needed)");
+  sub->add_option("-m,--model", a->model, "GGUF model (the header is enough)")->required();
+  sub->add_option("--profile", a->profile, "Hardware profile (configs/hw/*.toml)")->required();
+  sub->add_option("-c,--ctx", a->ctx, "Target context length (KV is sized for it)");
+  sub->add_option("--kv", a->kv, "KV dtype: f16, q8 or q4");
+  sub->add_option("--prompt", a->prompt, "Prompt tokens (default: ctx - gen)");
+  sub->add_option("--gen", a->gen, "Generated tokens");
+  sub->add_option("--draft-depth", a->draft_depth, "Self-speculative draft depth d (default n_layer/4)");
+  sub->add_option("--draft-len", a->draft_len, "Draft length k");
+  sub->add_option("--acceptance", a->acceptance, "Assumed draft acceptance rate");
+  sub->add_flag("--no-spec", a->no_spec, "Plan for plain decoding");
+  sub->add_option("--vram", a->vram, "Override the VRAM budget (e.g. 12GiB)");
+  sub->add_option("--pinned", a->pinned, "Override the pinned-RAM budget");
+  sub->add_option("--host-ram", a->host, "Override the host-RAM budget");
+  sub->add_option("--disk", a->disk, "Override the NVMe budget");
+  sub->add_option("--sweep", a->sweep, "What-if table: vram=8,10,12GiB or ctx=4096,32768,131072");
+  sub->add_flag("--json", a->json, "JSON (schema strata.plan/1, offload/planner.cpp)");
+  return {sub, [a] { return run_plan(*a); }};
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,50 @@
+// The resident GPU forward pass (M3): every weight, the KV cache and the activations in VRAM; the
+// same forward_pass.h as the CPU engine over the CUDA kernels (kernels/cuda/cuda_api.h). Weights
+// are uploaded once at create(). Offloading (streaming what does not fit) is M5's executor.
+//
+// One instance serves one sequence. Not thread-safe. All work runs on one CUDA stream; eval()
+// returns when the logits are on the host.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/engine.h"
+#include "runtime/model.h"
+
+namespace strata::runtime {
+
+class CudaForward final : public Engine {
+ public:
+  // Errors: no CUDA device / built without CUDA, VRAM allocation refused (with the size asked).
+  static Result<std::unique_ptr<CudaForward>> create(std::shared_ptr<const Model> model, ForwardOptions options);
+  ~CudaForward();
+  CudaForward(const CudaForward&) = delete;
+  CudaForward& operator=(const CudaForward&) = delete;
+
+  Status eval(std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) override;
+  uint32_t n_past() const override { return n_past_; }
+  void truncate(uint32_t n) override { n_past_ = std::min(n, n_past_); }
+  uint32_t n_ctx() const override { return opt_.n_ctx; }
+  const Model& model() const override { return *model_; }
+  std::string_view device_name() const override { return "cuda"; }
+  uint64_t device_bytes() const { return device_bytes_; }  // everything this engine allocated
+
+  struct Impl;  // device state (cuda_forward.cpp)
+
+ private:
+  CudaForward(std::shared_ptr<const Model> model, ForwardOptions options);
+  Status allocate();
+
+  std::shared_ptr<const Model> model_;
+  ForwardOptions opt_;
+  uint32_t n_past_ = 0;
+  uint64_t device_bytes_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata::runtime

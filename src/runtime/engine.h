@@ -1,0 +1,44 @@
+// An engine runs forward passes of one sequence on one device: the interface the CLI and (later)
+// the batch runner and speculative decoder use, whatever the backend.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/model.h"
+
+namespace strata::runtime {
+
+enum class Logits { none, last, all };
+
+struct ForwardOptions {
+  uint32_t n_ctx = 4096;  // KV positions
+  uint32_t ubatch = 512;  // tokens per prefill chunk (also the sliding-window ring margin)
+  GgmlType kv_type = GgmlType::F32;
+};
+
+enum class Device { cpu, cuda, automatic };
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  // Runs `tokens` at positions [n_past(), n_past() + size), appending to the KV cache. logits
+  // receives n_vocab floats for the last token (Logits::last) or every token (Logits::all).
+  // Errors (token id out of range, context full, device failure) leave n_past() unchanged.
+  virtual Status eval(std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) = 0;
+  virtual uint32_t n_past() const = 0;
+  // Forgets positions >= n (speculative rollback, or restarting the sequence with n = 0).
+  virtual void truncate(uint32_t n) = 0;
+  virtual uint32_t n_ctx() const = 0;
+  virtual const Model& model() const = 0;
+  virtual std::string_view device_name() const = 0;
+};
+
+// automatic: CUDA when built with it and a device is present, else CPU.
+Result<std::unique_ptr<Engine>> make_engine(std::shared_ptr<const Model> model, ForwardOptions options, Device device);
+
+}  // namespace strata::runtime
