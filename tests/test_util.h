@@ -12,7 +12,7 @@ namespace strata::test {
 
 // ../shared/testdata/<rel>
 std::string testdata(const std::string& rel);
-// A fresh empty directory under the build tree's test scratch area, removed at exit.
+// A fresh empty directory under <build>/test-scratch (left for inspection; the build dir is scratch).
 std::filesystem::path temp_dir(const std::string& tag);
 // Fresh (non-repeating across calls) seed: tests use new random inputs each run, and print the
 // seed on failure via INFO.
