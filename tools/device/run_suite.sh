@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs strata's GPU-machine suite from an unpacked bundle (see ../shared/device/README.md):
+# every test binary on PATH (gpu tests included), the decode benchmark, `strata probe`, and the
+# HF transformers comparison. Results (logs, JSON) go to $1 (default $OUT), packed into one
+# results.tgz so the device tool returns them as a single file.
+#   tools/device/run_suite.sh [OUT_DIR] [STEPS...]   STEPS: tests bench probe hf synth27b (default: all)
+set -uo pipefail
+out=${1:-${OUT:-$PWD/device-out}}
+shift || true
+steps=${*:-tests bench probe hf synth27b}
+work=/tmp/strata-suite
+mkdir -p "$out" "$work/res"
+res=$work/res
+has() { [[ " $steps " == *" $1 "* ]]; }
+
+{ lscpu | grep -E 'Model name|^CPU\(s\)'; nvidia-smi -L; } > "$res/machine.txt" 2>&1
+cat "$res/machine.txt"
+
+if has tests; then
+  for t in /tmp/b/bin/test_*; do
+    name=$(basename "$t")
+    "$t" > "$res/$name.log" 2>&1
+    echo "$name: rc=$? $(tail -2 "$res/$name.log" | tr '\n' ' ')"
+  done
+fi
+if has synth27b; then
+  /usr/bin/time -f "synth27b wall %e s, max RSS %M KiB" strata synth --preset 27b --mix q3_k_m --no-progress \
+    -o "$work/27b.gguf" 2>&1 | tail -2 | tee "$res/synth27b.txt"
+fi
+if has bench; then
+  strata synth --arch llama --preset 1b --type q4_k --no-progress -o "$work/l1b-q4k.gguf" >/dev/null 2>&1
+  strata synth --arch llama --preset 1b --type q8_0 --no-progress -o "$work/l1b-q8.gguf" >/dev/null 2>&1
+  for m in l1b-q4k l1b-q8; do
+    strata bench decode -m "$work/$m.gguf" --device cpu -n 32 -r 3 --json "$res/bench_decode_cpu_$m.json" 2>&1 | tail -1
+  done
+fi
+if has probe; then
+  timeout 180 strata probe --out "$res/h200-probe.toml" > "$res/probe.log" 2>&1; echo "probe rc=$?"
+  tail -30 "$res/h200-probe.toml" 2>/dev/null
+fi
+if has hf; then
+  WORK=$work/hf bash tools/reference/run_on_device.sh "$res/hf" > "$res/hf.log" 2>&1; echo "hf rc=$?"
+  tail -12 "$res/hf.log"
+fi
+tar -czf "$out/results.tgz" -C "$res" .
