@@ -1,0 +1,495 @@
+// Causal / sliding-window attention over a KV store of `capacity` slots (position p in slot
+// p % capacity), f16 or f32 KV, grouped KV heads; semantics of kernels/cpu/attention.h.
+//
+// One tiled online-softmax kernel serves decode and prefill. For one KV head g, the "rows" are the
+// (query, head) pairs whose head maps to g: row r = query r / group, head g * group + r % group.
+// A block takes R consecutive rows and walks a range of keys in tiles of TK: it loads the K and V
+// tile once into shared memory (converted to f32) and uses it for all its rows, so K/V are read
+// once per group (and once per query batch in decode). Per row it keeps the running max m, the
+// running sum l and the unnormalised output acc (the online softmax).
+//
+// Flash-decoding: the key range of a block's rows is split into n_splits contiguous chunks, one
+// block each (blockIdx.z), so a long context fills the GPU even with one query. With n_splits > 1
+// each block writes (acc, m, l) to the workspace and a combine kernel merges the splits; with
+// n_splits == 1 the block writes acc / l directly. Key ranges depend on positions that live on the
+// device, so each block derives its own range from its rows' positions (no host sync: the whole
+// call is graph-capturable).
+//
+// Masked keys inside a block's range (another row's keys) get probability exactly 0; the entries
+// they read must be finite (the store holds written data there, the caller's contract as on the CPU).
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda/cuda_api.h"
+
+namespace strata::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kMaxSplits = 64;
+constexpr int64_t kMinKeysPerSplit = 256;
+
+Status launch_status(const char* op) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Status::error("{}: kernel launch failed: {}", op, cudaGetErrorString(err));
+  return Status::ok();
+}
+
+cudaStream_t as_stream(Stream s) { return static_cast<cudaStream_t>(s); }
+
+struct AttnParams {
+  const float* q;
+  const int32_t* pos;
+  const void* k;
+  const void* v;
+  float* out;
+  float* part_acc;  // (n_splits, n_q * n_head, head_dim), when n_splits > 1
+  float* part_ml;   // (n_splits, n_q * n_head, 2): m, l
+  int64_t n_q, n_head, n_head_kv, capacity, window;
+  int group, n_splits;
+  float scale;
+};
+
+// 16 bytes of K/V -> f32.
+template <typename T>
+struct Vec16;
+template <>
+struct Vec16<float> {
+  static constexpr int kN = 4;
+  __device__ static void to_f32(const uint4& u, float* f) {
+    f[0] = __uint_as_float(u.x);
+    f[1] = __uint_as_float(u.y);
+    f[2] = __uint_as_float(u.z);
+    f[3] = __uint_as_float(u.w);
+  }
+};
+template <>
+struct Vec16<__half> {
+  static constexpr int kN = 8;
+  __device__ static void to_f32(const uint4& u, float* f) {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      f[2 * i] = p.x;
+      f[2 * i + 1] = p.y;
+    }
+  }
+};
+
+template <int HD>
+constexpr int tile_keys() {
+  return HD <= 128 ? 64 : 32;
+}
+
+template <int HD, int R>
+constexpr size_t smem_bytes() {
+  constexpr int TK = tile_keys<HD>();
+  return sizeof(float) * (size_t(R) * HD + size_t(TK) * (HD + 1) + size_t(TK) * HD + size_t(R) * TK + 3 * R);
+}
+
+// Grid: (row tiles, n_head_kv, n_splits). Block: kThreads.
+template <int HD, int R, typename T>
+__global__ void __launch_bounds__(kThreads) attention_kernel(AttnParams p) {
+  constexpr int TK = tile_keys<HD>();
+  constexpr int KP = HD + 1;                   // padded K row: conflict-free column reads
+  constexpr int kRowsPerThread = R * TK / kThreads;  // score rows per thread (one key each)
+  constexpr int kAcc = R * HD / kThreads;             // output elements per thread
+  constexpr int kSub = kThreads / R;                  // threads per row in the softmax step
+  constexpr int kVecPerKey = HD * int(sizeof(T)) / 16;
+  constexpr int kVecs = TK * kVecPerKey;
+  static_assert(R * TK % kThreads == 0 && R * HD % kThreads == 0 && HD * sizeof(T) % 16 == 0);
+  static_assert(kSub <= 32 && 32 % kSub == 0);
+
+  extern __shared__ float smem[];
+  float* Qs = smem;             // (R, HD)
+  float* Ks = Qs + R * HD;      // (TK, KP)
+  float* Vs = Ks + TK * KP;     // (TK, HD)
+  float* Ps = Vs + TK * HD;     // (R, TK)
+  float* row_m = Ps + R * TK;   // (R)
+  float* row_l = row_m + R;     // (R)
+  float* row_alpha = row_l + R; // (R)
+  __shared__ int row_pos[R], row_lo[R];
+  __shared__ int blk_range[2];
+
+  const int tid = threadIdx.x;
+  const int g = blockIdx.y;
+  const int64_t n_rows = p.n_q * p.group;
+  const int64_t row0 = int64_t(blockIdx.x) * R;
+
+  // Rows: positions, window starts, and Q (pre-loaded to shared memory).
+  if (tid < R) {
+    const int64_t r = row0 + tid;
+    if (r < n_rows) {
+      const int pos = p.pos[r / p.group];
+      row_pos[tid] = pos;
+      row_lo[tid] = p.window > 0 ? int(int64_t(pos) - p.window + 1 > 0 ? int64_t(pos) - p.window + 1 : 0) : 0;
+    } else {
+      row_pos[tid] = -1;  // no keys
+      row_lo[tid] = 0x7fffffff;
+    }
+    row_m[tid] = -INFINITY;
+    row_l[tid] = 0.0f;
+  }
+  for (int e = tid; e < R * HD; e += kThreads) {
+    const int r = e / HD, d = e % HD;
+    const int64_t gr = row0 + r;
+    float qv = 0.0f;
+    if (gr < n_rows) {
+      const int64_t qi = gr / p.group, h = int64_t(g) * p.group + gr % p.group;
+      qv = p.q[(qi * p.n_head + h) * HD + d];
+    }
+    Qs[e] = qv;
+  }
+  __syncthreads();
+  if (tid == 0) {
+    int lo = 0x7fffffff, hi = -1;
+    for (int r = 0; r < R; ++r) {
+      if (row_pos[r] < 0) continue;
+      lo = min(lo, row_lo[r]);
+      hi = max(hi, row_pos[r]);
+    }
+    int b_lo = 0, b_hi = -1;
+    if (hi >= lo) {
+      const int64_t span = int64_t(hi) - lo + 1;
+      int64_t chunk = (span + p.n_splits - 1) / p.n_splits;
+      chunk = (chunk + TK - 1) / TK * TK;
+      const int64_t s_lo = lo + chunk * blockIdx.z;
+      const int64_t s_hi = s_lo + chunk - 1 < hi ? s_lo + chunk - 1 : int64_t(hi);
+      if (s_lo <= s_hi) {
+        b_lo = int(s_lo);
+        b_hi = int(s_hi);
+      }
+    }
+    blk_range[0] = b_lo;
+    blk_range[1] = b_hi;
+  }
+  __syncthreads();
+  const int b_lo = blk_range[0], b_hi = blk_range[1];
+
+  const int64_t kv_stride = p.n_head_kv * HD;  // elements per slot
+  const T* K = static_cast<const T*>(p.k) + int64_t(g) * HD;
+  const T* V = static_cast<const T*>(p.v) + int64_t(g) * HD;
+
+  float acc[kAcc];
+#pragma unroll
+  for (int k = 0; k < kAcc; ++k) acc[k] = 0.0f;
+
+  const int kk_s = tid % TK;                       // this thread's key in the score step
+  const int r_s = (tid / TK) * kRowsPerThread;     // its first row
+  const int sub_r = tid / kSub, sub_lane = tid % kSub;
+
+  for (int t0 = b_lo; t0 <= b_hi; t0 += TK) {
+    // Load the K and V tile (16-byte vectors, all loads issued before the stores).
+    uint4 kraw[(kVecs + kThreads - 1) / kThreads], vraw[(kVecs + kThreads - 1) / kThreads];
+#pragma unroll
+    for (int i = 0; i < (kVecs + kThreads - 1) / kThreads; ++i) {
+      const int v = tid + i * kThreads;
+      const int kk = v / kVecPerKey, c = v % kVecPerKey;
+      const int j = t0 + kk;
+      kraw[i] = vraw[i] = make_uint4(0, 0, 0, 0);
+      if (v < kVecs && j <= b_hi) {
+        const int64_t off = (int64_t(j) % p.capacity) * kv_stride;
+        kraw[i] = *reinterpret_cast<const uint4*>(K + off + c * Vec16<T>::kN);
+        vraw[i] = *reinterpret_cast<const uint4*>(V + off + c * Vec16<T>::kN);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < (kVecs + kThreads - 1) / kThreads; ++i) {
+      const int v = tid + i * kThreads;
+      if (v < kVecs) {
+        const int kk = v / kVecPerKey, c = v % kVecPerKey;
+        float f[Vec16<T>::kN];
+        Vec16<T>::to_f32(kraw[i], f);
+#pragma unroll
+        for (int e = 0; e < Vec16<T>::kN; ++e) Ks[kk * KP + c * Vec16<T>::kN + e] = f[e];
+        Vec16<T>::to_f32(vraw[i], f);
+#pragma unroll
+        for (int e = 0; e < Vec16<T>::kN; ++e) Vs[kk * HD + c * Vec16<T>::kN + e] = f[e];
+      }
+    }
+    __syncthreads();
+
+    // Scores: this thread's key against kRowsPerThread rows.
+    {
+      float s[kRowsPerThread];
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) s[r] = 0.0f;
+      const float* kr = Ks + kk_s * KP;
+#pragma unroll 8
+      for (int d = 0; d < HD; ++d) {
+        const float kv = kr[d];
+#pragma unroll
+        for (int r = 0; r < kRowsPerThread; ++r) s[r] = fmaf(Qs[(r_s + r) * HD + d], kv, s[r]);
+      }
+      const int j = t0 + kk_s;
+#pragma unroll
+      for (int r = 0; r < kRowsPerThread; ++r) {
+        const int rr = r_s + r;
+        const bool ok = j <= b_hi && j <= row_pos[rr] && j >= row_lo[rr];
+        Ps[rr * TK + kk_s] = ok ? s[r] * p.scale : -INFINITY;
+      }
+    }
+    __syncthreads();
+
+    // Online softmax, kSub threads per row.
+    {
+      float mx = -INFINITY;
+      for (int i = sub_lane; i < TK; i += kSub) mx = fmaxf(mx, Ps[sub_r * TK + i]);
+#pragma unroll
+      for (int off = kSub / 2; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off, kSub));
+      const float m_old = row_m[sub_r];
+      const float m_new = fmaxf(m_old, mx);
+      float sum = 0.0f;
+      for (int i = sub_lane; i < TK; i += kSub) {
+        const float sc = Ps[sub_r * TK + i];
+        const float pr = m_new == -INFINITY ? 0.0f : expf(sc - m_new);  // exp(-inf) = 0 for masked keys
+        Ps[sub_r * TK + i] = pr;
+        sum += pr;
+      }
+#pragma unroll
+      for (int off = kSub / 2; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off, kSub);
+      __syncwarp();
+      if (sub_lane == 0) {
+        const float alpha = m_old == -INFINITY ? 0.0f : expf(m_old - m_new);
+        row_alpha[sub_r] = alpha;
+        row_m[sub_r] = m_new;
+        row_l[sub_r] = row_l[sub_r] * alpha + sum;
+      }
+    }
+    __syncthreads();
+
+    // acc = acc * alpha + P V.
+#pragma unroll
+    for (int k = 0; k < kAcc; ++k) {
+      const int e = tid + k * kThreads;
+      const int r = e / HD, d = e % HD;
+      float a = acc[k] * row_alpha[r];
+      const float* pr = Ps + r * TK;
+#pragma unroll 8
+      for (int kk = 0; kk < TK; ++kk) a = fmaf(pr[kk], Vs[kk * HD + d], a);
+      acc[k] = a;
+    }
+    __syncthreads();
+  }
+
+  // Output: final (n_splits == 1) or partial.
+#pragma unroll
+  for (int k = 0; k < kAcc; ++k) {
+    const int e = tid + k * kThreads;
+    const int r = e / HD, d = e % HD;
+    const int64_t gr = row0 + r;
+    if (gr >= n_rows) continue;
+    const int64_t qi = gr / p.group, h = int64_t(g) * p.group + gr % p.group;
+    const int64_t orow = qi * p.n_head + h;
+    if (p.n_splits == 1) {
+      p.out[orow * HD + d] = acc[k] / row_l[r];
+    } else {
+      const int64_t prow = int64_t(blockIdx.z) * p.n_q * p.n_head + orow;
+      p.part_acc[prow * HD + d] = acc[k];
+      if (d == 0) {
+        p.part_ml[prow * 2] = row_m[r];
+        p.part_ml[prow * 2 + 1] = row_l[r];
+      }
+    }
+  }
+}
+
+// Merges the splits of one (query, head) row: out = sum_s e^(m_s - M) acc_s / sum_s e^(m_s - M) l_s.
+__global__ void combine_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
+                               int64_t n_rows, int n_splits, int head_dim, float* out) {
+  const int64_t row = blockIdx.x;
+  float M = -INFINITY;
+  for (int s = 0; s < n_splits; ++s) M = fmaxf(M, part_ml[(s * n_rows + row) * 2]);
+  float L = 0.0f;
+  for (int s = 0; s < n_splits; ++s) {
+    const float m = part_ml[(s * n_rows + row) * 2];
+    if (m != -INFINITY) L += expf(m - M) * part_ml[(s * n_rows + row) * 2 + 1];
+  }
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float a = 0.0f;
+    for (int s = 0; s < n_splits; ++s) {
+      const float m = part_ml[(s * n_rows + row) * 2];
+      if (m != -INFINITY) a += expf(m - M) * part_acc[(s * n_rows + row) * head_dim + d];
+    }
+    out[row * head_dim + d] = a / L;
+  }
+}
+
+template <typename T>
+__global__ void kv_write_kernel(const float* __restrict__ k, const float* __restrict__ v,
+                                const int32_t* __restrict__ pos, int64_t n_tok, int64_t width, int64_t capacity,
+                                T* dk, T* dv) {
+  const int64_t total = n_tok * width;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = i / width, c = i % width;
+    const int64_t dst = (int64_t(pos[t]) % capacity) * width + c;
+    if constexpr (sizeof(T) == 2) {
+      dk[dst] = __float2half_rn(k[i]);  // round to nearest even, as core/half.h's f32_to_f16
+      dv[dst] = __float2half_rn(v[i]);
+    } else {
+      dk[dst] = k[i];
+      dv[dst] = v[i];
+    }
+  }
+}
+
+// ---- host side ----
+
+int sm_count() {
+  int dev = 0, n = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 132;
+  }
+  return n > 0 ? n : 132;
+}
+
+bool supported_head_dim(int64_t hd) { return hd == 32 || hd == 48 || hd == 64 || hd == 96 || hd == 128 || hd == 256; }
+
+int rows_per_block(int64_t n_q, const AttentionShapeDev& s) {
+  return n_q * (s.n_head / std::max<int64_t>(1, s.n_head_kv)) <= 8 ? 8 : 32;
+}
+
+// Splits that keep the GPU busy: about four blocks per multiprocessor, at most kMaxSplits, and no
+// more than max_keys / kMinKeysPerSplit.
+int desired_splits(int64_t n_q, const AttentionShapeDev& s, int64_t max_keys) {
+  const int64_t group = s.n_head / std::max<int64_t>(1, s.n_head_kv);
+  const int64_t R = rows_per_block(n_q, s);
+  const int64_t base = s.n_head_kv * ((n_q * group + R - 1) / R);
+  if (base <= 0) return 1;
+  int64_t splits = (4 * int64_t(sm_count()) + base - 1) / base;
+  splits = std::min<int64_t>(splits, kMaxSplits);
+  splits = std::min<int64_t>(splits, std::max<int64_t>(1, (max_keys + kMinKeysPerSplit - 1) / kMinKeysPerSplit));
+  return int(std::max<int64_t>(splits, 1));
+}
+
+size_t bytes_per_split(int64_t n_q, const AttentionShapeDev& s) {
+  return size_t(n_q * s.n_head) * size_t(s.head_dim + 2) * sizeof(float);
+}
+
+template <int HD, int R, typename T>
+Status launch(const AttnParams& p, cudaStream_t st) {
+  constexpr size_t smem = smem_bytes<HD, R>();
+  // Per call (cheap, not a stream operation): the limit is per device and the current device may change.
+  const cudaError_t err =
+      cudaFuncSetAttribute(attention_kernel<HD, R, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (err != cudaSuccess) return Status::error("attention: cudaFuncSetAttribute: {}", cudaGetErrorString(err));
+  const int64_t tiles = (p.n_q * p.group + R - 1) / R;
+  if (tiles > 0x7fffffff || p.n_head_kv > 65535) return Status::error("attention: grid too large");
+  const dim3 grid(unsigned(tiles), unsigned(p.n_head_kv), unsigned(p.n_splits));
+  attention_kernel<HD, R, T><<<grid, kThreads, smem, st>>>(p);
+  return launch_status("attention");
+}
+
+template <int HD, typename T>
+Status launch_rows(const AttnParams& p, int R, cudaStream_t st) {
+  return R == 8 ? launch<HD, 8, T>(p, st) : launch<HD, 32, T>(p, st);
+}
+
+template <typename T>
+Status launch_hd(const AttnParams& p, int64_t hd, int R, cudaStream_t st) {
+  switch (hd) {
+    case 32: return launch_rows<32, T>(p, R, st);
+    case 48: return launch_rows<48, T>(p, R, st);
+    case 64: return launch_rows<64, T>(p, R, st);
+    case 96: return launch_rows<96, T>(p, R, st);
+    case 128: return launch_rows<128, T>(p, R, st);
+    case 256: return launch_rows<256, T>(p, R, st);
+    default: return Status::error("attention: unsupported head_dim {}", hd);
+  }
+}
+
+Status check_kv(const char* op, const KvStoreDev& kv) {
+  if (!kv.d_k || !kv.d_v) return Status::error("{}: null KV store pointer", op);
+  if (kv.dtype != GgmlType::F16 && kv.dtype != GgmlType::F32) {
+    return Status::error("{}: KV dtype {} unsupported (f16, f32)", op, ggml_type_info(kv.dtype).name);
+  }
+  if (kv.capacity <= 0) return Status::error("{}: KV capacity {} must be > 0", op, kv.capacity);
+  if ((reinterpret_cast<uintptr_t>(kv.d_k) | reinterpret_cast<uintptr_t>(kv.d_v)) % 16 != 0) {
+    return Status::error("{}: KV store pointers must be 16-byte aligned", op);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+size_t attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s, int64_t max_keys) {
+  if (n_q <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.head_dim <= 0) return 0;
+  const int splits = desired_splits(n_q, s, max_keys);
+  return splits > 1 ? size_t(splits) * bytes_per_split(n_q, s) : 0;
+}
+
+Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv, const AttentionShapeDev& s,
+                 float* d_out, Workspace ws, Stream s_) {
+  if (!d_q || !d_pos || !d_out) return Status::error("attention: null pointer");
+  if (Status st = check_kv("attention", kv); !st) return st;
+  if (s.n_head <= 0 || s.n_head_kv <= 0 || s.n_head % s.n_head_kv != 0) {
+    return Status::error("attention: n_head {} is not a positive multiple of n_head_kv {}", s.n_head, s.n_head_kv);
+  }
+  if (!supported_head_dim(s.head_dim)) {
+    return Status::error("attention: head_dim {} unsupported (32, 48, 64, 96, 128, 256)", s.head_dim);
+  }
+  if (s.window < 0) return Status::error("attention: negative window {}", s.window);
+  if (n_q < 0) return Status::error("attention: negative n_q {}", n_q);
+  if (n_q == 0) return Status::ok();
+
+  AttnParams p{};
+  p.q = d_q;
+  p.pos = d_pos;
+  p.k = kv.d_k;
+  p.v = kv.d_v;
+  p.out = d_out;
+  p.n_q = n_q;
+  p.n_head = s.n_head;
+  p.n_head_kv = s.n_head_kv;
+  p.capacity = kv.capacity;
+  p.window = s.window;
+  p.group = int(s.n_head / s.n_head_kv);
+  p.scale = s.scale;
+  // Splits: as many as wanted, as far as the workspace holds them (the caller sized it with
+  // attention_workspace_bytes for its longest context).
+  int splits = desired_splits(n_q, s, int64_t(1) << 40);
+  const size_t per = bytes_per_split(n_q, s);
+  if (ws.d_ptr == nullptr) splits = 1;
+  splits = int(std::min<size_t>(size_t(splits), ws.bytes / per));
+  if (splits < 2) splits = 1;
+  p.n_splits = splits;
+  if (splits > 1) {
+    p.part_acc = static_cast<float*>(ws.d_ptr);
+    p.part_ml = p.part_acc + size_t(splits) * size_t(n_q * s.n_head) * size_t(s.head_dim);
+  }
+
+  const cudaStream_t st = as_stream(s_);
+  const int R = rows_per_block(n_q, s);
+  Status status = kv.dtype == GgmlType::F16 ? launch_hd<__half>(p, s.head_dim, R, st)
+                                            : launch_hd<float>(p, s.head_dim, R, st);
+  if (!status || splits == 1) return status;
+  const int64_t rows = n_q * s.n_head;
+  if (rows > 0x7fffffff) return Status::error("attention: too many rows ({})", rows);
+  combine_kernel<<<unsigned(rows), 128, 0, st>>>(p.part_acc, p.part_ml, rows, splits, int(s.head_dim), d_out);
+  return launch_status("attention (combine)");
+}
+
+Status kv_write(const float* d_k, const float* d_v, const int32_t* d_pos, int64_t n_tok, int64_t width,
+                const KvStoreDev& kv, Stream s) {
+  if (!d_k || !d_v || !d_pos) return Status::error("kv_write: null pointer");
+  if (Status st = check_kv("kv_write", kv); !st) return st;
+  if (n_tok < 0 || width <= 0) return Status::error("kv_write: bad shape (n_tok {}, width {})", n_tok, width);
+  if (n_tok == 0) return Status::ok();
+  const int64_t total = n_tok * width;
+  const unsigned grid = unsigned(std::min<int64_t>((total + 255) / 256, 65535 * 16));
+  if (kv.dtype == GgmlType::F16) {
+    kv_write_kernel<__half><<<grid, 256, 0, as_stream(s)>>>(d_k, d_v, d_pos, n_tok, width, kv.capacity,
+                                                            static_cast<__half*>(kv.d_k), static_cast<__half*>(kv.d_v));
+  } else {
+    kv_write_kernel<float><<<grid, 256, 0, as_stream(s)>>>(d_k, d_v, d_pos, n_tok, width, kv.capacity,
+                                                           static_cast<float*>(kv.d_k), static_cast<float*>(kv.d_v));
+  }
+  return launch_status("kv_write");
+}
+
+}  // namespace strata::kernels::cuda

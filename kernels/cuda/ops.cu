@@ -1,0 +1,198 @@
+// Element-wise and per-vector CUDA ops: the semantics of kernels/cpu/ops.h, launched on the given
+// stream. Arguments are validated here (the boundary); kernels trust them.
+//
+// Exactness versus the CPU reference:
+// - rms_norm accumulates sum(x^2) in double (as the CPU does) and applies (x * inv) * w with
+//   non-contracted multiplies: results differ from the CPU only by the order of the double sum.
+// - rope computes each angle in double (inv_freq = base^(-2i/hd) by double pow, then pos * inv_freq
+//   / freq_div, then double sin/cos rounded to f32), as the CPU does: positions up to 128K keep
+//   their low bits. The angle is computed once per (token, pair) and applied to every head.
+// - silu/gelu use the accurate expf/tanhf (a few ulp from the host's libm).
+// - get_rows decodes blocks bit-exactly (decode_block.cuh) and multiplies by scale once.
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "kernels/cuda/cuda_api.h"
+#include "kernels/cuda/decode_block.cuh"
+
+namespace strata::kernels::cuda {
+namespace {
+
+Status launch_status(const char* op) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return Status::error("{}: kernel launch failed: {}", op, cudaGetErrorString(err));
+  return Status::ok();
+}
+
+cudaStream_t as_stream(Stream s) { return static_cast<cudaStream_t>(s); }
+
+unsigned grid_for(int64_t n, int threads) {
+  const int64_t blocks = (n + threads - 1) / threads;
+  return unsigned(blocks < 65535 * 16 ? blocks : 65535 * 16);  // grid-stride loops cover the rest
+}
+
+// ---- rms_norm: one block per vector ----
+
+constexpr int kNormThreads = 256;
+
+__global__ void rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ w, int64_t n, float eps,
+                                float* out) {
+  const float* xv = x + int64_t(blockIdx.x) * n;
+  float* ov = out + int64_t(blockIdx.x) * n;
+  double ss = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += double(xv[i]) * double(xv[i]);
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  __shared__ double warp_sums[kNormThreads / 32];
+  __shared__ float inv_s;
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double t = 0;
+    for (int i = 0; i < kNormThreads / 32; ++i) t += warp_sums[i];
+    inv_s = float(1.0 / sqrt(t / double(n) + double(eps)));
+  }
+  __syncthreads();
+  const float inv = inv_s;
+  // out may alias x: every read of x above happened before the barrier.
+  if (w) {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ov[i] = __fmul_rn(__fmul_rn(xv[i], inv), w[i]);
+  } else {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ov[i] = __fmul_rn(xv[i], inv);
+  }
+}
+
+// ---- rope: one thread per (token, pair), looping over heads ----
+
+__global__ void rope_kernel(float* x, const int32_t* __restrict__ pos, int64_t n_tok, int64_t n_heads,
+                            int64_t head_dim, double base, float linear_scale, const float* __restrict__ freq_div,
+                            bool neox) {
+  const int64_t half = head_dim / 2;
+  const int64_t total = n_tok * half;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = idx / half, i = idx % half;
+    const float p = float(pos[t]) / linear_scale;  // as the CPU forward: float(pos) / lin
+    double theta = double(p) * pow(base, -2.0 * double(i) / double(head_dim));
+    if (freq_div) theta /= double(freq_div[i]);
+    double sd, cd;
+    sincos(theta, &sd, &cd);
+    const float c = float(cd), s = float(sd);
+    for (int64_t h = 0; h < n_heads; ++h) {
+      float* v = x + (t * n_heads + h) * head_dim;
+      float* a = neox ? &v[i] : &v[2 * i];
+      float* b = neox ? &v[i + half] : &v[2 * i + 1];
+      const float x0 = *a, x1 = *b;
+      *a = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+      *b = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+    }
+  }
+}
+
+// ---- gated activations and add ----
+
+__global__ void silu_mul_kernel(float* gate, const float* __restrict__ up, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float g = gate[i];
+    gate[i] = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), up[i]);
+  }
+}
+
+__global__ void gelu_tanh_mul_kernel(float* gate, const float* __restrict__ up, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float g = gate[i];
+    gate[i] = 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+  }
+}
+
+__global__ void add_kernel(float* x, const float* __restrict__ y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    x[i] += y[i];
+  }
+}
+
+// ---- get_rows: blockIdx.y = token, threads over the row's elements ----
+
+__global__ void get_rows_kernel(const uint8_t* __restrict__ data, GgmlType type, int block_size, int type_size,
+                                uint64_t row_bytes, int64_t n_in, const int32_t* __restrict__ ids, float scale,
+                                float* out) {
+  const int64_t t = blockIdx.y;
+  const uint8_t* row = data + uint64_t(ids[t]) * row_bytes;
+  float* o = out + t * n_in;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n_in; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t b = e / block_size;
+    const int j = int(e % block_size);
+    o[e] = __fmul_rn(decode_elem(type, row + b * type_size, j), scale);
+  }
+}
+
+}  // namespace
+
+Status rms_norm(const float* d_x, const float* d_w, int64_t n_vec, int64_t n, float eps, float* d_out, Stream s) {
+  if (!d_x || !d_out) return Status::error("rms_norm: null pointer");
+  if (n_vec < 0 || n <= 0) return Status::error("rms_norm: bad shape (n_vec {}, n {})", n_vec, n);
+  if (n_vec == 0) return Status::ok();
+  if (n_vec > 0x7fffffff) return Status::error("rms_norm: too many vectors ({})", n_vec);
+  rms_norm_kernel<<<unsigned(n_vec), kNormThreads, 0, as_stream(s)>>>(d_x, d_w, n, eps, d_out);
+  return launch_status("rms_norm");
+}
+
+Status rope(float* d_x, const int32_t* d_pos, int64_t n_tok, int64_t n_heads, int64_t head_dim, float base,
+            float linear_scale, const float* d_freq_div, bool neox, Stream s) {
+  if (!d_x || !d_pos) return Status::error("rope: null pointer");
+  if (n_tok < 0 || n_heads <= 0 || head_dim <= 0 || head_dim % 2 != 0) {
+    return Status::error("rope: bad shape (n_tok {}, n_heads {}, head_dim {})", n_tok, n_heads, head_dim);
+  }
+  if (!(base > 0) || !(linear_scale > 0)) return Status::error("rope: bad base {} or linear scale {}", base, linear_scale);
+  if (n_tok == 0) return Status::ok();
+  const int64_t total = n_tok * (head_dim / 2);
+  rope_kernel<<<grid_for(total, 256), 256, 0, as_stream(s)>>>(d_x, d_pos, n_tok, n_heads, head_dim, double(base),
+                                                              linear_scale, d_freq_div, neox);
+  return launch_status("rope");
+}
+
+Status silu_mul(float* d_gate, const float* d_up, int64_t n, Stream s) {
+  if (!d_gate || !d_up) return Status::error("silu_mul: null pointer");
+  if (n < 0) return Status::error("silu_mul: bad length {}", n);
+  if (n == 0) return Status::ok();
+  silu_mul_kernel<<<grid_for(n, 256), 256, 0, as_stream(s)>>>(d_gate, d_up, n);
+  return launch_status("silu_mul");
+}
+
+Status gelu_tanh_mul(float* d_gate, const float* d_up, int64_t n, Stream s) {
+  if (!d_gate || !d_up) return Status::error("gelu_tanh_mul: null pointer");
+  if (n < 0) return Status::error("gelu_tanh_mul: bad length {}", n);
+  if (n == 0) return Status::ok();
+  gelu_tanh_mul_kernel<<<grid_for(n, 256), 256, 0, as_stream(s)>>>(d_gate, d_up, n);
+  return launch_status("gelu_tanh_mul");
+}
+
+Status add(float* d_x, const float* d_y, int64_t n, Stream s) {
+  if (!d_x || !d_y) return Status::error("add: null pointer");
+  if (n < 0) return Status::error("add: bad length {}", n);
+  if (n == 0) return Status::ok();
+  add_kernel<<<grid_for(n, 256), 256, 0, as_stream(s)>>>(d_x, d_y, n);
+  return launch_status("add");
+}
+
+Status get_rows(const WeightView& table, const int32_t* d_ids, int64_t n_tok, float scale, float* d_out, Stream s) {
+  if (!table.data || !d_ids || !d_out) return Status::error("get_rows: null pointer");
+  if (!decodable_on_device(table.type)) {
+    return Status::error("get_rows: type {} has no CUDA decoder", ggml_type_info(table.type).name);
+  }
+  const auto& info = ggml_type_info(table.type);
+  if (table.n_in <= 0 || table.n_in % info.block_size != 0 || table.row_bytes < ggml_row_bytes(table.type, uint64_t(table.n_in))) {
+    return Status::error("get_rows: bad table shape (n_in {}, row_bytes {}, type {})", table.n_in, table.row_bytes,
+                         info.name);
+  }
+  if (n_tok < 0 || n_tok > 65535) return Status::error("get_rows: n_tok {} out of range [0, 65535]", n_tok);
+  if (n_tok == 0) return Status::ok();
+  // Ids are device data: they are trusted to be < n_out (the tokenizer's contract).
+  const dim3 grid(unsigned((table.n_in + 255) / 256 < 1024 ? (table.n_in + 255) / 256 : 1024), unsigned(n_tok));
+  get_rows_kernel<<<grid, 256, 0, as_stream(s)>>>(table.data, table.type, int(info.block_size), int(info.type_size),
+                                                  table.row_bytes, table.n_in, d_ids, scale, d_out);
+  return launch_status("get_rows");
+}
+
+}  // namespace strata::kernels::cuda

@@ -1,0 +1,203 @@
+// CUDA element-wise / per-vector ops against the CPU reference (kernels/cpu/ops.h), fresh random
+// inputs each run, outputs poisoned with NaN before each launch. Skips without a GPU.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/ggml_type.h"
+#include "core/rng.h"
+#include "cuda_test_util.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant_kernels.h"
+#include "kernels/cuda/cuda_api.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace strata;
+using namespace strata::test;
+namespace kc = strata::kernels::cuda;
+namespace cpu = strata::kernels::cpu;
+
+// Largest |a - b| / (abs_tol + rel_tol * |b|); <= 1 passes. NaN anywhere fails.
+double worst_ratio(const std::vector<float>& a, const std::vector<float>& b, double abs_tol, double rel_tol) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
+    worst = std::max(worst, std::abs(double(a[i]) - b[i]) / (abs_tol + rel_tol * std::abs(double(b[i]))));
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("cuda rms_norm matches the CPU", "[gpu]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (const int64_t n : {64, 1000, 5376}) {
+    for (const bool weighted : {true, false}) {
+      const int64_t n_vec = 7;
+      auto x = random_normal(size_t(n_vec * n), rng, 3.0f);
+      auto w = random_normal(size_t(n), rng);
+      DevBuf dx = to_device(x), dw = to_device(w), dout(x.size() * 4);
+      dout.poison();
+      REQUIRE(kc::rms_norm(dx.as<float>(), weighted ? dw.as<float>() : nullptr, n_vec, n, 1e-6f, dout.as<float>(), nullptr));
+      auto got = dout.download<float>(x.size());
+      cpu::rms_norm_rows(x.data(), weighted ? w.data() : nullptr, n_vec, n, 1e-6f);
+      // Tolerance: both sum x^2 in double, only the order differs, so inv agrees to ~1 f32 ulp and
+      // the products are the same roundings: ~3 ulp (4e-7 relative) plus a tiny absolute floor.
+      INFO("n " << n << " weighted " << weighted);
+      CHECK(worst_ratio(got, x, 1e-30, 4e-7) <= 1.0);
+    }
+  }
+  // In place (out aliases x).
+  auto x = random_normal(3 * 256, rng);
+  DevBuf dx = to_device(x);
+  REQUIRE(kc::rms_norm(dx.as<float>(), nullptr, 3, 256, 1e-5f, dx.as<float>(), nullptr));
+  auto got = dx.download<float>(x.size());
+  cpu::rms_norm_rows(x.data(), nullptr, 3, 256, 1e-5f);
+  CHECK(worst_ratio(got, x, 1e-30, 4e-7) <= 1.0);
+}
+
+TEST_CASE("cuda rope matches the CPU, neox and interleaved, up to position 131071", "[gpu]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (const int64_t hd : {64, 128, 256}) {
+    for (const bool neox : {true, false}) {
+      for (const bool with_div : {false, true}) {
+        for (const float lin : {1.0f, 8.0f}) {
+          const int64_t n_tok = 6, n_heads = 3;
+          std::vector<int32_t> pos = {0, 1, 131071, 131070, int32_t(rng.next_u64() % 131072), 65537};
+          auto x = random_normal(size_t(n_tok * n_heads * hd), rng);
+          std::vector<float> div(size_t(hd / 2));
+          for (auto& d : div) d = 1.0f + 7.0f * rng.uniform();
+          DevBuf dx = to_device(x), dpos = to_device(pos), ddiv = to_device(div);
+          REQUIRE(kc::rope(dx.as<float>(), dpos.as<int32_t>(), n_tok, n_heads, hd, 1e6f, lin,
+                           with_div ? ddiv.as<float>() : nullptr, neox, nullptr));
+          auto got = dx.download<float>(x.size());
+          for (int64_t t = 0; t < n_tok; ++t) {
+            for (int64_t h = 0; h < n_heads; ++h) {
+              cpu::rope(x.data() + (t * n_heads + h) * hd, hd, float(pos[size_t(t)]) / lin, 1e6f,
+                        with_div ? div.data() : nullptr, neox);
+            }
+          }
+          // Tolerance: both compute the angle in double (pow, product, sin/cos; ~1e-16 relative
+          // apart) and round c, s to f32 the same way, so results agree to an f32 ulp or two:
+          // 1e-6 absolute on N(0,1) inputs. An f32 angle at 131071 would be off by ~4e-3.
+          INFO("hd " << hd << " neox " << neox << " div " << with_div << " lin " << lin);
+          CHECK(worst_ratio(got, x, 1e-6, 0) <= 1.0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda silu_mul, gelu_tanh_mul and add match the CPU", "[gpu]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  const int64_t n = 100003;
+  auto g = random_normal(size_t(n), rng, 4.0f), u = random_normal(size_t(n), rng);
+  DevBuf du = to_device(u), dg(size_t(n) * 4);
+  {
+    dg.upload(g);
+    REQUIRE(kc::silu_mul(dg.as<float>(), du.as<float>(), n, nullptr));
+    auto got = dg.download<float>(size_t(n));
+    auto ref = g;
+    cpu::silu_mul(ref.data(), u.data(), n);
+    // Tolerance: expf on the device and in libm are each within ~1-2 ulp; the rest is the same
+    // rounding sequence: 8 ulp relative (1e-6) plus 1e-30.
+    CHECK(worst_ratio(got, ref, 1e-30, 1e-6) <= 1.0);
+  }
+  {
+    dg.upload(g);
+    REQUIRE(kc::gelu_tanh_mul(dg.as<float>(), du.as<float>(), n, nullptr));
+    auto got = dg.download<float>(size_t(n));
+    auto ref = g;
+    cpu::gelu_tanh_mul(ref.data(), u.data(), n);
+    // Tolerance: tanhf differs by a few ulp and nvcc may contract the polynomial into FMAs; near
+    // 1 + tanh(..) ~ 0 (g << 0) that cancellation amplifies relative error, hence 1e-6 absolute
+    // on top of 4e-6 relative.
+    CHECK(worst_ratio(got, ref, 1e-6, 4e-6) <= 1.0);
+  }
+  {
+    dg.upload(g);
+    REQUIRE(kc::add(dg.as<float>(), du.as<float>(), n, nullptr));
+    auto got = dg.download<float>(size_t(n));
+    auto ref = g;
+    cpu::add(ref.data(), u.data(), n);
+    CHECK(std::memcmp(got.data(), ref.data(), got.size() * 4) == 0);  // one IEEE add: exact
+  }
+}
+
+TEST_CASE("cuda get_rows decodes every quant type bit-exactly", "[gpu]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  int n_types = 0;
+  for (uint32_t id = 0; id < 64; ++id) {
+    const auto info = ggml_type_info(id);
+    if (!info) continue;
+    const cpu::QuantKernels* qk = cpu::quant_kernels(info->type);
+    if (!qk) continue;
+    ++n_types;
+    INFO("type " << info->name);
+    const int64_t n_in = 768, n_out = 41, n_tok = 9;
+    const uint64_t row_bytes = ggml_row_bytes(info->type, uint64_t(n_in));
+    std::vector<uint8_t> table(size_t(row_bytes * n_out));
+    qk->fill_random(table.data(), n_in * n_out, rng, 0.02f);
+    std::vector<int32_t> ids(static_cast<size_t>(n_tok));
+    for (auto& i : ids) i = int32_t(rng.next_u64() % uint64_t(n_out));
+    ids[0] = 0;
+    ids[1] = int32_t(n_out - 1);
+    const float scale = 1.0f + rng.uniform();
+    DevBuf dt = to_device(table), dids = to_device(ids), dout(size_t(n_tok * n_in) * 4);
+    dout.poison();
+    kernels::WeightView w;
+    w.data = dt.as<uint8_t>();
+    w.type = info->type;
+    w.n_in = n_in;
+    w.n_out = n_out;
+    w.row_bytes = row_bytes;
+    REQUIRE(kc::get_rows(w, dids.as<int32_t>(), n_tok, scale, dout.as<float>(), nullptr));
+    auto got = dout.download<float>(size_t(n_tok * n_in));
+    std::vector<float> ref(size_t(n_tok * n_in));
+    for (int64_t t = 0; t < n_tok; ++t) {
+      qk->dequantize(table.data() + uint64_t(ids[size_t(t)]) * row_bytes, ref.data() + t * n_in, n_in);
+      for (int64_t i = 0; i < n_in; ++i) ref[size_t(t * n_in + i)] *= scale;
+    }
+    // Tolerance: none. Decoding is exact on both sides and the scale is one IEEE multiply.
+    size_t mismatches = 0, first = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      if (std::memcmp(&got[i], &ref[i], 4) != 0 && mismatches++ == 0) first = i;
+    }
+    INFO("mismatches " << mismatches << ", first at " << first << ": " << got[first] << " vs " << ref[first]);
+    CHECK(mismatches == 0);
+  }
+  CHECK(n_types >= 13);
+}
+
+TEST_CASE("cuda ops reject bad arguments with a Status", "[gpu]") {
+  if (!have_gpu()) return;
+  CHECK_FALSE(kc::rms_norm(nullptr, nullptr, 1, 8, 1e-6f, nullptr, nullptr));
+  CHECK_FALSE(kc::rope(nullptr, nullptr, 1, 1, 64, 1e4f, 1.0f, nullptr, true, nullptr));
+  DevBuf d(64);
+  CHECK_FALSE(kc::rope(d.as<float>(), d.as<int32_t>(), 1, 1, 63, 1e4f, 1.0f, nullptr, true, nullptr));
+  kernels::WeightView w;
+  w.data = d.as<uint8_t>();
+  w.type = GgmlType::IQ2_XXS;
+  w.n_in = 256;
+  w.n_out = 1;
+  w.row_bytes = 66;
+  const Status st = kc::get_rows(w, d.as<int32_t>(), 1, 1.0f, d.as<float>(), nullptr);
+  REQUIRE_FALSE(st);
+  CHECK(st.message().find("get_rows") != std::string::npos);
+}
