@@ -1,0 +1,75 @@
+// Dequantisation kernels: rows of W to f32 (bit-exact with the CPU decoders; dequantize_rows) and
+// to f16 (GEMM tiles). One thread per piece (quant_decode.cuh).
+#include "kernels/cuda/matmul_internal.h"
+#include "kernels/cuda/quant_decode.cuh"
+
+namespace strata::kernels::cuda::detail {
+namespace {
+
+template <class Dec, typename Out>
+__global__ void dequant_kernel(const uint8_t* __restrict__ w, uint64_t row_bytes, int64_t n_in, int64_t row0,
+                               int64_t n_rows, Out* __restrict__ out) {
+  constexpr int P = Dec::kPiece;
+  const int64_t pieces_per_row = n_in / P;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= pieces_per_row * n_rows) return;
+  const int64_t r = i / pieces_per_row, pc = i % pieces_per_row;
+  constexpr int kPiecesPerBlock = Dec::kBlockElems / P;
+  const uint8_t* b = w + uint64_t(row0 + r) * row_bytes + (pc / kPiecesPerBlock) * Dec::kBlockBytes;
+  float v[P];
+  decode_piece<Dec>(b, int(pc % kPiecesPerBlock), v);
+  Out* o = out + r * n_in + pc * P;
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    if constexpr (sizeof(Out) == 4) {
+      o[k] = v[k];
+    } else {
+      o[k] = __float2half_rn(v[k]);
+    }
+  }
+}
+
+template <class Dec, typename Out>
+void launch(const WeightView& w, int64_t row0, int64_t n_rows, Out* out, cudaStream_t s) {
+  const int64_t n = n_rows * (w.n_in / Dec::kPiece);
+  constexpr int kThreads = 256;
+  dequant_kernel<Dec, Out><<<unsigned((n + kThreads - 1) / kThreads), kThreads, 0, s>>>(w.data, w.row_bytes, w.n_in,
+                                                                                       row0, n_rows, out);
+}
+
+template <typename Out>
+bool dispatch(const WeightView& w, bool piece8, int64_t row0, int64_t n_rows, Out* out, cudaStream_t s) {
+  switch (w.type) {
+    case GgmlType::Q4_0: launch<DecQ4_0>(w, row0, n_rows, out, s); return true;
+    case GgmlType::Q4_1: launch<DecQ4_1>(w, row0, n_rows, out, s); return true;
+    case GgmlType::Q5_0: launch<DecQ5_0>(w, row0, n_rows, out, s); return true;
+    case GgmlType::Q5_1: launch<DecQ5_1>(w, row0, n_rows, out, s); return true;
+    case GgmlType::Q8_0: launch<DecQ8_0>(w, row0, n_rows, out, s); return true;
+    case GgmlType::Q2_K: launch<DecQ2_K>(w, row0, n_rows, out, s); return true;
+    case GgmlType::Q3_K: launch<DecQ3_K>(w, row0, n_rows, out, s); return true;
+    case GgmlType::Q4_K: launch<DecQ4_K>(w, row0, n_rows, out, s); return true;
+    case GgmlType::Q5_K: launch<DecQ5_K>(w, row0, n_rows, out, s); return true;
+    case GgmlType::Q6_K: launch<DecQ6_K>(w, row0, n_rows, out, s); return true;
+    case GgmlType::F32:
+      piece8 ? launch<DecF32<8>>(w, row0, n_rows, out, s) : launch<DecF32<1>>(w, row0, n_rows, out, s);
+      return true;
+    case GgmlType::F16:
+      piece8 ? launch<DecHalf<8, false>>(w, row0, n_rows, out, s) : launch<DecHalf<1, false>>(w, row0, n_rows, out, s);
+      return true;
+    case GgmlType::BF16:
+      piece8 ? launch<DecHalf<8, true>>(w, row0, n_rows, out, s) : launch<DecHalf<1, true>>(w, row0, n_rows, out, s);
+      return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+bool launch_dequant_f32(const WeightView& w, bool piece8, int64_t row0, int64_t n_rows, float* d_out, cudaStream_t s) {
+  return dispatch(w, piece8, row0, n_rows, d_out, s);
+}
+bool launch_dequant_f16(const WeightView& w, bool piece8, int64_t row0, int64_t n_rows, void* d_out, cudaStream_t s) {
+  return dispatch(w, piece8, row0, n_rows, static_cast<__half*>(d_out), s);
+}
+
+}  // namespace strata::kernels::cuda::detail

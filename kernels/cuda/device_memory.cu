@@ -1,0 +1,61 @@
+// Device memory and streams: thin checked wrappers over the CUDA runtime (cuda_api.h).
+// Copies and memsets are asynchronous on the given stream (cudaMemcpyAsync: from pageable host
+// memory the runtime stages the copy and returns once the source may be reused).
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_api.h"
+#include "kernels/cuda/matmul_internal.h"
+
+namespace strata::kernels::cuda {
+
+using detail::cuda_status;
+
+Result<void*> device_alloc(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // an out-of-memory error is not sticky; clear it for the next call
+    return Status::error("device_alloc {} bytes: {}", bytes, cudaGetErrorString(err));
+  }
+  return p;
+}
+
+void device_free(void* d_ptr) {
+  if (d_ptr) cudaFree(d_ptr);  // errors here are reported by the next checked call
+}
+
+Status copy_to_device(void* d_dst, const void* src, size_t bytes, Stream s) {
+  if (bytes == 0) return Status::ok();
+  if (!d_dst || !src) return Status::error("copy_to_device: null pointer");
+  return cuda_status(cudaMemcpyAsync(d_dst, src, bytes, cudaMemcpyHostToDevice, cudaStream_t(s)),
+                     fmt::format("copy_to_device {} bytes", bytes));
+}
+
+Status copy_to_host(void* dst, const void* d_src, size_t bytes, Stream s) {
+  if (bytes == 0) return Status::ok();
+  if (!dst || !d_src) return Status::error("copy_to_host: null pointer");
+  return cuda_status(cudaMemcpyAsync(dst, d_src, bytes, cudaMemcpyDeviceToHost, cudaStream_t(s)),
+                     fmt::format("copy_to_host {} bytes", bytes));
+}
+
+Status memset_device(void* d_dst, int value, size_t bytes, Stream s) {
+  if (bytes == 0) return Status::ok();
+  if (!d_dst) return Status::error("memset_device: null pointer");
+  return cuda_status(cudaMemsetAsync(d_dst, value, bytes, cudaStream_t(s)), fmt::format("memset_device {} bytes", bytes));
+}
+
+// Also where asynchronous kernel faults surface (an illegal address in an earlier launch).
+Status synchronize(Stream s) { return cuda_status(cudaStreamSynchronize(cudaStream_t(s)), "synchronize"); }
+
+Result<Stream> stream_create() {
+  cudaStream_t st = nullptr;
+  const cudaError_t err = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+  if (err != cudaSuccess) return cuda_status(err, "stream_create");
+  return Stream(st);
+}
+
+void stream_destroy(Stream s) {
+  if (s) cudaStreamDestroy(cudaStream_t(s));
+}
+
+}  // namespace strata::kernels::cuda

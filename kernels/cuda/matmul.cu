@@ -1,0 +1,189 @@
+// Matmul on quantised weights (cuda_api.h): validation at the boundary, GEMV dispatch to the
+// per-family files, and the GEMM path (dequantised f16 tiles + cuBLAS).
+//
+// GEMM precision: W tiles are decoded exactly and rounded to f16, x is rounded to f16, products are
+// accumulated in f32 on tensor cores (CUBLAS_COMPUTE_32F). Each product w * x thus carries a relative
+// error <= ~2^-10 (two f16 roundings), so |y - y_exact| <= 2^-10 sum|w x| + f32 accumulation error
+// (the bound the tests use). f16 overflows above 65504: activations that large would become inf;
+// normalised LLM activations times their norm weights stay far below (revisit for a model that
+// does not: bf16 or a per-column scale).
+//
+// cuBLAS: one handle per (thread, device), created lazily on first use and bound to the caller's
+// stream on every call, so concurrent callers on different threads never share a handle; a thread
+// must not call gemm for two streams concurrently (it does not: calls are synchronous on the host).
+// Handles live until process exit (not destroyed at thread exit, where the CUDA context may
+// already be torn down).
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/cuda/cuda_api.h"
+#include "kernels/cuda/matmul_internal.h"
+
+namespace strata::kernels::cuda {
+namespace {
+
+using detail::cuda_status;
+
+// Byte alignment of W's data pointer and row stride that the decoders' loads need
+// (quant_decode.cuh kAlign); float types fall back to element loads when not 16-aligned.
+int required_align(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q2_K: return 4;
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K: return 8;
+    case GgmlType::F32: return 4;
+    default: return 2;
+  }
+}
+
+bool is_float_type(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
+
+std::string op_name(const char* op, const WeightView& w) {
+  return fmt::format("{} {} {}x{}", op, ggml_type_info(w.type).name, w.n_in, w.n_out);
+}
+
+Status validate_weights(const WeightView& w, const std::string& op) {
+  const auto info = ggml_type_info(uint32_t(w.type));
+  if (!info || !info->has_cpu_kernels) return Status::error("{}: unsupported weight type {}", op, uint32_t(w.type));
+  if (!w.data) return Status::error("{}: null weight pointer", op);
+  if (w.n_in <= 0 || w.n_out <= 0) return Status::error("{}: empty shape", op);
+  if (w.n_in % info->block_size != 0) {
+    return Status::error("{}: row length {} is not a multiple of the block size {}", op, w.n_in, info->block_size);
+  }
+  if (w.row_bytes < ggml_row_bytes(w.type, uint64_t(w.n_in))) return Status::error("{}: row_bytes {} too small", op, w.row_bytes);
+  const int a = required_align(w.type);
+  if (reinterpret_cast<uintptr_t>(w.data) % a != 0 || w.row_bytes % a != 0) {
+    return Status::error("{}: weight data and row stride must be {}-byte aligned", op, a);
+  }
+  if (w.n_out > (int64_t(1) << 31) - 1) return Status::error("{}: too many rows", op);
+  return Status::ok();
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Float types use 8-element vector loads when everything is 16-byte aligned.
+bool float_piece8(const WeightView& w, const float* d_x) {
+  return w.n_in % 8 == 0 && aligned16(w.data) && w.row_bytes % 16 == 0 && (d_x == nullptr || aligned16(d_x));
+}
+
+Status launch_status(const std::string& op) { return cuda_status(cudaGetLastError(), op); }
+
+constexpr size_t kWsAlign = 256;
+size_t align_up(size_t n) { return (n + kWsAlign - 1) / kWsAlign * kWsAlign; }
+
+// Rows per dequantised f16 tile: about kTileBytes of scratch, a multiple of 64 rows.
+constexpr size_t kTileBytes = size_t(64) << 20;
+int64_t gemm_tile_rows(const WeightView& w) {
+  const int64_t fit = int64_t(kTileBytes / (size_t(w.n_in) * 2));
+  const int64_t rows = std::max<int64_t>(64, fit / 64 * 64);
+  return std::min(rows, w.n_out);
+}
+
+struct CublasSlot {
+  int device = -1;
+  cublasHandle_t handle = nullptr;
+};
+
+Result<cublasHandle_t> cublas_handle(const std::string& op) {
+  thread_local CublasSlot slots[16];  // indexed by device ordinal
+  int dev = 0;
+  STRATA_TRY(cuda_status(cudaGetDevice(&dev), op));
+  if (dev < 0 || dev >= 16) return Status::error("{}: device ordinal {} out of range", op, dev);
+  CublasSlot& slot = slots[dev];
+  if (!slot.handle) {
+    const cublasStatus_t st = cublasCreate(&slot.handle);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      slot.handle = nullptr;
+      return Status::error("{}: cublasCreate: {}", op, cublasGetStatusString(st));
+    }
+    slot.device = dev;
+  }
+  return slot.handle;
+}
+
+__global__ void f32_to_f16_kernel(const float* __restrict__ x, __half* __restrict__ out, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __float2half_rn(x[i]);
+}
+
+}  // namespace
+
+Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Stream s) {
+  const std::string op = op_name("gemv", w);
+  STRATA_TRY(validate_weights(w, op));
+  if (n_cols < 1 || n_cols > kMaxGemvCols) return Status::error("{}: n_cols {} outside 1..{}", op, n_cols, kMaxGemvCols);
+  if (!d_x || !d_y) return Status::error("{}: null activation or output pointer", op);
+  const cudaStream_t st = cudaStream_t(s);
+  bool launched = false;
+  if (is_float_type(w.type)) {
+    launched = detail::launch_gemv_float(w, float_piece8(w, d_x), d_x, n_cols, d_y, st);
+  } else {
+    if (!aligned16(d_x)) return Status::error("{}: activations must be 16-byte aligned", op);
+    launched = detail::launch_gemv_legacy(w, d_x, n_cols, d_y, st) || detail::launch_gemv_k(w, d_x, n_cols, d_y, st);
+  }
+  if (!launched) return Status::error("{}: no CUDA kernel for this type", op);
+  return launch_status(op);
+}
+
+size_t workspace_bytes_for_gemm(const WeightView& w, int n_cols) {
+  if (w.n_in <= 0 || w.n_out <= 0 || n_cols <= 0) return 0;
+  return align_up(size_t(gemm_tile_rows(w)) * size_t(w.n_in) * 2) + align_up(size_t(n_cols) * size_t(w.n_in) * 2);
+}
+
+Status gemm(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s) {
+  const std::string op = fmt::format("{} n_cols {}", op_name("gemm", w), n_cols);
+  STRATA_TRY(validate_weights(w, op));
+  if (n_cols < 1) return Status::error("{}: n_cols must be >= 1", op);
+  if (!d_x || !d_y) return Status::error("{}: null activation or output pointer", op);
+  if (w.n_in > INT32_MAX) return Status::error("{}: row too long for cuBLAS", op);
+  const size_t need = workspace_bytes_for_gemm(w, n_cols);
+  if (!ws.d_ptr || ws.bytes < need) return Status::error("{}: workspace {} bytes < {} needed", op, ws.bytes, need);
+  const cudaStream_t st = cudaStream_t(s);
+  auto handle = cublas_handle(op);
+  if (!handle) return handle.status();
+  cublasStatus_t cst = cublasSetStream(*handle, st);
+  if (cst != CUBLAS_STATUS_SUCCESS) return Status::error("{}: cublasSetStream: {}", op, cublasGetStatusString(cst));
+
+  const int64_t tile_rows = gemm_tile_rows(w);
+  __half* d_tile = static_cast<__half*>(ws.d_ptr);
+  __half* d_xh = reinterpret_cast<__half*>(static_cast<char*>(ws.d_ptr) + align_up(size_t(tile_rows) * w.n_in * 2));
+  const int64_t nx = int64_t(n_cols) * w.n_in;
+  f32_to_f16_kernel<<<unsigned((nx + 255) / 256), 256, 0, st>>>(d_x, d_xh, nx);
+  STRATA_TRY(launch_status(op + ": convert x to f16"));
+  const bool piece8 = is_float_type(w.type) && float_piece8(w, nullptr);
+  const float alpha = 1.0f, beta = 0.0f;
+  for (int64_t row0 = 0; row0 < w.n_out; row0 += tile_rows) {
+    const int64_t rows = std::min(tile_rows, w.n_out - row0);
+    if (!detail::launch_dequant_f16(w, piece8, row0, rows, d_tile, st)) return Status::error("{}: no CUDA kernel", op);
+    STRATA_TRY(launch_status(op + ": dequantise tile"));
+    // Column-major view: tile = (n_in, rows), x = (n_in, n_cols), y = (n_out, n_cols) from row0.
+    cst = cublasGemmEx(*handle, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), n_cols, int(w.n_in), &alpha, d_tile, CUDA_R_16F,
+                       int(w.n_in), d_xh, CUDA_R_16F, int(w.n_in), &beta, d_y + row0, CUDA_R_32F, int(w.n_out),
+                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (cst != CUBLAS_STATUS_SUCCESS) return Status::error("{}: cublasGemmEx: {}", op, cublasGetStatusString(cst));
+  }
+  return launch_status(op);
+}
+
+Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s) {
+  if (n_cols >= 1 && n_cols <= kMaxGemvCols) return gemv(w, d_x, n_cols, d_y, s);
+  return gemm(w, d_x, n_cols, d_y, ws, s);
+}
+
+Status dequantize_rows(const WeightView& w, int64_t row0, int64_t n_rows, float* d_out, Stream s) {
+  const std::string op = fmt::format("{} rows {}+{}", op_name("dequantize_rows", w), row0, n_rows);
+  STRATA_TRY(validate_weights(w, op));
+  if (row0 < 0 || n_rows < 0 || row0 + n_rows > w.n_out) return Status::error("{}: rows out of range", op);
+  if (n_rows == 0) return Status::ok();
+  if (!d_out) return Status::error("{}: null output pointer", op);
+  const bool piece8 = is_float_type(w.type) && float_piece8(w, nullptr);
+  if (!detail::launch_dequant_f32(w, piece8, row0, n_rows, d_out, cudaStream_t(s))) {
+    return Status::error("{}: no CUDA kernel", op);
+  }
+  return launch_status(op);
+}
+
+}  // namespace strata::kernels::cuda

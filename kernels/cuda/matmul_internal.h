@@ -1,0 +1,31 @@
+// Internals of the quantised matmul (matmul.cu and its per-type-family files). CUDA only.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/ggml_type.h"
+#include "core/status.h"
+#include "kernels/cuda/cuda_api.h"
+
+namespace strata::kernels::cuda::detail {
+
+// "op: cuda error string" for a failed CUDA call; ok for cudaSuccess.
+inline Status cuda_status(cudaError_t err, const std::string& op) {
+  if (err == cudaSuccess) return Status::ok();
+  return Status::error("{}: {}", op, cudaGetErrorString(err));
+}
+
+// Per-family GEMV launchers (validated inputs; false when the family does not hold the type).
+// `piece8` (float types only): rows and x allow 8-element vector loads.
+bool launch_gemv_legacy(const WeightView& w, const float* d_x, int n_cols, float* d_y, cudaStream_t s);
+bool launch_gemv_k(const WeightView& w, const float* d_x, int n_cols, float* d_y, cudaStream_t s);
+bool launch_gemv_float(const WeightView& w, bool piece8, const float* d_x, int n_cols, float* d_y, cudaStream_t s);
+
+// Decodes rows [row0, row0 + n_rows) of W into f32 (exact) or f16 (rounded to nearest), rows
+// n_in apart in d_out (dequant.cu). False when the type is not supported.
+bool launch_dequant_f32(const WeightView& w, bool piece8, int64_t row0, int64_t n_rows, float* d_out, cudaStream_t s);
+bool launch_dequant_f16(const WeightView& w, bool piece8, int64_t row0, int64_t n_rows, void* d_out, cudaStream_t s);
+
+}  // namespace strata::kernels::cuda::detail

@@ -1,0 +1,302 @@
+// CUDA matmul on quantised weights (gemv, gemm, dequantize_rows) against the CPU reference
+// (kernels::cpu::matmul_dot, the exact-weights f32 dots), for every type with CPU kernels and
+// every shape class, on fresh random data. Outputs are poisoned with NaN before each launch.
+// Skips without a GPU. Also prints (WARN, informational) the 1-column GEMV bandwidth on a
+// 5376 x 21504 matrix next to the measured device-read ceiling.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/ggml_type.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant_kernels.h"
+#include "kernels/cuda/cuda_api.h"
+#include "kernels/cuda/device_info.h"
+#include "kernels/cuda/read_probe.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace strata;
+namespace kc = strata::kernels::cuda;
+
+const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+                           GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+bool have_gpu() {
+  std::string why;
+  if (!kc::devices(&why).empty()) return true;
+  WARN("skipped: no CUDA device (" << why << ")");
+  return false;
+}
+
+// Device buffer owned by the test.
+struct DevBuf {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit DevBuf(size_t n) : bytes(n) {
+    auto r = kc::device_alloc(n);
+    REQUIRE(r.is_ok());
+    p = *r;
+  }
+  ~DevBuf() { kc::device_free(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  template <typename T>
+  T* as() const { return static_cast<T*>(p); }
+};
+
+void check_ok(const Status& s) {
+  INFO((s.is_ok() ? std::string("ok") : s.message()));
+  REQUIRE(s.is_ok());
+}
+
+// Host weights: even rows straight from fill_random, odd rows quantised from normal data.
+struct HostWeights {
+  GgmlType type;
+  int64_t n_in, n_out;
+  uint64_t row_bytes;
+  std::vector<uint8_t> bytes;
+  std::vector<float> deq;  // exact dequantised values (CPU), (n_out, n_in)
+  kernels::WeightView view() const { return {bytes.data(), type, n_in, n_out, row_bytes}; }
+};
+
+HostWeights make_weights(GgmlType t, int64_t n_in, int64_t n_out, Rng& rng) {
+  const auto* qk = kernels::cpu::quant_kernels(t);
+  REQUIRE(qk != nullptr);
+  HostWeights w{t, n_in, n_out, ggml_row_bytes(t, uint64_t(n_in)), {}, {}};
+  w.bytes.resize(w.row_bytes * n_out);
+  w.deq.resize(size_t(n_in * n_out));
+  for (int64_t r = 0; r < n_out; ++r) {
+    uint8_t* row = w.bytes.data() + r * w.row_bytes;
+    if (r % 2 == 0) {
+      qk->fill_random(row, n_in, rng, 1.0f);
+    } else {
+      const auto v = test::random_normal(size_t(n_in), rng);
+      qk->quantize(v.data(), row, n_in);
+    }
+    qk->dequantize(row, w.deq.data() + r * n_in, n_in);
+  }
+  return w;
+}
+
+// Tolerances (per output element), with S = sum_i |w_i x_i|:
+// - gemv: f32 accumulation in a different order than the CPU, and quantised pieces of 8 evaluated
+//   as scale * sum(q x) - offset * sum(x). Rounding errors add like a random walk, so the error is
+//   ~sqrt(n) eps S; we allow 8 sqrt(n + 64) eps S', S' = S + sum over pieces of M_p sum_p |x|, M_p the
+//   largest |w| of the piece plus its range (bounds |offset| and |scale q|). The worst-case n eps S
+//   would be too loose to see one mis-decoded piece in a 5376-wide row.
+// - gemm: W and x are rounded to f16 (relative 2^-11 each), so each product is off by <= ~2^-10
+//   relative: |err| <= 2^-10 S (rigorous), plus the f32 term above.
+struct RefStats {
+  std::vector<double> s, s_piece;  // per (col, row)
+};
+
+RefStats ref_stats(const HostWeights& w, const std::vector<float>& x, int n_cols) {
+  RefStats st;
+  st.s.assign(size_t(n_cols * w.n_out), 0.0);
+  st.s_piece.assign(size_t(n_cols * w.n_out), 0.0);
+  for (int c = 0; c < n_cols; ++c) {
+    for (int64_t r = 0; r < w.n_out; ++r) {
+      const float* wr = w.deq.data() + r * w.n_in;
+      const float* xc = x.data() + c * w.n_in;
+      double s = 0, sp = 0;
+      for (int64_t p = 0; p < w.n_in; p += 8) {
+        const int64_t e = std::min<int64_t>(p + 8, w.n_in);
+        double mx = 0, lo = 1e300, hi = -1e300, sx = 0;
+        for (int64_t i = p; i < e; ++i) {
+          s += std::fabs(double(wr[i]) * xc[i]);
+          mx = std::max(mx, std::fabs(double(wr[i])));
+          lo = std::min(lo, double(wr[i]));
+          hi = std::max(hi, double(wr[i]));
+          sx += std::fabs(double(xc[i]));
+        }
+        sp += (mx + (hi - lo)) * sx;
+      }
+      st.s[c * w.n_out + r] = s;
+      st.s_piece[c * w.n_out + r] = s + sp;
+    }
+  }
+  return st;
+}
+
+// Runs gemv (n_cols <= 16) or gemm on the device and compares with matmul_dot.
+void check_matmul(GgmlType t, int64_t n_in, int64_t n_out, int n_cols, Rng& rng) {
+  const auto name = ggml_type_info(t).name;
+  INFO("type " << name << " n_in " << n_in << " n_out " << n_out << " n_cols " << n_cols);
+  const HostWeights w = make_weights(t, n_in, n_out, rng);
+  const auto x = test::random_normal(size_t(n_cols * n_in), rng);
+  std::vector<float> ref(size_t(n_cols * n_out));
+  kernels::cpu::matmul_dot(w.view(), x.data(), n_cols, ref.data());
+
+  DevBuf dw(w.bytes.size()), dx(x.size() * 4), dy(ref.size() * 4);
+  check_ok(kc::copy_to_device(dw.p, w.bytes.data(), w.bytes.size(), nullptr));
+  check_ok(kc::copy_to_device(dx.p, x.data(), x.size() * 4, nullptr));
+  const std::vector<float> poison(ref.size(), std::numeric_limits<float>::quiet_NaN());
+  check_ok(kc::copy_to_device(dy.p, poison.data(), poison.size() * 4, nullptr));
+  kernels::WeightView dv = w.view();
+  dv.data = dw.as<uint8_t>();
+  const bool is_gemv = n_cols <= kc::kMaxGemvCols;
+  size_t ws_bytes = is_gemv ? 0 : kc::workspace_bytes_for_gemm(dv, n_cols);
+  DevBuf ws(std::max<size_t>(ws_bytes, 256));
+  check_ok(kc::matmul(dv, dx.as<float>(), n_cols, dy.as<float>(), kc::Workspace{ws.p, ws_bytes}, nullptr));
+  check_ok(kc::synchronize(nullptr));
+  std::vector<float> y(ref.size());
+  check_ok(kc::copy_to_host(y.data(), dy.p, y.size() * 4, nullptr));
+  check_ok(kc::synchronize(nullptr));
+
+  const RefStats st = ref_stats(w, x, n_cols);
+  const double eps = std::numeric_limits<float>::epsilon();
+  int bad = 0;
+  double worst_ratio = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double tol = is_gemv ? 8.0 * std::sqrt(double(n_in + 64)) * eps * st.s_piece[i] + 1e-30
+                               : std::ldexp(1.0, -10) * st.s[i] * 1.01 + 8.0 * std::sqrt(double(n_in + 64)) * eps * st.s[i] + 1e-30;
+    const double err = std::fabs(double(y[i]) - double(ref[i]));
+    if (!(err <= tol)) {  // NaN fails
+      if (bad++ < 3) FAIL_CHECK("element " << i << ": gpu " << y[i] << " cpu " << ref[i] << " tol " << tol);
+    }
+    if (tol > 0) worst_ratio = std::max(worst_ratio, err / tol);
+  }
+  INFO("worst err/tol " << worst_ratio);
+  CHECK(bad == 0);
+}
+
+struct Shape {
+  int64_t n_in_blocks;  // row length in blocks (float types: 8-element units, see below)
+  int64_t n_out;
+};
+
+int64_t row_len(GgmlType t, int64_t blocks) {
+  const auto bs = ggml_type_info(t).block_size;
+  return bs == 1 ? blocks * 8 : blocks * bs;
+}
+
+}  // namespace
+
+TEST_CASE("cuda gemv matches the CPU reference for every type and shape class", "[gpu]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (GgmlType t : kTypes) {
+    // one block, one row; odd rows; 5376-wide rows (21 super-blocks / 168 blocks)
+    for (const auto& [n_in, n_out] : {std::pair<int64_t, int64_t>{row_len(t, 1), 1},
+                                      {row_len(t, 3), 37},
+                                      {5376, 29}}) {
+      for (int n_cols : {1, 2, 3, 8, 16}) check_matmul(t, n_in, n_out, n_cols, rng);
+    }
+  }
+  // Float rows of odd length take the element-by-element path.
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+    for (int n_cols : {1, 5, 16}) check_matmul(t, 13, 7, n_cols, rng);
+  }
+}
+
+TEST_CASE("cuda gemm (f16 tiles + cuBLAS) matches the CPU reference", "[gpu]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (GgmlType t : kTypes) {
+    for (const auto& [n_in, n_out] : {std::pair<int64_t, int64_t>{row_len(t, 1), 3}, {5376, 45}}) {
+      for (int n_cols : {17, 64, 300}) check_matmul(t, n_in, n_out, n_cols, rng);
+    }
+  }
+  // More rows than one f16 tile holds (64 MiB / (2 * 16384) = 2048 rows): several tiles.
+  check_matmul(GgmlType::Q4_K, 16384, 2048 + 130, 17, rng);
+}
+
+TEST_CASE("cuda dequantize_rows matches the CPU decoders bit for bit", "[gpu]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (GgmlType t : kTypes) {
+    INFO("type " << ggml_type_info(t).name);
+    const HostWeights w = make_weights(t, row_len(t, 5), 9, rng);
+    DevBuf dw(w.bytes.size()), dout(w.deq.size() * 4);
+    check_ok(kc::copy_to_device(dw.p, w.bytes.data(), w.bytes.size(), nullptr));
+    const std::vector<float> poison(w.deq.size(), std::numeric_limits<float>::quiet_NaN());
+    check_ok(kc::copy_to_device(dout.p, poison.data(), poison.size() * 4, nullptr));
+    kernels::WeightView dv = w.view();
+    dv.data = dw.as<uint8_t>();
+    const int64_t row0 = 2, n_rows = 6;
+    check_ok(kc::dequantize_rows(dv, row0, n_rows, dout.as<float>(), nullptr));
+    std::vector<float> got(size_t(n_rows * w.n_in));
+    check_ok(kc::copy_to_host(got.data(), dout.p, got.size() * 4, nullptr));
+    check_ok(kc::synchronize(nullptr));
+    CHECK(std::memcmp(got.data(), w.deq.data() + row0 * w.n_in, got.size() * 4) == 0);
+  }
+}
+
+TEST_CASE("cuda matmul rejects bad input with a Status", "[gpu]") {
+  if (!have_gpu()) return;
+  Rng rng(test::fresh_seed());
+  const HostWeights w = make_weights(GgmlType::Q4_K, 256, 4, rng);
+  DevBuf dw(w.bytes.size()), dx(17 * 256 * 4), dy(17 * 4 * 4);
+  kernels::WeightView dv = w.view();
+  dv.data = dw.as<uint8_t>();
+  for (int n_cols : {0, 17, -1}) {
+    const Status s = kc::gemv(dv, dx.as<float>(), n_cols, dy.as<float>(), nullptr);
+    REQUIRE_FALSE(s.is_ok());
+    CHECK(s.message().find("gemv q4_K") != std::string::npos);
+  }
+  kernels::WeightView bad = dv;
+  bad.type = GgmlType::IQ4_NL;  // no kernels
+  CHECK_FALSE(kc::gemv(bad, dx.as<float>(), 1, dy.as<float>(), nullptr).is_ok());
+  CHECK_FALSE(kc::dequantize_rows(bad, 0, 1, dy.as<float>(), nullptr).is_ok());
+  CHECK_FALSE(kc::gemv(dv, nullptr, 1, dy.as<float>(), nullptr).is_ok());
+  CHECK_FALSE(kc::gemm(dv, dx.as<float>(), 17, dy.as<float>(), kc::Workspace{}, nullptr).is_ok());  // no workspace
+  CHECK_FALSE(kc::dequantize_rows(dv, 3, 2, dy.as<float>(), nullptr).is_ok());  // rows out of range
+  kernels::WeightView ragged = dv;
+  ragged.n_in = 200;  // not a multiple of 256
+  CHECK_FALSE(kc::gemv(ragged, dx.as<float>(), 1, dy.as<float>(), nullptr).is_ok());
+  check_ok(kc::synchronize(nullptr));  // nothing was launched that could fault
+}
+
+// Informational (a benchmark is not a test): 1-column GEMV bandwidth on a 27B-shaped matrix next
+// to the device-read ceiling. Rotates over enough weight copies (>= 256 MiB) that L2 (60 MB on an
+// H200) cannot serve them.
+TEST_CASE("cuda gemv bandwidth, 1 column, 5376 x 21504 (informational)", "[gpu]") {
+  if (!have_gpu()) return;
+  auto ceiling = kc::measure_read_bandwidth(size_t(1) << 30, 5);
+  REQUIRE(ceiling.is_ok());
+  WARN("device read ceiling: " << *ceiling / 1e9 << " GB/s");
+  Rng rng(test::fresh_seed());
+  const int64_t n_in = 5376, n_out = 21504;
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q3_K, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::Q4_0,
+                     GgmlType::Q2_K, GgmlType::Q5_K, GgmlType::F16}) {
+    const uint64_t rb = ggml_row_bytes(t, n_in);
+    const size_t mat = rb * n_out;
+    const int copies = int(std::max<size_t>(2, ((size_t(256) << 20) + mat - 1) / mat));
+    std::vector<uint8_t> host(mat);
+    kernels::cpu::quant_kernels(t)->fill_random(host.data(), n_in * n_out, rng, 1.0f);
+    DevBuf dw(mat * copies), dx(n_in * 4), dy(n_out * 4);
+    for (int c = 0; c < copies; ++c) check_ok(kc::copy_to_device(dw.as<uint8_t>() + c * mat, host.data(), mat, nullptr));
+    const auto x = test::random_normal(size_t(n_in), rng);
+    check_ok(kc::copy_to_device(dx.p, x.data(), x.size() * 4, nullptr));
+    auto view = [&](int c) { return kernels::WeightView{dw.as<uint8_t>() + c * mat, t, n_in, n_out, rb}; };
+    for (int c = 0; c < copies; ++c) check_ok(kc::gemv(view(c), dx.as<float>(), 1, dy.as<float>(), nullptr));
+    check_ok(kc::synchronize(nullptr));
+    const int iters = 50 * copies;
+    for (int n_cols : {1, 8}) {
+      DevBuf dx8(size_t(n_cols) * n_in * 4), dy8(size_t(n_cols) * n_out * 4);
+      check_ok(kc::memset_device(dx8.p, 0, dx8.bytes, nullptr));
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < iters; ++i) {
+        check_ok(kc::gemv(view(i % copies), dx8.as<float>(), n_cols, dy8.as<float>(), nullptr));
+      }
+      check_ok(kc::synchronize(nullptr));
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+      const double gbs = double(mat) / s / 1e9;
+      WARN("gemv " << ggml_type_info(t).name << " 5376x21504 n_cols " << n_cols << ": " << s * 1e6 << " us, "
+                   << gbs << " GB/s = " << 100.0 * gbs * 1e9 / *ceiling << "% of read ceiling");
+    }
+  }
+}
