@@ -1,0 +1,124 @@
+#include "offload/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+
+namespace strata::offload {
+namespace {
+
+constexpr double kGpuLaunchS = 15e-6;       // kernel launches + event waits per block
+constexpr double kCpuRoundTripS = 20e-6;    // activations to host and back per CPU block
+constexpr double kPrefillHostKvTile = 16;   // queries per pass over host-held KV in prefill
+
+double gbps_time(double bytes, double gbps) { return gbps > 0 ? bytes / (gbps * 1e9) : (bytes > 0 ? 1e9 : 0); }
+
+}  // namespace
+
+const char* tier_name(Tier t) {
+  switch (t) {
+    case Tier::gpu: return "gpu";
+    case Tier::stream: return "stream";
+    case Tier::disk: return "disk";
+    case Tier::cpu: return "cpu";
+  }
+  return "?";
+}
+const char* kv_tier_name(KvTier t) { return t == KvTier::gpu ? "gpu" : "host"; }
+
+double SweepCost::total_s() const { return std::max({h2d_s, disk_s, gpu_s + cpu_s}); }
+
+std::string SweepCost::bottleneck(const HardwareProfile& p) const {
+  const double t = total_s();
+  if (t <= 0) return "nothing";
+  if (h2d_s >= t && h2d_bytes > 0)
+    return fmt::format("PCIe: {:.2f} GB per step at {:.1f} GB/s", h2d_bytes / 1e9, h2d_bytes / 1e9 / h2d_s);
+  if (disk_s >= t && disk_bytes > 0)
+    return fmt::format("NVMe: {:.2f} GB per step at {:.1f} GB/s", disk_bytes / 1e9, p.nvme_gbps());
+  if (cpu_s > gpu_s)
+    return fmt::format("CPU: {:.2f} GB of weights/KV per step ({:.1f} ms CPU vs {:.1f} ms GPU)", cpu_bytes / 1e9,
+                       cpu_s * 1e3, gpu_s * 1e3);
+  return fmt::format("GPU compute/VRAM reads: {:.2f} ms per step at {:.0f} GB/s", gpu_s * 1e3,
+                     p.device_read_gbps.value);
+}
+
+uint64_t scratch_bytes(const ModelBlocks& m, const RunShape& r) {
+  const uint64_t chunk = std::min<uint64_t>(r.prefill_chunk, std::max<uint64_t>(1, r.prompt_tokens()));
+  const uint64_t per_tok = 3ull * m.n_embd + 2ull * m.n_ff + uint64_t(m.n_head) * m.head_dim +
+                           2ull * m.n_head_kv * m.head_dim;
+  return 4 * chunk * per_tok + 4ull * m.n_vocab * (r.max_draft() + 1) + 64 * kMiB;
+}
+
+SweepCost sweep_cost(const ModelBlocks& m, const HardwareProfile& p, const Placement& pl, const RunShape& r,
+                     uint32_t l0, uint32_t l1, bool head, uint32_t batch, uint64_t pos, bool prefill) {
+  SweepCost c;
+  const double dev = p.device_read_gbps.value, gemm = p.gpu_gemm_tflops.value * 1e12;
+  auto block = [&](const WeightBlock& b, Tier t) {
+    const double flops = 2.0 * double(b.params) * batch;
+    const bool on_gpu = t != Tier::cpu || prefill;
+    if (t == Tier::stream || t == Tier::disk || (t == Tier::cpu && prefill)) {
+      c.h2d_s += gbps_time(double(b.bytes), p.h2d_gbps(b.bytes));
+      c.h2d_bytes += b.bytes;
+    }
+    if (t == Tier::disk) {
+      c.disk_s += gbps_time(double(b.bytes), p.nvme_gbps());
+      c.disk_bytes += b.bytes;
+    }
+    if (on_gpu) {
+      c.gpu_s += std::max(gbps_time(double(b.bytes), dev), gemm > 0 ? flops / gemm : 0.0) + kGpuLaunchS;
+    } else {
+      c.cpu_s += batch * gbps_time(double(b.bytes), p.cpu_gemv_gbps(b.main_type())) + kCpuRoundTripS;
+      c.cpu_bytes += b.bytes;
+    }
+  };
+  for (uint32_t il = l0; il < l1; ++il) {
+    block(m.attention[il], pl.attention[il]);
+    // Attention over this layer's KV.
+    const uint64_t attended = m.swa[il] ? std::min<uint64_t>(pos, m.window[il]) : pos;
+    const double kv_bytes = double(attended) * m.kv_bytes_per_token(r.kv);
+    const double att_flops = 4.0 * m.n_head * m.head_dim * double(attended) * batch;
+    if (pl.kv[il] == KvTier::gpu) {
+      c.gpu_s += gbps_time(kv_bytes, dev) + (gemm > 0 ? att_flops / gemm : 0.0);
+    } else {
+      const double passes = prefill ? std::ceil(batch / kPrefillHostKvTile) : double(batch);
+      c.cpu_s += passes * gbps_time(kv_bytes, p.host_gbps()) + kCpuRoundTripS;
+      c.cpu_bytes += uint64_t(passes * kv_bytes);
+    }
+    block(m.ffn[il], pl.ffn[il]);
+  }
+  if (head) block(m.head, pl.head);
+  return c;
+}
+
+Prediction predict(const ModelBlocks& m, const HardwareProfile& p, const Placement& pl, const RunShape& r) {
+  Prediction out;
+  const uint64_t pos = r.decode_pos();
+  out.step = sweep_cost(m, p, pl, r, 0, m.n_layer, true, 1, pos, false);
+  const double step_s = out.step.total_s();
+  out.decode_tps = step_s > 0 ? 1.0 / step_s : 0;
+  out.spec_tps = out.decode_tps;
+  if (r.speculative()) {
+    const uint32_t d = std::min(r.draft_depth, m.n_layer);
+    const uint32_t k = r.draft_len;
+    out.draft = sweep_cost(m, p, pl, r, 0, d, true, 1, pos, false);
+    out.verify = sweep_cost(m, p, pl, r, d, m.n_layer, true, k + 1, pos, false);
+    const double a = std::clamp(r.acceptance, 0.0, 0.999999);
+    const double tokens = (1.0 - std::pow(a, double(k + 1))) / (1.0 - a);
+    const double cycle = k * out.draft.total_s() + out.verify.total_s();
+    // Speculation is used only where it pays (the engine adapts k; k = 0 is plain decoding).
+    if (cycle > 0) out.spec_tps = std::max(out.decode_tps, tokens / cycle);
+  }
+  const uint64_t prompt = r.prompt_tokens();
+  const uint32_t chunk = uint32_t(std::min<uint64_t>(r.prefill_chunk, std::max<uint64_t>(1, prompt)));
+  const uint64_t n_chunks = (prompt + chunk - 1) / chunk;
+  out.prefill_chunk = sweep_cost(m, p, pl, r, 0, m.n_layer, false, chunk, prompt / 2, true);
+  const double prefill_s = double(n_chunks) * out.prefill_chunk.total_s();
+  out.prefill_tps = prefill_s > 0 ? double(prompt) / prefill_s : 0;
+  out.ttft_s = prefill_s + step_s;
+  return out;
+}
+
+}  // namespace strata::offload

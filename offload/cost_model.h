@@ -1,0 +1,89 @@
+// The cost model: predicted times of one decode step, one speculative cycle and one prefill chunk
+// for a placement, from bytes and FLOPs over a hardware profile's rates. Pure functions.
+//
+// One sweep over a set of blocks for b tokens (DESIGN.md, "Placement"):
+//   h2d  = sum over stream + disk blocks of bytes / H2D(bytes)       (copy stream)
+//   disk = sum over disk blocks of bytes / NVMe                      (io threads)
+//   gpu  = sum over GPU-computed blocks of max(bytes / device_read, 2 * params * b / GEMM) + launch
+//          + attention over KV held in VRAM (KV bytes / device_read + attention FLOPs / GEMM)
+//   cpu  = sum over cpu blocks of b * bytes / cpu_gemv(type) + a PCIe round trip of the activations
+//          + attention over KV held in host RAM (b * KV bytes / host_read)
+//   time = max(h2d, disk, gpu + cpu)
+// Copies and disk reads overlap compute (prefetched ahead on their own streams); CPU-computed
+// blocks sit on the layer chain, so they add to GPU compute. The CPU cost is linear in b (strata's
+// CPU kernels are row dots: a batch re-reads the weights from cache, pessimistic for large b).
+// Prefill: cpu-tier blocks are copied to the GPU through the pinned staging ring instead (a chunk
+// of hundreds of tokens is GEMM work), host-KV attention reads the KV once per 16 queries.
+// Speculation (draft depth d, draft length k, acceptance a): a cycle drafts k tokens through layers
+// [0, d) + head (b = 1 each) and verifies through layers [d, n) + head for b = k + 1 (the verify
+// reuses the draft's hidden states and KV below d); it yields (1 - a^(k+1)) / (1 - a) tokens.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "offload/hardware_profile.h"
+#include "offload/model_blocks.h"
+
+namespace strata::offload {
+
+enum class Tier : uint8_t { gpu, stream, disk, cpu };
+enum class KvTier : uint8_t { gpu, host };
+const char* tier_name(Tier t);
+const char* kv_tier_name(KvTier t);
+
+struct RunShape {
+  uint64_t ctx = 4096;        // target context (KV is sized for this)
+  uint64_t prompt = 0;        // prompt tokens (0: ctx - gen)
+  uint64_t gen = 256;         // generated tokens
+  KvDtype kv = KvDtype::f16;  // all layers' KV
+  uint32_t draft_depth = 0;   // 0: no speculation
+  uint32_t draft_len = 4;     // k
+  double acceptance = 0.6;    // assumed per-token acceptance of the draft
+  uint32_t prefill_chunk = 512;
+  uint32_t prefetch_depth = 2;  // blocks in flight ahead of compute; the ring has depth + 1 slots
+
+  bool speculative() const { return draft_depth > 0 && draft_len > 0; }
+  uint64_t prompt_tokens() const { return prompt ? prompt : (ctx > gen ? ctx - gen : ctx / 2); }
+  // Decode is costed at the middle of generation.
+  uint64_t decode_pos() const { return std::min<uint64_t>(ctx, prompt_tokens() + gen / 2); }
+  uint32_t max_draft() const { return speculative() ? draft_len : 0; }
+};
+
+// Where everything lives. Indexed by layer; KV entries of sliding layers are always gpu when the
+// profile has a GPU (their ring is small), host otherwise.
+struct Placement {
+  std::vector<Tier> attention, ffn;
+  Tier head = Tier::gpu;
+  std::vector<KvTier> kv;
+};
+
+struct SweepCost {
+  double h2d_s = 0, disk_s = 0, gpu_s = 0, cpu_s = 0;
+  uint64_t h2d_bytes = 0, disk_bytes = 0, cpu_bytes = 0;
+  double total_s() const;
+  std::string bottleneck(const HardwareProfile& p) const;  // "PCIe: 4.1 GB per step at 25 GB/s"
+};
+
+struct Prediction {
+  SweepCost step;             // one plain decode step
+  SweepCost draft, verify;    // one drafted token; one verify sweep of k + 1 tokens
+  SweepCost prefill_chunk;    // one chunk at the middle of the prompt
+  double decode_tps = 0;      // plain
+  double spec_tps = 0;        // with speculation (== decode_tps when off)
+  double prefill_tps = 0;
+  double ttft_s = 0;
+  double objective_tps() const { return spec_tps; }
+};
+
+// Sweep over layers [l0, l1) (+ head) for `batch` tokens at KV position `pos`.
+SweepCost sweep_cost(const ModelBlocks& m, const HardwareProfile& p, const Placement& pl, const RunShape& r,
+                     uint32_t l0, uint32_t l1, bool head, uint32_t batch, uint64_t pos, bool prefill);
+Prediction predict(const ModelBlocks& m, const HardwareProfile& p, const Placement& pl, const RunShape& r);
+
+// VRAM scratch: activations of one prefill chunk (flash-style attention, no score matrix), logits
+// of k + 1 rows, and a fixed 64 MiB for GEMM workspaces.
+uint64_t scratch_bytes(const ModelBlocks& m, const RunShape& r);
+
+}  // namespace strata::offload

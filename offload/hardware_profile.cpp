@@ -1,0 +1,310 @@
+#include "offload/hardware_profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "core/units.h"
+
+namespace strata::offload {
+namespace {
+
+// One reader per file, so every error names the file and the key path ("rates.h2d_pinned[1].gbps").
+struct Reader {
+  std::string origin;
+
+  Status err(const std::string& key, const std::string& what) const {
+    return Status::error("{}: {}: {}", origin, key, what);
+  }
+
+  Result<Provenance> prov(const toml::table& t, const std::string& key) const {
+    const auto kind = t["provenance"].value<std::string>();
+    if (!kind) return err(key, "missing 'provenance' (\"measured\" or \"datasheet\")");
+    if (*kind == "measured") {
+      auto date = t["date"].value<std::string>();
+      auto machine = t["machine"].value<std::string>();
+      if (!date || !machine) return err(key, "provenance \"measured\" needs 'date' and 'machine'");
+      return Provenance::measured_on(*date, *machine);
+    }
+    if (*kind == "datasheet") {
+      auto source = t["source"].value<std::string>();
+      if (!source) return err(key, "provenance \"datasheet\" needs 'source'");
+      return Provenance::datasheet(*source);
+    }
+    return err(key, fmt::format("unknown provenance '{}' (\"measured\" or \"datasheet\")", *kind));
+  }
+
+  Result<uint64_t> size_of(const toml::node* n, const std::string& key) const {
+    if (!n) return err(key, "missing");
+    if (auto s = n->value<std::string>()) {
+      auto b = parse_bytes(*s);
+      if (!b) return err(key, b.message());
+      return *b;
+    }
+    if (auto i = n->value<int64_t>()) {
+      if (*i < 0) return err(key, fmt::format("negative size {}", *i));
+      return uint64_t(*i);
+    }
+    return err(key, "expected a size (\"12GiB\" or an integer byte count)");
+  }
+
+  Result<double> number(const toml::node* n, const std::string& key) const {
+    if (!n) return err(key, "missing");
+    auto v = n->value<double>();  // integers convert too
+    if (!v) return err(key, "expected a number");
+    if (!std::isfinite(*v) || *v < 0) return err(key, fmt::format("must be >= 0 (got {})", *v));
+    return *v;
+  }
+
+  const toml::table* table(const toml::node* n) const { return n ? n->as_table() : nullptr; }
+
+  Result<Bytes> bytes(const toml::table& parent, const std::string& section, const char* name) const {
+    const std::string key = section + "." + name;
+    const toml::table* t = table(parent.get(name));
+    if (!t) return err(key, parent.get(name) ? "expected an inline table { bytes = ..., provenance = ... }" : "missing");
+    auto b = size_of(t->get("bytes"), key + ".bytes");
+    if (!b) return b.status();
+    auto p = prov(*t, key);
+    if (!p) return p.status();
+    return Bytes{*b, *p};
+  }
+
+  Result<Rate> rate(const toml::table& parent, const std::string& section, const char* name, const char* unit) const {
+    const std::string key = section + "." + name;
+    const toml::table* t = table(parent.get(name));
+    if (!t) return err(key, parent.get(name) ? "expected an inline table" : "missing");
+    auto v = number(t->get(unit), key + "." + unit);
+    if (!v) return v.status();
+    auto p = prov(*t, key);
+    if (!p) return p.status();
+    return Rate{*v, *p};
+  }
+
+  // An array of points keyed by `key_name` (a size when `key_is_size`).
+  Result<std::vector<RatePoint>> points(const toml::table& parent, const std::string& section, const char* name,
+                                        const char* key_name, bool key_is_size) const {
+    const std::string key = section + "." + name;
+    const toml::array* a = parent.get(name) ? parent.get(name)->as_array() : nullptr;
+    if (!a) return err(key, parent.get(name) ? "expected an array of inline tables" : "missing");
+    std::vector<RatePoint> out;
+    for (size_t i = 0; i < a->size(); ++i) {
+      const std::string k = fmt::format("{}[{}]", key, i);
+      const toml::table* t = a->get(i)->as_table();
+      if (!t) return err(k, "expected an inline table");
+      RatePoint pt;
+      if (key_is_size) {
+        auto s = size_of(t->get(key_name), k + "." + key_name);
+        if (!s) return s.status();
+        pt.key = *s;
+      } else {
+        auto v = number(t->get(key_name), k + "." + key_name);
+        if (!v) return v.status();
+        pt.key = uint64_t(*v);
+      }
+      auto g = number(t->get("gbps"), k + ".gbps");
+      if (!g) return g.status();
+      pt.gbps = *g;
+      auto p = prov(*t, k);
+      if (!p) return p.status();
+      pt.prov = *p;
+      out.push_back(pt);
+    }
+    std::sort(out.begin(), out.end(), [](auto& x, auto& y) { return x.key < y.key; });
+    return out;
+  }
+};
+
+std::string prov_toml(const Provenance& p) {
+  if (p.kind == Provenance::Kind::measured)
+    return fmt::format("provenance = \"measured\", date = \"{}\", machine = \"{}\"", p.date, p.machine);
+  return fmt::format("provenance = \"datasheet\", source = \"{}\"", p.source);
+}
+
+// Exact byte count when no binary unit is exact, else "12GiB": round trips through parse_bytes.
+std::string size_toml(uint64_t b) {
+  if (b && b % kGiB == 0) return fmt::format("\"{}GiB\"", b / kGiB);
+  if (b && b % kMiB == 0) return fmt::format("\"{}MiB\"", b / kMiB);
+  return fmt::format("{}", b);
+}
+
+std::string escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+}  // namespace
+
+double HardwareProfile::h2d_gbps(uint64_t chunk_bytes) const {
+  if (h2d_pinned.empty()) return 0;
+  if (chunk_bytes <= h2d_pinned.front().key) return h2d_pinned.front().gbps;
+  if (chunk_bytes >= h2d_pinned.back().key) return h2d_pinned.back().gbps;
+  for (size_t i = 1; i < h2d_pinned.size(); ++i) {
+    const auto& a = h2d_pinned[i - 1];
+    const auto& b = h2d_pinned[i];
+    if (chunk_bytes <= b.key) {
+      const double t = (std::log(double(chunk_bytes)) - std::log(double(a.key))) /
+                       std::max(1e-12, std::log(double(b.key)) - std::log(double(a.key)));
+      return a.gbps + t * (b.gbps - a.gbps);
+    }
+  }
+  return h2d_pinned.back().gbps;
+}
+
+double HardwareProfile::nvme_gbps() const {
+  double best = 0;
+  for (const auto& p : nvme_read) best = std::max(best, p.gbps);
+  return best;
+}
+
+double HardwareProfile::host_gbps() const {
+  double best = 0;
+  for (const auto& p : host_read) best = std::max(best, p.gbps);
+  return best;
+}
+
+double HardwareProfile::cpu_gemv_gbps(GgmlType type) const {
+  double slowest = 0;
+  bool any = false;
+  for (const auto& g : cpu_gemv) {
+    if (g.type == type) return g.gbps;
+    slowest = any ? std::min(slowest, g.gbps) : g.gbps;
+    any = true;
+  }
+  return slowest;
+}
+
+Status validate_profile(const HardwareProfile& p) {
+  const std::string& o = p.name;
+  if (p.pinned_budget.bytes > p.host_ram.bytes)
+    return Status::error("{}: capacity.pinned_budget ({}) exceeds capacity.host_ram ({})", o,
+                         format_bytes(p.pinned_budget.bytes), format_bytes(p.host_ram.bytes));
+  if (p.has_gpu()) {
+    if (p.device_read_gbps.value <= 0) return Status::error("{}: rates.device_read must be > 0 with a GPU", o);
+    if (p.gpu_gemm_tflops.value <= 0) return Status::error("{}: rates.gpu_gemm must be > 0 with a GPU", o);
+    if (p.h2d_pinned.empty()) return Status::error("{}: rates.h2d_pinned needs at least one point with a GPU", o);
+    if (p.cuda_context.bytes >= p.vram_budget.bytes)
+      return Status::error("{}: capacity.cuda_context ({}) leaves nothing of capacity.vram_budget ({})", o,
+                           format_bytes(p.cuda_context.bytes), format_bytes(p.vram_budget.bytes));
+  }
+  if (p.host_read.empty() || p.host_gbps() <= 0) return Status::error("{}: rates.host_read needs a point > 0", o);
+  if (p.cpu_gemv.empty()) return Status::error("{}: rates.cpu_gemv needs at least one type", o);
+  for (const auto& g : p.cpu_gemv)
+    if (g.gbps <= 0) return Status::error("{}: rates.cpu_gemv for {} must be > 0", o, ggml_type_info(g.type).name);
+  if (p.nvme_budget.bytes > 0 && p.nvme_gbps() <= 0)
+    return Status::error("{}: capacity.nvme_budget is set but rates.nvme_read has no point > 0", o);
+  return Status::ok();
+}
+
+Result<HardwareProfile> parse_profile(const std::string& text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    return Status::error("{}:{}:{}: TOML syntax: {}", origin, e.source().begin.line, e.source().begin.column,
+                         std::string(e.description()));
+  }
+  Reader r{origin};
+  HardwareProfile p;
+  p.name = root["name"].value_or(std::string());
+  if (p.name.empty()) return r.err("name", "missing");
+  p.description = root["description"].value_or(std::string());
+  const toml::table* cap = root["capacity"].as_table();
+  if (!cap) return r.err("capacity", "missing table [capacity]");
+  const toml::table* rates = root["rates"].as_table();
+  if (!rates) return r.err("rates", "missing table [rates]");
+
+#define STRATA_READ(dst, expr)         \
+  do {                                 \
+    auto v_ = (expr);                  \
+    if (!v_) return v_.status();       \
+    dst = std::move(*v_);              \
+  } while (0)
+  STRATA_READ(p.vram_budget, r.bytes(*cap, "capacity", "vram_budget"));
+  STRATA_READ(p.pinned_budget, r.bytes(*cap, "capacity", "pinned_budget"));
+  STRATA_READ(p.host_ram, r.bytes(*cap, "capacity", "host_ram"));
+  STRATA_READ(p.nvme_budget, r.bytes(*cap, "capacity", "nvme_budget"));
+  STRATA_READ(p.cuda_context, r.bytes(*cap, "capacity", "cuda_context"));
+  p.nvme_path = (*cap)["nvme_path"].value_or(std::string());
+  STRATA_READ(p.device_read_gbps, r.rate(*rates, "rates", "device_read", "gbps"));
+  STRATA_READ(p.gpu_gemm_tflops, r.rate(*rates, "rates", "gpu_gemm", "tflops"));
+  STRATA_READ(p.h2d_pinned, r.points(*rates, "rates", "h2d_pinned", "chunk", true));
+  STRATA_READ(p.nvme_read, r.points(*rates, "rates", "nvme_read", "qd", false));
+  STRATA_READ(p.host_read, r.points(*rates, "rates", "host_read", "threads", false));
+  const toml::array* gemv = (*rates)["cpu_gemv"].as_array();
+  if (!gemv) return r.err("rates.cpu_gemv", "missing (array of { type = \"q4_K\", gbps = ... })");
+  for (size_t i = 0; i < gemv->size(); ++i) {
+    const std::string k = fmt::format("rates.cpu_gemv[{}]", i);
+    const toml::table* t = gemv->get(i)->as_table();
+    if (!t) return r.err(k, "expected an inline table");
+    auto tn = (*t)["type"].value<std::string>();
+    if (!tn) return r.err(k + ".type", "missing");
+    auto ty = ggml_type_from_name(*tn);
+    if (!ty) return r.err(k + ".type", fmt::format("unknown GGML type '{}'", *tn));
+    GemvRate g;
+    g.type = *ty;
+    STRATA_READ(g.gbps, r.number(t->get("gbps"), k + ".gbps"));
+    STRATA_READ(g.prov, r.prov(*t, k));
+    p.cpu_gemv.push_back(g);
+  }
+#undef STRATA_READ
+  if (auto s = validate_profile(p); !s) return s.with_context(origin);
+  return p;
+}
+
+Result<HardwareProfile> load_profile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::error("{}: cannot open hardware profile", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_profile(ss.str(), path);
+}
+
+std::string profile_to_toml(const HardwareProfile& p) {
+  std::string o;
+  o += fmt::format("# strata hardware profile (schema: offload/hardware_profile.h)\n");
+  o += fmt::format("name = \"{}\"\ndescription = \"{}\"\n\n[capacity]\n", escape(p.name), escape(p.description));
+  auto bytes = [&](const char* k, const Bytes& b) {
+    o += fmt::format("{} = {{ bytes = {}, {} }}\n", k, size_toml(b.bytes), prov_toml(b.prov));
+  };
+  bytes("vram_budget", p.vram_budget);
+  bytes("pinned_budget", p.pinned_budget);
+  bytes("host_ram", p.host_ram);
+  bytes("nvme_budget", p.nvme_budget);
+  bytes("cuda_context", p.cuda_context);
+  o += fmt::format("nvme_path = \"{}\"\n\n[rates]\n", escape(p.nvme_path));
+  o += fmt::format("device_read = {{ gbps = {}, {} }}\n", p.device_read_gbps.value, prov_toml(p.device_read_gbps.prov));
+  o += fmt::format("gpu_gemm = {{ tflops = {}, {} }}\n", p.gpu_gemm_tflops.value, prov_toml(p.gpu_gemm_tflops.prov));
+  auto pts = [&](const char* k, const std::vector<RatePoint>& v, const char* key, bool size) {
+    o += fmt::format("{} = [\n", k);
+    for (const auto& pt : v)
+      o += fmt::format("  {{ {} = {}, gbps = {}, {} }},\n", key, size ? size_toml(pt.key) : fmt::format("{}", pt.key),
+                       pt.gbps, prov_toml(pt.prov));
+    o += "]\n";
+  };
+  pts("h2d_pinned", p.h2d_pinned, "chunk", true);
+  pts("nvme_read", p.nvme_read, "qd", false);
+  pts("host_read", p.host_read, "threads", false);
+  o += "cpu_gemv = [\n";
+  for (const auto& g : p.cpu_gemv)
+    o += fmt::format("  {{ type = \"{}\", gbps = {}, {} }},\n", ggml_type_info(g.type).name, g.gbps, prov_toml(g.prov));
+  o += "]\n";
+  return o;
+}
+
+Status save_profile(const HardwareProfile& p, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) return Status::error("{}: cannot write hardware profile", path);
+  out << profile_to_toml(p);
+  if (!out) return Status::error("{}: write failed", path);
+  return Status::ok();
+}
+
+}  // namespace strata::offload

@@ -1,0 +1,64 @@
+// ModelBlocks: the model as the planner sees it — per layer an attention block and an FFN block
+// (bytes by GGML type, parameter count), the embedding and the head, and KV bytes per token.
+// Built from the GGUF header alone (tensor data may be absent).
+//
+// KV element formats (bytes per element of K or V, per layer per token = 2 * n_head_kv * head_dim
+// elements):
+//   f16: 2 bytes.
+//   q8:  int8 values + one f16 scale per group of 32        -> (32 + 2) / 32  = 1.0625 bytes.
+//   q4:  int4 values + f16 scale and f16 offset per group of 32 -> (16 + 4) / 32 = 0.625 bytes.
+// Sliding-window layers hold a ring of window + max_draft slots (speculative writes never overwrite
+// entries a rollback still needs); full-attention layers hold the whole context.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/ggml_type.h"
+#include "core/status.h"
+#include "model/gguf_file.h"
+#include "model/model_spec.h"
+
+namespace strata::offload {
+
+enum class KvDtype { f16, q8, q4 };
+const char* kv_dtype_name(KvDtype d);
+Result<KvDtype> kv_dtype_from_name(const std::string& s);
+double kv_bytes_per_element(KvDtype d);
+
+struct WeightBlock {
+  enum class Kind { attention, ffn, head, embedding } kind = Kind::attention;
+  int layer = -1;              // -1 for head / embedding
+  uint64_t bytes = 0;
+  uint64_t params = 0;         // elements (FLOPs per token = 2 * params)
+  std::map<GgmlType, uint64_t> bytes_by_type;
+  GgmlType main_type() const;  // the type holding most bytes (sets the CPU GEMV rate)
+  std::string label() const;   // "attn 12", "ffn 3", "head"
+};
+
+struct ModelBlocks {
+  std::string name, arch;
+  uint32_t n_layer = 0, n_embd = 0, n_ff = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_vocab = 0;
+  uint32_t n_ctx_train = 0;
+  std::vector<bool> swa;       // per layer
+  std::vector<uint32_t> window;
+  std::vector<WeightBlock> attention, ffn;  // per layer
+  WeightBlock head;            // output (or token_embd when tied) + output_norm
+  WeightBlock embedding;       // token_embd: rows gathered from the file mapping, never placed
+  bool tied_head = false;
+
+  uint64_t weight_bytes() const;  // attention + ffn + head (+ embedding when not tied)
+  // K+V bytes one token adds to one layer.
+  double kv_bytes_per_token(KvDtype d) const { return 2.0 * n_head_kv * head_dim * kv_bytes_per_element(d); }
+  // KV bytes layer `il` holds at context `ctx` (sliding: min(ctx, window + max_draft)).
+  uint64_t kv_layer_bytes(uint32_t il, uint64_t ctx, KvDtype d, uint32_t max_draft) const;
+  std::vector<uint32_t> full_layers() const;
+};
+
+Result<ModelBlocks> model_blocks(const gguf::File& file, const model::ModelSpec& spec);
+// Opens the header only and builds the blocks.
+Result<ModelBlocks> model_blocks_from_path(const std::string& path);
+
+}  // namespace strata::offload

@@ -1,0 +1,119 @@
+// Plan JSON and the placement report.
+//
+// JSON schema "strata.plan/1" (keys are stable; new keys may be added, none renamed):
+// { "schema": "strata.plan/1", "model": {name, arch, n_layer, weight_bytes},
+//   "profile": name, "budgets": {vram, pinned, host, disk} (bytes),
+//   "run": {ctx, prompt, gen, kv, draft_depth, draft_len, acceptance},
+//   "solver": "exhaustive"|"search"|"cpu-only",
+//   "tiers": {gpu|stream|disk|cpu: {blocks, bytes}},
+//   "usage": {vram_weights, vram_kv, vram_staging, vram_scratch, vram_context, vram_total,
+//             pinned_weights, pinned_staging, host_cpu_weights, host_kv, disk} (bytes),
+//   "staging": {ring_slots, ring_slot_bytes, prefetch_depth},
+//   "layers": [{layer, swa, attention, ffn, kv, attention_bytes, ffn_bytes, kv_bytes}],
+//   "head": {tier, bytes}, "draft_resident": bool,
+//   "predicted": {decode_tps, spec_tps, prefill_tps, ttft_s, step_s, bottleneck,
+//                 step: {h2d_s, disk_s, gpu_s, cpu_s, h2d_bytes, disk_bytes, cpu_bytes}} }
+#include <fmt/format.h>
+
+#include "core/units.h"
+#include "offload/planner.h"
+
+namespace strata::offload {
+namespace {
+
+struct TierTotals { uint64_t blocks[4] = {}, bytes[4] = {}; };
+
+TierTotals totals(const ModelBlocks& m, const Plan& plan) {
+  TierTotals t;
+  auto add = [&](const WeightBlock& w, Tier tier) { t.blocks[int(tier)]++; t.bytes[int(tier)] += w.bytes; };
+  add(m.head, plan.placement.head);
+  for (uint32_t il = 0; il < m.n_layer; ++il) {
+    add(m.attention[il], plan.placement.attention[il]);
+    add(m.ffn[il], plan.placement.ffn[il]);
+  }
+  return t;
+}
+
+nlohmann::json sweep_json(const SweepCost& c) {
+  return {{"h2d_s", c.h2d_s}, {"disk_s", c.disk_s}, {"gpu_s", c.gpu_s}, {"cpu_s", c.cpu_s},
+          {"h2d_bytes", c.h2d_bytes}, {"disk_bytes", c.disk_bytes}, {"cpu_bytes", c.cpu_bytes}};
+}
+
+}  // namespace
+
+nlohmann::json plan_json(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r,
+                         const Plan& plan) {
+  nlohmann::json j;
+  j["schema"] = "strata.plan/1";
+  j["model"] = {{"name", m.name}, {"arch", m.arch}, {"n_layer", m.n_layer}, {"weight_bytes", m.weight_bytes()}};
+  j["profile"] = p.name;
+  j["budgets"] = {{"vram", b.vram}, {"pinned", b.pinned}, {"host", b.host}, {"disk", b.disk}};
+  j["run"] = {{"ctx", r.ctx}, {"prompt", r.prompt_tokens()}, {"gen", r.gen}, {"kv", kv_dtype_name(r.kv)},
+              {"draft_depth", r.draft_depth}, {"draft_len", r.draft_len}, {"acceptance", r.acceptance}};
+  j["solver"] = plan.solver;
+  const auto t = totals(m, plan);
+  for (int i = 0; i < 4; ++i) j["tiers"][tier_name(Tier(i))] = {{"blocks", t.blocks[i]}, {"bytes", t.bytes[i]}};
+  const Usage& u = plan.usage;
+  j["usage"] = {{"vram_weights", u.vram_weights}, {"vram_kv", u.vram_kv}, {"vram_staging", u.vram_staging},
+                {"vram_scratch", u.vram_scratch}, {"vram_context", u.vram_context}, {"vram_total", u.vram_total()},
+                {"pinned_weights", u.pinned_weights}, {"pinned_staging", u.pinned_staging},
+                {"host_cpu_weights", u.host_cpu_weights}, {"host_kv", u.host_kv}, {"disk", u.disk}};
+  j["staging"] = {{"ring_slots", plan.ring_slots}, {"ring_slot_bytes", plan.ring_slot_bytes},
+                  {"prefetch_depth", plan.prefetch_depth}};
+  auto& layers = j["layers"] = nlohmann::json::array();
+  for (uint32_t il = 0; il < m.n_layer; ++il)
+    layers.push_back({{"layer", il}, {"swa", bool(m.swa[il])},
+                      {"attention", tier_name(plan.placement.attention[il])},
+                      {"ffn", tier_name(plan.placement.ffn[il])}, {"kv", kv_tier_name(plan.placement.kv[il])},
+                      {"attention_bytes", m.attention[il].bytes}, {"ffn_bytes", m.ffn[il].bytes},
+                      {"kv_bytes", m.kv_layer_bytes(il, r.ctx, r.kv, r.max_draft())}});
+  j["head"] = {{"tier", tier_name(plan.placement.head)}, {"bytes", m.head.bytes}};
+  j["draft_resident"] = plan.draft_resident;
+  const Prediction& pr = plan.prediction;
+  j["predicted"] = {{"decode_tps", pr.decode_tps}, {"spec_tps", pr.spec_tps}, {"prefill_tps", pr.prefill_tps},
+                    {"ttft_s", pr.ttft_s}, {"step_s", pr.step.total_s()}, {"bottleneck", pr.step.bottleneck(p)},
+                    {"step", sweep_json(pr.step)}};
+  return j;
+}
+
+std::string plan_report(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r,
+                        const Plan& plan) {
+  std::string o;
+  const Usage& u = plan.usage;
+  o += fmt::format("placement: {} ({} layers, {} of weights) on {}, ctx {}, KV {}, solver {}\n",
+                   m.name.empty() ? m.arch : m.name, m.n_layer, format_bytes(m.weight_bytes()), p.name, r.ctx,
+                   kv_dtype_name(r.kv), plan.solver);
+  o += fmt::format("budgets:   VRAM {}, pinned {}, host RAM {}, disk {}\n", format_bytes(b.vram),
+                   format_bytes(b.pinned), format_bytes(b.host), format_bytes(b.disk));
+  const auto t = totals(m, plan);
+  o += "tiers:\n";
+  for (int i = 0; i < 4; ++i)
+    o += fmt::format("  {:<7} {:>4} blocks {:>12}\n", tier_name(Tier(i)), t.blocks[i], format_bytes(t.bytes[i]));
+  o += fmt::format("VRAM:      {} of {} = weights {} + KV {} + staging {} ({} x {}) + scratch {} + CUDA context {}\n",
+                   format_bytes(u.vram_total()), format_bytes(b.vram), format_bytes(u.vram_weights),
+                   format_bytes(u.vram_kv), format_bytes(u.vram_staging), plan.ring_slots,
+                   format_bytes(plan.ring_slot_bytes), format_bytes(u.vram_scratch), format_bytes(u.vram_context));
+  o += fmt::format("host:      pinned {} of {} (weights {} + staging {}), CPU weights {}, host KV {}; disk {}\n",
+                   format_bytes(u.pinned_total()), format_bytes(b.pinned), format_bytes(u.pinned_weights),
+                   format_bytes(u.pinned_staging), format_bytes(u.host_cpu_weights), format_bytes(u.host_kv),
+                   format_bytes(u.disk));
+  o += fmt::format("prefetch:  depth {}\n", plan.prefetch_depth);
+  o += fmt::format("layers:    {:>5} {:>5} {:>7} {:>7} {:>5} {:>11}\n", "layer", "kind", "attn", "ffn", "kv", "kv bytes");
+  for (uint32_t il = 0; il < m.n_layer; ++il)
+    o += fmt::format("           {:>5} {:>5} {:>7} {:>7} {:>5} {:>11}\n", il, m.swa[il] ? "swa" : "full",
+                     tier_name(plan.placement.attention[il]), tier_name(plan.placement.ffn[il]),
+                     kv_tier_name(plan.placement.kv[il]), format_bytes(m.kv_layer_bytes(il, r.ctx, r.kv, r.max_draft())));
+  o += fmt::format("           {:>5} {:>5} {:>7}\n", "head", "", tier_name(plan.placement.head));
+  const Prediction& pr = plan.prediction;
+  o += fmt::format("predicted: decode {:.2f} tok/s plain", pr.decode_tps);
+  if (r.speculative())
+    o += fmt::format(", {:.2f} tok/s speculative (draft depth {}, k {}, assumed acceptance {:.2f}; draft path {})",
+                     pr.spec_tps, r.draft_depth, r.draft_len, r.acceptance,
+                     plan.draft_resident ? "resident" : "NOT resident");
+  o += fmt::format("\n           prefill {:.0f} tok/s, time to first token {:.2f} s for a {}-token prompt\n",
+                   pr.prefill_tps, pr.ttft_s, r.prompt_tokens());
+  o += fmt::format("bottleneck: {}\n", pr.step.bottleneck(p));
+  return o;
+}
+
+}  // namespace strata::offload

@@ -1,0 +1,74 @@
+// The planner: a pure function (model blocks, hardware profile, run shape) -> Plan. A Plan is data:
+// per weight block a tier, per layer a KV tier, the staging ring, budgets used and predicted times.
+//
+// Solver (solver.cpp). Objective: decode tokens/s with speculation (plain when off).
+// - Exact: when 4^blocks * 2^full_layers <= kExhaustiveLimit, every assignment is evaluated.
+// - Otherwise, a structured search. Outer: the ring slot size (one of the distinct block sizes; a
+//   block larger than the slot must be resident) x the number m of full-attention layers whose KV
+//   lives in host RAM (the deepest m; all full layers' KV costs the same). Inner: blocks go to VRAM
+//   in a fixed priority order (draft path first: head, then layers [0, d); then by layer) while
+//   they fit (a strict prefix: more VRAM gives a superset); the rest, ordered by CPU cost per H2D
+//   cost, is split at every point into a CPU prefix and a streamed suffix (pinned in order, the
+//   overflow on disk), keeping the best. The inner result restricted to a smaller remainder is a
+//   candidate of the remainder's own search, so more VRAM never predicts slower.
+// - Both: when any feasible plan keeps the draft path resident, only such plans are considered.
+// Deterministic: no randomness, ties keep the first candidate in enumeration order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "offload/cost_model.h"
+
+namespace strata::offload {
+
+inline constexpr uint64_t kExhaustiveLimit = 1 << 16;
+
+struct Usage {
+  uint64_t vram_weights = 0, vram_kv = 0, vram_staging = 0, vram_scratch = 0, vram_context = 0;
+  uint64_t pinned_weights = 0, pinned_staging = 0, host_cpu_weights = 0, host_kv = 0, disk = 0;
+  uint64_t vram_total() const { return vram_weights + vram_kv + vram_staging + vram_scratch + vram_context; }
+  uint64_t pinned_total() const { return pinned_weights + pinned_staging; }
+  uint64_t host_total() const { return pinned_total() + host_cpu_weights + host_kv; }
+};
+
+struct Plan {
+  Placement placement;
+  uint64_t ring_slot_bytes = 0;  // one staging slot (the largest non-resident block)
+  uint32_t ring_slots = 0;       // prefetch depth + 1 (0 when nothing streams)
+  uint32_t prefetch_depth = 0;
+  Usage usage;
+  Prediction prediction;
+  bool draft_resident = false;   // head + layers [0, d) all in VRAM (speculative runs)
+  std::string solver;            // "exhaustive" | "search" | "cpu-only"
+};
+
+// Budgets actually applied (the profile's, possibly overridden on the command line).
+struct Budgets {
+  uint64_t vram = 0, pinned = 0, host = 0, disk = 0;
+  static Budgets of(const HardwareProfile& p) {
+    return {p.vram_budget.bytes, p.pinned_budget.bytes, p.host_ram.bytes, p.nvme_budget.bytes};
+  }
+};
+
+// Fills usage/prediction/ring for a placement; false when a budget is exceeded.
+bool evaluate(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r, Plan& plan);
+// True when head + layers [0, d) are all resident (false without speculation).
+bool draft_path_resident(const ModelBlocks& m, const RunShape& r, const Placement& pl);
+
+// The best plan, or an error saying what does not fit, by how much, and the smallest changes.
+Result<Plan> plan(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r);
+// The two solvers, for tests (plan() picks one by instance size). Error: "infeasible".
+Result<Plan> solve_exhaustive(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r);
+Result<Plan> solve_search(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r);
+
+// JSON (schema "strata.plan/1", documented in planner.cpp) and the placement report.
+nlohmann::json plan_json(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r,
+                         const Plan& plan);
+std::string plan_report(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r,
+                        const Plan& plan);
+
+}  // namespace strata::offload

@@ -1,0 +1,191 @@
+#include "offload/probe.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include "core/rng.h"
+#include "core/units.h"
+#include "kernels/cpu/memory_bandwidth.h"
+#include "kernels/cpu/quant_kernels.h"
+#include "kernels/cuda/device_info.h"
+
+namespace strata::offload {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string today() {
+  std::time_t t = std::time(nullptr);
+  char buf[16];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d", std::localtime(&t));
+  return buf;
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown host";
+  return buf;
+}
+
+uint64_t host_ram_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+}
+
+// GB/s of weights for a GEMV with the best dot kernel, all threads, best of reps.
+double gemv_gbps(GgmlType type, uint64_t bytes, int reps) {
+  const auto* k = kernels::cpu::quant_kernels(type);
+  if (!k || !k->fill_random) return 0;
+  const auto info = ggml_type_info(type);
+  const int64_t n = 4096 - 4096 % info.block_size;
+  const uint64_t row_bytes = ggml_row_bytes(type, uint64_t(n));
+  const int64_t rows = int64_t(std::max<uint64_t>(1, bytes / row_bytes));
+  std::unique_ptr<uint8_t[]> w(new uint8_t[row_bytes * rows]);
+  Rng rng(1);
+  k->fill_random(w.get(), n * rows, rng, 0.02f);
+  std::vector<float> x(static_cast<size_t>(n), 0.5f);
+  std::vector<float> y(static_cast<size_t>(rows));
+  auto dot = kernels::cpu::best_dot(type);
+  float* yp = y.data();
+  const float* xp = x.data();
+  const uint8_t* wp = w.get();
+  double best = 0;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows, 64), [&](const tbb::blocked_range<int64_t>& rg) {
+      for (int64_t i = rg.begin(); i < rg.end(); ++i) yp[i] = dot(wp + row_bytes * i, xp, n);
+    });
+    best = std::max(best, double(row_bytes * rows) / since(t0) / 1e9);
+  }
+  return best;
+}
+
+// O_DIRECT reads of `block` bytes at queue depth `qd` (qd threads doing pread) over the file.
+Result<double> disk_gbps(const std::string& path, uint64_t file_bytes, uint64_t block, int qd) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+  if (fd < 0) return Status::error("{}: open O_DIRECT: {}", path, std::strerror(errno));
+  const uint64_t n_blocks = file_bytes / block;
+  std::atomic<uint64_t> next{0};
+  std::atomic<bool> failed{false};
+  const auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < qd; ++t)
+    threads.emplace_back([&] {
+      void* buf = nullptr;
+      if (posix_memalign(&buf, 4096, block) != 0) { failed = true; return; }
+      for (uint64_t i; (i = next.fetch_add(1)) < n_blocks;) {
+        if (::pread(fd, buf, block, off_t(i * block)) != ssize_t(block)) { failed = true; break; }
+      }
+      std::free(buf);
+    });
+  for (auto& th : threads) th.join();
+  const double s = since(t0);
+  ::close(fd);
+  if (failed) return Status::error("{}: O_DIRECT read failed", path);
+  return double(n_blocks * block) / s / 1e9;
+}
+
+}  // namespace
+
+Result<HardwareProfile> probe(const ProbeOptions& opt) {
+  auto say = [&](const std::string& s) { if (opt.progress) opt.progress(s); };
+  const auto measured = Provenance::measured_on(today(), hostname());
+  HardwareProfile p;
+  p.name = "probe-" + hostname();
+  p.description = fmt::format("measured by strata probe{} on {}", opt.quick ? " --quick" : "", hostname());
+  const uint64_t ram = host_ram_bytes();
+  p.host_ram = {ram / 10 * 8, Provenance::datasheet("80% of physical RAM (sysconf), leaving room for the OS")};
+  p.pinned_budget = {ram / 2, Provenance::datasheet("half of physical RAM (a safe default for page-locked memory)")};
+
+  // Host memory read by threads.
+  const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<int> thread_counts{1};
+  for (int t = 2; t < hw; t *= 2) thread_counts.push_back(t);
+  if (hw > 1) thread_counts.push_back(hw);
+  const uint64_t buf = opt.quick ? 256 * kMiB : 1 * kGiB;
+  for (int t : thread_counts) {
+    tbb::task_arena arena(t);
+    double g = 0;
+    arena.execute([&] { g = kernels::cpu::measure_read_bandwidth(buf, opt.quick ? 2 : 4); });
+    p.host_read.push_back({uint64_t(t), g, measured});
+    say(fmt::format("host read, {:>3} threads: {:.1f} GB/s", t, g));
+  }
+
+  // CPU GEMV per quant type (all threads).
+  const GgmlType types[] = {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0,
+                            GgmlType::Q4_0, GgmlType::F16};
+  for (GgmlType t : types) {
+    const double g = gemv_gbps(t, opt.quick ? 64 * kMiB : 256 * kMiB, opt.quick ? 2 : 4);
+    if (g <= 0) continue;
+    p.cpu_gemv.push_back({t, g, measured});
+    say(fmt::format("CPU GEMV {:<5}: {:.1f} GB/s of weights", ggml_type_info(t).name, g));
+  }
+
+  // Disk by queue depth: a temp file written once, then O_DIRECT reads (not from the page cache).
+  p.nvme_path = opt.dir;
+  const uint64_t file_bytes = opt.quick ? 256 * kMiB : 1 * kGiB;
+  const std::string path = fmt::format("{}/strata-probe-{}.tmp", opt.dir, ::getpid());
+  {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) return Status::error("{}: cannot create the disk test file: {}", path, std::strerror(errno));
+    std::vector<uint8_t> chunk(16 * kMiB, 0x5a);
+    bool ok = true;
+    for (uint64_t off = 0; off < file_bytes && ok; off += chunk.size())
+      ok = ::write(fd, chunk.data(), chunk.size()) == ssize_t(chunk.size());
+    ok = ok && ::fsync(fd) == 0;
+    ::close(fd);
+    if (!ok) { ::unlink(path.c_str()); return Status::error("{}: writing the disk test file failed", path); }
+  }
+  const int qds[] = {1, 2, 4, 8, 16, 32};
+  for (int qd : qds) {
+    if (opt.quick && qd != 1 && qd != 4 && qd != 32) continue;
+    auto g = disk_gbps(path, file_bytes, qd == 1 ? 16 * kMiB : 1 * kMiB, qd);
+    if (!g) { ::unlink(path.c_str()); return g.status(); }
+    p.nvme_read.push_back({uint64_t(qd), *g, measured});
+    say(fmt::format("disk O_DIRECT read, QD {:>2} ({} blocks): {:.2f} GB/s", qd, qd == 1 ? "16 MiB" : "1 MiB", *g));
+  }
+  ::unlink(path.c_str());
+  p.nvme_budget = {64 * kGiB, Provenance::datasheet("default budget; set to the space strata may use")};
+
+  // GPU.
+  std::string why;
+  const auto devs = kernels::cuda::devices(&why);
+  if (devs.empty()) {
+    say(fmt::format("GPU: none ({})", why));
+    p.vram_budget = {0, Provenance::datasheet("no CUDA device: " + why)};
+    p.cuda_context = {0, Provenance::datasheet("no CUDA device")};
+    p.device_read_gbps = {0, Provenance::datasheet("no CUDA device")};
+    p.gpu_gemm_tflops = {0, Provenance::datasheet("no CUDA device")};
+  } else {
+    const auto& d = devs[0];
+    say(fmt::format("GPU: {} ({} total, {} free)", d.name, format_bytes(d.total_bytes), format_bytes(d.free_bytes)));
+    p.vram_budget = {d.total_bytes, measured};
+    p.cuda_context = {d.total_bytes > d.free_bytes ? d.total_bytes - d.free_bytes : 512 * kMiB, measured};
+    const auto na = Provenance::datasheet(
+        "not timed by this build (no CUDA timing code in probe yet): H200 host figures of shared/device/README.md");
+    p.device_read_gbps = {4560, na};
+    p.gpu_gemm_tflops = {780, na};
+    p.h2d_pinned = {{1 * kMiB, 48.6, na}, {8 * kMiB, 55.5, na}};
+  }
+  if (auto s = validate_profile(p); !s) return s;
+  return p;
+}
+
+}  // namespace strata::offload

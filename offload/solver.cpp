@@ -1,0 +1,311 @@
+// The solvers behind plan() (method documented in planner.h) and the infeasibility diagnosis.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <functional>
+#include <numeric>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+#include "offload/planner.h"
+
+namespace strata::offload {
+namespace {
+
+// The decision units in a fixed order: head, then per layer attention, FFN.
+struct Unit {
+  const WeightBlock* block;
+  bool draft;  // on the draft path
+};
+
+std::vector<Unit> units(const ModelBlocks& m, const RunShape& r) {
+  std::vector<Unit> u;
+  const bool spec = r.speculative();
+  u.push_back({&m.head, spec});
+  for (uint32_t il = 0; il < m.n_layer; ++il) {
+    const bool d = spec && il < r.draft_depth;
+    u.push_back({&m.attention[il], d});
+    u.push_back({&m.ffn[il], d});
+  }
+  return u;
+}
+
+Tier& tier_of(Placement& pl, size_t i) {
+  if (i == 0) return pl.head;
+  return (i - 1) % 2 == 0 ? pl.attention[(i - 1) / 2] : pl.ffn[(i - 1) / 2];
+}
+
+Placement empty_placement(const ModelBlocks& m, bool gpu) {
+  Placement pl;
+  pl.attention.assign(m.n_layer, gpu ? Tier::gpu : Tier::cpu);
+  pl.ffn.assign(m.n_layer, gpu ? Tier::gpu : Tier::cpu);
+  pl.head = gpu ? Tier::gpu : Tier::cpu;
+  pl.kv.assign(m.n_layer, gpu ? KvTier::gpu : KvTier::host);
+  return pl;
+}
+
+// Keeps the best plan, and separately the best with the draft path resident.
+struct Best {
+  std::optional<Plan> any, draft;
+  void offer(const Plan& p) {
+    const double t = p.prediction.objective_tps();
+    if (!any || t > any->prediction.objective_tps()) any = p;
+    if (p.draft_resident && (!draft || t > draft->prediction.objective_tps())) draft = p;
+  }
+  Result<Plan> result(const char* solver) {
+    std::optional<Plan>& b = draft ? draft : any;
+    if (!b) return Status::error("infeasible");
+    b->solver = solver;
+    return *b;
+  }
+};
+
+}  // namespace
+
+bool draft_path_resident(const ModelBlocks& m, const RunShape& r, const Placement& pl) {
+  if (!r.speculative()) return false;
+  if (pl.head != Tier::gpu) return false;
+  for (uint32_t il = 0; il < std::min(r.draft_depth, m.n_layer); ++il)
+    if (pl.attention[il] != Tier::gpu || pl.ffn[il] != Tier::gpu) return false;
+  return true;
+}
+
+bool evaluate(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r, Plan& plan) {
+  const Placement& pl = plan.placement;
+  const bool gpu = p.has_gpu() && b.vram > 0;
+  Usage u;
+  uint64_t max_nonres = 0, max_bounce = 0;
+  auto add = [&](const WeightBlock& w, Tier t) {
+    switch (t) {
+      case Tier::gpu: u.vram_weights += w.bytes; break;
+      case Tier::stream: u.pinned_weights += w.bytes; break;
+      case Tier::disk: u.disk += w.bytes; max_bounce = std::max(max_bounce, w.bytes); break;
+      case Tier::cpu: u.host_cpu_weights += w.bytes; max_bounce = std::max(max_bounce, w.bytes); break;
+    }
+    if (t != Tier::gpu) max_nonres = std::max(max_nonres, w.bytes);
+    return gpu || t == Tier::cpu;
+  };
+  bool ok = add(m.head, pl.head);
+  for (uint32_t il = 0; il < m.n_layer; ++il) {
+    ok = add(m.attention[il], pl.attention[il]) && ok;
+    ok = add(m.ffn[il], pl.ffn[il]) && ok;
+    const uint64_t kv = m.kv_layer_bytes(il, r.ctx, r.kv, r.max_draft());
+    if (pl.kv[il] == KvTier::gpu) {
+      if (!gpu) ok = false;
+      u.vram_kv += kv;
+    } else {
+      u.host_kv += kv;
+    }
+  }
+  plan.prefetch_depth = r.prefetch_depth;
+  plan.ring_slot_bytes = gpu ? max_nonres : 0;
+  plan.ring_slots = (gpu && max_nonres > 0) ? r.prefetch_depth + 1 : 0;
+  if (gpu) {
+    u.vram_staging = plan.ring_slot_bytes * plan.ring_slots;
+    u.vram_scratch = scratch_bytes(m, r);
+    u.vram_context = p.cuda_context.bytes;
+    // Disk reads land in pinned staging; CPU-tier blocks cross through it for prefill.
+    u.pinned_staging = max_bounce * (r.prefetch_depth + 1);
+  }
+  plan.usage = u;
+  if (!ok) return false;
+  if (gpu && u.vram_total() > b.vram) return false;
+  if (u.pinned_total() > b.pinned || u.host_total() > b.host || u.disk > b.disk) return false;
+  plan.prediction = predict(m, p, pl, r);
+  plan.draft_resident = draft_path_resident(m, r, pl);
+  return true;
+}
+
+Result<Plan> solve_exhaustive(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r) {
+  const bool gpu = p.has_gpu() && b.vram > 0;
+  const auto us = units(m, r);
+  const auto full = m.full_layers();
+  const int n_tiers = gpu ? 4 : 1;
+  uint64_t combos = 1;
+  for (size_t i = 0; i < us.size(); ++i) combos *= n_tiers;
+  const uint64_t kv_combos = gpu ? (1ull << full.size()) : 1;
+  Best best;
+  Plan plan;
+  plan.placement = empty_placement(m, gpu);
+  for (uint64_t kc = 0; kc < kv_combos; ++kc) {
+    for (size_t j = 0; j < full.size(); ++j)
+      plan.placement.kv[full[j]] = gpu && !((kc >> j) & 1) ? KvTier::gpu : KvTier::host;
+    for (uint64_t c = 0; c < combos; ++c) {
+      uint64_t x = c;
+      for (size_t i = 0; i < us.size(); ++i) {
+        tier_of(plan.placement, i) = gpu ? Tier(x % 4) : Tier::cpu;
+        x /= n_tiers;
+      }
+      if (evaluate(m, p, b, r, plan)) best.offer(plan);
+    }
+  }
+  return best.result("exhaustive");
+}
+
+Result<Plan> solve_search(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r) {
+  const bool gpu = p.has_gpu() && b.vram > 0;
+  Best best;
+  Plan plan;
+  plan.placement = empty_placement(m, gpu);
+  if (!gpu) {
+    if (evaluate(m, p, b, r, plan)) best.offer(plan);
+    return best.result("cpu-only");
+  }
+  const auto us = units(m, r);
+  const auto full = m.full_layers();
+  // GPU priority: draft path first (head, layers [0, d)), then the rest in layer order.
+  std::vector<size_t> prio(us.size());
+  std::iota(prio.begin(), prio.end(), 0);
+  std::stable_partition(prio.begin(), prio.end(), [&](size_t i) { return us[i].draft; });
+  // Remainder order: cheapest on the CPU relative to copying first.
+  auto cpu_key = [&](size_t i) {
+    const auto& w = *us[i].block;
+    return p.h2d_gbps(w.bytes) / std::max(1e-9, p.cpu_gemv_gbps(w.main_type()));
+  };
+  std::vector<size_t> by_cpu(us.size());
+  std::iota(by_cpu.begin(), by_cpu.end(), 0);
+  std::stable_sort(by_cpu.begin(), by_cpu.end(), [&](size_t a, size_t c) { return cpu_key(a) < cpu_key(c); });
+
+  std::set<uint64_t> sizes{0};
+  for (const auto& u : us) sizes.insert(u.block->bytes);
+  const uint64_t scratch = scratch_bytes(m, r);
+  for (uint64_t slot : sizes) {
+    const uint64_t ring = slot ? slot * (r.prefetch_depth + 1) : 0;
+    for (size_t n_host = 0; n_host <= full.size(); ++n_host) {
+      Placement& pl = plan.placement;
+      uint64_t kv_vram = 0;
+      for (uint32_t il = 0; il < m.n_layer; ++il) {
+        pl.kv[il] = KvTier::gpu;
+        if (n_host > 0 && !m.swa[il] && il >= full[full.size() - n_host]) pl.kv[il] = KvTier::host;
+        if (pl.kv[il] == KvTier::gpu) kv_vram += m.kv_layer_bytes(il, r.ctx, r.kv, r.max_draft());
+      }
+      const uint64_t fixed = kv_vram + ring + scratch + p.cuda_context.bytes;
+      if (fixed > b.vram) continue;
+      uint64_t left = b.vram - fixed;
+      std::vector<bool> on_gpu(us.size(), false);
+      bool forced_fit = true;
+      for (size_t i = 0; i < us.size(); ++i)
+        if (us[i].block->bytes > slot) {
+          if (us[i].block->bytes > left) { forced_fit = false; break; }
+          left -= us[i].block->bytes;
+          on_gpu[i] = true;
+        }
+      if (!forced_fit) continue;
+      for (size_t i : prio) {
+        if (on_gpu[i]) continue;
+        if (us[i].block->bytes > left) break;  // strict prefix (see planner.h)
+        left -= us[i].block->bytes;
+        on_gpu[i] = true;
+      }
+      std::vector<size_t> rest;
+      for (size_t i : by_cpu)
+        if (!on_gpu[i]) rest.push_back(i);
+      const uint64_t pin_cap = b.pinned > ring ? b.pinned - ring : 0;
+      for (size_t split = 0; split <= rest.size(); ++split) {
+        for (size_t i = 0; i < us.size(); ++i)
+          if (on_gpu[i]) tier_of(pl, i) = Tier::gpu;
+        uint64_t pinned = 0;
+        bool spilled = false;
+        for (size_t j = 0; j < rest.size(); ++j) {
+          const size_t i = rest[j];
+          if (j < split) {
+            tier_of(pl, i) = Tier::cpu;
+          } else if (!spilled && pinned + us[i].block->bytes <= pin_cap) {
+            pinned += us[i].block->bytes;
+            tier_of(pl, i) = Tier::stream;
+          } else {
+            spilled = true;  // strict prefix in pinned, the rest on disk
+            tier_of(pl, i) = Tier::disk;
+          }
+        }
+        if (evaluate(m, p, b, r, plan)) best.offer(plan);
+      }
+    }
+  }
+  return best.result("search");
+}
+
+namespace {
+
+Result<Plan> solve(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r) {
+  const bool gpu = p.has_gpu() && b.vram > 0;
+  double combos = std::pow(gpu ? 4.0 : 1.0, 1.0 + 2.0 * m.n_layer) * (gpu ? std::pow(2.0, m.full_layers().size()) : 1);
+  if (combos <= double(kExhaustiveLimit)) return solve_exhaustive(m, p, b, r);
+  return solve_search(m, p, b, r);
+}
+
+// Smallest value in [lo, hi] for which feasible() holds (monotone), at `step` granularity.
+std::optional<uint64_t> smallest(uint64_t lo, uint64_t hi, uint64_t step, const std::function<bool(uint64_t)>& feasible) {
+  if (!feasible(hi)) return std::nullopt;
+  while (hi - lo > step) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    (feasible(mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
+}  // namespace
+
+Result<Plan> plan(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r) {
+  auto res = solve(m, p, b, r);
+  if (res) return res;
+  // Infeasible: say what does not fit and by how much, then the smallest single changes that fit.
+  const bool gpu = p.has_gpu() && b.vram > 0;
+  uint64_t kv_full = 0, kv_swa = 0, max_block = 0;  // ring sized by layer blocks (the head stays resident)
+  for (uint32_t il = 0; il < m.n_layer; ++il) {
+    (m.swa[il] ? kv_swa : kv_full) += m.kv_layer_bytes(il, r.ctx, r.kv, r.max_draft());
+    max_block = std::max({max_block, m.attention[il].bytes, m.ffn[il].bytes});
+  }
+  const uint64_t weights = m.head.bytes + std::accumulate(m.attention.begin(), m.attention.end(), uint64_t(0),
+      [](uint64_t a, const WeightBlock& w) { return a + w.bytes; }) +
+      std::accumulate(m.ffn.begin(), m.ffn.end(), uint64_t(0), [](uint64_t a, const WeightBlock& w) { return a + w.bytes; });
+  const uint64_t overhead = gpu ? scratch_bytes(m, r) + p.cuda_context.bytes + max_block * (r.prefetch_depth + 1) : 0;
+  const uint64_t need = weights + kv_full + kv_swa + overhead;
+  const uint64_t staging = max_block * (r.prefetch_depth + 1);
+  const uint64_t usable = (gpu ? b.vram : 0) + b.host + (gpu && b.pinned >= staging ? b.disk : 0);
+  std::string msg = fmt::format(
+      "does not fit: {} needs {} of weights + {} of KV ({} full-attention at {} tokens, {}) + {} of VRAM overhead "
+      "(staging ring, scratch, CUDA context) = {}; the budgets give VRAM {}, pinned {}, host RAM {}, disk {}{}",
+      m.name.empty() ? "the model" : m.name, format_bytes(weights), format_bytes(kv_full + kv_swa),
+      format_bytes(kv_full), r.ctx, kv_dtype_name(r.kv), format_bytes(overhead), format_bytes(need),
+      format_bytes(gpu ? b.vram : 0), format_bytes(b.pinned), format_bytes(b.host), format_bytes(b.disk),
+      need > usable ? fmt::format(": short by {}", format_bytes(need - usable))
+                    : ": the blocks do not pack into the tiers (a block must fit whole)");
+  if (gpu && b.pinned < staging && b.disk > 0)
+    msg += fmt::format(" (disk needs {} of pinned staging)", format_bytes(staging));
+  std::vector<std::string> fixes;
+  {
+    auto ok = [&](uint64_t ctx) { RunShape s = r; s.ctx = ctx; if (s.prompt >= ctx) s.prompt = 0; return bool(solve(m, p, b, s)); };
+    uint64_t lo = 0, hi = r.ctx;  // largest feasible context
+    if (r.ctx > 1 && ok(1)) {
+      lo = 1;
+      while (hi - lo > 1) { const uint64_t mid = lo + (hi - lo) / 2; (ok(mid) ? lo : hi) = mid; }
+      fixes.push_back(fmt::format("a shorter context: --ctx {}", lo));
+    }
+  }
+  if (r.kv != KvDtype::q4) {
+    RunShape s = r;
+    s.kv = KvDtype::q4;
+    if (solve(m, p, b, s)) fixes.push_back("INT4 KV: --kv q4");
+  }
+  const uint64_t big = need + staging + 64 * kMiB;
+  if (auto v = smallest(b.pinned, b.pinned + big, 64 * kMiB, [&](uint64_t x) {
+        Budgets bb = b; bb.pinned = x; bb.host = std::max(b.host, x); return bool(solve(m, p, bb, r)); }))
+    fixes.push_back(fmt::format("more pinned RAM: a pinned budget of {} (+{})", format_bytes(*v), format_bytes(*v - b.pinned)));
+  else if (auto h = smallest(b.host, b.host + big, 64 * kMiB, [&](uint64_t x) {
+             Budgets bb = b; bb.host = x; return bool(solve(m, p, bb, r)); }))
+    fixes.push_back(fmt::format("more host RAM: {} (+{})", format_bytes(*h), format_bytes(*h - b.host)));
+  if (gpu) {
+    if (auto v = smallest(b.vram, b.vram + big, 64 * kMiB, [&](uint64_t x) {
+          Budgets bb = b; bb.vram = x; return bool(solve(m, p, bb, r)); }))
+      fixes.push_back(fmt::format("more VRAM: --vram {} (+{})", format_bytes(*v), format_bytes(*v - b.vram)));
+  }
+  if (fixes.empty()) fixes.push_back("none of a shorter context, INT4 KV, more pinned RAM or VRAM alone is enough");
+  msg += "; smallest changes that fit: ";
+  for (size_t i = 0; i < fixes.size(); ++i) msg += (i ? "; or " : "") + fixes[i];
+  return Status::error("{}", msg);
+}
+
+}  // namespace strata::offload

@@ -1,0 +1,325 @@
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "core/rng.h"
+#include "core/units.h"
+#include "model/synth.h"
+#include "offload/planner.h"
+#include "test_util.h"
+
+using namespace strata;
+using namespace strata::offload;
+
+namespace {
+
+std::string header_27b() {
+  static std::string path;
+  if (path.empty()) {
+    model::SynthOptions o;
+    o.arch = model::Arch::gemma3;
+    o.preset = "27b";
+    o.mix = "q3_k_m";
+    o.header_only = true;
+    o.progress = false;
+    REQUIRE(model::apply_preset(o).is_ok());
+    path = (test::temp_dir("offload") / "g27.gguf").string();
+    REQUIRE(model::write_synthetic_model(o, path).is_ok());
+  }
+  return path;
+}
+
+HardwareProfile profile(const std::string& name) {
+  auto p = load_profile(std::string(STRATA_SOURCE_DIR) + "/configs/hw/" + name + ".toml");
+  REQUIRE(p.is_ok());
+  return *p;
+}
+
+// A random model: 1..n layers, random block sizes and types, sliding/full pattern.
+ModelBlocks random_model(Rng& rng, uint32_t max_layers, uint32_t max_full) {
+  ModelBlocks m;
+  m.name = "random";
+  m.arch = "test";
+  m.n_layer = 1 + rng.next_u32() % max_layers;
+  m.n_embd = 256 * (1 + rng.next_u32() % 8);
+  m.n_ff = m.n_embd * 4;
+  m.n_head = 8;
+  m.n_head_kv = 1 + rng.next_u32() % 8;
+  m.head_dim = 64 * (1 + rng.next_u32() % 2);
+  m.n_vocab = 1000 + rng.next_u32() % 50000;
+  const GgmlType types[] = {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0};
+  auto block = [&](WeightBlock::Kind k, int layer) {
+    WeightBlock b;
+    b.kind = k;
+    b.layer = layer;
+    b.bytes = (1 + rng.next_u32() % 400) * kMiB;
+    b.params = b.bytes * 2;
+    b.bytes_by_type[types[rng.next_u32() % 4]] = b.bytes;
+    return b;
+  };
+  const uint32_t pattern = 1 + rng.next_u32() % 4;
+  uint32_t n_full = 0;
+  for (uint32_t il = 0; il < m.n_layer; ++il) {
+    bool swa = pattern > 1 && il % pattern != pattern - 1;
+    if (!swa && n_full >= max_full) swa = true;
+    n_full += !swa;
+    m.swa.push_back(swa);
+    m.window.push_back(swa ? 512 : 0);
+    m.attention.push_back(block(WeightBlock::Kind::attention, int(il)));
+    m.ffn.push_back(block(WeightBlock::Kind::ffn, int(il)));
+  }
+  m.head = block(WeightBlock::Kind::head, -1);
+  m.embedding = m.head;
+  m.tied_head = true;
+  return m;
+}
+
+HardwareProfile random_profile(Rng& rng, uint64_t model_bytes) {
+  HardwareProfile p;
+  p.name = "random";
+  const auto ds = Provenance::datasheet("test");
+  const bool gpu = rng.next_u32() % 8 != 0;
+  p.vram_budget = {gpu ? uint64_t(rng.uniform(0.1f, 1.3f) * model_bytes) + kGiB / 2 : 0, ds};
+  p.cuda_context = {gpu ? 300 * kMiB : 0, ds};
+  p.host_ram = {uint64_t(rng.uniform(0.0f, 1.5f) * model_bytes), ds};
+  p.pinned_budget = {uint64_t(rng.uniform(0.0f, 1.0f) * p.host_ram.bytes), ds};
+  p.nvme_budget = {rng.next_u32() % 2 ? 2 * model_bytes : 0, ds};
+  p.device_read_gbps = {gpu ? rng.uniform(200, 5000) : 0, ds};
+  p.gpu_gemm_tflops = {gpu ? rng.uniform(20, 800) : 0, ds};
+  if (gpu) p.h2d_pinned = {{kMiB, rng.uniform(5, 30), ds}, {8 * kMiB, rng.uniform(10, 55), ds}};
+  p.nvme_read = {{1, rng.uniform(0.5f, 7.0f), ds}};
+  p.host_read = {{1, rng.uniform(10, 120), ds}};
+  // CPU GEMV slower than the device read: moving a block to VRAM never slows it down.
+  const double cap = gpu ? p.device_read_gbps.value / 4 : 100;
+  for (GgmlType t : {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
+    p.cpu_gemv.push_back({t, std::min<double>(cap, rng.uniform(3, 40)), ds});
+  return p;
+}
+
+RunShape random_shape(Rng& rng) {
+  RunShape r;
+  r.ctx = 1024 * (1 + rng.next_u32() % 64);
+  r.gen = 128;
+  r.kv = KvDtype(rng.next_u32() % 3);
+  r.draft_depth = rng.next_u32() % 3;
+  r.draft_len = 1 + rng.next_u32() % 6;
+  r.acceptance = rng.uniform(0.3f, 0.9f);
+  return r;
+}
+
+// Usage recomputed from the placement, independently of evaluate().
+void check_budgets(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r, const Plan& plan) {
+  uint64_t vram = 0, pinned = 0, host = 0, disk = 0, max_nonres = 0;
+  auto add = [&](const WeightBlock& w, Tier t) {
+    if (t == Tier::gpu) vram += w.bytes; else max_nonres = std::max(max_nonres, w.bytes);
+    if (t == Tier::stream) pinned += w.bytes;
+    if (t == Tier::cpu) host += w.bytes;
+    if (t == Tier::disk) disk += w.bytes;
+  };
+  add(m.head, plan.placement.head);
+  for (uint32_t il = 0; il < m.n_layer; ++il) {
+    add(m.attention[il], plan.placement.attention[il]);
+    add(m.ffn[il], plan.placement.ffn[il]);
+    (plan.placement.kv[il] == KvTier::gpu ? vram : host) += m.kv_layer_bytes(il, r.ctx, r.kv, r.max_draft());
+  }
+  if (p.has_gpu()) {
+    vram += p.cuda_context.bytes + scratch_bytes(m, r) + max_nonres * (max_nonres ? r.prefetch_depth + 1 : 0);
+    CHECK(vram <= b.vram);
+  } else {
+    CHECK(vram == 0);
+  }
+  CHECK(pinned <= b.pinned);
+  CHECK(pinned + host <= b.host);
+  CHECK(disk <= b.disk);
+  CHECK(plan.usage.vram_total() <= std::max<uint64_t>(b.vram, p.has_gpu() ? 0 : plan.usage.vram_total()));
+}
+
+}  // namespace
+
+TEST_CASE("model blocks: 27B header vs hand-computed sizes") {
+  auto m = model_blocks_from_path(header_27b());
+  REQUIRE(m.is_ok());
+  CHECK(m->n_layer == 62);
+  CHECK(m->full_layers().size() == 10);  // gemma3: every 6th layer is global
+  model::SynthOptions o;
+  o.preset = "27b";
+  o.mix = "q3_k_m";
+  REQUIRE(model::apply_preset(o).is_ok());
+  auto row = [&](model::TensorRole role, int il, uint64_t n, uint64_t rows) {
+    return ggml_row_bytes(model::synth_tensor_type(o, role, il), n) * rows;
+  };
+  using R = model::TensorRole;
+  for (int il : {0, 5, 30, 61}) {
+    // q [5376 -> 32*128], k, v [5376 -> 16*128], o [4096 -> 5376], 4 f32 norms.
+    const uint64_t attn = row(R::attn_q, il, 5376, 4096) + row(R::attn_k, il, 5376, 2048) +
+                          row(R::attn_v, il, 5376, 2048) + row(R::attn_output, il, 4096, 5376) +
+                          4 * (5376 + 128 + 128 + 5376);
+    const uint64_t ffn = row(R::ffn_gate, il, 5376, 21504) + row(R::ffn_up, il, 5376, 21504) +
+                         row(R::ffn_down, il, 21504, 5376) + 4 * (5376 + 5376);
+    INFO("layer " << il);
+    CHECK(m->attention[il].bytes == attn);
+    CHECK(m->ffn[il].bytes == ffn);
+    CHECK(m->attention[il].params == 5376ull * 8192 + 4096ull * 5376 + 2 * 5376 + 256);
+  }
+  CHECK(m->tied_head);
+  CHECK(m->head.bytes == row(R::token_embd, -1, 5376, 262144) + 4 * 5376);
+  CHECK(m->kv_bytes_per_token(KvDtype::f16) == 2.0 * 16 * 128 * 2);   // 8 KiB per layer
+  CHECK(m->kv_bytes_per_token(KvDtype::q8) == 2.0 * 16 * 128 * 34 / 32);
+  CHECK(m->kv_bytes_per_token(KvDtype::q4) == 2.0 * 16 * 128 * 20 / 32);
+  CHECK(m->kv_layer_bytes(5, 131072, KvDtype::q4, 4) == 131072ull * 2560);  // full layer
+  CHECK(m->kv_layer_bytes(0, 131072, KvDtype::q4, 4) == (1024ull + 4) * 2560);  // ring: window + draft
+  CHECK(m->kv_layer_bytes(0, 100, KvDtype::f16, 4) == 100ull * 8192);
+}
+
+TEST_CASE("planner: 27B on every shipped profile") {
+  auto m = model_blocks_from_path(header_27b());
+  REQUIRE(m.is_ok());
+  for (const char* name : {"rtx3060-12g", "rtx4060ti-16g", "rtx4070-12g", "rtx3080-10g", "rtx4090-24g", "h200",
+                           "h200-as-12g", "cpu-only"}) {
+    const auto p = profile(name);
+    RunShape r;
+    r.ctx = 131072;
+    r.kv = KvDtype::q4;
+    r.draft_depth = 16;
+    r.draft_len = 4;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto plan_r = plan(*m, p, Budgets::of(p), r);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    INFO(name << ": " << (plan_r ? "" : plan_r.message()));
+    REQUIRE(plan_r.is_ok());
+    check_budgets(*m, p, Budgets::of(p), r, *plan_r);
+    std::printf("27B q3_k_m @128K q4 KV on %-14s decode %6.2f tok/s, spec %6.2f tok/s, %s (planned in %.1f ms)\n", name,
+                plan_r->prediction.decode_tps, plan_r->prediction.spec_tps,
+                plan_r->prediction.step.bottleneck(p).c_str(), ms);
+    if (p.has_gpu()) CHECK(plan_r->draft_resident);
+  }
+}
+
+TEST_CASE("planner: 27B at 12 GiB / 128K / INT4 KV is feasible; at 8 GiB without host RAM it is not") {
+  auto m = model_blocks_from_path(header_27b());
+  REQUIRE(m.is_ok());
+  const auto p = profile("rtx3060-12g");
+  RunShape r;
+  r.ctx = 131072;
+  r.kv = KvDtype::q4;
+  Budgets b = Budgets::of(p);
+  b.vram = 12 * kGiB;
+  auto ok = plan(*m, p, b, r);
+  INFO((ok ? "" : ok.message()));
+  REQUIRE(ok.is_ok());
+  CHECK(ok->usage.vram_total() <= 12 * kGiB);
+  b.vram = 8 * kGiB;
+  b.pinned = b.host = 0;
+  auto bad = plan(*m, p, b, r);
+  REQUIRE_FALSE(bad.is_ok());
+  INFO(bad.message());
+  CHECK(bad.message().find("does not fit") != std::string::npos);
+  CHECK(bad.message().find("short by") != std::string::npos);
+  CHECK(bad.message().find("pinned") != std::string::npos);
+  std::printf("8 GiB, no host RAM: %s\n", bad.message().c_str());
+}
+
+TEST_CASE("planner properties over random models and profiles") {
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  int feasible = 0, infeasible = 0;
+  for (int iter = 0; iter < 300; ++iter) {
+    INFO("iteration " << iter);
+    const ModelBlocks m = random_model(rng, 24, 6);
+    const HardwareProfile p = random_profile(rng, m.weight_bytes());
+    const RunShape r = random_shape(rng);
+    const Budgets b = Budgets::of(p);
+    auto res = plan(m, p, b, r);
+    if (!res) {
+      ++infeasible;
+      CHECK(res.message().find("does not fit") != std::string::npos);
+      CHECK(res.message().find("smallest changes") != std::string::npos);
+      continue;
+    }
+    ++feasible;
+    check_budgets(m, p, b, r, *res);
+    // Determinism.
+    auto again = plan(m, p, b, r);
+    REQUIRE(again.is_ok());
+    CHECK(again->prediction.objective_tps() == res->prediction.objective_tps());
+    // More VRAM never predicts slower (and stays feasible).
+    if (p.has_gpu()) {
+      Budgets more = b;
+      more.vram += (1 + rng.next_u32() % 2048) * kMiB;
+      auto bigger = plan(m, p, more, r);
+      REQUIRE(bigger.is_ok());
+      CHECK(bigger->prediction.objective_tps() >= res->prediction.objective_tps() * (1 - 1e-9));
+    }
+    // The draft path is resident whenever it fits: all of VRAM beyond the draft path, the ring,
+    // scratch, context and all KV suffices for the rest of the plan.
+    if (r.speculative() && p.has_gpu()) {
+      uint64_t draft = m.head.bytes, max_block = 0, kv = 0;
+      for (uint32_t il = 0; il < m.n_layer; ++il) {
+        if (il < r.draft_depth) draft += m.attention[il].bytes + m.ffn[il].bytes;
+        max_block = std::max({max_block, m.attention[il].bytes, m.ffn[il].bytes});
+        kv += m.kv_layer_bytes(il, r.ctx, r.kv, r.max_draft());
+      }
+      const uint64_t need = draft + kv + max_block * (r.prefetch_depth + 1) + scratch_bytes(m, r) + p.cuda_context.bytes;
+      if (need <= b.vram && b.pinned >= m.weight_bytes()) CHECK(res->draft_resident);
+    }
+  }
+  std::printf("random instances: %d feasible, %d infeasible\n", feasible, infeasible);
+  CHECK(feasible > 0);
+}
+
+TEST_CASE("planner: optimal vs brute force on small instances") {
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  double worst_search_gap = 0;
+  int compared = 0;
+  for (int iter = 0; iter < 60; ++iter) {
+    INFO("iteration " << iter);
+    const ModelBlocks m = random_model(rng, 2, 2);
+    const HardwareProfile p = random_profile(rng, m.weight_bytes());
+    const RunShape r = random_shape(rng);
+    const Budgets b = Budgets::of(p);
+    // Brute force: every tier for every block, every KV tier for every full layer.
+    const auto full = m.full_layers();
+    const bool gpu = p.has_gpu();
+    const int nt = gpu ? 4 : 1, nb = 1 + 2 * int(m.n_layer);
+    uint64_t combos = 1;
+    for (int i = 0; i < nb; ++i) combos *= nt;
+    double best_any = -1, best_draft = -1;
+    Plan cand;
+    for (uint64_t kc = 0; kc < (gpu ? 1ull << full.size() : 1); ++kc)
+      for (uint64_t c = 0; c < combos; ++c) {
+        Placement& pl = cand.placement;
+        pl.attention.assign(m.n_layer, Tier::cpu);
+        pl.ffn.assign(m.n_layer, Tier::cpu);
+        pl.kv.assign(m.n_layer, gpu ? KvTier::gpu : KvTier::host);
+        for (size_t j = 0; j < full.size(); ++j)
+          if (!gpu || (kc >> j) & 1) pl.kv[full[j]] = KvTier::host;
+        uint64_t x = c;
+        auto next = [&] { Tier t = gpu ? Tier(x % 4) : Tier::cpu; x /= nt; return t; };
+        pl.head = next();
+        for (uint32_t il = 0; il < m.n_layer; ++il) { pl.attention[il] = next(); pl.ffn[il] = next(); }
+        if (!evaluate(m, p, b, r, cand)) continue;
+        const double t = cand.prediction.objective_tps();
+        best_any = std::max(best_any, t);
+        if (cand.draft_resident) best_draft = std::max(best_draft, t);
+      }
+    const double best = best_draft >= 0 ? best_draft : best_any;
+    auto res = plan(m, p, b, r);
+    if (best < 0) {
+      CHECK_FALSE(res.is_ok());
+      continue;
+    }
+    REQUIRE(res.is_ok());
+    CHECK(res->prediction.objective_tps() == Approx(best).epsilon(1e-12));
+    auto s = solve_search(m, p, b, r);
+    if (s) {
+      worst_search_gap = std::max(worst_search_gap, 1 - s->prediction.objective_tps() / best);
+      ++compared;
+    }
+  }
+  std::printf("structured search vs brute force: worst gap %.1f%% over %d instances\n", 100 * worst_search_gap, compared);
+}
