@@ -58,8 +58,9 @@ SweepCost sweep_cost(const ModelBlocks& m, const HardwareProfile& p, const Place
   const double dev = p.device_read_gbps.value, gemm = p.gpu_gemm_tflops.value * 1e12;
   auto block = [&](const WeightBlock& b, Tier t) {
     const double flops = 2.0 * double(b.params) * batch;
-    const bool on_gpu = t != Tier::cpu || prefill;
-    if (t == Tier::stream || t == Tier::disk || (t == Tier::cpu && prefill)) {
+    const bool to_gpu_for_prefill = prefill && p.has_gpu();  // no GPU: prefill stays on the CPU
+    const bool on_gpu = t != Tier::cpu || to_gpu_for_prefill;
+    if (t == Tier::stream || t == Tier::disk || (t == Tier::cpu && to_gpu_for_prefill)) {
       c.h2d_s += gbps_time(double(b.bytes), p.h2d_gbps(b.bytes));
       c.h2d_bytes += b.bytes;
     }
