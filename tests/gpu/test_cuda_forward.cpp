@@ -64,7 +64,7 @@ std::vector<float> run(runtime::Engine& e, const std::vector<int32_t>& tokens, b
   }
   for (int32_t t : tokens) {
     Status s = e.eval(std::span(&t, 1), runtime::Logits::last, one);
-    INFO(s.is_ok() ? "" : s.message());
+    INFO((s.is_ok() ? std::string() : s.message()));
     REQUIRE(s.is_ok());
     all.insert(all.end(), one.begin(), one.end());
   }
@@ -92,7 +92,7 @@ TEST_CASE("GPU logits match the references for every testdata model", "[gpu][for
       for (bool one : {true, false}) {
         INFO(dir << (kv == GgmlType::F16 ? " f16 KV" : " f32 KV") << (one ? " decode" : " prefill"));
         auto gpu = runtime::CudaForward::create(model.value(), {.n_ctx = 256, .ubatch = 40, .kv_type = kv});
-        INFO((gpu.is_ok() ? "" : gpu.message()));
+        INFO((gpu.is_ok() ? std::string() : gpu.message()));
         REQUIRE(gpu.is_ok());
         const auto got = run(**gpu, tokens, one);
         const auto [worst, mismatch] = compare(got, ref, n_vocab, 1e-2);
