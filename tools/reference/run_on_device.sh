@@ -73,7 +73,8 @@ ids = ([bos] if bos is not None else []) + [rng.randrange(cfg["vocab_size"]) for
 print(" ".join(map(str, ids[:n])))
 EOF
   cp "$w/tokens.txt" "$d/tokens.txt"
-  if ! "$STRATA" logits -m "$w/model.gguf" --tokens-file "$w/tokens.txt" --all -o "$w/strata.f32" \
+  # The CPU engine is the reference every backend is held to (STRATA_DEVICE=cuda compares the GPU's).
+  if ! "$STRATA" logits -m "$w/model.gguf" --device "${STRATA_DEVICE:-cpu}" --tokens-file "$w/tokens.txt" --all -o "$w/strata.f32" \
         >"$d/logits.log" 2>&1; then
     echo "   strata logits failed: $(tail -1 "$d/logits.log")"; status=1; seed=$((seed + 1)); continue
   fi
