@@ -6,58 +6,68 @@
 namespace strata::kernels::cuda::detail {
 namespace {
 
+// Output row r decodes W row ids[r] (a gather: embeddings) or, without ids, row0 + r; values are
+// multiplied by `scale` (exactly: 1 keeps the decode bit-exact).
 template <class Dec, typename Out>
 __global__ void dequant_kernel(const uint8_t* __restrict__ w, uint64_t row_bytes, int64_t n_in, int64_t row0,
-                               int64_t n_rows, Out* __restrict__ out) {
+                               const int32_t* __restrict__ ids, int64_t n_rows, float scale, Out* __restrict__ out) {
   constexpr int P = Dec::kPiece;
   const int64_t pieces_per_row = n_in / P;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= pieces_per_row * n_rows) return;
   const int64_t r = i / pieces_per_row, pc = i % pieces_per_row;
   constexpr int kPiecesPerBlock = Dec::kBlockElems / P;
-  const uint8_t* b = w + uint64_t(row0 + r) * row_bytes + (pc / kPiecesPerBlock) * Dec::kBlockBytes;
+  const int64_t src_row = ids ? int64_t(ids[r]) : row0 + r;
+  const uint8_t* b = w + uint64_t(src_row) * row_bytes + (pc / kPiecesPerBlock) * Dec::kBlockBytes;
   float v[P];
   decode_piece<Dec>(b, int(pc % kPiecesPerBlock), v);
   Out* o = out + r * n_in + pc * P;
 #pragma unroll
   for (int k = 0; k < P; ++k) {
     if constexpr (sizeof(Out) == 4) {
-      o[k] = v[k];
+      o[k] = __fmul_rn(v[k], scale);
     } else {
-      o[k] = __float2half_rn(v[k]);
+      o[k] = __float2half_rn(__fmul_rn(v[k], scale));
     }
   }
 }
 
+struct Rows {
+  int64_t row0;
+  const int32_t* ids;  // null: rows row0.. in order
+  int64_t n;
+  float scale;
+};
+
 template <class Dec, typename Out>
-void launch(const WeightView& w, int64_t row0, int64_t n_rows, Out* out, cudaStream_t s) {
-  const int64_t n = n_rows * (w.n_in / Dec::kPiece);
+void launch(const WeightView& w, Rows r, Out* out, cudaStream_t s) {
+  const int64_t n = r.n * (w.n_in / Dec::kPiece);
   constexpr int kThreads = 256;
   dequant_kernel<Dec, Out><<<unsigned((n + kThreads - 1) / kThreads), kThreads, 0, s>>>(w.data, w.row_bytes, w.n_in,
-                                                                                       row0, n_rows, out);
+                                                                                       r.row0, r.ids, r.n, r.scale, out);
 }
 
 template <typename Out>
-bool dispatch(const WeightView& w, bool piece8, int64_t row0, int64_t n_rows, Out* out, cudaStream_t s) {
+bool dispatch(const WeightView& w, bool piece8, Rows r, Out* out, cudaStream_t s) {
   switch (w.type) {
-    case GgmlType::Q4_0: launch<DecQ4_0>(w, row0, n_rows, out, s); return true;
-    case GgmlType::Q4_1: launch<DecQ4_1>(w, row0, n_rows, out, s); return true;
-    case GgmlType::Q5_0: launch<DecQ5_0>(w, row0, n_rows, out, s); return true;
-    case GgmlType::Q5_1: launch<DecQ5_1>(w, row0, n_rows, out, s); return true;
-    case GgmlType::Q8_0: launch<DecQ8_0>(w, row0, n_rows, out, s); return true;
-    case GgmlType::Q2_K: launch<DecQ2_K>(w, row0, n_rows, out, s); return true;
-    case GgmlType::Q3_K: launch<DecQ3_K>(w, row0, n_rows, out, s); return true;
-    case GgmlType::Q4_K: launch<DecQ4_K>(w, row0, n_rows, out, s); return true;
-    case GgmlType::Q5_K: launch<DecQ5_K>(w, row0, n_rows, out, s); return true;
-    case GgmlType::Q6_K: launch<DecQ6_K>(w, row0, n_rows, out, s); return true;
+    case GgmlType::Q4_0: launch<DecQ4_0>(w, r, out, s); return true;
+    case GgmlType::Q4_1: launch<DecQ4_1>(w, r, out, s); return true;
+    case GgmlType::Q5_0: launch<DecQ5_0>(w, r, out, s); return true;
+    case GgmlType::Q5_1: launch<DecQ5_1>(w, r, out, s); return true;
+    case GgmlType::Q8_0: launch<DecQ8_0>(w, r, out, s); return true;
+    case GgmlType::Q2_K: launch<DecQ2_K>(w, r, out, s); return true;
+    case GgmlType::Q3_K: launch<DecQ3_K>(w, r, out, s); return true;
+    case GgmlType::Q4_K: launch<DecQ4_K>(w, r, out, s); return true;
+    case GgmlType::Q5_K: launch<DecQ5_K>(w, r, out, s); return true;
+    case GgmlType::Q6_K: launch<DecQ6_K>(w, r, out, s); return true;
     case GgmlType::F32:
-      piece8 ? launch<DecF32<8>>(w, row0, n_rows, out, s) : launch<DecF32<1>>(w, row0, n_rows, out, s);
+      piece8 ? launch<DecF32<8>>(w, r, out, s) : launch<DecF32<1>>(w, r, out, s);
       return true;
     case GgmlType::F16:
-      piece8 ? launch<DecHalf<8, false>>(w, row0, n_rows, out, s) : launch<DecHalf<1, false>>(w, row0, n_rows, out, s);
+      piece8 ? launch<DecHalf<8, false>>(w, r, out, s) : launch<DecHalf<1, false>>(w, r, out, s);
       return true;
     case GgmlType::BF16:
-      piece8 ? launch<DecHalf<8, true>>(w, row0, n_rows, out, s) : launch<DecHalf<1, true>>(w, row0, n_rows, out, s);
+      piece8 ? launch<DecHalf<8, true>>(w, r, out, s) : launch<DecHalf<1, true>>(w, r, out, s);
       return true;
     default: return false;
   }
@@ -66,10 +76,14 @@ bool dispatch(const WeightView& w, bool piece8, int64_t row0, int64_t n_rows, Ou
 }  // namespace
 
 bool launch_dequant_f32(const WeightView& w, bool piece8, int64_t row0, int64_t n_rows, float* d_out, cudaStream_t s) {
-  return dispatch(w, piece8, row0, n_rows, d_out, s);
+  return dispatch(w, piece8, Rows{row0, nullptr, n_rows, 1.0f}, d_out, s);
 }
 bool launch_dequant_f16(const WeightView& w, bool piece8, int64_t row0, int64_t n_rows, void* d_out, cudaStream_t s) {
-  return dispatch(w, piece8, row0, n_rows, static_cast<__half*>(d_out), s);
+  return dispatch(w, piece8, Rows{row0, nullptr, n_rows, 1.0f}, static_cast<__half*>(d_out), s);
+}
+bool launch_gather_f32(const WeightView& w, bool piece8, const int32_t* d_ids, int64_t n_rows, float scale,
+                       float* d_out, cudaStream_t s) {
+  return dispatch(w, piece8, Rows{0, d_ids, n_rows, scale}, d_out, s);
 }
 
 }  // namespace strata::kernels::cuda::detail

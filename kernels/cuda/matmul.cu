@@ -186,4 +186,17 @@ Status dequantize_rows(const WeightView& w, int64_t row0, int64_t n_rows, float*
   return launch_status(op);
 }
 
+Status get_rows(const WeightView& table, const int32_t* d_ids, int64_t n_tok, float scale, float* d_out, Stream s) {
+  const std::string op = fmt::format("{} x{}", op_name("get_rows", table), n_tok);
+  STRATA_TRY(validate_weights(table, op));
+  if (n_tok < 0) return Status::error("{}: bad token count", op);
+  if (n_tok == 0) return Status::ok();
+  if (!d_ids || !d_out) return Status::error("{}: null pointer", op);
+  // Ids are device data: trusted to be < n_out (the engine validates tokens before uploading them).
+  const bool piece8 = is_float_type(table.type) && float_piece8(table, nullptr);
+  if (!detail::launch_gather_f32(table, piece8, d_ids, n_tok, scale, d_out, cudaStream_t(s)))
+    return Status::error("{}: no CUDA kernel", op);
+  return launch_status(op);
+}
+
 }  // namespace strata::kernels::cuda

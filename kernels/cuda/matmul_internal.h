@@ -27,5 +27,8 @@ bool launch_gemv_float(const WeightView& w, bool piece8, const float* d_x, int n
 // n_in apart in d_out (dequant.cu). False when the type is not supported.
 bool launch_dequant_f32(const WeightView& w, bool piece8, int64_t row0, int64_t n_rows, float* d_out, cudaStream_t s);
 bool launch_dequant_f16(const WeightView& w, bool piece8, int64_t row0, int64_t n_rows, void* d_out, cudaStream_t s);
+// Output row r = W row d_ids[r] times scale, in f32 (embedding lookups: get_rows).
+bool launch_gather_f32(const WeightView& w, bool piece8, const int32_t* d_ids, int64_t n_rows, float scale,
+                       float* d_out, cudaStream_t s);
 
 }  // namespace strata::kernels::cuda::detail

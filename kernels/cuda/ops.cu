@@ -8,13 +8,11 @@
 //   / freq_div, then double sin/cos rounded to f32), as the CPU does: positions up to 128K keep
 //   their low bits. The angle is computed once per (token, pair) and applied to every head.
 // - silu/gelu use the accurate expf/tanhf (a few ulp from the host's libm).
-// - get_rows decodes blocks bit-exactly (decode_block.cuh) and multiplies by scale once.
 #include <cuda_runtime.h>
 
 #include <cmath>
 
 #include "kernels/cuda/cuda_api.h"
-#include "kernels/cuda/decode_block.cuh"
 
 namespace strata::kernels::cuda {
 namespace {
@@ -112,21 +110,6 @@ __global__ void add_kernel(float* x, const float* __restrict__ y, int64_t n) {
   }
 }
 
-// ---- get_rows: blockIdx.y = token, threads over the row's elements ----
-
-__global__ void get_rows_kernel(const uint8_t* __restrict__ data, GgmlType type, int block_size, int type_size,
-                                uint64_t row_bytes, int64_t n_in, const int32_t* __restrict__ ids, float scale,
-                                float* out) {
-  const int64_t t = blockIdx.y;
-  const uint8_t* row = data + uint64_t(ids[t]) * row_bytes;
-  float* o = out + t * n_in;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n_in; e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t b = e / block_size;
-    const int j = int(e % block_size);
-    o[e] = __fmul_rn(decode_elem(type, row + b * type_size, j), scale);
-  }
-}
-
 }  // namespace
 
 Status rms_norm(const float* d_x, const float* d_w, int64_t n_vec, int64_t n, float eps, float* d_out, Stream s) {
@@ -174,25 +157,6 @@ Status add(float* d_x, const float* d_y, int64_t n, Stream s) {
   if (n == 0) return Status::ok();
   add_kernel<<<grid_for(n, 256), 256, 0, as_stream(s)>>>(d_x, d_y, n);
   return launch_status("add");
-}
-
-Status get_rows(const WeightView& table, const int32_t* d_ids, int64_t n_tok, float scale, float* d_out, Stream s) {
-  if (!table.data || !d_ids || !d_out) return Status::error("get_rows: null pointer");
-  if (!decodable_on_device(table.type)) {
-    return Status::error("get_rows: type {} has no CUDA decoder", ggml_type_info(table.type).name);
-  }
-  const auto& info = ggml_type_info(table.type);
-  if (table.n_in <= 0 || table.n_in % info.block_size != 0 || table.row_bytes < ggml_row_bytes(table.type, uint64_t(table.n_in))) {
-    return Status::error("get_rows: bad table shape (n_in {}, row_bytes {}, type {})", table.n_in, table.row_bytes,
-                         info.name);
-  }
-  if (n_tok < 0 || n_tok > 65535) return Status::error("get_rows: n_tok {} out of range [0, 65535]", n_tok);
-  if (n_tok == 0) return Status::ok();
-  // Ids are device data: they are trusted to be < n_out (the tokenizer's contract).
-  const dim3 grid(unsigned((table.n_in + 255) / 256 < 1024 ? (table.n_in + 255) / 256 : 1024), unsigned(n_tok));
-  get_rows_kernel<<<grid, 256, 0, as_stream(s)>>>(table.data, table.type, int(info.block_size), int(info.type_size),
-                                                  table.row_bytes, table.n_in, d_ids, scale, d_out);
-  return launch_status("get_rows");
 }
 
 }  // namespace strata::kernels::cuda
