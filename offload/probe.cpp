@@ -24,6 +24,7 @@
 #include "kernels/cpu/memory_bandwidth.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/cuda/device_info.h"
+#include "kernels/cuda/read_probe.h"
 
 namespace strata::offload {
 namespace {
@@ -178,11 +179,20 @@ Result<HardwareProfile> probe(const ProbeOptions& opt) {
     say(fmt::format("GPU: {} ({} total, {} free)", d.name, format_bytes(d.total_bytes), format_bytes(d.free_bytes)));
     p.vram_budget = {d.total_bytes, measured};
     p.cuda_context = {d.total_bytes > d.free_bytes ? d.total_bytes - d.free_bytes : 512 * kMiB, measured};
-    const auto na = Provenance::datasheet(
-        "not timed by this build (no CUDA timing code in probe yet): H200 host figures of shared/device/README.md");
-    p.device_read_gbps = {4560, na};
-    p.gpu_gemm_tflops = {780, na};
-    p.h2d_pinned = {{1 * kMiB, 48.6, na}, {8 * kMiB, 55.5, na}};
+    auto read = kernels::cuda::measure_read_bandwidth(size_t(4) * kGiB, 5);
+    if (!read) return read.status();
+    p.device_read_gbps = {*read / 1e9, measured};
+    say(fmt::format("GPU device-memory read: {:.0f} GB/s", *read / 1e9));
+    for (uint64_t chunk : {1 * kMiB, 8 * kMiB, 64 * kMiB}) {
+      auto h2d = kernels::cuda::measure_h2d_bandwidth(chunk, 1 * kGiB, 3);
+      if (!h2d) return h2d.status();
+      p.h2d_pinned.push_back({chunk, *h2d / 1e9, measured});
+      say(fmt::format("PCIe H2D pinned, {} copies: {:.1f} GB/s", format_bytes(chunk), *h2d / 1e9));
+    }
+    auto gemm = kernels::cuda::measure_gemm_flops(8192, 5);
+    if (!gemm) return gemm.status();
+    p.gpu_gemm_tflops = {*gemm / 1e12, measured};
+    say(fmt::format("GPU bf16 GEMM 8192^3: {:.0f} TFLOP/s", *gemm / 1e12));
   }
   if (auto s = validate_profile(p); !s) return s;
   return p;

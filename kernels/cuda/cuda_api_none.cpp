@@ -1,6 +1,7 @@
 // The CUDA backend's functions in a build without CUDA: each says so. Keeps callers free of #ifdefs
 // and makes a CPU-only build link (CTranslate2's pattern).
 #include "kernels/cuda/cuda_api.h"
+#include "kernels/cuda/read_probe.h"
 
 namespace strata::kernels::cuda {
 namespace {
@@ -36,5 +37,9 @@ Status attention(const float*, const int32_t*, int64_t, const KvStoreDev&, const
 Status kv_write(const float*, const float*, const int32_t*, int64_t, int64_t, const KvStoreDev&, Stream) {
   return none("kv_write");
 }
+
+Result<double> measure_read_bandwidth(size_t, int) { return none("measure_read_bandwidth"); }
+Result<double> measure_h2d_bandwidth(size_t, size_t, int) { return none("measure_h2d_bandwidth"); }
+Result<double> measure_gemm_flops(int, int) { return none("measure_gemm_flops"); }
 
 }  // namespace strata::kernels::cuda

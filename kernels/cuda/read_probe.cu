@@ -1,7 +1,10 @@
 // The device-memory read ceiling (read_probe.h).
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/cuda/matmul_internal.h"
 #include "kernels/cuda/read_probe.h"
@@ -57,6 +60,95 @@ Result<double> measure_read_bandwidth(size_t bytes, int iters) {
   cudaFree(buf);
   if (first_err != cudaSuccess) return cuda_status(first_err, op);
   return double(n * 16) / (double(best_ms) * 1e-3);
+}
+
+namespace {
+
+// Times `body` (which enqueues work on the default stream) between two events: best of iters
+// passes after one warm-up. Returns milliseconds.
+template <typename Body>
+Result<float> time_best(int iters, const std::string& op, Body body) {
+  using detail::cuda_status;
+  cudaEvent_t a = nullptr, b = nullptr;
+  STRATA_TRY(cuda_status(cudaEventCreate(&a), op));
+  STRATA_TRY(cuda_status(cudaEventCreate(&b), op));
+  float best = 1e30f;
+  cudaError_t err = cudaSuccess;
+  for (int it = -1; err == cudaSuccess && it < iters; ++it) {
+    err = cudaEventRecord(a);
+    if (err == cudaSuccess) err = body();
+    if (err == cudaSuccess) err = cudaEventRecord(b);
+    if (err == cudaSuccess) err = cudaEventSynchronize(b);
+    float ms = 0;
+    if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, a, b);
+    if (err == cudaSuccess && it >= 0) best = std::min(best, ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  if (err != cudaSuccess) return cuda_status(err, op);
+  return best;
+}
+
+}  // namespace
+
+Result<double> measure_h2d_bandwidth(size_t chunk_bytes, size_t total_bytes, int iters) {
+  using detail::cuda_status;
+  const std::string op = "measure_h2d_bandwidth";
+  if (chunk_bytes == 0 || total_bytes < chunk_bytes) return Status::error("{}: bad sizes", op);
+  void* host = nullptr;
+  void* dev = nullptr;
+  STRATA_TRY(cuda_status(cudaMallocHost(&host, total_bytes), op));
+  if (cudaError_t e = cudaMalloc(&dev, total_bytes); e != cudaSuccess) {
+    cudaFreeHost(host);
+    return cuda_status(e, op);
+  }
+  std::memset(host, 1, total_bytes);
+  const size_t n_chunks = total_bytes / chunk_bytes;
+  auto ms = time_best(iters, op, [&] {
+    for (size_t c = 0; c < n_chunks; ++c) {
+      const size_t off = c * chunk_bytes;
+      if (cudaError_t e = cudaMemcpyAsync(static_cast<char*>(dev) + off, static_cast<char*>(host) + off, chunk_bytes,
+                                          cudaMemcpyHostToDevice);
+          e != cudaSuccess)
+        return e;
+    }
+    return cudaSuccess;
+  });
+  cudaFree(dev);
+  cudaFreeHost(host);
+  if (!ms) return ms.status();
+  return double(n_chunks * chunk_bytes) / (double(*ms) * 1e-3);
+}
+
+Result<double> measure_gemm_flops(int n, int iters) {
+  using detail::cuda_status;
+  const std::string op = "measure_gemm_flops";
+  const size_t elems = size_t(n) * n;
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  cudaError_t e = cudaMalloc(&a, elems * 2);
+  if (e == cudaSuccess) e = cudaMalloc(&b, elems * 2);
+  if (e == cudaSuccess) e = cudaMalloc(&c, elems * 4);
+  if (e == cudaSuccess) e = cudaMemset(a, 0x3c, elems * 2);  // random-ish bf16 bit patterns
+  if (e == cudaSuccess) e = cudaMemset(b, 0x3b, elems * 2);
+  cublasHandle_t h = nullptr;
+  Result<float> ms = Status::error("{}: not run", op);
+  if (e == cudaSuccess && cublasCreate(&h) == CUBLAS_STATUS_SUCCESS) {
+    const float one = 1.0f, zero = 0.0f;
+    ms = time_best(iters, op, [&] {
+      const auto st = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n,
+                                   &zero, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      return st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+    });
+    cublasDestroy(h);
+  } else if (e == cudaSuccess) {
+    ms = Status::error("{}: cublasCreate failed", op);
+  }
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+  if (e != cudaSuccess) return cuda_status(e, op);
+  if (!ms) return ms.status();
+  return 2.0 * double(n) * n * n / (double(*ms) * 1e-3);
 }
 
 }  // namespace strata::kernels::cuda

@@ -1,7 +1,6 @@
-// Device-memory read ceiling: a streaming read kernel (16-byte loads, a grid of resident blocks)
-// over a large device buffer, timed with CUDA events. The denominator for memory-bound kernel
-// figures (gemv, attention). CUDA builds only (STRATA_HAVE_CUDA): the no-CUDA build has no
-// definition, so only code under that macro may call it.
+// The GPU ceilings strata measures (`strata probe`, benchmarks): device-memory read, pinned host ->
+// device copies, dense bf16 GEMM. Each is timed with CUDA events, best of a few passes after a
+// warm-up. Without CUDA the functions exist and return "built without CUDA" (cuda_api_none.cpp).
 #pragma once
 
 #include <cstddef>
@@ -13,5 +12,10 @@ namespace strata::kernels::cuda {
 // Bytes per second reading `bytes` of device memory (the best of `iters` timed passes after one
 // warm-up pass). Allocates and frees the buffer itself.
 Result<double> measure_read_bandwidth(size_t bytes, int iters);
+// Bytes per second copying `total_bytes` from pinned host memory to the device in copies of
+// `chunk_bytes` each (one stream, back to back).
+Result<double> measure_h2d_bandwidth(size_t chunk_bytes, size_t total_bytes, int iters);
+// FLOP per second of an n x n x n bf16 GEMM with f32 accumulation (cuBLAS).
+Result<double> measure_gemm_flops(int n, int iters);
 
 }  // namespace strata::kernels::cuda
