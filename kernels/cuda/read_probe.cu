@@ -131,18 +131,15 @@ Result<double> measure_gemm_flops(int n, int iters) {
   if (e == cudaSuccess) e = cudaMemset(a, 0x3c, elems * 2);  // random-ish bf16 bit patterns
   if (e == cudaSuccess) e = cudaMemset(b, 0x3b, elems * 2);
   cublasHandle_t h = nullptr;
-  Result<float> ms = Status::error("{}: not run", op);
-  if (e == cudaSuccess && cublasCreate(&h) == CUBLAS_STATUS_SUCCESS) {
+  const bool have_handle = e == cudaSuccess && cublasCreate(&h) == CUBLAS_STATUS_SUCCESS;
+  auto gemm = [&] {
     const float one = 1.0f, zero = 0.0f;
-    ms = time_best(iters, op, [&] {
-      const auto st = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n,
-                                   &zero, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-      return st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
-    });
-    cublasDestroy(h);
-  } else if (e == cudaSuccess) {
-    ms = Status::error("{}: cublasCreate failed", op);
-  }
+    const auto st = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n,
+                                 &zero, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+  };
+  auto ms = have_handle ? time_best(iters, op, gemm) : Result<float>(Status::error("{}: no cuBLAS handle", op));
+  if (h) cublasDestroy(h);
   cudaFree(a);
   cudaFree(b);
   cudaFree(c);
