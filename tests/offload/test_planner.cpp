@@ -197,7 +197,7 @@ TEST_CASE("planner: 27B on every shipped profile") {
   }
 }
 
-TEST_CASE("planner: 27B at 12 GiB / 128K / INT4 KV is feasible; at 8 GiB without host RAM it is not") {
+TEST_CASE("planner: 27B at 12 GiB / 128K / INT4 KV is feasible and at 8 GiB without host RAM it is not") {
   auto m = model_blocks_from_path(header_27b());
   REQUIRE(m.is_ok());
   const auto p = profile("rtx3060-12g");
@@ -251,7 +251,14 @@ TEST_CASE("planner properties over random models and profiles") {
       more.vram += (1 + rng.next_u32() % 2048) * kMiB;
       auto bigger = plan(m, p, more, r);
       REQUIRE(bigger.is_ok());
-      CHECK(bigger->prediction.objective_tps() >= res->prediction.objective_tps() * (1 - 1e-9));
+      // The one exception: the planner keeps the draft path resident whenever it fits (an invariant
+      // of its own), so where extra VRAM first lets the draft path fit, it may choose a resident
+      // draft path that the cost model rates slower than the best plan without it. Within one
+      // regime (draft path resident in both plans, or in neither) more VRAM is never slower.
+      if (bigger->draft_resident == res->draft_resident)
+        CHECK(bigger->prediction.objective_tps() >= res->prediction.objective_tps() * (1 - 1e-9));
+      else
+        CHECK(bigger->draft_resident);
     }
     // The draft path is resident whenever it fits: all of VRAM beyond the draft path, the ring,
     // scratch, context and all KV suffices for the rest of the plan.
