@@ -9,52 +9,15 @@
 #include "kernels/cuda/device_info.h"
 #include "runtime/cpu_forward.h"
 #include "runtime/cuda_forward.h"
+#include "logits_compare.h"
 #include "test_util.h"
 
 using namespace strata;
 
 namespace {
 
-std::vector<int32_t> read_tokens(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<int32_t> t;
-  int32_t x;
-  while (in >> x) t.push_back(x);
-  return t;
-}
-
-std::vector<float> read_f32(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes{std::istreambuf_iterator<char>(in), {}};
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), v.size() * 4);
-  return v;
-}
-
-// Worst over positions of max|a - b| / max|b|, and positions whose argmax differs although b's
-// top-1/top-2 gap exceeds gap * max|b|.
-std::pair<double, int> compare(const std::vector<float>& a, const std::vector<float>& b, size_t n_vocab, double gap) {
-  double worst = 0;
-  int mismatch = 0;
-  for (size_t p = 0; p < b.size() / n_vocab; ++p) {
-    const float* x = a.data() + p * n_vocab;
-    const float* y = b.data() + p * n_vocab;
-    double mx = 0, diff = 0;
-    size_t ax = 0, ay = 0;
-    for (size_t i = 0; i < n_vocab; ++i) {
-      mx = std::max(mx, std::fabs(double(y[i])));
-      diff = std::max(diff, std::fabs(double(x[i]) - y[i]));
-      if (x[i] > x[ax]) ax = i;
-      if (y[i] > y[ay]) ay = i;
-    }
-    worst = std::max(worst, diff / mx);
-    double second = -1e30;
-    for (size_t i = 0; i < n_vocab; ++i)
-      if (i != ay) second = std::max(second, double(y[i]));
-    if (ax != ay && y[ay] - second > gap * mx) ++mismatch;
-  }
-  return {worst, mismatch};
-}
+using test::read_f32;
+using test::read_tokens;
 
 std::vector<float> run(runtime::Engine& e, const std::vector<int32_t>& tokens, bool one_by_one) {
   std::vector<float> all, one;
@@ -95,7 +58,10 @@ TEST_CASE("GPU logits match the references for every testdata model", "[gpu][for
         INFO((gpu.is_ok() ? std::string() : gpu.message()));
         REQUIRE(gpu.is_ok());
         const auto got = run(**gpu, tokens, one);
-        const auto [worst, mismatch] = compare(got, ref, n_vocab, 1e-2);
+        const auto diff = test::compare_logits(got, ref, n_vocab, 1e-2);
+        REQUIRE(diff.same_size);
+        const double worst = diff.worst_ratio;
+        const int mismatch = diff.top1_mismatch;
         // Tolerances: decode computes in f32 end to end (as the CPU engine: ~1e-6 here); prefill
         // multiplies f16-rounded activations on tensor cores (~1e-3 of max|logit|); f16 KV adds
         // its own rounding (the CPU engine with f16 KV is ~5e-4 away).

@@ -8,53 +8,19 @@
 #include <sstream>
 
 #include "runtime/cpu_forward.h"
+#include "logits_compare.h"
 #include "test_util.h"
 
 using namespace strata;
 
 namespace {
 
-std::vector<int32_t> read_tokens(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<int32_t> t;
-  int32_t x;
-  while (in >> x) t.push_back(x);
-  return t;
-}
+using test::read_f32;
+using test::read_tokens;
 
-std::vector<float> read_f32(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes{std::istreambuf_iterator<char>(in), {}};
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), v.size() * 4);
-  return v;
-}
-
-struct Compare {
-  double worst_ratio = 0;  // max over positions of max|a-b| / max|ref|
-  int top1_mismatch = 0;   // positions where argmax differs and the reference's top-2 gap > gap_floor
-};
-
-Compare compare(const std::vector<float>& got, const std::vector<float>& ref, size_t n_vocab, double gap_floor) {
-  Compare c;
-  REQUIRE(got.size() == ref.size());
-  for (size_t p = 0; p < ref.size() / n_vocab; ++p) {
-    const float* a = got.data() + p * n_vocab;
-    const float* b = ref.data() + p * n_vocab;
-    double max_ref = 0, max_diff = 0;
-    size_t arg_a = 0, arg_b = 0;
-    for (size_t i = 0; i < n_vocab; ++i) {
-      max_ref = std::max(max_ref, std::fabs(double(b[i])));
-      max_diff = std::max(max_diff, std::fabs(double(a[i]) - b[i]));
-      if (a[i] > a[arg_a]) arg_a = i;
-      if (b[i] > b[arg_b]) arg_b = i;
-    }
-    c.worst_ratio = std::max(c.worst_ratio, max_diff / max_ref);
-    double second = -1e30;
-    for (size_t i = 0; i < n_vocab; ++i)
-      if (i != arg_b) second = std::max(second, double(b[i]));
-    if (arg_a != arg_b && double(b[arg_b]) - second > gap_floor * max_ref) ++c.top1_mismatch;
-  }
+test::LogitsDiff compare(const std::vector<float>& got, const std::vector<float>& ref, size_t n_vocab, double gap) {
+  const auto c = test::compare_logits(got, ref, n_vocab, gap);
+  REQUIRE(c.same_size);
   return c;
 }
 
@@ -93,7 +59,7 @@ TEST_CASE("f32 models match the reference logits at every position", "[runtime][
     for (auto [ubatch, one] : {std::pair{512u, false}, std::pair{7u, false}, std::pair{512u, true}}) {
       INFO("ubatch " << ubatch << (one ? ", one token at a time" : ""));
       const auto got = run_all(base + "model.gguf", tokens, ubatch, one);
-      const Compare c = compare(got, ref, n_vocab, 1e-3);
+      const auto c = compare(got, ref, n_vocab, 1e-3);
       INFO("worst max|diff| / max|logit| = " << c.worst_ratio);
       CHECK(c.worst_ratio < 1e-4);  // README allows 1e-3; we are at ~1e-6
       CHECK(c.top1_mismatch == 0);
@@ -109,13 +75,13 @@ TEST_CASE("the Q4_K gemma3 model matches the float64 reference and llama.cpp", "
   const size_t n_vocab = f64.size() / tokens.size();
   const auto got = run_all(base + "model.gguf", tokens, 16, false);
   // strata keeps activations in f32, so it matches exact math closely ...
-  const Compare exact = compare(got, f64, n_vocab, 1e-3);
+  const auto exact = compare(got, f64, n_vocab, 1e-3);
   INFO("vs f64 reference: " << exact.worst_ratio);
   CHECK(exact.worst_ratio < 1e-3);
   CHECK(exact.top1_mismatch == 0);
   // ... and llama.cpp (8-bit activations in its dot products) to ~1e-2, with the same top-1 where
   // the reference's top-1/top-2 gap exceeds that.
-  const Compare vs_lcpp = compare(got, lcpp, n_vocab, 2e-2);
+  const auto vs_lcpp = compare(got, lcpp, n_vocab, 2e-2);
   INFO("vs llama.cpp: " << vs_lcpp.worst_ratio);
   CHECK(vs_lcpp.worst_ratio < 3e-2);
   CHECK(vs_lcpp.top1_mismatch == 0);
@@ -126,7 +92,7 @@ TEST_CASE("f16 KV cache stays close to f32 KV", "[runtime][reference]") {
   const auto tokens = read_tokens(base + "tokens.txt");
   const auto ref = read_f32(base + "logits.f64ref.f32");
   const auto got = run_all(base + "model.gguf", tokens, 512, false, GgmlType::F16);
-  const Compare c = compare(got, ref, ref.size() / tokens.size(), 1e-2);
+  const auto c = compare(got, ref, ref.size() / tokens.size(), 1e-2);
   INFO("f16 KV vs f64: " << c.worst_ratio);
   CHECK(c.worst_ratio < 1e-2);
   CHECK(c.top1_mismatch == 0);
