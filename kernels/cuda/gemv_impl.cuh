@@ -22,9 +22,12 @@ inline constexpr int kGemvThreads = 128;
 template <int NC>
 constexpr int gemv_rows() { return NC <= 2 ? 1 : (NC <= 8 ? 2 : 4); }
 
-// Exact int -> float for |q| < 2^22 without the (slow) conversion unit: 1.5 * 2^23 + q as bits.
-__device__ __forceinline__ float small_int_to_float(int q) {
-  return __int_as_float(0x4B400000 + q) - 12582912.0f;
+// Exact float(code - kBias) for byte j (0..3) of word without the (slow) conversion unit: one byte
+// permute places the code in the mantissa of 2^23 (bits 0x4B0000cc), one subtraction removes
+// 2^23 + kBias (both exact: all values are integers below 2^24).
+template <int kBias>
+__device__ __forceinline__ float code_to_float(uint32_t word, int j) {
+  return __int_as_float(int(__byte_perm(word, 0x4B000000u, 0x7440u | uint32_t(j)))) - float(8388608 + kBias);
 }
 
 template <int P>
@@ -79,10 +82,10 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const uint8_t* __res
       float qf[R][8], sc[R], off[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        int q[8];
-        Dec::piece(rows[r] + blk * Dec::kBlockBytes, p, q, sc[r], off[r]);
+        uint2 cw;
+        Dec::codes(rows[r] + blk * Dec::kBlockBytes, p, cw, sc[r], off[r]);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) qf[r][i] = small_int_to_float(q[i]);
+        for (int i = 0; i < 8; ++i) qf[r][i] = code_to_float<Dec::kBias>(i < 4 ? cw.x : cw.y, i & 3);
       }
 #pragma unroll
       for (int c = 0; c < NC; ++c) {

@@ -5,12 +5,17 @@
 // piece never straddles a sub-block, so its 8 values share one scale and one offset). A quantised
 // decoder yields the piece's integer codes q[] and (scale, offset) with
 //   value = float(q) * scale - offset
+// (codes() gives q as 8 unsigned bytes, q + kBias, built with a few 32-bit word operations for all
+// 8 elements at once, so the GEMV can turn each into a float with one byte permute; piece() gives
+// the same q as ints),
 // evaluated exactly in that order (__fmul_rn / __fsub_rn: no FMA contraction), which reproduces
 // the CPU reference decoders (kernels/cpu/quant/*.cpp) bit for bit; the layouts are the format
 // facts in kernels/cpu/quant/blocks.h. Float types (kIsFloat) yield the values directly.
 //
 // Alignment: kAlign is the byte alignment that the weight data pointer and row_bytes must have
-// (validated on the host) for the widest load a decoder issues.
+// (validated on the host) for the widest load a decoder issues. 8 bytes at a 2-aligned address are
+// read as aligned 32-bit words (each holding at least one of the wanted bytes, so never past the
+// allocation) joined with funnel shifts.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -34,10 +39,32 @@ __device__ __forceinline__ uint2 ld64(const uint8_t* p) {
     const uint32_t* w = reinterpret_cast<const uint32_t*>(p);
     return make_uint2(__ldg(w), __ldg(w + 1));
   } else {
-    return make_uint2(ld32_a2(p), ld32_a2(p + 4));
+    // Three (or two) aligned words cover [p, p + 8); each word read holds at least one of those bytes.
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(a & ~uintptr_t(3));
+    const uint32_t w0 = __ldg(w), w1 = __ldg(w + 1), w2 = __ldg(w + ((a & 2) ? 2 : 1));
+    const uint32_t sh = uint32_t(a & 3) * 8;
+    return make_uint2(__funnelshift_r(w0, w1, sh), __funnelshift_r(w1, w2, sh));
   }
 }
 
+// Byte i (0..7) of an 8-byte word pair.
+__device__ __forceinline__ uint32_t byte_of(uint2 v, int i);
+// Bits 0..3 of n spread to bit 0 of bytes 0..3.
+__device__ __forceinline__ uint32_t spread4(uint32_t n) { return ((n & 15u) * 0x00204081u) & 0x01010101u; }
+// A quantised decoder's codes(b, p, c, sc, off) yields the piece's 8 codes as unsigned bytes of c
+// (byte i = element i) with q = code - kBias; piece() gives the same as ints.
+template <class Dec>
+__device__ __forceinline__ void piece_from_codes(const uint8_t* b, int p, int (&q)[8], float& sc, float& off) {
+  uint2 c;
+  Dec::codes(b, p, c, sc, off);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) q[i] = int(byte_of(c, i)) - Dec::kBias;
+}
+#define STRATA_PIECE_FROM_CODES(D) \
+  __device__ __forceinline__ static void piece(const uint8_t* b, int p, int (&q)[8], float& sc, float& off) { \
+    piece_from_codes<D>(b, p, q, sc, off); \
+  }
 // Byte i (0..7) of an 8-byte word pair.
 __device__ __forceinline__ uint32_t byte_of(uint2 v, int i) { return ((i < 4 ? v.x : v.y) >> (8 * (i & 3))) & 0xffu; }
 
@@ -45,63 +72,68 @@ __device__ __forceinline__ uint32_t byte_of(uint2 v, int i) { return ((i < 4 ? v
 struct DecQ4_0 {
   static constexpr int kBlockElems = 32, kBlockBytes = 18, kAlign = 2, kPiece = 8;
   static constexpr bool kIsFloat = false, kHasOffset = false;
-  __device__ __forceinline__ static void piece(const uint8_t* b, int p, int (&q)[8], float& sc, float& off) {
+  static constexpr int kBias = 8;
+  __device__ __forceinline__ static void codes(const uint8_t* b, int p, uint2& c, float& sc, float& off) {
     sc = h2f(ld16(b));
     off = 0.0f;
     const uint2 v = ld64<2>(b + 2 + 8 * (p & 1));
     const int sh = (p >> 1) * 4;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) q[i] = int((byte_of(v, i) >> sh) & 15u) - 8;
+    c = make_uint2((v.x >> sh) & 0x0F0F0F0Fu, (v.y >> sh) & 0x0F0F0F0Fu);
   }
+  STRATA_PIECE_FROM_CODES(DecQ4_0)
 };
 struct DecQ4_1 {
   static constexpr int kBlockElems = 32, kBlockBytes = 20, kAlign = 2, kPiece = 8;
   static constexpr bool kIsFloat = false, kHasOffset = true;
-  __device__ __forceinline__ static void piece(const uint8_t* b, int p, int (&q)[8], float& sc, float& off) {
+  static constexpr int kBias = 0;
+  __device__ __forceinline__ static void codes(const uint8_t* b, int p, uint2& c, float& sc, float& off) {
     sc = h2f(ld16(b));
     off = -h2f(ld16(b + 2));  // value = q * d + m = q * d - (-m), exactly
     const uint2 v = ld64<2>(b + 4 + 8 * (p & 1));
     const int sh = (p >> 1) * 4;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) q[i] = int((byte_of(v, i) >> sh) & 15u);
+    c = make_uint2((v.x >> sh) & 0x0F0F0F0Fu, (v.y >> sh) & 0x0F0F0F0Fu);
   }
+  STRATA_PIECE_FROM_CODES(DecQ4_1)
 };
 struct DecQ5_0 {
   static constexpr int kBlockElems = 32, kBlockBytes = 22, kAlign = 2, kPiece = 8;
   static constexpr bool kIsFloat = false, kHasOffset = false;
-  __device__ __forceinline__ static void piece(const uint8_t* b, int p, int (&q)[8], float& sc, float& off) {
+  static constexpr int kBias = 16;
+  __device__ __forceinline__ static void codes(const uint8_t* b, int p, uint2& c, float& sc, float& off) {
     sc = h2f(ld16(b));
     off = 0.0f;
     const uint32_t qh = ld32_a2(b + 2) >> (8 * p);  // bit j of qh is element j's 5th bit
     const uint2 v = ld64<2>(b + 6 + 8 * (p & 1));
     const int sh = (p >> 1) * 4;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) q[i] = int(((byte_of(v, i) >> sh) & 15u) | (((qh >> i) & 1u) << 4)) - 16;
+    c = make_uint2(((v.x >> sh) & 0x0F0F0F0Fu) | (spread4(qh) << 4), ((v.y >> sh) & 0x0F0F0F0Fu) | (spread4(qh >> 4) << 4));
   }
+  STRATA_PIECE_FROM_CODES(DecQ5_0)
 };
 struct DecQ5_1 {
   static constexpr int kBlockElems = 32, kBlockBytes = 24, kAlign = 2, kPiece = 8;
   static constexpr bool kIsFloat = false, kHasOffset = true;
-  __device__ __forceinline__ static void piece(const uint8_t* b, int p, int (&q)[8], float& sc, float& off) {
+  static constexpr int kBias = 0;
+  __device__ __forceinline__ static void codes(const uint8_t* b, int p, uint2& c, float& sc, float& off) {
     sc = h2f(ld16(b));
     off = -h2f(ld16(b + 2));
     const uint32_t qh = ld32_a2(b + 4) >> (8 * p);
     const uint2 v = ld64<2>(b + 8 + 8 * (p & 1));
     const int sh = (p >> 1) * 4;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) q[i] = int(((byte_of(v, i) >> sh) & 15u) | (((qh >> i) & 1u) << 4));
+    c = make_uint2(((v.x >> sh) & 0x0F0F0F0Fu) | (spread4(qh) << 4), ((v.y >> sh) & 0x0F0F0F0Fu) | (spread4(qh >> 4) << 4));
   }
+  STRATA_PIECE_FROM_CODES(DecQ5_1)
 };
 struct DecQ8_0 {
   static constexpr int kBlockElems = 32, kBlockBytes = 34, kAlign = 2, kPiece = 8;
   static constexpr bool kIsFloat = false, kHasOffset = false;
-  __device__ __forceinline__ static void piece(const uint8_t* b, int p, int (&q)[8], float& sc, float& off) {
+  static constexpr int kBias = 128;
+  __device__ __forceinline__ static void codes(const uint8_t* b, int p, uint2& c, float& sc, float& off) {
     sc = h2f(ld16(b));
     off = 0.0f;
     const uint2 v = ld64<2>(b + 2 + 8 * p);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) q[i] = int(int8_t(uint8_t(byte_of(v, i))));
+    c = make_uint2(v.x ^ 0x80808080u, v.y ^ 0x80808080u);  // int8 q as q + 128
   }
+  STRATA_PIECE_FROM_CODES(DecQ8_0)
 };
 
 // ---- K types (256-element super-blocks) ----
@@ -110,21 +142,23 @@ struct DecQ8_0 {
 struct DecQ2_K {
   static constexpr int kBlockElems = 256, kBlockBytes = 84, kAlign = 4, kPiece = 8;
   static constexpr bool kIsFloat = false, kHasOffset = true;
-  __device__ __forceinline__ static void piece(const uint8_t* b, int p, int (&q)[8], float& sc, float& off) {
+  static constexpr int kBias = 0;
+  __device__ __forceinline__ static void codes(const uint8_t* b, int p, uint2& c, float& sc, float& off) {
     const int e = 8 * p, half = e >> 7, s = (e >> 5) & 3, part = (e >> 4) & 1, l = e & 15;
     const uint32_t scb = b[8 * half + 2 * s + part];
     const float d = h2f(ld16(b + 80)), dmin = h2f(ld16(b + 82));
     sc = __fmul_rn(d, float(scb & 15u));
     off = __fmul_rn(dmin, float(scb >> 4));
     const uint2 v = ld64<4>(b + 16 + 32 * half + 16 * part + l);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) q[i] = int((byte_of(v, i) >> (2 * s)) & 3u);
+    c = make_uint2((v.x >> (2 * s)) & 0x03030303u, (v.y >> (2 * s)) & 0x03030303u);
   }
+  STRATA_PIECE_FROM_CODES(DecQ2_K)
 };
 struct DecQ3_K {
   static constexpr int kBlockElems = 256, kBlockBytes = 110, kAlign = 2, kPiece = 8;
   static constexpr bool kIsFloat = false, kHasOffset = false;
-  __device__ __forceinline__ static void piece(const uint8_t* b, int p, int (&q)[8], float& sc, float& off) {
+  static constexpr int kBias = 4;
+  __device__ __forceinline__ static void codes(const uint8_t* b, int p, uint2& c, float& sc, float& off) {
     const int e = 8 * p, half = e >> 7, s = (e >> 5) & 3, part = (e >> 4) & 1, l = e & 15;
     const int is = 8 * half + 2 * s + part;
     const uint8_t* scales = b + 96;
@@ -134,10 +168,11 @@ struct DecQ3_K {
     off = 0.0f;
     const uint2 v = ld64<2>(b + 32 + 32 * half + 16 * part + l);
     const uint2 h = ld64<2>(b + 16 * part + l);
-    const uint32_t m = 1u << (4 * half + s);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) q[i] = int((byte_of(v, i) >> (2 * s)) & 3u) - ((byte_of(h, i) & m) ? 0 : 4);
+    const int hs = 4 * half + s;  // q = low 2 bits + 4 * high bit - 4
+    c = make_uint2(((v.x >> (2 * s)) & 0x03030303u) | (((h.x >> hs) & 0x01010101u) << 2),
+                   ((v.y >> (2 * s)) & 0x03030303u) | (((h.y >> hs) & 0x01010101u) << 2));
   }
+  STRATA_PIECE_FROM_CODES(DecQ3_K)
 };
 // Q4_K / Q5_K: 8 (scale, min) pairs of 6 bits in bytes 4..15 of the block.
 __device__ __forceinline__ void k4_scale_min(const uint8_t* q, int j, int& sc, int& m) {
@@ -153,7 +188,8 @@ __device__ __forceinline__ void k4_scale_min(const uint8_t* q, int j, int& sc, i
 struct DecQ4_K {
   static constexpr int kBlockElems = 256, kBlockBytes = 144, kAlign = 8, kPiece = 8;
   static constexpr bool kIsFloat = false, kHasOffset = true;
-  __device__ __forceinline__ static void piece(const uint8_t* b, int p, int (&q)[8], float& sc, float& off) {
+  static constexpr int kBias = 0;
+  __device__ __forceinline__ static void codes(const uint8_t* b, int p, uint2& c, float& sc, float& off) {
     const int e = 8 * p, g = e >> 6, hi = (e >> 5) & 1, l = e & 31;
     int s, m;
     k4_scale_min(b + 4, 2 * g + hi, s, m);
@@ -161,14 +197,15 @@ struct DecQ4_K {
     sc = __fmul_rn(d, float(s));
     off = __fmul_rn(dmin, float(m));
     const uint2 v = ld64<8>(b + 16 + 32 * g + l);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) q[i] = int((byte_of(v, i) >> (4 * hi)) & 15u);
+    c = make_uint2((v.x >> (4 * hi)) & 0x0F0F0F0Fu, (v.y >> (4 * hi)) & 0x0F0F0F0Fu);
   }
+  STRATA_PIECE_FROM_CODES(DecQ4_K)
 };
 struct DecQ5_K {
   static constexpr int kBlockElems = 256, kBlockBytes = 176, kAlign = 8, kPiece = 8;
   static constexpr bool kIsFloat = false, kHasOffset = true;
-  __device__ __forceinline__ static void piece(const uint8_t* b, int p, int (&q)[8], float& sc, float& off) {
+  static constexpr int kBias = 0;
+  __device__ __forceinline__ static void codes(const uint8_t* b, int p, uint2& c, float& sc, float& off) {
     const int e = 8 * p, g = e >> 6, hi = (e >> 5) & 1, l = e & 31;
     int s, m;
     k4_scale_min(b + 4, 2 * g + hi, s, m);
@@ -178,9 +215,10 @@ struct DecQ5_K {
     const uint2 v = ld64<8>(b + 48 + 32 * g + l);
     const uint2 h = ld64<8>(b + 16 + l);
     const int hb = 2 * g + hi;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) q[i] = int(((byte_of(v, i) >> (4 * hi)) & 15u) | (((byte_of(h, i) >> hb) & 1u) << 4));
+    c = make_uint2(((v.x >> (4 * hi)) & 0x0F0F0F0Fu) | (((h.x >> hb) & 0x01010101u) << 4),
+                   ((v.y >> (4 * hi)) & 0x0F0F0F0Fu) | (((h.y >> hb) & 0x01010101u) << 4));
   }
+  STRATA_PIECE_FROM_CODES(DecQ5_K)
 };
 // Q6_K element e: chunk c = e / 128, quarter k = (e % 128) / 32, l = e % 32; low 4 bits in
 // ql[64 c + 32 (k & 1) + l] (high nibble for k >= 2), top 2 bits in qh[32 c + l] at bit 2 k;
@@ -188,16 +226,18 @@ struct DecQ5_K {
 struct DecQ6_K {
   static constexpr int kBlockElems = 256, kBlockBytes = 210, kAlign = 2, kPiece = 8;
   static constexpr bool kIsFloat = false, kHasOffset = false;
-  __device__ __forceinline__ static void piece(const uint8_t* b, int p, int (&q)[8], float& sc, float& off) {
+  static constexpr int kBias = 32;
+  __device__ __forceinline__ static void codes(const uint8_t* b, int p, uint2& cw, float& sc, float& off) {
     const int e = 8 * p, c = e >> 7, k = (e >> 5) & 3, l = e & 31;
     sc = __fmul_rn(h2f(ld16(b + 208)), float(int8_t(b[192 + 8 * c + (l >> 4) + 2 * k])));
     off = 0.0f;
     const uint2 v = ld64<2>(b + 64 * c + 32 * (k & 1) + l);
     const uint2 h = ld64<2>(b + 128 + 32 * c + l);
     const int sh = 4 * (k >> 1);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) q[i] = int(((byte_of(v, i) >> sh) & 15u) | (((byte_of(h, i) >> (2 * k)) & 3u) << 4)) - 32;
+    cw = make_uint2(((v.x >> sh) & 0x0F0F0F0Fu) | (((h.x >> (2 * k)) & 0x03030303u) << 4),
+                   ((v.y >> sh) & 0x0F0F0F0Fu) | (((h.y >> (2 * k)) & 0x03030303u) << 4));
   }
+  STRATA_PIECE_FROM_CODES(DecQ6_K)
 };
 
 // ---- float types: a "block" is one piece of kPiece elements ----
