@@ -8,6 +8,9 @@
 //
 // Thread-safety: all functions are pure on their arguments. n is the element count of a row and
 // must be a multiple of the type's block size (callers validate shapes at the boundary).
+// Alignment: rows are 4-byte aligned for f32 and 2-byte aligned for every other type (GGUF data
+// is 32-byte aligned and every block size is even); nothing beyond that is assumed (the SIMD
+// kernels use unaligned vector loads). Activations are float-aligned.
 #pragma once
 
 #include <cstdint>

@@ -219,7 +219,7 @@ Status Parser::run(const OpenOptions& options) {
   if (magic != kMagic) {
     char m[5] = {};
     std::memcpy(m, &magic, 4);
-    for (char& c : m) c = (c >= 32 && c < 127) ? c : '?';
+    for (int i = 0; i < 4; ++i) m[i] = (m[i] >= 32 && m[i] < 127) ? m[i] : '?';  // m[4] stays the terminator
     return Status::error("not a GGUF file (magic '{}', expected 'GGUF')", m);
   }
   STRATA_TRY(read(version, "version"));
