@@ -20,6 +20,7 @@ struct CudaForward::Impl {
   ForwardBuffers buf{};
   int32_t* d_tokens = nullptr;
   int32_t* d_pos = nullptr;
+  std::vector<int32_t> host_pos;  // positions of the current chunk (ubatch entries)
   float* d_logits = nullptr;
   cuda::Workspace ws;
   Status first_error;  // the first failed kernel of the current eval (ops cannot return one)
@@ -130,6 +131,7 @@ Status CudaForward::allocate() {
   if (!ids || !pos) return Status::error("cannot allocate token buffers");
   im.d_tokens = static_cast<int32_t*>(*ids);
   im.d_pos = static_cast<int32_t*>(*pos);
+  im.host_pos.resize(n);
   // Scratch: the largest need of any matmul or attention call.
   size_t ws = 0;
   for (const auto& l : im.dev.layers)
@@ -153,12 +155,11 @@ struct Ops {
   const model::ModelSpec& spec;
 
   void begin_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0) {
-    std::vector<int32_t> pos(n);
-    for (uint32_t t = 0; t < n; ++t) pos[t] = int32_t(pos0 + t);
+    // Host sources outlive the copies: the caller's tokens and im.host_pos stay untouched until
+    // eval() synchronizes at the end of the chunk, so no wait (and no allocation) per token here.
+    for (uint32_t t = 0; t < n; ++t) im.host_pos[t] = int32_t(pos0 + t);
     im.check(cuda::copy_to_device(im.d_tokens, tokens, n * sizeof(int32_t), im.stream));
-    im.check(cuda::copy_to_device(im.d_pos, pos.data(), n * sizeof(int32_t), im.stream));
-    // The copies read host memory that dies with this call: wait for them.
-    im.check(cuda::synchronize(im.stream));
+    im.check(cuda::copy_to_device(im.d_pos, im.host_pos.data(), n * sizeof(int32_t), im.stream));
   }
   void embed(const int32_t*, uint32_t n, float scale, float* x) {
     im.check(cuda::get_rows(im.dev.token_embd, im.d_tokens, n, scale, x, im.stream));
