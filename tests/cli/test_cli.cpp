@@ -151,21 +151,19 @@ TEST_CASE("logits, tokenize and perplexity agree with each other", "[cli]") {
 
 TEST_CASE("model commands reject bad input with one clear line", "[cli]") {
   const std::string model = strata::test::testdata("models/llama/model.gguf");
-  auto empty = run_strata("generate -m " + model + " -p ''");
-  CHECK(empty.code == 2);
-  CHECK(has(empty.err, "empty prompt"));
-  auto range = run_strata("logits -m " + model + " --tokens 2,600 -o /dev/null");
-  CHECK(range.code == 1);
-  CHECK(has(range.err, "token id 600 at index 1 is out of range"));
-  auto ctx = run_strata("generate -m " + model + " -p hi -c 100000");
-  CHECK(ctx.code == 1);
-  CHECK(has(ctx.err, "longer than the model allows"));
-  auto notid = run_strata("logits -m " + model + " --tokens 2,x -o /dev/null");
-  CHECK(notid.code == 2);
-  CHECK(has(notid.err, "'x' is not a token id"));
-  auto temp = run_strata("generate -m " + model + " -p hi --top-p 3");
-  CHECK(temp.code == 2);
-  CHECK(has(temp.err, "--top-p must be in (0, 1]"));
+  const struct { std::string args; int code; const char* message; } cases[] = {
+      {"generate -m " + model + " -p ''", 2, "empty prompt"},
+      {"logits -m " + model + " --tokens 2,600 -o /dev/null", 1, "token id 600 at index 1 is out of range"},
+      {"generate -m " + model + " -p hi -c 100000", 1, "longer than the model allows"},
+      {"logits -m " + model + " --tokens 2,x -o /dev/null", 2, "'x' is not a token id"},
+      {"generate -m " + model + " -p hi --top-p 3", 2, "--top-p must be in (0, 1]"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.args);
+    const auto r = run_strata(c.args);
+    CHECK(r.code == c.code);
+    CHECK(has(r.err, c.message));
+  }
   auto nomodel = run_strata("generate -m /nonexistent.gguf -p hi");
   CHECK(nomodel.code == 1);
   CHECK(has(nomodel.err, "/nonexistent.gguf: cannot open"));
