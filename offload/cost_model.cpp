@@ -49,7 +49,11 @@ uint64_t scratch_bytes(const ModelBlocks& m, const RunShape& r) {
   const uint64_t chunk = std::min<uint64_t>(r.prefill_chunk, std::max<uint64_t>(1, r.prompt_tokens()));
   const uint64_t per_tok = 3ull * m.n_embd + 2ull * m.n_ff + uint64_t(m.n_head) * m.head_dim +
                            2ull * m.n_head_kv * m.head_dim;
-  return 4 * chunk * per_tok + 4ull * m.n_vocab * (r.max_draft() + 1) + 64 * kMiB;
+  const uint64_t logit_rows = std::min<uint64_t>(kLogitRows, std::max<uint64_t>(chunk, r.max_draft() + 1));
+  // activations + logits + dequantised GEMM tile and the f16 copy of its input + cuBLAS + slack
+  // for attention split partials and small buffers.
+  return 4 * chunk * per_tok + 4ull * m.n_vocab * logit_rows + kGemmTileBytes +
+         2 * chunk * std::max(m.n_embd, m.n_ff) + kCublasScratchBytes + 32 * kMiB;
 }
 
 SweepCost sweep_cost(const ModelBlocks& m, const HardwareProfile& p, const Placement& pl, const RunShape& r,

@@ -33,6 +33,14 @@ enum class KvTier : uint8_t { gpu, host };
 const char* tier_name(Tier t);
 const char* kv_tier_name(KvTier t);
 
+// Device scratch of the CUDA engine (runtime/cuda_forward.cpp allocates exactly these, so the
+// planner's VRAM accounting matches what the arena will be asked for): logits are produced
+// kLogitRows rows at a time; prefill GEMMs dequantise weights into a kGemmTileBytes f16 tile;
+// cuBLAS gets kCublasWorkspaceBytes.
+inline constexpr uint32_t kLogitRows = 32;
+inline constexpr uint64_t kGemmTileBytes = uint64_t(64) << 20;
+inline constexpr uint64_t kCublasScratchBytes = uint64_t(32) << 20;
+
 struct RunShape {
   uint64_t ctx = 4096;        // target context (KV is sized for this)
   uint64_t prompt = 0;        // prompt tokens (0: ctx - gen)

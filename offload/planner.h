@@ -49,6 +49,9 @@ struct Plan {
 // Budgets actually applied (the profile's, possibly overridden on the command line).
 struct Budgets {
   uint64_t vram = 0, pinned = 0, host = 0, disk = 0;
+  // Tiers the consumer of the plan can run (the executor grows into them): a plan never uses a
+  // disallowed one.
+  bool allow_disk = true, allow_cpu = true, allow_host_kv = true;
   static Budgets of(const HardwareProfile& p) {
     return {p.vram_budget.bytes, p.pinned_budget.bytes, p.host_ram.bytes, p.nvme_budget.bytes};
   }

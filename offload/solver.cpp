@@ -85,6 +85,7 @@ bool evaluate(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, 
       case Tier::cpu: u.host_cpu_weights += w.bytes; max_bounce = std::max(max_bounce, w.bytes); break;
     }
     if (t != Tier::gpu) max_nonres = std::max(max_nonres, w.bytes);
+    if ((t == Tier::disk && !b.allow_disk) || (t == Tier::cpu && !b.allow_cpu)) return false;
     return gpu || t == Tier::cpu;
   };
   bool ok = add(m.head, pl.head);
@@ -96,6 +97,7 @@ bool evaluate(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, 
       if (!gpu) ok = false;
       u.vram_kv += kv;
     } else {
+      if (!b.allow_host_kv) ok = false;
       u.host_kv += kv;
     }
   }

@@ -29,6 +29,28 @@ Status synchronize(Stream s);
 Result<Stream> stream_create();
 void stream_destroy(Stream s);
 
+// Page-locked ("pinned") host memory: what the copy engines read at full PCIe rate and what
+// asynchronous copies need to stay asynchronous.
+Result<void*> pinned_alloc(size_t bytes);
+void pinned_free(void* p);
+
+// Events order work across streams without blocking the host (timing disabled: cheapest kind).
+using Event = void*;
+Result<Event> event_create();
+void event_destroy(Event e);
+Status event_record(Event e, Stream s);
+Status stream_wait(Stream s, Event e);  // work enqueued on s after this waits for e's last record
+
+struct MemInfo {
+  uint64_t free_bytes = 0, total_bytes = 0;
+};
+Result<MemInfo> mem_info();  // of the current device
+
+// cuBLAS's own scratch for the calling thread's handle, so that every device byte comes from the
+// caller (the executor's arena) instead of cuBLAS allocating on first use.
+Status set_matmul_workspace(void* d_ptr, size_t bytes);
+inline constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;  // what cuBLAS asks for on Hopper
+
 // Caller-owned device scratch for kernels that need it (dequantised GEMM tiles, split-K partials).
 struct Workspace {
   void* d_ptr = nullptr;

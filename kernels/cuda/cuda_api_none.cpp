@@ -16,6 +16,14 @@ Status memset_device(void*, int, size_t, Stream) { return none("memset_device");
 Status synchronize(Stream) { return none("synchronize"); }
 Result<Stream> stream_create() { return none("stream_create"); }
 void stream_destroy(Stream) {}
+Result<void*> pinned_alloc(size_t) { return none("pinned_alloc"); }
+void pinned_free(void*) {}
+Result<Event> event_create() { return none("event_create"); }
+void event_destroy(Event) {}
+Status event_record(Event, Stream) { return none("event_record"); }
+Status stream_wait(Stream, Event) { return none("stream_wait"); }
+Result<MemInfo> mem_info() { return none("mem_info"); }
+Status set_matmul_workspace(void*, size_t) { return none("set_matmul_workspace"); }
 Status gemv(const WeightView&, const float*, int, float*, Stream) { return none("gemv"); }
 size_t workspace_bytes_for_gemm(const WeightView&, int) { return 0; }
 Status gemm(const WeightView&, const float*, int, float*, Workspace, Stream) { return none("gemm"); }

@@ -58,4 +58,42 @@ void stream_destroy(Stream s) {
   if (s) cudaStreamDestroy(cudaStream_t(s));
 }
 
+Result<void*> pinned_alloc(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return Status::error("pinned_alloc {} bytes: {}", bytes, cudaGetErrorString(err));
+  }
+  return p;
+}
+
+void pinned_free(void* p) {
+  if (p) cudaFreeHost(p);
+}
+
+Result<Event> event_create() {
+  cudaEvent_t e = nullptr;
+  STRATA_TRY(cuda_status(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event_create"));
+  return Event(e);
+}
+
+void event_destroy(Event e) {
+  if (e) cudaEventDestroy(cudaEvent_t(e));
+}
+
+Status event_record(Event e, Stream s) {
+  return cuda_status(cudaEventRecord(cudaEvent_t(e), cudaStream_t(s)), "event_record");
+}
+
+Status stream_wait(Stream s, Event e) {
+  return cuda_status(cudaStreamWaitEvent(cudaStream_t(s), cudaEvent_t(e), 0), "stream_wait");
+}
+
+Result<MemInfo> mem_info() {
+  size_t free_b = 0, total_b = 0;
+  STRATA_TRY(cuda_status(cudaMemGetInfo(&free_b, &total_b), "mem_info"));
+  return MemInfo{free_b, total_b};
+}
+
 }  // namespace strata::kernels::cuda

@@ -104,6 +104,18 @@ Result<cublasHandle_t> cublas_handle(const std::string& op) {
   return slot.handle;
 }
 
+}  // namespace
+
+Status set_matmul_workspace(void* d_ptr, size_t bytes) {
+  auto handle = cublas_handle("set_matmul_workspace");
+  if (!handle) return handle.status();
+  const cublasStatus_t st = cublasSetWorkspace(*handle, d_ptr, bytes);
+  if (st != CUBLAS_STATUS_SUCCESS) return Status::error("set_matmul_workspace: {}", cublasGetStatusString(st));
+  return Status::ok();
+}
+
+namespace {
+
 __global__ void f32_to_f16_kernel(const float* __restrict__ x, __half* __restrict__ out, int64_t n) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = __float2half_rn(x[i]);

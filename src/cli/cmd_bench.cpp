@@ -1,6 +1,7 @@
 // strata bench: performance figures against ceilings measured in the same run, as JSON.
-//   strata bench decode -m M.gguf: CPU decode tok/s and the weight bytes it streams per token,
-//   against the host's measured read bandwidth (decode at batch 1 is bound by that read).
+//   strata bench decode -m M.gguf: decode tok/s and the weight bytes it reads per token, against
+//   the roofline measured in the same run (decode at batch 1 is bound by reading the weights: host
+//   memory on the CPU; device memory and, for streamed blocks, PCIe on the GPU); prefill tok/s.
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "core/rng.h"
 #include "core/units.h"
 #include "kernels/cpu/memory_bandwidth.h"
+#include "kernels/cuda/read_probe.h"
 #include "runtime/sampler.h"
 
 namespace strata::cli {
@@ -39,6 +41,65 @@ uint64_t weight_bytes_per_token(const runtime::Model& model) {
   return b;
 }
 
+// What bounds one decode step, measured in this run: on the CPU the host read; on the GPU the
+// device read of the resident weights overlapped with the PCIe copy of the streamed ones.
+struct Roofline {
+  std::string what;
+  double seconds_per_token = 0;
+  nlohmann::json ceilings;
+};
+
+Result<Roofline> measure_roofline(const ModelArgs& m, const runtime::Engine& f, uint64_t per_token, int threads) {
+  Roofline r;
+  if (f.device_name() != "cuda") {
+    const uint64_t probe = std::clamp<uint64_t>(4 * per_token, kGiB, 8 * kGiB);
+    log::info("measuring host read bandwidth ({} buffer, {} threads)...", format_bytes(probe), threads);
+    const double host = kernels::cpu::measure_read_bandwidth(probe, 5);
+    r.what = fmt::format("host read {:.2f} GB/s", host / 1e9);
+    r.seconds_per_token = double(per_token) / host;
+    r.ceilings = {{"host_read_gb_s", host / 1e9}};
+    return r;
+  }
+  log::info("measuring device read and pinned H2D bandwidth...");
+  auto dev = kernels::cuda::measure_read_bandwidth(size_t(2) * kGiB, 5);
+  if (!dev) return dev.status();
+  uint64_t streamed = 0;
+  if (m.executor_plan) {
+    const auto& e = *m.executor_plan;
+    const auto& pl = e.plan.placement;
+    for (uint32_t il = 0; il < e.blocks.n_layer; ++il) {
+      if (pl.attention[il] != offload::Tier::gpu) streamed += e.blocks.attention[il].bytes;
+      if (pl.ffn[il] != offload::Tier::gpu) streamed += e.blocks.ffn[il].bytes;
+    }
+    if (pl.head != offload::Tier::gpu) streamed += e.blocks.head.bytes;
+  }
+  double h2d = 0;
+  if (streamed) {
+    auto h = kernels::cuda::measure_h2d_bandwidth(size_t(64) << 20, size_t(2) * kGiB, 3);
+    if (!h) return h.status();
+    h2d = *h;
+  }
+  const uint64_t resident = per_token > streamed ? per_token - streamed : 0;
+  const double t_dev = double(resident) / *dev, t_pcie = streamed ? double(streamed) / h2d : 0.0;
+  r.seconds_per_token = std::max(t_dev, t_pcie);
+  r.what = streamed ? fmt::format("max({} resident at {:.0f} GB/s, {} streamed at {:.1f} GB/s)", format_bytes(resident),
+                                  *dev / 1e9, format_bytes(streamed), h2d / 1e9)
+                    : fmt::format("device read {:.0f} GB/s", *dev / 1e9);
+  r.ceilings = {{"device_read_gb_s", *dev / 1e9}, {"h2d_pinned_gb_s", h2d / 1e9}, {"resident_bytes_per_token", resident},
+                {"streamed_bytes_per_token", streamed}};
+  return r;
+}
+
+// FLOPs of one token through the weights (2 per weight element; attention scores left out).
+double flops_per_token(const runtime::Model& model) {
+  const auto& w = model.weights;
+  auto elems = [](const kernels::WeightView& v) { return double(v.n_in) * double(v.n_out); };
+  double e = elems(w.output);
+  for (const auto& l : w.layers)
+    e += elems(l.wq) + elems(l.wk) + elems(l.wv) + elems(l.wo) + elems(l.ffn_gate) + elems(l.ffn_up) + elems(l.ffn_down);
+  return 2 * e;
+}
+
 int run_bench_decode(const BenchDecodeArgs& a) {
   const auto limit = a.m.thread_limit();
   const int threads = a.m.threads > 0 ? a.m.threads
@@ -49,24 +110,34 @@ int run_bench_decode(const BenchDecodeArgs& a) {
     return 1;
   }
   auto& f = **fwd;
+  a.m.report_plan();
   const uint64_t per_token = weight_bytes_per_token(f.model());
-  // The ceiling: a read of 4x the per-token bytes (1..8 GiB), well beyond any cache.
-  const uint64_t probe = std::clamp<uint64_t>(4 * per_token, kGiB, 8 * kGiB);
-  log::info("measuring host read bandwidth ({} buffer, {} threads)...", format_bytes(probe), threads);
-  const double ceiling = kernels::cpu::measure_read_bandwidth(probe, 5);
+  auto roof = measure_roofline(a.m, f, per_token, threads);
+  if (!roof) {
+    log::error("{}", roof.message());
+    return 1;
+  }
+  const bool gpu = f.device_name() == "cuda";
+  double gemm_flops = 0;
+  if (gpu && a.n_prompt >= 256) {
+    auto g = kernels::cuda::measure_gemm_flops(8192, 3);
+    if (g) gemm_flops = *g;
+  }
 
   Rng rng(1);
   std::vector<int32_t> prompt(a.n_prompt);
   for (auto& t : prompt) t = int32_t(rng.next_u32() % f.model().spec.hp.n_vocab);
-  double best_tps = 0;
+  double best_tps = 0, best_pp = 0;
   std::vector<double> runs;
   for (int r = 0; r < a.reps; ++r) {
     f.truncate(0);
     std::vector<float> logits;
+    const auto tp = std::chrono::steady_clock::now();
     if (Status s = f.eval(prompt, runtime::Logits::last, logits); !s) {
       log::error("{}", s.message());
       return 1;
     }
+    best_pp = std::max(best_pp, a.n_prompt / std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count());
     const auto t0 = std::chrono::steady_clock::now();
     for (uint32_t i = 0; i < a.n_gen; ++i) {
       const int32_t next = runtime::argmax(logits);
@@ -79,16 +150,36 @@ int run_bench_decode(const BenchDecodeArgs& a) {
     runs.push_back(a.n_gen / s);
     best_tps = std::max(best_tps, a.n_gen / s);
   }
-  const double achieved = best_tps * double(per_token) / 1e9;
+  const double roof_tps = 1.0 / roof->seconds_per_token;
+  const double pp_flops = best_pp * flops_per_token(f.model());
   nlohmann::json j = {
       {"bench", "decode"}, {"model", a.m.model}, {"arch", std::string(model::arch_name(f.model().spec.arch))},
-      {"threads", threads}, {"n_prompt", a.n_prompt}, {"n_gen", a.n_gen}, {"tok_per_s_runs", runs},
-      {"tok_per_s", best_tps}, {"weight_bytes_per_token", per_token}, {"achieved_read_gb_s", achieved},
-      {"ceiling_read_gb_s", ceiling}, {"fraction_of_ceiling", achieved / ceiling},
+      {"device", std::string(f.device_name())}, {"threads", threads}, {"n_prompt", a.n_prompt}, {"n_gen", a.n_gen},
+      {"tok_per_s_runs", runs}, {"tok_per_s", best_tps}, {"weight_bytes_per_token", per_token},
+      {"achieved_read_gb_s", best_tps * double(per_token) / 1e9}, {"ceilings", roof->ceilings},
+      {"roofline_tok_per_s", roof_tps}, {"fraction_of_roofline", best_tps / roof_tps},
+      {"prefill_tok_per_s", best_pp}, {"prefill_tflops", pp_flops / 1e12},
+      {"vram_peak_bytes", f.vram_peak_bytes()},
   };
-  fmt::print("decode: {:.2f} tok/s | {} of weights per token -> {:.2f} GB/s | host read ceiling {:.2f} GB/s | "
-             "{:.0f}% of roofline\n",
-             best_tps, format_bytes(per_token), achieved, ceiling, 100 * achieved / ceiling);
+  if (gemm_flops > 0) {
+    j["ceilings"]["gemm_bf16_tflops"] = gemm_flops / 1e12;
+    j["prefill_fraction_of_gemm"] = pp_flops / gemm_flops;
+  }
+  if (a.m.executor_plan) {
+    const auto& p = a.m.executor_plan->plan.prediction;
+    j["predicted_tok_per_s"] = p.decode_tps;
+    j["fraction_of_prediction"] = p.decode_tps > 0 ? best_tps / p.decode_tps : 0.0;
+    j["vram_budget_bytes"] = a.m.executor_plan->budgets.vram;
+  }
+  fmt::print("decode: {:.2f} tok/s | {} of weights per token | roofline {:.2f} tok/s ({}) | {:.0f}% of roofline\n",
+             best_tps, format_bytes(per_token), roof_tps, roof->what, 100 * best_tps / roof_tps);
+  fmt::print("prefill: {:.1f} tok/s over {} tokens = {:.1f} TFLOP/s{}\n", best_pp, a.n_prompt, pp_flops / 1e12,
+             gemm_flops > 0 ? fmt::format(" ({:.0f}% of bf16 GEMM {:.0f} TFLOP/s)", 100 * pp_flops / gemm_flops,
+                                          gemm_flops / 1e12)
+                            : std::string());
+  if (a.m.executor_plan) {
+    a.m.report_measured(f, best_tps);
+  }
   if (!a.json_out.empty()) {
     std::ofstream out(a.json_out);
     out << j.dump(2) << "\n";
@@ -106,7 +197,8 @@ Command add_bench(CLI::App& app) {
   auto* sub = app.add_subcommand("bench", "Benchmarks against ceilings measured in the same run (JSON results)");
   sub->require_subcommand(1);
   auto a = std::make_shared<BenchDecodeArgs>();
-  auto* dec = sub->add_subcommand("decode", "CPU decode speed vs the host memory read ceiling");
+  auto* dec = sub->add_subcommand("decode", "Prefill and decode speed vs ceilings measured in the same run (host "
+                                            "read on the CPU; device read, PCIe and GEMM on the GPU)");
   a->m.add_to(dec);
   dec->add_option("-p,--n-prompt", a->n_prompt, "Prompt tokens before decoding")->capture_default_str();
   dec->add_option("-n,--n-gen", a->n_gen, "Tokens to decode per run")->capture_default_str()->check(CLI::Range(1, 1 << 20));

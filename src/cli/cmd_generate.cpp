@@ -115,6 +115,7 @@ int run_generate(GenerateArgs a) {
     return 1;
   }
   auto& f = **fwd;
+  a.m.report_plan();
   if (prompt_ids.size() >= f.n_ctx()) {
     log::error("the prompt has {} tokens, more than the context of {} (raise -c)", prompt_ids.size(), f.n_ctx());
     return 2;
@@ -164,6 +165,7 @@ int run_generate(GenerateArgs a) {
             "({:.2f} tok/s) | stop: {}",
             load_s, prompt_ids.size(), pp_s, double(prompt_ids.size()) / pp_s, n_gen, tg_s,
             tg_s > 0 ? double(n_gen) / tg_s : 0.0, stop);
+  if (n_gen > 1) a.m.report_measured(f, double(n_gen - 1) / tg_s);
   return g_interrupted ? 130 : 0;
 }
 

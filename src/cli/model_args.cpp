@@ -1,8 +1,14 @@
 #include "cli/model_args.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 
 #include "core/log.h"
+#include "core/units.h"
+#include "kernels/cuda/cuda_api.h"
+#include "kernels/cuda/device_info.h"
 
 namespace strata::cli {
 
@@ -14,7 +20,72 @@ void ModelArgs::add_to(CLI::App* sub) {
   sub->add_option("-b,--ubatch", ubatch, "Tokens per prefill chunk")->capture_default_str()->check(CLI::Range(1, 65536));
   sub->add_option("--device", device, "Where to run: auto (the GPU when there is one), cpu, cuda")
       ->capture_default_str();
-  sub->add_option("--cache-type-k,--cache-type", kv_type, "KV cache type (-ctk): f32 or f16")->capture_default_str();
+  kv_type_opt = sub->add_option("--cache-type-k,--cache-type", kv_type, "KV cache type (-ctk): f32 or f16 (f16 with --vram)")
+                    ->capture_default_str();
+  sub->add_option("--vram", vram, "VRAM budget, e.g. 12GiB: the planner decides which weight blocks stay "
+                                  "resident and the rest are streamed from pinned host RAM (CUDA)");
+  sub->add_option("--pinned", pinned, "Pinned host-RAM budget for streamed weights (default: the profile's)");
+  sub->add_option("--profile", profile, "Hardware profile for planning (configs/hw/*.toml; default: this GPU "
+                                        "with typical rates)");
+  sub->add_option("--prefetch", prefetch, "Streamed blocks in flight ahead of compute (the staging ring has "
+                                          "this many + 1 slots)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16));
+}
+
+namespace {
+
+uint64_t host_ram_bytes() { return uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE)); }
+
+// Plans the placement for a --vram budget and sets the engine's residency.
+Result<runtime::ExecutorPlan> plan_budget(const ModelArgs& a, const runtime::Model& m, runtime::ForwardOptions& fo) {
+  offload::HardwareProfile prof;
+  if (!a.profile.empty()) {
+    auto p = offload::load_profile(a.profile);
+    if (!p) return p.status();
+    prof = std::move(p.value());
+  } else {
+    auto mi = kernels::cuda::mem_info();
+    if (!mi) return mi.status();
+    prof = runtime::default_executor_profile(mi->total_bytes, host_ram_bytes());
+  }
+  offload::Budgets b = offload::Budgets::of(prof);
+  auto v = parse_bytes(a.vram);
+  if (!v) return Status::error("--vram: {}", v.message());
+  b.vram = *v;
+  if (!a.pinned.empty()) {
+    auto p = parse_bytes(a.pinned);
+    if (!p) return Status::error("--pinned: {}", p.message());
+    b.pinned = *p;
+    b.host = std::max(b.host, b.pinned);
+  }
+  offload::RunShape r;
+  r.ctx = fo.n_ctx;
+  r.kv = offload::KvDtype::f16;
+  r.prefill_chunk = fo.ubatch;
+  r.prefetch_depth = a.prefetch;
+  r.draft_depth = 0;
+  auto e = runtime::plan_for_executor(m, std::move(prof), b, r);
+  if (!e) return e.status();
+  fo.residency = e->residency;
+  return e;
+}
+
+}  // namespace
+
+void ModelArgs::report_plan() const {
+  if (!executor_plan) return;
+  const auto& e = *executor_plan;
+  std::fputs(offload::plan_report(e.blocks, e.profile, e.budgets, e.shape, e.plan).c_str(), stderr);
+}
+
+void ModelArgs::report_measured(const runtime::Engine& e, double decode_tps) const {
+  if (!executor_plan) return;
+  const auto& p = executor_plan->plan;
+  log::info("decode {:.2f} tok/s measured vs {:.2f} predicted ({:.0f}%) | VRAM peak {} of budget {} (arena {})",
+            decode_tps, p.prediction.decode_tps, p.prediction.decode_tps > 0 ? 100.0 * decode_tps / p.prediction.decode_tps : 0.0,
+            format_bytes(e.vram_peak_bytes() + executor_plan->profile.cuda_context.bytes),
+            format_bytes(executor_plan->budgets.vram), format_bytes(executor_plan->residency.vram_budget));
 }
 
 std::unique_ptr<tbb::global_control> ModelArgs::thread_limit() const {
@@ -27,6 +98,13 @@ Result<std::unique_ptr<runtime::Engine>> ModelArgs::open(uint32_t n_ctx_hint) co
   if (kv_type == "f32") fo.kv_type = GgmlType::F32;
   else if (kv_type == "f16") fo.kv_type = GgmlType::F16;
   else return Status::error("unknown --cache-type '{}' (f32, f16)", kv_type);
+  const bool budget = !vram.empty();
+  if (budget) {
+    if (kv_type_opt && kv_type_opt->count() && kv_type != "f16")
+      return Status::error("--vram plans an f16 KV cache; --cache-type {} is not supported with a budget", kv_type);
+    fo.kv_type = GgmlType::F16;
+    if (device == "cpu") return Status::error("--vram needs the CUDA engine (drop --device cpu)");
+  }
   auto m = runtime::Model::load(model);
   if (!m) return m.status();
   const uint32_t train = (*m)->spec.hp.n_ctx_train;
@@ -37,6 +115,14 @@ Result<std::unique_ptr<runtime::Engine>> ModelArgs::open(uint32_t n_ctx_hint) co
   if (device == "cpu") dev = runtime::Device::cpu;
   else if (device == "cuda") dev = runtime::Device::cuda;
   else if (device != "auto") return Status::error("unknown --device '{}' (auto, cpu, cuda)", device);
+  executor_plan.reset();
+  if (budget) {
+    if (kernels::cuda::devices().empty()) return Status::error("--vram needs a CUDA GPU, and none is usable here");
+    dev = runtime::Device::cuda;
+    auto e = plan_budget(*this, **m, fo);
+    if (!e) return e.status();
+    executor_plan = std::move(e.value());
+  }
   return runtime::make_engine(m.value(), fo, dev);
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/status.h"
 #include "runtime/engine.h"
+#include "runtime/residency.h"
 
 namespace strata::cli {
 
@@ -21,11 +22,22 @@ struct ModelArgs {
   uint32_t ubatch = 512;
   std::string kv_type = "f32";
   std::string device = "auto";
+  // Offloading (CUDA): a VRAM budget makes the planner place every weight block; the engine
+  // streams what is not resident.
+  std::string vram, pinned, profile;
+  uint32_t prefetch = 2;
+  CLI::Option* kv_type_opt = nullptr;
+  // Filled by open() when a budget was planned: what the placement report and predictions use.
+  mutable std::optional<runtime::ExecutorPlan> executor_plan;
 
   void add_to(CLI::App* sub);
   // Loads the model and makes a forward pass; prints nothing. n_ctx_hint: the context the caller
   // needs at least (prompt + generation) when -c was not given.
   Result<std::unique_ptr<runtime::Engine>> open(uint32_t n_ctx_hint = 0) const;
+  // With a planned budget: the placement report (stderr) before the run, and after it the
+  // predicted vs measured decode speed and the VRAM peak.
+  void report_plan() const;
+  void report_measured(const runtime::Engine& e, double decode_tps) const;
   // Caps oneTBB's worker count at -t for the lifetime of the returned object.
   std::unique_ptr<tbb::global_control> thread_limit() const;
 };

@@ -71,9 +71,17 @@ struct CpuOps {
   const model::ModelWeights& w;
   kv::KvCache& kv;
   std::vector<int32_t>& pos;
+  float* out = nullptr;  // logits (rows, n_vocab)
+  int64_t n_vocab = 0;
   uint32_t pos0 = 0;
 
-  void begin_chunk(const int32_t*, uint32_t n, uint32_t first) {
+  uint32_t logit_rows() const { return UINT32_MAX; }  // the caller's buffer holds them all
+  float* logits(uint32_t r0) { return out + r0 * n_vocab; }
+  void logits_done(uint32_t, uint32_t) {}
+
+  void begin_block(Block, uint32_t) {}  // every weight is in host memory
+  void end_block(Block, uint32_t) {}
+  void begin_chunk(const int32_t*, uint32_t n, uint32_t first, bool) {
     pos0 = first;
     for (uint32_t t = 0; t < n; ++t) pos[t] = int32_t(first + t);
   }
@@ -112,10 +120,10 @@ struct CpuOps {
 }  // namespace
 
 void CpuForward::run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, Logits which, float* logits) {
-  CpuOps ops{model_->weights, kv_, pos_};
+  CpuOps ops{model_->weights, kv_, pos_, logits, int64_t(model_->spec.hp.n_vocab)};
   const ForwardBuffers b{x_.data(), h_.data(), q_.data(), k_.data(), v_.data(), att_.data(), gate_.data(), up_.data()};
   const uint32_t rows = which == Logits::none ? 0 : which == Logits::last ? 1 : n;
-  forward_chunk(ops, model_->spec, model_->weights, b, tokens, n, pos0, rows, logits);
+  forward_chunk(ops, model_->spec, model_->weights, b, tokens, n, pos0, rows);
 }
 
 }  // namespace strata::runtime

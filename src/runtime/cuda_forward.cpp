@@ -5,6 +5,12 @@
 #include "core/half.h"
 #include "core/units.h"
 #include "kernels/cuda/cuda_api.h"
+#include "core/log.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant_kernels.h"
+#include "offload/cost_model.h"
+#include "offload/vram_arena.h"
+#include "offload/weight_store.h"
 #include "runtime/forward_pass.h"
 
 namespace strata::runtime {
@@ -13,8 +19,16 @@ namespace cuda = kernels::cuda;
 
 struct CudaForward::Impl {
   cuda::Stream stream = nullptr;
-  std::vector<void*> allocations;
-  model::ModelWeights dev;  // the model's weights, with device pointers
+  std::unique_ptr<offload::VramArena> arena;   // every device byte this engine holds
+  std::unique_ptr<offload::WeightStore> store; // streamed blocks (null: all resident)
+  model::ModelWeights dev;  // the model's weights, with device pointers (streamed: set per use)
+  // Per streamed block: which device views point into its slot, at which packed offset.
+  struct Patch { kernels::WeightView* view; uint64_t offset; };
+  std::vector<std::vector<Patch>> patches;
+  std::vector<int32_t> attention_block, ffn_block;  // per layer: block id in the store, or -1
+  int32_t head_block = -1;
+  bool host_embed = false;  // token_embd stays in host memory: rows gathered on the CPU
+  float* pinned_x = nullptr;  // host gather staging (ubatch x n_embd)
   struct LayerKv { cuda::KvStoreDev store; };
   std::vector<LayerKv> kv;
   ForwardBuffers buf{};
@@ -23,21 +37,22 @@ struct CudaForward::Impl {
   std::vector<int32_t> host_pos;  // positions of the current chunk (ubatch entries)
   float* d_logits = nullptr;
   cuda::Workspace ws;
+  void* d_cublas_ws = nullptr;
   Status first_error;  // the first failed kernel of the current eval (ops cannot return one)
 
   ~Impl() {
-    for (void* p : allocations) cuda::device_free(p);
+    store.reset();  // waits for the streams before the ring goes
+    if (stream) (void)cuda::synchronize(stream);
+    if (pinned_x) cuda::pinned_free(pinned_x);
+    arena.reset();
     if (stream) cuda::stream_destroy(stream);
   }
-  Result<void*> alloc(size_t bytes, uint64_t& total) {
-    auto p = cuda::device_alloc(std::max<size_t>(bytes, 256));
-    if (!p) return p.status();
-    allocations.push_back(*p);
-    total += bytes;
-    return p;
-  }
+  Result<void*> alloc(size_t bytes, const std::string& what) { return arena->alloc(bytes, what); }
   void check(Status s) {
     if (!s.is_ok() && first_error.is_ok()) first_error = s;
+  }
+  int32_t block_id(Block b, uint32_t il) const {
+    return b == Block::head ? head_block : b == Block::attention ? attention_block[il] : ffn_block[il];
   }
 };
 
@@ -60,79 +75,131 @@ Result<std::unique_ptr<CudaForward>> CudaForward::create(std::shared_ptr<const M
 
 Status CudaForward::allocate() {
   Impl& im = *impl_;
+  const auto& res = opt_.residency;
+  im.arena = std::make_unique<offload::VramArena>(res.vram_budget);
   auto stream = cuda::stream_create();
   if (!stream) return stream.status();
   im.stream = *stream;
   const auto& s = model_->spec;
   const auto& host = model_->weights;
-  uint64_t& total = device_bytes_;
-  auto upload = [&](const void* src, size_t bytes) -> Result<void*> {
-    auto d = im.alloc(bytes, total);
-    if (!d) return Status::error("cannot allocate {} of VRAM: {}", format_bytes(bytes), d.message());
+  const uint32_t n_layer = s.hp.n_layer;
+  auto streamed = [](const std::vector<bool>& v, uint32_t il) { return il < v.size() && v[il]; };
+
+  // Streamed blocks: their tensors are collected here and packed by the weight store; the device
+  // views are patched with the slot address at each acquire.
+  std::vector<offload::StreamedBlockSpec> specs;
+  std::vector<std::vector<std::pair<kernels::WeightView*, size_t>>> members;  // view, tensor index
+  auto new_block = [&](std::string label) {
+    specs.push_back({std::move(label), {}, 0});
+    members.emplace_back();
+    return int32_t(specs.size() - 1);
+  };
+  im.attention_block.assign(n_layer, -1);
+  im.ffn_block.assign(n_layer, -1);
+  for (uint32_t il = 0; il < n_layer; ++il) {
+    if (streamed(res.attention_streamed, il)) im.attention_block[il] = new_block("attn " + std::to_string(il));
+    if (streamed(res.ffn_streamed, il)) im.ffn_block[il] = new_block("ffn " + std::to_string(il));
+  }
+  if (res.head_streamed) im.head_block = new_block("head");
+  const bool tied = s.hp.tied_output;
+  // The embedding table is on the GPU only when it is resident anyway (as the tied head) or when
+  // nothing streams (the resident engine); otherwise rows are gathered on the host (the planner
+  // never places the embedding, model_blocks.h).
+  im.host_embed = tied ? res.head_streamed : res.any_streamed();
+
+  Status err;
+  auto upload = [&](const void* src, size_t bytes, const std::string& what) -> Result<void*> {
+    auto d = im.alloc(bytes, what);
+    if (!d) return d.status();
     STRATA_TRY(cuda::copy_to_device(*d, src, bytes, im.stream));
     return d;
   };
-  Status err;
-  auto matrix = [&](const kernels::WeightView& v) {
-    kernels::WeightView d = v;
-    if (v.empty() || !err.is_ok()) return d;
-    auto p = upload(v.data, v.row_bytes * uint64_t(v.n_out));
-    if (!p) { err = p.status(); return d; }
-    d.data = static_cast<const uint8_t*>(*p);
-    return d;
+  // `block` >= 0: the view goes into that streamed block instead of VRAM.
+  auto matrix = [&](const kernels::WeightView& v, kernels::WeightView& out, int32_t block, const char* what) {
+    out = v;
+    if (v.empty() || !err.is_ok()) return;
+    const uint64_t bytes = v.row_bytes * uint64_t(v.n_out);
+    if (block >= 0) {
+      specs[block].tensors.push_back({v.data, bytes, 0});
+      members[block].emplace_back(&out, specs[block].tensors.size() - 1);
+      out.data = nullptr;  // set at acquire
+      return;
+    }
+    auto p = upload(v.data, bytes, std::string("weights ") + what);
+    if (!p) { err = p.status(); return; }
+    out.data = static_cast<const uint8_t*>(*p);
   };
   auto vec = [&](const float* v, size_t n) -> const float* {
     if (!v || !err.is_ok()) return nullptr;
-    auto p = upload(v, n * sizeof(float));
+    auto p = upload(v, n * sizeof(float), "weights norm");
     if (!p) { err = p.status(); return nullptr; }
     return static_cast<const float*>(*p);
   };
   const uint32_t d = s.hp.n_embd, hd = s.hp.n_embd_head;
-  im.dev.token_embd = matrix(host.token_embd);
-  im.dev.output = s.hp.tied_output ? im.dev.token_embd : matrix(host.output);
+  if (tied) {
+    matrix(host.token_embd, im.dev.output, im.head_block, "token_embd");  // the head
+    im.dev.token_embd = im.host_embed ? host.token_embd : im.dev.output;
+  } else {
+    matrix(host.output, im.dev.output, im.head_block, "output");
+    if (im.host_embed) im.dev.token_embd = host.token_embd;  // host pointer: gathered on the CPU
+    else matrix(host.token_embd, im.dev.token_embd, -1, "token_embd");
+  }
   im.dev.output_norm = vec(host.output_norm, d);
   im.dev.rope_freqs = vec(host.rope_freqs, hd / 2);
   im.dev.layers.resize(host.layers.size());
-  for (size_t il = 0; il < host.layers.size() && err.is_ok(); ++il) {
+  for (uint32_t il = 0; il < n_layer && err.is_ok(); ++il) {
     const auto& h = host.layers[il];
     auto& l = im.dev.layers[il];
+    const int32_t ab = im.attention_block[il], fb = im.ffn_block[il];
     l.attn_norm = vec(h.attn_norm, d);
-    l.wq = matrix(h.wq); l.wk = matrix(h.wk); l.wv = matrix(h.wv); l.wo = matrix(h.wo);
+    matrix(h.wq, l.wq, ab, "wq"); matrix(h.wk, l.wk, ab, "wk"); matrix(h.wv, l.wv, ab, "wv"); matrix(h.wo, l.wo, ab, "wo");
     l.q_norm = vec(h.q_norm, hd); l.k_norm = vec(h.k_norm, hd);
     l.post_attn_norm = vec(h.post_attn_norm, d);
     l.ffn_norm = vec(h.ffn_norm, d);
-    l.ffn_gate = matrix(h.ffn_gate); l.ffn_up = matrix(h.ffn_up); l.ffn_down = matrix(h.ffn_down);
+    matrix(h.ffn_gate, l.ffn_gate, fb, "ffn_gate"); matrix(h.ffn_up, l.ffn_up, fb, "ffn_up");
+    matrix(h.ffn_down, l.ffn_down, fb, "ffn_down");
     l.post_ffw_norm = vec(h.post_ffw_norm, d);
   }
   STRATA_TRY(err);
 
   // KV: a ring of window + ubatch slots for sliding layers, n_ctx slots otherwise.
   const size_t elem = opt_.kv_type == GgmlType::F16 ? 2 : 4;
-  for (uint32_t il = 0; il < s.hp.n_layer; ++il) {
+  for (uint32_t il = 0; il < n_layer; ++il) {
     const uint32_t w = s.window(il);
     const int64_t cap = w ? std::min<int64_t>(opt_.n_ctx, int64_t(w) + opt_.ubatch) : opt_.n_ctx;
     const size_t bytes = size_t(cap) * s.kv_width() * elem;
-    auto k = im.alloc(bytes, total), v = im.alloc(bytes, total);
-    if (!k || !v) return Status::error("cannot allocate the KV cache of layer {} ({})", il, format_bytes(2 * bytes));
+    auto k = im.alloc(bytes, "kv K " + std::to_string(il));
+    if (!k) return k.status();
+    auto v = im.alloc(bytes, "kv V " + std::to_string(il));
+    if (!v) return v.status();
     im.kv.push_back({{*k, *v, opt_.kv_type, cap}});
   }
   // Activations for one chunk.
   const size_t n = opt_.ubatch;
   auto fbuf = [&](size_t count) -> float* {
-    auto p = im.alloc(count * sizeof(float), total);
+    if (!err.is_ok()) return nullptr;
+    auto p = im.alloc(count * sizeof(float), "activations");
     if (!p) { err = p.status(); return nullptr; }
     return static_cast<float*>(*p);
   };
   im.buf = {fbuf(n * d), fbuf(n * d), fbuf(n * s.q_width()), fbuf(n * s.kv_width()), fbuf(n * s.kv_width()),
             fbuf(n * s.q_width()), fbuf(n * s.hp.n_ff), fbuf(n * s.hp.n_ff)};
-  im.d_logits = fbuf(n * size_t(s.hp.n_vocab));
+  im.d_logits = fbuf(std::min<size_t>(n, offload::kLogitRows) * size_t(s.hp.n_vocab));
   STRATA_TRY(err);
-  auto ids = im.alloc(n * sizeof(int32_t), total), pos = im.alloc(n * sizeof(int32_t), total);
-  if (!ids || !pos) return Status::error("cannot allocate token buffers");
+  auto ids = im.alloc(n * sizeof(int32_t), "activations tokens");
+  if (!ids) return ids.status();
+  auto pos = im.alloc(n * sizeof(int32_t), "activations positions");
+  if (!pos) return pos.status();
   im.d_tokens = static_cast<int32_t*>(*ids);
   im.d_pos = static_cast<int32_t*>(*pos);
   im.host_pos.resize(n);
-  // Scratch: the largest need of any matmul or attention call.
+  if (im.host_embed) {
+    auto p = cuda::pinned_alloc(n * d * sizeof(float));
+    if (!p) return p.status();
+    im.pinned_x = static_cast<float*>(*p);
+  }
+  // Scratch: the largest need of any matmul or attention call (views of streamed blocks carry
+  // their shapes already, only the data pointer is missing).
   size_t ws = 0;
   for (const auto& l : im.dev.layers)
     for (const auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
@@ -141,10 +208,25 @@ Status CudaForward::allocate() {
   const cuda::AttentionShapeDev shape{s.hp.n_head, s.hp.n_head_kv, hd, 0, s.attention_scale};
   ws = std::max(ws, cuda::attention_workspace_bytes(int64_t(n), shape, opt_.n_ctx));
   if (ws) {
-    auto p = im.alloc(ws, total);
-    if (!p) return Status::error("cannot allocate {} of kernel workspace", format_bytes(ws));
+    auto p = im.alloc(ws, "scratch kernels");
+    if (!p) return p.status();
     im.ws = {*p, ws};
   }
+  auto cws = im.alloc(cuda::kCublasWorkspaceBytes, "scratch cublas");
+  if (!cws) return cws.status();
+  im.d_cublas_ws = *cws;
+
+  if (!specs.empty()) {
+    auto store = offload::WeightStore::create(*im.arena, std::move(specs), res.ring_slots, res.pinned_budget, im.stream);
+    if (!store) return store.status();
+    im.store = std::move(store.value());
+    im.patches.resize(im.store->n_blocks());
+    for (size_t b = 0; b < members.size(); ++b)
+      for (const auto& [view, t] : members[b]) im.patches[b].push_back({view, im.store->block(b).tensors[t].offset});
+    log::info("streaming {} blocks ({} pinned) through {} VRAM slots ({})", im.store->n_blocks(),
+              format_bytes(im.store->stats().pinned_bytes), res.ring_slots, format_bytes(im.store->stats().ring_bytes));
+  }
+  device_bytes_ = im.arena->peak();
   return cuda::synchronize(im.stream);
 }
 
@@ -153,16 +235,53 @@ namespace {
 struct Ops {
   CudaForward::Impl& im;
   const model::ModelSpec& spec;
+  float* host_logits = nullptr;  // (rows, n_vocab) of the current chunk
 
-  void begin_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0) {
+  uint32_t logit_rows() const { return offload::kLogitRows; }
+  float* logits(uint32_t) { return im.d_logits; }
+  void logits_done(uint32_t r0, uint32_t rows) {
+    const size_t nv = spec.hp.n_vocab;
+    im.check(cuda::copy_to_host(host_logits + r0 * nv, im.d_logits, rows * nv * sizeof(float), im.stream));
+  }
+
+  void begin_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, bool head) {
     // Host sources outlive the copies: the caller's tokens and im.host_pos stay untouched until
     // eval() synchronizes at the end of the chunk, so no wait (and no allocation) per token here.
     for (uint32_t t = 0; t < n; ++t) im.host_pos[t] = int32_t(pos0 + t);
     im.check(cuda::copy_to_device(im.d_tokens, tokens, n * sizeof(int32_t), im.stream));
     im.check(cuda::copy_to_device(im.d_pos, im.host_pos.data(), n * sizeof(int32_t), im.stream));
+    if (im.store) {
+      std::vector<uint32_t> order;
+      for (uint32_t il = 0; il < spec.hp.n_layer; ++il) {
+        if (im.attention_block[il] >= 0) order.push_back(uint32_t(im.attention_block[il]));
+        if (im.ffn_block[il] >= 0) order.push_back(uint32_t(im.ffn_block[il]));
+      }
+      if (head && im.head_block >= 0) order.push_back(uint32_t(im.head_block));
+      im.check(im.store->set_schedule(std::move(order)));
+    }
   }
-  void embed(const int32_t*, uint32_t n, float scale, float* x) {
-    im.check(cuda::get_rows(im.dev.token_embd, im.d_tokens, n, scale, x, im.stream));
+  void begin_block(Block b, uint32_t il) {
+    const int32_t id = im.store ? im.block_id(b, il) : -1;
+    if (id < 0) return;
+    auto base = im.store->acquire(uint32_t(id));
+    if (!base) return im.check(base.status());
+    for (const auto& p : im.patches[id]) p.view->data = *base + p.offset;
+  }
+  void end_block(Block b, uint32_t il) {
+    const int32_t id = im.store ? im.block_id(b, il) : -1;
+    if (id >= 0) im.check(im.store->release(uint32_t(id)));
+  }
+  void embed(const int32_t* tokens, uint32_t n, float scale, float* x) {
+    if (!im.host_embed) return im.check(cuda::get_rows(im.dev.token_embd, im.d_tokens, n, scale, x, im.stream));
+    // Rows of the host-resident table, decoded on the CPU; only n x n_embd floats cross PCIe.
+    const auto& t = im.dev.token_embd;
+    const auto* k = kernels::cpu::quant_kernels(t.type);
+    for (uint32_t i = 0; i < n; ++i) {
+      float* row = im.pinned_x + int64_t(i) * t.n_in;
+      k->dequantize(t.row(tokens[i]), row, t.n_in);
+      if (scale != 1.0f) kernels::cpu::scale(row, scale, t.n_in);
+    }
+    im.check(cuda::copy_to_device(x, im.pinned_x, size_t(n) * t.n_in * sizeof(float), im.stream));
   }
   void norm(const float* x, const float* w, int64_t n_vec, int64_t dim, float eps, float* out) {
     im.check(cuda::rms_norm(x, w, n_vec, dim, eps, out, im.stream));
@@ -202,17 +321,16 @@ Status CudaForward::eval(std::span<const int32_t> tokens, Logits which, std::vec
                          tokens.size(), opt_.n_ctx);
   Impl& im = *impl_;
   im.first_error = Status();
+  // cuBLAS's scratch comes from this engine's arena (another engine may have set its own).
+  STRATA_TRY(cuda::set_matmul_workspace(im.d_cublas_ws, cuda::kCublasWorkspaceBytes));
   Ops ops{im, s};
   logits.resize(which == Logits::all ? tokens.size() * n_vocab : which == Logits::last ? n_vocab : 0);
   for (size_t done = 0; done < tokens.size();) {
     const uint32_t n = uint32_t(std::min<size_t>(opt_.ubatch, tokens.size() - done));
     const bool last = done + n == tokens.size();
     const uint32_t rows = which == Logits::all ? n : (last && which == Logits::last ? 1 : 0);
-    forward_chunk(ops, s, im.dev, im.buf, tokens.data() + done, n, n_past_, rows, im.d_logits);
-    if (rows) {
-      float* dst = which == Logits::all ? logits.data() + done * n_vocab : logits.data();
-      im.check(cuda::copy_to_host(dst, im.d_logits, size_t(rows) * n_vocab * sizeof(float), im.stream));
-    }
+    ops.host_logits = rows == 0 ? nullptr : which == Logits::all ? logits.data() + done * n_vocab : logits.data();
+    forward_chunk(ops, s, im.dev, im.buf, tokens.data() + done, n, n_past_, rows);
     im.check(cuda::synchronize(im.stream));
     if (!im.first_error.is_ok()) return im.first_error.with_context("CUDA forward");
     n_past_ += n;

@@ -1,6 +1,7 @@
-// The resident GPU forward pass (M3): every weight, the KV cache and the activations in VRAM; the
+// The GPU forward pass: the KV cache and activations in VRAM, each weight block resident or streamed
+// (options.residency: M5's executor, offload/weight_store.h) through a VRAM staging ring; the
 // same forward_pass.h as the CPU engine over the CUDA kernels (kernels/cuda/cuda_api.h). Weights
-// are uploaded once at create(). Offloading (streaming what does not fit) is M5's executor.
+// are uploaded (or pinned, when streamed) once at create().
 //
 // One instance serves one sequence. Not thread-safe. All work runs on one CUDA stream; eval()
 // returns when the logits are on the host.
@@ -33,6 +34,7 @@ class CudaForward final : public Engine {
   const Model& model() const override { return *model_; }
   std::string_view device_name() const override { return "cuda"; }
   uint64_t device_bytes() const { return device_bytes_; }  // everything this engine allocated
+  uint64_t vram_peak_bytes() const override { return device_bytes_; }
 
   struct Impl;  // device state (cuda_forward.cpp)
 

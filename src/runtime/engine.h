@@ -15,10 +15,22 @@ namespace strata::runtime {
 
 enum class Logits { none, last, all };
 
+// Where the CUDA engine keeps each weight block (the executor's half of a plan; see
+// runtime/residency.h for building it from offload::Plan). Default: everything resident.
+struct Residency {
+  std::vector<bool> attention_streamed, ffn_streamed;  // per layer; empty = none streamed
+  bool head_streamed = false;
+  uint32_t ring_slots = 3;     // VRAM staging slots: prefetch depth + 1
+  uint64_t vram_budget = 0;    // hard limit on what the engine allocates; 0 = none
+  uint64_t pinned_budget = 0;  // limit on pinned host RAM for streamed blocks; 0 = none
+  bool any_streamed() const;
+};
+
 struct ForwardOptions {
   uint32_t n_ctx = 4096;  // KV positions
   uint32_t ubatch = 512;  // tokens per prefill chunk (also the sliding-window ring margin)
   GgmlType kv_type = GgmlType::F32;
+  Residency residency;    // CUDA only
 };
 
 enum class Device { cpu, cuda, automatic };
@@ -36,6 +48,8 @@ class Engine {
   virtual uint32_t n_ctx() const = 0;
   virtual const Model& model() const = 0;
   virtual std::string_view device_name() const = 0;
+  // Device memory this engine allocated at its peak (0 for the CPU engine).
+  virtual uint64_t vram_peak_bytes() const { return 0; }
 };
 
 // automatic: CUDA when built with it and a device is present, else CPU.

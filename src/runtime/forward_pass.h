@@ -3,7 +3,10 @@
 // which kernels run. The architecture differences are data in ModelSpec.
 //
 // Ops must provide (pointers are host or device memory as the policy decides; `n` tokens):
-//   void begin_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0);  // positions pos0 + t
+//   void begin_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, bool head);  // positions pos0 + t;
+//                                                          // head: the chunk ends with norm + head
+//   void begin_block(Block b, uint32_t il);  // before a block's first weight is used, and
+//   void end_block(Block b, uint32_t il);    // after its last (where an executor streams weights)
 //   void embed(const int32_t* tokens, uint32_t n, float scale, float* x);
 //   void norm(const float* x, const float* w, int64_t n_vec, int64_t dim, float eps, float* out);
 //   void matmul(const kernels::WeightView& w, const float* x, uint32_t n, float* y);
@@ -13,9 +16,11 @@
 //   void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out);
 //   void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count);
 //   void add(float* x, const float* y, int64_t count);
+//   uint32_t logit_rows(); float* logits(uint32_t r0); void logits_done(uint32_t r0, uint32_t rows);
 // and the buffers below, each sized for `ubatch` tokens.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cpu/attention.h"
@@ -35,9 +40,13 @@ struct ForwardBuffers {
   float* up;    // (n, n_ff)
 };
 
+// The weight blocks the planner places (offload/model_blocks.h): per layer attention and FFN, the head.
+enum class Block { attention, ffn, head };
+
 template <typename Ops>
 void attention_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
                      uint32_t il, uint32_t n, uint32_t pos0) {
+  ops.begin_block(Block::attention, il);
   const auto& l = w.layers[il];
   const int64_t d = s.hp.n_embd, hd = s.hp.n_embd_head;
   const float eps = s.hp.rms_eps;
@@ -57,12 +66,14 @@ void attention_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeig
   ops.attention(il, b.q, n, shape, b.att);
   ops.matmul(l.wo, b.att, n, b.h);
   if (s.post_norms) ops.norm(b.h, l.post_attn_norm, n, d, eps, b.h);
+  ops.end_block(Block::attention, il);
   ops.add(b.x, b.h, int64_t(n) * d);
 }
 
 template <typename Ops>
 void ffn_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
                uint32_t il, uint32_t n) {
+  ops.begin_block(Block::ffn, il);
   const auto& l = w.layers[il];
   const int64_t d = s.hp.n_embd;
   const float eps = s.hp.rms_eps;
@@ -72,24 +83,33 @@ void ffn_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w
   ops.gated_act(s.activation, b.gate, b.up, int64_t(n) * s.hp.n_ff);
   ops.matmul(l.ffn_down, b.gate, n, b.h);
   if (s.post_norms) ops.norm(b.h, l.post_ffw_norm, n, d, eps, b.h);
+  ops.end_block(Block::ffn, il);
   ops.add(b.x, b.h, int64_t(n) * d);
 }
 
 // Runs n tokens at positions [pos0, pos0 + n) through every layer; then, when `rows` > 0, the
-// final norm and head for the last `rows` tokens into `logits` (rows, n_vocab).
+// final norm and head for the last `rows` tokens, in groups of at most ops.logit_rows() rows:
+// group r0 is written to ops.logits(r0) and handed over by ops.logits_done(r0, rows_in_group)
+// (so a device policy holds a few rows of a 262K-entry vocabulary, not a whole chunk's).
 template <typename Ops>
 void forward_chunk(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
-                   const int32_t* tokens, uint32_t n, uint32_t pos0, uint32_t rows, float* logits) {
+                   const int32_t* tokens, uint32_t n, uint32_t pos0, uint32_t rows) {
   const int64_t d = s.hp.n_embd;
-  ops.begin_chunk(tokens, n, pos0);
+  ops.begin_chunk(tokens, n, pos0, rows > 0);
   ops.embed(tokens, n, s.embedding_scale, b.x);
   for (uint32_t il = 0; il < s.hp.n_layer; ++il) {
     attention_block(ops, s, w, b, il, n, pos0);
     ffn_block(ops, s, w, b, il, n);
   }
   if (rows == 0) return;
-  ops.norm(b.x + int64_t(n - rows) * d, w.output_norm, rows, d, s.hp.rms_eps, b.h);
-  ops.matmul(w.output, b.h, rows, logits);
+  ops.begin_block(Block::head, 0);
+  for (uint32_t r0 = 0; r0 < rows; r0 += ops.logit_rows()) {
+    const uint32_t nr = std::min(ops.logit_rows(), rows - r0);
+    ops.norm(b.x + int64_t(n - rows + r0) * d, w.output_norm, nr, d, s.hp.rms_eps, b.h);
+    ops.matmul(w.output, b.h, nr, ops.logits(r0));
+    ops.logits_done(r0, nr);
+  }
+  ops.end_block(Block::head, 0);
 }
 
 }  // namespace strata::runtime

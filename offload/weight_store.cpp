@@ -1,0 +1,130 @@
+#include "offload/weight_store.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/log.h"
+#include "core/units.h"
+
+namespace strata::offload {
+
+namespace cuda = kernels::cuda;
+
+void pack_block(StreamedBlockSpec& b) {
+  uint64_t off = 0;
+  for (auto& t : b.tensors) {
+    t.offset = off;
+    off = (off + t.bytes + 255) / 256 * 256;
+  }
+  b.bytes = off;
+}
+
+Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, std::vector<StreamedBlockSpec> blocks,
+                                                         uint32_t ring_slots, uint64_t pinned_budget,
+                                                         cuda::Stream compute) {
+  if (blocks.empty()) return Status::error("weight store: no streamed blocks");
+  if (ring_slots < 2) return Status::error("weight store: the staging ring needs at least 2 slots (got {})", ring_slots);
+  std::unique_ptr<WeightStore> ws(new WeightStore());
+  ws->compute_ = compute;
+  uint64_t slot_bytes = 0, pinned = 0;
+  for (auto& b : blocks) {
+    pack_block(b);
+    slot_bytes = std::max(slot_bytes, b.bytes);
+    pinned += b.bytes;
+  }
+  if (pinned_budget && pinned > pinned_budget)
+    return Status::error("pinned-RAM budget {} exceeded: the streamed blocks need {}", format_bytes(pinned_budget),
+                         format_bytes(pinned));
+  ws->blocks_ = std::move(blocks);
+  for (const auto& b : ws->blocks_) {
+    auto p = cuda::pinned_alloc(b.bytes);
+    if (!p) return Status::error("cannot pin {} of host RAM for block {}: {}", format_bytes(b.bytes), b.label, p.message());
+    ws->pinned_.push_back(*p);
+    for (const auto& t : b.tensors) std::memcpy(static_cast<uint8_t*>(*p) + t.offset, t.host_src, t.bytes);
+    ws->stats_.pinned_bytes += b.bytes;
+  }
+  for (uint32_t i = 0; i < ring_slots; ++i) {
+    auto p = arena.alloc(slot_bytes, "staging ring slot " + std::to_string(i));
+    if (!p) return p.status();
+    ws->slots_.push_back(static_cast<uint8_t*>(*p));
+    auto r = cuda::event_create(), f = cuda::event_create();
+    if (!r) return r.status();
+    if (!f) return f.status();
+    ws->ready_.push_back(*r);
+    ws->slot_free_.push_back(*f);
+  }
+  ws->slot_used_.assign(ring_slots, false);
+  ws->stats_.ring_bytes = slot_bytes * ring_slots;
+  auto copy = cuda::stream_create();
+  if (!copy) return copy.status();
+  ws->copy_ = *copy;
+  return ws;
+}
+
+WeightStore::~WeightStore() {
+  if (copy_) (void)cuda::synchronize(copy_);
+  if (compute_) (void)cuda::synchronize(compute_);  // kernels may still read a slot
+  for (auto e : ready_) cuda::event_destroy(e);
+  for (auto e : slot_free_) cuda::event_destroy(e);
+  for (void* p : pinned_) cuda::pinned_free(p);
+  if (copy_) cuda::stream_destroy(copy_);
+}
+
+Status WeightStore::set_schedule(std::vector<uint32_t> order) {
+  if (acquired_) return Status::error("weight store: schedule changed while block is acquired");
+  for (uint32_t b : order)
+    if (b >= blocks_.size()) return Status::error("weight store: block {} in schedule, only {} blocks", b, blocks_.size());
+  // The schedule restarts at the next use; when it differs, copies issued ahead for the old one
+  // are dropped (their slots are overwritten in order on the copy stream).
+  if (!schedule_.empty() && (uses_ - schedule_base_) % schedule_.size() == 0 && order == schedule_) {
+    schedule_base_ = uses_;
+    return Status::ok();
+  }
+  if (issued_ > uses_) ++stats_.schedule_resets;
+  schedule_ = std::move(order);
+  schedule_base_ = uses_;
+  issued_ = uses_;
+  return Status::ok();
+}
+
+Status WeightStore::issue_copies_through(uint64_t last_use) {
+  const uint64_t n = slots_.size();
+  for (; issued_ <= last_use; ++issued_) {
+    const uint32_t b = schedule_[(issued_ - schedule_base_) % schedule_.size()];
+    const size_t slot = issued_ % n;
+    if (slot_used_[slot]) STRATA_TRY(cuda::stream_wait(copy_, slot_free_[slot]));
+    STRATA_TRY(cuda::copy_to_device(slots_[slot], pinned_[b], blocks_[b].bytes, copy_)
+                   .with_context(fmt::format("streaming block {}", blocks_[b].label)));
+    STRATA_TRY(cuda::event_record(ready_[slot], copy_));
+    ++stats_.copies;
+    stats_.bytes_copied += blocks_[b].bytes;
+  }
+  return Status::ok();
+}
+
+Result<const uint8_t*> WeightStore::acquire(uint32_t block) {
+  if (schedule_.empty()) return Status::error("weight store: acquire before set_schedule");
+  if (acquired_) return Status::error("weight store: acquire of {} before the previous release", blocks_[block].label);
+  const uint32_t expected = schedule_[(uses_ - schedule_base_) % schedule_.size()];
+  if (block != expected)
+    return Status::error("weight store: block {} acquired out of schedule (expected {})", blocks_[block].label,
+                         blocks_[expected].label);
+  // Keep ring_slots - 1 uses in flight beyond this one's.
+  STRATA_TRY(issue_copies_through(uses_ + slots_.size() - 1));
+  const size_t slot = uses_ % slots_.size();
+  STRATA_TRY(cuda::stream_wait(compute_, ready_[slot]));
+  acquired_ = true;
+  return static_cast<const uint8_t*>(slots_[slot]);
+}
+
+Status WeightStore::release(uint32_t block) {
+  if (!acquired_) return Status::error("weight store: release of {} without acquire", blocks_[block].label);
+  const size_t slot = uses_ % slots_.size();
+  STRATA_TRY(cuda::event_record(slot_free_[slot], compute_));
+  slot_used_[slot] = true;
+  acquired_ = false;
+  ++uses_;
+  return Status::ok();
+}
+
+}  // namespace strata::offload

@@ -1,0 +1,137 @@
+// The executor's streamed tiers (offload/weight_store.h via CudaForward's residency) against the
+// resident engine: the same kernels on the same bytes, so logits must be bit-identical whatever
+// is streamed, however small the ring, across prefill chunks (schedules with and without the head)
+// and decode steps (the schedule repeating with prefetch across steps). Budgets are hard limits.
+// Skips without a GPU.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "kernels/cuda/device_info.h"
+#include "runtime/cuda_forward.h"
+#include "logits_compare.h"
+#include "test_util.h"
+
+using namespace strata;
+
+namespace {
+
+// Prompt in chunks (all logits), then token-by-token decode (last logits), concatenated.
+std::vector<float> run(runtime::Engine& e, const std::vector<int32_t>& tokens, size_t n_prompt) {
+  std::vector<float> all, one;
+  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + n_prompt);
+  Status s = e.eval(prompt, runtime::Logits::all, all);
+  INFO((s.is_ok() ? std::string() : s.message()));
+  REQUIRE(s.is_ok());
+  for (size_t i = n_prompt; i < tokens.size(); ++i) {
+    s = e.eval(std::span(&tokens[i], 1), runtime::Logits::last, one);
+    INFO((s.is_ok() ? std::string() : s.message()));
+    REQUIRE(s.is_ok());
+    all.insert(all.end(), one.begin(), one.end());
+  }
+  return all;
+}
+
+runtime::Residency pattern(uint32_t n_layer, int every, bool attn, bool ffn, bool head, uint32_t slots) {
+  runtime::Residency r;
+  for (uint32_t il = 0; il < n_layer; ++il) {
+    const bool pick = int(il) % every == 0;
+    r.attention_streamed.push_back(attn && pick);
+    r.ffn_streamed.push_back(ffn && pick);
+  }
+  r.head_streamed = head;
+  r.ring_slots = slots;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("Streamed weights give bit-identical logits to resident ones", "[gpu][streaming]") {
+  if (kernels::cuda::devices().empty()) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  for (const char* dir : {"gemma3-swa-q4k", "llama", "qwen3"}) {
+    const std::string base = test::testdata(std::string("models/") + dir + "/");
+    auto tokens = test::read_tokens(base + "tokens.txt");
+    REQUIRE(tokens.size() >= 24);
+    const size_t n_prompt = tokens.size() - 8;
+    auto model = runtime::Model::load(base + "model.gguf");
+    REQUIRE(model.is_ok());
+    const uint32_t n_layer = (*model)->spec.hp.n_layer;
+    const runtime::ForwardOptions base_opt{.n_ctx = 256, .ubatch = 16, .kv_type = GgmlType::F16};
+    auto resident = runtime::CudaForward::create(model.value(), base_opt);
+    REQUIRE(resident.is_ok());
+    const auto want = run(**resident, tokens, n_prompt);
+
+    struct Case { const char* name; runtime::Residency r; };
+    const Case cases[] = {
+        {"everything streamed, 2 slots", pattern(n_layer, 1, true, true, true, 2)},
+        {"everything streamed, 5 slots", pattern(n_layer, 1, true, true, true, 5)},
+        {"every other layer's FFN, 3 slots", pattern(n_layer, 2, false, true, false, 3)},
+        {"attention only, head resident, 2 slots", pattern(n_layer, 1, true, false, false, 2)},
+        {"head only", pattern(n_layer, 1, false, false, true, 2)},
+    };
+    for (const auto& c : cases) {
+      INFO(dir << ": " << c.name);
+      auto opt = base_opt;
+      opt.residency = c.r;
+      auto streamed = runtime::CudaForward::create(model.value(), opt);
+      INFO((streamed.is_ok() ? std::string() : streamed.message()));
+      REQUIRE(streamed.is_ok());
+      const auto got = run(**streamed, tokens, n_prompt);
+      REQUIRE(got.size() == want.size());
+      size_t differ = 0;
+      for (size_t i = 0; i < got.size(); ++i) differ += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
+      CHECK(differ == 0);
+      // A second sequence on the same engine (truncate to 0): the ring state carries over.
+      (*streamed)->truncate(0);
+      const auto again = run(**streamed, tokens, n_prompt);
+      CHECK(std::memcmp(again.data(), want.data(), want.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
+TEST_CASE("VRAM and pinned budgets are hard limits with clear errors", "[gpu][streaming]") {
+  if (kernels::cuda::devices().empty()) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  auto model = runtime::Model::load(test::testdata("models/llama/model.gguf"));
+  REQUIRE(model.is_ok());
+  runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .kv_type = GgmlType::F16};
+  auto resident = runtime::CudaForward::create(model.value(), opt);
+  REQUIRE(resident.is_ok());
+  const uint64_t need = (*resident)->vram_peak_bytes();
+
+  SECTION("the exact peak fits, one granule less does not") {
+    opt.residency.vram_budget = need;
+    auto ok = runtime::CudaForward::create(model.value(), opt);
+    INFO((ok.is_ok() ? std::string() : ok.message()));
+    CHECK(ok.is_ok());
+    opt.residency.vram_budget = need - 256;
+    auto bad = runtime::CudaForward::create(model.value(), opt);
+    REQUIRE_FALSE(bad.is_ok());
+    CHECK_THAT(bad.message(), Catch::Contains("VRAM budget") && Catch::Contains("exceeded"));
+  }
+  SECTION("streaming everything needs less, and the peak stays under the budget") {
+    opt.residency = pattern((*model)->spec.hp.n_layer, 1, true, true, true, 2);
+    opt.residency.vram_budget = need;
+    auto s = runtime::CudaForward::create(model.value(), opt);
+    REQUIRE(s.is_ok());
+    CHECK((*s)->vram_peak_bytes() <= need);
+  }
+  SECTION("pinned budget") {
+    opt.residency = pattern((*model)->spec.hp.n_layer, 1, true, true, true, 2);
+    opt.residency.pinned_budget = 4096;
+    auto bad = runtime::CudaForward::create(model.value(), opt);
+    REQUIRE_FALSE(bad.is_ok());
+    CHECK_THAT(bad.message(), Catch::Contains("pinned-RAM budget"));
+  }
+  SECTION("a ring of one slot is refused") {
+    opt.residency = pattern((*model)->spec.hp.n_layer, 1, true, false, false, 1);
+    auto bad = runtime::CudaForward::create(model.value(), opt);
+    REQUIRE_FALSE(bad.is_ok());
+    CHECK_THAT(bad.message(), Catch::Contains("at least 2 slots"));
+  }
+}
