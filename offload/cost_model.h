@@ -19,6 +19,7 @@
 // reuses the draft's hidden states and KV below d); it yields (1 - a^(k+1)) / (1 - a) tokens.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -57,6 +58,10 @@ struct RunShape {
   // Decode is costed at the middle of generation.
   uint64_t decode_pos() const { return std::min<uint64_t>(ctx, prompt_tokens() + gen / 2); }
   uint32_t max_draft() const { return speculative() ? draft_len : 0; }
+  // Extra slots a sliding-window KV ring holds beyond the window: a prefill chunk writes all its
+  // keys before its first query attends (runtime/cuda_forward.cpp sizes rings window + ubatch),
+  // and speculative writes must not overwrite what a rollback still needs.
+  uint32_t ring_margin() const { return std::max(prefill_chunk, max_draft()); }
 };
 
 // Where everything lives. Indexed by layer; KV entries of sliding layers are always gpu when the

@@ -57,8 +57,8 @@ uint64_t ModelBlocks::weight_bytes() const {
   return b;
 }
 
-uint64_t ModelBlocks::kv_layer_bytes(uint32_t il, uint64_t ctx, KvDtype d, uint32_t max_draft) const {
-  const uint64_t slots = swa[il] ? std::min<uint64_t>(ctx, uint64_t(window[il]) + max_draft) : ctx;
+uint64_t ModelBlocks::kv_layer_bytes(uint32_t il, uint64_t ctx, KvDtype d, uint32_t ring_margin) const {
+  const uint64_t slots = swa[il] ? std::min<uint64_t>(ctx, uint64_t(window[il]) + ring_margin) : ctx;
   return uint64_t(std::ceil(double(slots) * kv_bytes_per_token(d)));
 }
 

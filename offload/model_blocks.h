@@ -7,8 +7,9 @@
 //   f16: 2 bytes.
 //   q8:  int8 values + one f16 scale per group of 32        -> (32 + 2) / 32  = 1.0625 bytes.
 //   q4:  int4 values + f16 scale and f16 offset per group of 32 -> (16 + 4) / 32 = 0.625 bytes.
-// Sliding-window layers hold a ring of window + max_draft slots (speculative writes never overwrite
-// entries a rollback still needs); full-attention layers hold the whole context.
+// Sliding-window layers hold a ring of window + margin slots (RunShape::ring_margin: a prefill chunk
+// writes all its keys before attending; speculative writes never overwrite entries a rollback still
+// needs); full-attention layers hold the whole context.
 #pragma once
 
 #include <cstdint>
@@ -52,8 +53,9 @@ struct ModelBlocks {
   uint64_t weight_bytes() const;  // attention + ffn + head (+ embedding when not tied)
   // K+V bytes one token adds to one layer.
   double kv_bytes_per_token(KvDtype d) const { return 2.0 * n_head_kv * head_dim * kv_bytes_per_element(d); }
-  // KV bytes layer `il` holds at context `ctx` (sliding: min(ctx, window + max_draft)).
-  uint64_t kv_layer_bytes(uint32_t il, uint64_t ctx, KvDtype d, uint32_t max_draft) const;
+  // KV bytes layer `il` holds at context `ctx` (sliding: min(ctx, window + ring_margin), see
+  // RunShape::ring_margin).
+  uint64_t kv_layer_bytes(uint32_t il, uint64_t ctx, KvDtype d, uint32_t ring_margin) const;
   std::vector<uint32_t> full_layers() const;
 };
 

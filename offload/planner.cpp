@@ -66,7 +66,7 @@ nlohmann::json plan_json(const ModelBlocks& m, const HardwareProfile& p, const B
                       {"attention", tier_name(plan.placement.attention[il])},
                       {"ffn", tier_name(plan.placement.ffn[il])}, {"kv", kv_tier_name(plan.placement.kv[il])},
                       {"attention_bytes", m.attention[il].bytes}, {"ffn_bytes", m.ffn[il].bytes},
-                      {"kv_bytes", m.kv_layer_bytes(il, r.ctx, r.kv, r.max_draft())}});
+                      {"kv_bytes", m.kv_layer_bytes(il, r.ctx, r.kv, r.ring_margin())}});
   j["head"] = {{"tier", tier_name(plan.placement.head)}, {"bytes", m.head.bytes}};
   j["draft_resident"] = plan.draft_resident;
   const Prediction& pr = plan.prediction;
@@ -102,7 +102,7 @@ std::string plan_report(const ModelBlocks& m, const HardwareProfile& p, const Bu
   for (uint32_t il = 0; il < m.n_layer; ++il)
     o += fmt::format("           {:>5} {:>5} {:>7} {:>7} {:>5} {:>11}\n", il, m.swa[il] ? "swa" : "full",
                      tier_name(plan.placement.attention[il]), tier_name(plan.placement.ffn[il]),
-                     kv_tier_name(plan.placement.kv[il]), format_bytes(m.kv_layer_bytes(il, r.ctx, r.kv, r.max_draft())));
+                     kv_tier_name(plan.placement.kv[il]), format_bytes(m.kv_layer_bytes(il, r.ctx, r.kv, r.ring_margin())));
   o += fmt::format("           {:>5} {:>5} {:>7}\n", "head", "", tier_name(plan.placement.head));
   const Prediction& pr = plan.prediction;
   o += fmt::format("predicted: decode {:.2f} tok/s plain", pr.decode_tps);

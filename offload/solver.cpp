@@ -92,7 +92,7 @@ bool evaluate(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, 
   for (uint32_t il = 0; il < m.n_layer; ++il) {
     ok = add(m.attention[il], pl.attention[il]) && ok;
     ok = add(m.ffn[il], pl.ffn[il]) && ok;
-    const uint64_t kv = m.kv_layer_bytes(il, r.ctx, r.kv, r.max_draft());
+    const uint64_t kv = m.kv_layer_bytes(il, r.ctx, r.kv, r.ring_margin());
     if (pl.kv[il] == KvTier::gpu) {
       if (!gpu) ok = false;
       u.vram_kv += kv;
@@ -181,7 +181,7 @@ Result<Plan> solve_search(const ModelBlocks& m, const HardwareProfile& p, const 
       for (uint32_t il = 0; il < m.n_layer; ++il) {
         pl.kv[il] = KvTier::gpu;
         if (n_host > 0 && !m.swa[il] && il >= full[full.size() - n_host]) pl.kv[il] = KvTier::host;
-        if (pl.kv[il] == KvTier::gpu) kv_vram += m.kv_layer_bytes(il, r.ctx, r.kv, r.max_draft());
+        if (pl.kv[il] == KvTier::gpu) kv_vram += m.kv_layer_bytes(il, r.ctx, r.kv, r.ring_margin());
       }
       const uint64_t fixed = kv_vram + ring + scratch + p.cuda_context.bytes;
       if (fixed > b.vram) continue;
@@ -257,7 +257,7 @@ Result<Plan> plan(const ModelBlocks& m, const HardwareProfile& p, const Budgets&
   const bool gpu = p.has_gpu() && b.vram > 0;
   uint64_t kv_full = 0, kv_swa = 0, max_block = 0;  // ring sized by layer blocks (the head stays resident)
   for (uint32_t il = 0; il < m.n_layer; ++il) {
-    (m.swa[il] ? kv_swa : kv_full) += m.kv_layer_bytes(il, r.ctx, r.kv, r.max_draft());
+    (m.swa[il] ? kv_swa : kv_full) += m.kv_layer_bytes(il, r.ctx, r.kv, r.ring_margin());
     max_block = std::max({max_block, m.attention[il].bytes, m.ffn[il].bytes});
   }
   const uint64_t weights = m.head.bytes + std::accumulate(m.attention.begin(), m.attention.end(), uint64_t(0),

@@ -33,8 +33,24 @@ inline std::vector<float> read_f32(const std::string& path) {
 struct LogitsDiff {
   double worst_ratio = 0;  // max over positions of max|got - ref| / max|ref|
   int top1_mismatch = 0;   // positions whose argmax differs although ref's top-2 gap > gap * max|ref|
+  double kl_mean = 0;      // mean over positions of KL(softmax(ref) || softmax(got)), nats
   bool same_size = true;
 };
+
+// KL(softmax(p) || softmax(q)) of two logit rows, in double.
+inline double kl_logits(const float* p, const float* q, size_t n) {
+  double mp = -1e300, mq = -1e300;
+  for (size_t i = 0; i < n; ++i) mp = std::max(mp, double(p[i])), mq = std::max(mq, double(q[i]));
+  double zp = 0, zq = 0;
+  for (size_t i = 0; i < n; ++i) zp += std::exp(double(p[i]) - mp), zq += std::exp(double(q[i]) - mq);
+  const double lp = mp + std::log(zp), lq = mq + std::log(zq);
+  double kl = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double a = double(p[i]) - lp, b = double(q[i]) - lq;
+    kl += std::exp(a) * (a - b);
+  }
+  return std::max(0.0, kl);
+}
 
 inline LogitsDiff compare_logits(const std::vector<float>& got, const std::vector<float>& ref, size_t n_vocab,
                                  double gap) {
@@ -57,7 +73,9 @@ inline LogitsDiff compare_logits(const std::vector<float>& got, const std::vecto
     for (size_t i = 0; i < n_vocab; ++i)
       if (i != arg_b) second = std::max(second, double(b[i]));
     if (arg_a != arg_b && double(b[arg_b]) - second > gap * max_ref) ++c.top1_mismatch;
+    c.kl_mean += kl_logits(b, a, n_vocab);
   }
+  if (ref.size() >= n_vocab) c.kl_mean /= double(ref.size() / n_vocab);
   return c;
 }
 

@@ -41,6 +41,15 @@ void event_destroy(Event e);
 Status event_record(Event e, Stream s);
 Status stream_wait(Stream s, Event e);  // work enqueued on s after this waits for e's last record
 
+// CUDA graphs: the work enqueued on s between capture_begin and capture_end becomes one
+// executable graph, relaunched with a single call (the decode step: ~15 kernels per layer whose
+// launch overhead would otherwise bound small models).
+using Graph = void*;
+Status capture_begin(Stream s);
+Result<Graph> capture_end(Stream s);  // instantiated; error if anything in the capture failed
+Status graph_launch(Graph g, Stream s);
+void graph_destroy(Graph g);
+
 struct MemInfo {
   uint64_t free_bytes = 0, total_bytes = 0;
 };
@@ -62,12 +71,18 @@ struct Workspace {
 // gemv: 1 <= n_cols <= kMaxGemvCols (decode, speculative verify); reads each weight byte once for
 // all columns. Every type in GgmlType with CPU kernels is supported.
 inline constexpr int kMaxGemvCols = 16;
+// Quantised types: with a workspace of workspace_bytes_for_gemv() the activations are rounded to
+// int8 per 32 elements first and the products run on __dp4a (gemv_q8.cuh: ~4x fewer instructions,
+// the error of 8-bit activations, as llama.cpp's CUDA backend); without one (or for float types, or
+// weights not aligned for the wide loads) the float-activation kernel runs (exact weights x f32).
 Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Stream s);
+Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s);
+size_t workspace_bytes_for_gemv(const WeightView& w, int n_cols);
 // Many columns (prefill): dequantise W tile by tile to f16 in the workspace and multiply on tensor
 // cores with cuBLAS (f32 accumulation). workspace_bytes_for_gemm says how much scratch it needs.
 size_t workspace_bytes_for_gemm(const WeightView& w, int n_cols);
 Status gemm(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s);
-// Picks gemv for n_cols <= kMaxGemvCols, else gemm.
+// Picks gemv (int8 activations when ws allows) for n_cols <= kMaxGemvCols, else gemm.
 Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s);
 // Decodes n_rows rows starting at row0 of W into f32 (tests, embedding gathers).
 Status dequantize_rows(const WeightView& w, int64_t row0, int64_t n_rows, float* d_out, Stream s);

@@ -23,8 +23,14 @@ void event_destroy(Event) {}
 Status event_record(Event, Stream) { return none("event_record"); }
 Status stream_wait(Stream, Event) { return none("stream_wait"); }
 Result<MemInfo> mem_info() { return none("mem_info"); }
+Status capture_begin(Stream) { return none("capture_begin"); }
+Result<Graph> capture_end(Stream) { return none("capture_end"); }
+Status graph_launch(Graph, Stream) { return none("graph_launch"); }
+void graph_destroy(Graph) {}
 Status set_matmul_workspace(void*, size_t) { return none("set_matmul_workspace"); }
 Status gemv(const WeightView&, const float*, int, float*, Stream) { return none("gemv"); }
+Status gemv(const WeightView&, const float*, int, float*, Workspace, Stream) { return none("gemv"); }
+size_t workspace_bytes_for_gemv(const WeightView&, int) { return 0; }
 size_t workspace_bytes_for_gemm(const WeightView&, int) { return 0; }
 Status gemm(const WeightView&, const float*, int, float*, Workspace, Stream) { return none("gemm"); }
 Status matmul(const WeightView&, const float*, int, float*, Workspace, Stream) { return none("matmul"); }
@@ -49,5 +55,6 @@ Status kv_write(const float*, const float*, const int32_t*, int64_t, int64_t, co
 Result<double> measure_read_bandwidth(size_t, int) { return none("measure_read_bandwidth"); }
 Result<double> measure_h2d_bandwidth(size_t, size_t, int) { return none("measure_h2d_bandwidth"); }
 Result<double> measure_gemm_flops(int, int) { return none("measure_gemm_flops"); }
+Result<double> time_on_device(const std::function<Status()>&, int, Stream) { return none("time_on_device"); }
 
 }  // namespace strata::kernels::cuda

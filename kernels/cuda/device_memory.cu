@@ -90,6 +90,28 @@ Status stream_wait(Stream s, Event e) {
   return cuda_status(cudaStreamWaitEvent(cudaStream_t(s), cudaEvent_t(e), 0), "stream_wait");
 }
 
+Status capture_begin(Stream s) {
+  return cuda_status(cudaStreamBeginCapture(cudaStream_t(s), cudaStreamCaptureModeThreadLocal), "capture_begin");
+}
+
+Result<Graph> capture_end(Stream s) {
+  cudaGraph_t g = nullptr;
+  STRATA_TRY(cuda_status(cudaStreamEndCapture(cudaStream_t(s), &g), "capture_end"));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, g, 0);
+  cudaGraphDestroy(g);
+  STRATA_TRY(cuda_status(err, "graph instantiate"));
+  return Graph(exec);
+}
+
+Status graph_launch(Graph g, Stream s) {
+  return cuda_status(cudaGraphLaunch(cudaGraphExec_t(g), cudaStream_t(s)), "graph_launch");
+}
+
+void graph_destroy(Graph g) {
+  if (g) cudaGraphExecDestroy(cudaGraphExec_t(g));
+}
+
 Result<MemInfo> mem_info() {
   size_t free_b = 0, total_b = 0;
   STRATA_TRY(cuda_status(cudaMemGetInfo(&free_b, &total_b), "mem_info"));

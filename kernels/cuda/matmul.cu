@@ -180,8 +180,58 @@ Status gemm(const WeightView& w, const float* d_x, int n_cols, float* d_y, Works
   return launch_status(op);
 }
 
+namespace {
+
+// Alignment the int8-activation decoders' wide loads need (quant_unit.cuh kAlign); 0 = no such path.
+int q8_align(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K: return 16;
+    case GgmlType::Q2_K:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1: return 4;
+    case GgmlType::Q3_K:
+    case GgmlType::Q6_K:
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+    case GgmlType::Q8_0: return 2;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+size_t workspace_bytes_for_gemv(const WeightView& w, int n_cols) {
+  if (w.n_in <= 0 || n_cols <= 0 || q8_align(w.type) == 0) return 0;
+  const size_t n = size_t(n_cols) * size_t(w.n_in);
+  return align_up(n) + align_up(n / 32 * 4) + align_up(n / 16 * 4);
+}
+
+Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s) {
+  const size_t need = workspace_bytes_for_gemv(w, n_cols);
+  const bool aligned = q8_align(w.type) > 0 && reinterpret_cast<uintptr_t>(w.data) % q8_align(w.type) == 0 &&
+                       w.row_bytes % q8_align(w.type) == 0;
+  if (need == 0 || !aligned || !ws.d_ptr || ws.bytes < need) return gemv(w, d_x, n_cols, d_y, s);
+  const std::string op = op_name("gemv_q8", w);
+  STRATA_TRY(validate_weights(w, op));
+  if (n_cols < 1 || n_cols > kMaxGemvCols) return Status::error("{}: n_cols {} outside 1..{}", op, n_cols, kMaxGemvCols);
+  if (!d_x || !d_y) return Status::error("{}: null activation or output pointer", op);
+  const cudaStream_t st = cudaStream_t(s);
+  const size_t n = size_t(n_cols) * size_t(w.n_in);
+  char* base = static_cast<char*>(ws.d_ptr);
+  auto* q = reinterpret_cast<int8_t*>(base);
+  auto* d = reinterpret_cast<float*>(base + align_up(n));
+  auto* s16 = reinterpret_cast<int*>(base + align_up(n) + align_up(n / 32 * 4));
+  detail::launch_quantize_act_q8(d_x, int64_t(n), q, d, s16, st);
+  STRATA_TRY(launch_status(op + ": quantise activations"));
+  const detail::ActQ8 x{q, d, s16};
+  if (!detail::launch_gemv_q8_legacy(w, x, n_cols, d_y, st) && !detail::launch_gemv_q8_k(w, x, n_cols, d_y, st))
+    return Status::error("{}: no CUDA kernel for this type", op);
+  return launch_status(op);
+}
+
 Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s) {
-  if (n_cols >= 1 && n_cols <= kMaxGemvCols) return gemv(w, d_x, n_cols, d_y, s);
+  if (n_cols >= 1 && n_cols <= kMaxGemvCols) return gemv(w, d_x, n_cols, d_y, ws, s);
   return gemm(w, d_x, n_cols, d_y, ws, s);
 }
 

@@ -17,6 +17,17 @@ inline Status cuda_status(cudaError_t err, const std::string& op) {
   return Status::error("{}: {}", op, cudaGetErrorString(err));
 }
 
+// Activations quantised to int8 for gemv_q8.cuh (per 32 elements: scale d, codes q, and the
+// integer sums of q over each 16), living in the caller's workspace.
+struct ActQ8 {
+  const int8_t* q;  // (n_cols, n_in)
+  const float* d;   // (n_cols, n_in / 32)
+  const int* s16;   // (n_cols, n_in / 16)
+};
+void launch_quantize_act_q8(const float* d_x, int64_t n, int8_t* q, float* d, int* s16, cudaStream_t s);
+bool launch_gemv_q8_legacy(const WeightView& w, const ActQ8& x, int n_cols, float* d_y, cudaStream_t s);
+bool launch_gemv_q8_k(const WeightView& w, const ActQ8& x, int n_cols, float* d_y, cudaStream_t s);
+
 // Per-family GEMV launchers (validated inputs; false when the family does not hold the type).
 // `piece8` (float types only): rows and x allow 8-element vector loads.
 bool launch_gemv_legacy(const WeightView& w, const float* d_x, int n_cols, float* d_y, cudaStream_t s);

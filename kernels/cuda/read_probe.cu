@@ -120,6 +120,35 @@ Result<double> measure_h2d_bandwidth(size_t chunk_bytes, size_t total_bytes, int
   return double(n_chunks * chunk_bytes) / (double(*ms) * 1e-3);
 }
 
+Result<double> time_on_device(const std::function<Status()>& enqueue, int iters, Stream s) {
+  using detail::cuda_status;
+  const std::string op = "time_on_device";
+  const cudaStream_t st = cudaStream_t(s);
+  cudaEvent_t a = nullptr, b = nullptr;
+  STRATA_TRY(cuda_status(cudaEventCreate(&a), op));
+  if (cudaError_t e = cudaEventCreate(&b); e != cudaSuccess) {
+    cudaEventDestroy(a);
+    return cuda_status(e, op);
+  }
+  float best = 1e30f;
+  Status failed;
+  cudaError_t err = cudaSuccess;
+  for (int it = -1; err == cudaSuccess && failed.is_ok() && it < iters; ++it) {
+    err = cudaEventRecord(a, st);
+    if (err == cudaSuccess) failed = enqueue();
+    if (err == cudaSuccess && failed.is_ok()) err = cudaEventRecord(b, st);
+    if (err == cudaSuccess && failed.is_ok()) err = cudaEventSynchronize(b);
+    float ms = 0;
+    if (err == cudaSuccess && failed.is_ok()) err = cudaEventElapsedTime(&ms, a, b);
+    if (err == cudaSuccess && failed.is_ok() && it >= 0) best = std::min(best, ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  if (!failed.is_ok()) return failed;
+  if (err != cudaSuccess) return cuda_status(err, op);
+  return double(best) * 1e-3;
+}
+
 Result<double> measure_gemm_flops(int n, int iters) {
   using detail::cuda_status;
   const std::string op = "measure_gemm_flops";

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include "core/status.h"
+#include "kernels/cuda/cuda_api.h"
 
 namespace strata::kernels::cuda {
 
@@ -15,6 +17,9 @@ Result<double> measure_read_bandwidth(size_t bytes, int iters);
 // Bytes per second copying `total_bytes` from pinned host memory to the device in copies of
 // `chunk_bytes` each (one stream, back to back).
 Result<double> measure_h2d_bandwidth(size_t chunk_bytes, size_t total_bytes, int iters);
+// Seconds that the work `enqueue` puts on stream s takes on the device: best of `iters` timed
+// passes (CUDA events around each) after one warm-up pass. enqueue's error stops the timing.
+Result<double> time_on_device(const std::function<Status()>& enqueue, int iters, Stream s);
 // FLOP per second of an n x n x n bf16 GEMM with f32 accumulation (cuBLAS).
 Result<double> measure_gemm_flops(int n, int iters);
 

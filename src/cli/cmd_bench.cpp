@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <tbb/global_control.h>
 
+#include "cli/bench_kernels.h"
 #include "cli/command.h"
 #include "cli/model_args.h"
 #include "core/log.h"
@@ -204,7 +205,11 @@ Command add_bench(CLI::App& app) {
   dec->add_option("-n,--n-gen", a->n_gen, "Tokens to decode per run")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   dec->add_option("-r,--reps", a->reps, "Runs (the best counts)")->capture_default_str()->check(CLI::Range(1, 100));
   dec->add_option("--json", a->json_out, "Write the result as JSON to this file");
-  return {sub, [a] { return run_bench_decode(*a); }};
+  auto kernels_run = add_bench_kernels(sub);
+  return {sub, [a, dec, kernels_run] {
+            if (dec->parsed()) return run_bench_decode(*a);
+            return kernels_run();
+          }};
 }
 
 }  // namespace strata::cli

@@ -1,13 +1,15 @@
 #include "runtime/cuda_forward.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "core/half.h"
-#include "core/units.h"
-#include "kernels/cuda/cuda_api.h"
 #include "core/log.h"
+#include "core/units.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant_kernels.h"
+#include "kernels/cuda/cuda_api.h"
 #include "offload/cost_model.h"
 #include "offload/vram_arena.h"
 #include "offload/weight_store.h"
@@ -38,9 +40,16 @@ struct CudaForward::Impl {
   float* d_logits = nullptr;
   cuda::Workspace ws;
   void* d_cublas_ws = nullptr;
+  // The single-token decode step as a CUDA graph (resident engines only: a streamed block's
+  // slot changes from step to step). Captured on the first decode step; inputs (token, position)
+  // are copied before each launch and the logits after it, outside the graph.
+  cuda::Graph decode_graph = nullptr;
+  bool graphs_enabled = true;   // off after a failed capture, or by STRATA_CUDA_GRAPHS=0
+  bool capturing = false;
   Status first_error;  // the first failed kernel of the current eval (ops cannot return one)
 
   ~Impl() {
+    cuda::graph_destroy(decode_graph);
     store.reset();  // waits for the streams before the ring goes
     if (stream) (void)cuda::synchronize(stream);
     if (pinned_x) cuda::pinned_free(pinned_x);
@@ -201,10 +210,12 @@ Status CudaForward::allocate() {
   // Scratch: the largest need of any matmul or attention call (views of streamed blocks carry
   // their shapes already, only the data pointer is missing).
   size_t ws = 0;
+  const int gemv_cols = int(std::min<size_t>(n, cuda::kMaxGemvCols));
   for (const auto& l : im.dev.layers)
     for (const auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
-      ws = std::max(ws, cuda::workspace_bytes_for_gemm(*m, int(n)));
-  ws = std::max(ws, cuda::workspace_bytes_for_gemm(im.dev.output, int(n)));
+      ws = std::max({ws, cuda::workspace_bytes_for_gemm(*m, int(n)), cuda::workspace_bytes_for_gemv(*m, gemv_cols)});
+  ws = std::max({ws, cuda::workspace_bytes_for_gemm(im.dev.output, int(n)),
+                 cuda::workspace_bytes_for_gemv(im.dev.output, gemv_cols)});
   const cuda::AttentionShapeDev shape{s.hp.n_head, s.hp.n_head_kv, hd, 0, s.attention_scale};
   ws = std::max(ws, cuda::attention_workspace_bytes(int64_t(n), shape, opt_.n_ctx));
   if (ws) {
@@ -239,7 +250,13 @@ struct Ops {
 
   uint32_t logit_rows() const { return offload::kLogitRows; }
   float* logits(uint32_t) { return im.d_logits; }
+  void copy_inputs(const int32_t* tokens, uint32_t n, uint32_t pos0) {
+    for (uint32_t t = 0; t < n; ++t) im.host_pos[t] = int32_t(pos0 + t);
+    im.check(cuda::copy_to_device(im.d_tokens, tokens, n * sizeof(int32_t), im.stream));
+    im.check(cuda::copy_to_device(im.d_pos, im.host_pos.data(), n * sizeof(int32_t), im.stream));
+  }
   void logits_done(uint32_t r0, uint32_t rows) {
+    if (im.capturing) return;  // copied after the graph launch
     const size_t nv = spec.hp.n_vocab;
     im.check(cuda::copy_to_host(host_logits + r0 * nv, im.d_logits, rows * nv * sizeof(float), im.stream));
   }
@@ -247,9 +264,7 @@ struct Ops {
   void begin_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, bool head) {
     // Host sources outlive the copies: the caller's tokens and im.host_pos stay untouched until
     // eval() synchronizes at the end of the chunk, so no wait (and no allocation) per token here.
-    for (uint32_t t = 0; t < n; ++t) im.host_pos[t] = int32_t(pos0 + t);
-    im.check(cuda::copy_to_device(im.d_tokens, tokens, n * sizeof(int32_t), im.stream));
-    im.check(cuda::copy_to_device(im.d_pos, im.host_pos.data(), n * sizeof(int32_t), im.stream));
+    if (!im.capturing) copy_inputs(tokens, n, pos0);
     if (im.store) {
       std::vector<uint32_t> order;
       for (uint32_t il = 0; il < spec.hp.n_layer; ++il) {
@@ -309,6 +324,52 @@ struct Ops {
 
 }  // namespace
 
+namespace {
+
+bool graphs_wanted() {
+  const char* e = std::getenv("STRATA_CUDA_GRAPHS");
+  return !(e && std::string(e) == "0");
+}
+
+}  // namespace
+
+void CudaForward::run_decode_graph(void* ops_ptr, int32_t token) {
+  Ops& ops = *static_cast<Ops*>(ops_ptr);
+  Impl& im = *impl_;
+  const auto& s = model_->spec;
+  ops.copy_inputs(&token, 1, n_past_);
+  if (!im.decode_graph) {
+    if (!graphs_wanted()) {
+      im.graphs_enabled = false;
+      forward_chunk(ops, s, im.dev, im.buf, &token, 1, n_past_, 1);
+      return;
+    }
+    im.check(cuda::synchronize(im.stream));  // the input copies are not part of the graph
+    im.capturing = true;
+    Status st = cuda::capture_begin(im.stream);
+    if (st.is_ok()) {
+      forward_chunk(ops, s, im.dev, im.buf, &token, 1, n_past_, 1);
+      auto g = cuda::capture_end(im.stream);
+      if (g) im.decode_graph = *g;
+      else st = g.status();
+    }
+    im.capturing = false;
+    if (!st.is_ok() || !im.first_error.is_ok()) {
+      // Not fatal: run this and later steps without a graph.
+      log::debug("decode graph capture failed ({}); running without CUDA graphs",
+                 st.is_ok() ? im.first_error.message() : st.message());
+      im.graphs_enabled = false;
+      im.first_error = Status();
+      if (im.decode_graph) cuda::graph_destroy(im.decode_graph);
+      im.decode_graph = nullptr;
+      forward_chunk(ops, s, im.dev, im.buf, &token, 1, n_past_, 1);
+      return;
+    }
+  }
+  im.check(cuda::graph_launch(im.decode_graph, im.stream));
+  ops.logits_done(0, 1);
+}
+
 Status CudaForward::eval(std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) {
   const auto& s = model_->spec;
   const uint32_t n_vocab = s.hp.n_vocab;
@@ -330,7 +391,12 @@ Status CudaForward::eval(std::span<const int32_t> tokens, Logits which, std::vec
     const bool last = done + n == tokens.size();
     const uint32_t rows = which == Logits::all ? n : (last && which == Logits::last ? 1 : 0);
     ops.host_logits = rows == 0 ? nullptr : which == Logits::all ? logits.data() + done * n_vocab : logits.data();
-    forward_chunk(ops, s, im.dev, im.buf, tokens.data() + done, n, n_past_, rows);
+    const bool graph = n == 1 && rows == 1 && !im.store && !im.host_embed && im.graphs_enabled;
+    if (graph) {
+      run_decode_graph(&ops, tokens[done]);
+    } else {
+      forward_chunk(ops, s, im.dev, im.buf, tokens.data() + done, n, n_past_, rows);
+    }
     im.check(cuda::synchronize(im.stream));
     if (!im.first_error.is_ok()) return im.first_error.with_context("CUDA forward");
     n_past_ += n;

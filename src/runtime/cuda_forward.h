@@ -41,6 +41,7 @@ class CudaForward final : public Engine {
  private:
   CudaForward(std::shared_ptr<const Model> model, ForwardOptions options);
   Status allocate();
+  void run_decode_graph(void* ops, int32_t token);  // ops: the eval's Ops (cuda_forward.cpp)
 
   std::shared_ptr<const Model> model_;
   ForwardOptions opt_;

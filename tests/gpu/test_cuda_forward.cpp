@@ -54,7 +54,7 @@ TEST_CASE("GPU logits match the references for every testdata model", "[gpu][for
       // attention, ring wrap inside a chunk).
       for (bool one : {true, false}) {
         INFO(dir << (kv == GgmlType::F16 ? " f16 KV" : " f32 KV") << (one ? " decode" : " prefill"));
-        auto gpu = runtime::CudaForward::create(model.value(), {.n_ctx = 256, .ubatch = 40, .kv_type = kv});
+        auto gpu = runtime::CudaForward::create(model.value(), {.n_ctx = 256, .ubatch = 40, .kv_type = kv, .residency = {}});
         INFO((gpu.is_ok() ? std::string() : gpu.message()));
         REQUIRE(gpu.is_ok());
         const auto got = run(**gpu, tokens, one);
@@ -62,14 +62,19 @@ TEST_CASE("GPU logits match the references for every testdata model", "[gpu][for
         REQUIRE(diff.same_size);
         const double worst = diff.worst_ratio;
         const int mismatch = diff.top1_mismatch;
-        // Tolerances: decode computes in f32 end to end (as the CPU engine: ~1e-6 here); prefill
-        // multiplies f16-rounded activations on tensor cores (~1e-3 of max|logit|); f16 KV adds
-        // its own rounding (the CPU engine with f16 KV is ~5e-4 away).
-        const double tol = (one ? 1e-4 : 5e-3) + (kv == GgmlType::F16 ? 2e-3 : 0.0);
-        INFO("worst max|diff| / max|logit| = " << worst);
+        // Tolerances: decode computes in f32 end to end for float weights (as the CPU engine:
+        // ~1e-6 here), while quantised weights take the int8-activation GEMV (kernels/cuda/
+        // gemv_q8.cuh: activations rounded to 8 bits per 32, ~1.5e-2 of max|logit| on this
+        // 256-wide model; judged by KL, the issue's measure, <= 1e-3 for quantised models);
+        // prefill multiplies f16-rounded activations on tensor cores (~1e-3 of max|logit|); f16
+        // KV adds its own rounding (the CPU engine with f16 KV is ~5e-4 away).
+        const bool quantised = std::string(dir).find("q4k") != std::string::npos;
+        const double tol = (one ? (quantised ? 3e-2 : 1e-4) : 5e-3) + (kv == GgmlType::F16 ? 2e-3 : 0.0);
+        INFO("worst max|diff| / max|logit| = " << worst << ", KL mean " << diff.kl_mean);
         WARN(dir << (kv == GgmlType::F16 ? " f16 KV" : " f32 KV") << (one ? " decode" : " prefill")
-                 << ": worst ratio " << worst);
+                 << ": worst ratio " << worst << ", KL mean " << diff.kl_mean);
         CHECK(worst < tol);
+        CHECK(diff.kl_mean <= (quantised ? 1e-3 : 1e-4));
         CHECK(mismatch == 0);
       }
     }
@@ -83,7 +88,7 @@ TEST_CASE("GPU engine rejects bad requests like the CPU engine", "[gpu][forward]
   }
   auto model = runtime::Model::load(test::testdata("models/llama/model.gguf"));
   REQUIRE(model.is_ok());
-  auto gpu = runtime::CudaForward::create(model.value(), {.n_ctx = 8, .ubatch = 4});
+  auto gpu = runtime::CudaForward::create(model.value(), {.n_ctx = 8, .ubatch = 4, .residency = {}});
   REQUIRE(gpu.is_ok());
   std::vector<float> logits;
   const std::vector<int32_t> bad = {2, 512};

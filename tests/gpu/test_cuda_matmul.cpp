@@ -125,24 +125,41 @@ RefStats ref_stats(const HostWeights& w, const std::vector<float>& x, int n_cols
   return st;
 }
 
-// Runs gemv (n_cols <= 16) or gemm on the device and compares with matmul_dot.
-void check_matmul(GgmlType t, int64_t n_in, int64_t n_out, int n_cols, Rng& rng) {
+// The int8 activations the q8 GEMV computes with (gemv_q8.cuh), reproduced bit for bit: per 32
+// elements d = amax / 127, q = round-half-even(x / d), value q * d.
+std::vector<float> act_q8_values(const std::vector<float>& x) {
+  std::vector<float> out(x.size());
+  for (size_t b = 0; b + 32 <= x.size(); b += 32) {
+    float amax = 0;
+    for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    for (size_t i = b; i < b + 32; ++i) out[i] = d > 0 ? float(int(std::nearbyint(x[i] / d))) * d : 0.0f;
+  }
+  return out;
+}
+
+// Runs gemv (n_cols <= 16) or gemm on the device and compares with matmul_dot. q8: the gemv gets a
+// workspace, so quantised types take the int8-activation path, compared against the reference on
+// the same int8-rounded activations.
+void check_matmul(GgmlType t, int64_t n_in, int64_t n_out, int n_cols, Rng& rng, bool q8 = false) {
   const auto name = ggml_type_info(t).name;
-  INFO("type " << name << " n_in " << n_in << " n_out " << n_out << " n_cols " << n_cols);
+  INFO("type " << name << " n_in " << n_in << " n_out " << n_out << " n_cols " << n_cols << (q8 ? " int8 x" : ""));
   const HostWeights w = make_weights(t, n_in, n_out, rng);
-  const auto x = test::random_normal(size_t(n_cols * n_in), rng);
+  const auto x_in = test::random_normal(size_t(n_cols * n_in), rng);
+  const bool q8_path = q8 && n_cols <= kc::kMaxGemvCols && kc::workspace_bytes_for_gemv(w.view(), n_cols) > 0;
+  const auto x = q8_path ? act_q8_values(x_in) : x_in;  // what the kernel effectively multiplies
   std::vector<float> ref(size_t(n_cols * n_out));
   kernels::cpu::matmul_dot(w.view(), x.data(), n_cols, ref.data());
 
   DevBuf dw(w.bytes.size()), dx(x.size() * 4), dy(ref.size() * 4);
   check_ok(kc::copy_to_device(dw.p, w.bytes.data(), w.bytes.size(), nullptr));
-  check_ok(kc::copy_to_device(dx.p, x.data(), x.size() * 4, nullptr));
+  check_ok(kc::copy_to_device(dx.p, x_in.data(), x_in.size() * 4, nullptr));
   const std::vector<float> poison(ref.size(), std::numeric_limits<float>::quiet_NaN());
   check_ok(kc::copy_to_device(dy.p, poison.data(), poison.size() * 4, nullptr));
   kernels::WeightView dv = w.view();
   dv.data = dw.as<uint8_t>();
   const bool is_gemv = n_cols <= kc::kMaxGemvCols;
-  size_t ws_bytes = is_gemv ? 0 : kc::workspace_bytes_for_gemm(dv, n_cols);
+  size_t ws_bytes = is_gemv ? (q8 ? kc::workspace_bytes_for_gemv(dv, n_cols) : 0) : kc::workspace_bytes_for_gemm(dv, n_cols);
   DevBuf ws(std::max<size_t>(ws_bytes, 256));
   check_ok(kc::matmul(dv, dx.as<float>(), n_cols, dy.as<float>(), kc::Workspace{ws.p, ws_bytes}, nullptr));
   check_ok(kc::synchronize(nullptr));
@@ -189,7 +206,8 @@ TEST_CASE("cuda gemv matches the CPU reference for every type and shape class", 
     for (const auto& [n_in, n_out] : {std::pair<int64_t, int64_t>{row_len(t, 1), 1},
                                       {row_len(t, 3), 37},
                                       {5376, 29}}) {
-      for (int n_cols : {1, 2, 3, 8, 16}) check_matmul(t, n_in, n_out, n_cols, rng);
+      for (int n_cols : {1, 2, 3, 8, 16})
+        for (bool q8 : {false, true}) check_matmul(t, n_in, n_out, n_cols, rng, q8);
     }
   }
   // Float rows of odd length take the element-by-element path.

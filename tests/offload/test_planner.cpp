@@ -122,7 +122,7 @@ void check_budgets(const ModelBlocks& m, const HardwareProfile& p, const Budgets
   for (uint32_t il = 0; il < m.n_layer; ++il) {
     add(m.attention[il], plan.placement.attention[il]);
     add(m.ffn[il], plan.placement.ffn[il]);
-    (plan.placement.kv[il] == KvTier::gpu ? vram : host) += m.kv_layer_bytes(il, r.ctx, r.kv, r.max_draft());
+    (plan.placement.kv[il] == KvTier::gpu ? vram : host) += m.kv_layer_bytes(il, r.ctx, r.kv, r.ring_margin());
   }
   if (p.has_gpu()) {
     vram += p.cuda_context.bytes + scratch_bytes(m, r) + max_nonres * (max_nonres ? r.prefetch_depth + 1 : 0);
@@ -267,7 +267,7 @@ TEST_CASE("planner properties over random models and profiles") {
       for (uint32_t il = 0; il < m.n_layer; ++il) {
         if (il < r.draft_depth) draft += m.attention[il].bytes + m.ffn[il].bytes;
         max_block = std::max({max_block, m.attention[il].bytes, m.ffn[il].bytes});
-        kv += m.kv_layer_bytes(il, r.ctx, r.kv, r.max_draft());
+        kv += m.kv_layer_bytes(il, r.ctx, r.kv, r.ring_margin());
       }
       const uint64_t need = draft + kv + max_block * (r.prefetch_depth + 1) + scratch_bytes(m, r) + p.cuda_context.bytes;
       if (need <= b.vram && b.pinned >= m.weight_bytes()) CHECK(res->draft_resident);

@@ -87,7 +87,7 @@ TEST_CASE("requests beyond the model's limits are rejected", "[runtime][errors]"
   REQUIRE_FALSE(too_long.is_ok());
   CHECK(contains(too_long.message(), "longer than the model allows (4096 tokens)"));
 
-  auto fwd = runtime::CpuForward::create(m.value(), {.n_ctx = 8, .ubatch = 4});
+  auto fwd = runtime::CpuForward::create(m.value(), {.n_ctx = 8, .ubatch = 4, .residency = {}});
   REQUIRE(fwd.is_ok());
   std::vector<float> logits;
   const std::vector<int32_t> bad = {2, 512};

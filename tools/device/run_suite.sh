@@ -3,11 +3,12 @@
 # every test binary on PATH (gpu tests included), the decode benchmark, `strata probe`, and the
 # HF transformers comparison. Results (logs, JSON) go to $1 (default $OUT), packed into one
 # results.tgz so the device tool returns them as a single file.
-#   tools/device/run_suite.sh [OUT_DIR] [STEPS...]   STEPS: tests bench probe hf synth27b (default: all)
+#   tools/device/run_suite.sh [OUT_DIR] [STEPS...]
+#   STEPS: tests bench probe hf synth27b kernels offload27b (default: all)
 set -uo pipefail
 out=${1:-${OUT:-$PWD/device-out}}
 shift || true
-steps=${*:-tests bench probe hf synth27b}
+steps=${*:-tests bench probe hf synth27b kernels offload27b}
 work=/tmp/strata-suite
 mkdir -p "$out" "$work/res"
 res=$work/res
@@ -41,5 +42,18 @@ fi
 if has hf; then
   WORK=$work/hf bash tools/reference/run_on_device.sh "$res/hf" > "$res/hf.log" 2>&1; echo "hf rc=$?"
   tail -12 "$res/hf.log"
+fi
+if has kernels; then
+  strata bench kernels --json "$res/bench_kernels.json" 2>&1 | tee "$res/bench_kernels.txt"
+fi
+if has offload27b; then
+  # The flagship shape: 27B Q3_K_M-like, resident on the whole H200, then under a 12 GiB budget
+  # (planned by configs/hw/h200-probed.toml, the rest streamed from pinned RAM).
+  [ -f "$work/27b.gguf" ] || strata synth --preset 27b --mix q3_k_m --no-progress -o "$work/27b.gguf" >/dev/null 2>&1
+  strata bench decode -m "$work/27b.gguf" --device cuda -c 4096 -p 512 -n 32 -r 2 \
+    --json "$res/bench_27b_resident.json" 2>&1 | tail -3 | tee "$res/bench_27b_resident.txt"
+  strata bench decode -m "$work/27b.gguf" --vram 12GiB --profile configs/hw/h200-probed.toml -c 4096 -p 512 -n 32 -r 2 \
+    --json "$res/bench_27b_vram12.json" > "$res/bench_27b_vram12.txt" 2>&1
+  tail -4 "$res/bench_27b_vram12.txt"
 fi
 tar -czf "$out/results.tgz" -C "$res" .

@@ -1,0 +1,264 @@
+// strata bench kernels: the CUDA kernels on the 27B shapes against ceilings measured in the same
+// run (device read of a large buffer, a large cuBLAS bf16 GEMM), as a table and JSON.
+//
+// - GEMV (decode, batch 1 and 8): GB/s of weight bytes over the device read ceiling. Each shape is
+//   replicated into enough distinct buffers to cover >= 4x the L2 cache (H200: 60 MB), and the
+//   timed pass walks all of them, so the figures are HBM, not cache.
+// - Prefill matmul at M = 2048 (dequantised f16 tiles + cuBLAS): TFLOP/s over the bf16 GEMM rate.
+// - Decode attention at a long context (f16 KV): GB/s of KV bytes over the device read ceiling.
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/bench_kernels.h"
+#include "core/half.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "core/units.h"
+#include "kernels/cpu/quant_kernels.h"
+#include "kernels/cuda/cuda_api.h"
+#include "kernels/cuda/device_info.h"
+#include "kernels/cuda/read_probe.h"
+
+namespace strata::cli {
+namespace {
+
+namespace cuda = kernels::cuda;
+
+struct BenchKernelsArgs {
+  std::string types = "q3_K,q4_K,q6_K,q8_0";
+  uint64_t l2_cover = 240'000'000;  // 4 x the H200's 60 MB L2
+  uint32_t ctx = 32768;
+  int iters = 5;
+  bool quick = false;  // one shape per type, smaller context: a smoke run
+  std::string json_out;
+};
+
+// Device buffers freed on scope exit.
+struct DeviceBuffers {
+  std::vector<void*> ptrs;
+  ~DeviceBuffers() {
+    for (void* p : ptrs) cuda::device_free(p);
+  }
+  Result<void*> alloc(size_t bytes) {
+    auto p = cuda::device_alloc(bytes);
+    if (p) ptrs.push_back(*p);
+    return p;
+  }
+};
+
+struct Shape {
+  const char* name;
+  int64_t n_in, n_out;
+};
+// The 27B (gemma3-27b) matrices the issue names.
+constexpr Shape kShapes[] = {{"qkv 5376x4096", 5376, 4096},
+                             {"ffn up 5376x21504", 5376, 21504},
+                             {"ffn down 21504x5376", 21504, 5376},
+                             {"head 5376x262144", 5376, 262144}};
+
+Result<nlohmann::json> bench_gemv(GgmlType type, const Shape& sh, const BenchKernelsArgs& a, double read_bw,
+                                  double gemm_flops) {
+  const auto* k = kernels::cpu::quant_kernels(type);
+  if (!k) return Status::error("no kernels for {}", ggml_type_info(type).name);
+  const uint64_t row_bytes = ggml_row_bytes(type, uint64_t(sh.n_in));
+  const uint64_t bytes = row_bytes * uint64_t(sh.n_out);
+  std::vector<uint8_t> host(bytes);
+  Rng rng(7);
+  k->fill_random(host.data(), sh.n_in * sh.n_out, rng, 0.02f);
+  const int copies = int(std::max<uint64_t>(1, (a.l2_cover + bytes - 1) / bytes));
+  DeviceBuffers mem;
+  std::vector<kernels::WeightView> views;
+  for (int c = 0; c < copies; ++c) {
+    auto p = mem.alloc(bytes);
+    if (!p) return p.status();
+    STRATA_TRY(cuda::copy_to_device(*p, host.data(), bytes, nullptr));
+    views.push_back({static_cast<const uint8_t*>(*p), type, sh.n_in, sh.n_out, row_bytes});
+  }
+  constexpr int kCols = 2048;
+  std::vector<float> xh(size_t(kCols) * sh.n_in);
+  for (auto& v : xh) v = float(rng.uniform(-1.0f, 1.0f));
+  auto x = mem.alloc(xh.size() * sizeof(float));
+  auto y = mem.alloc(size_t(kCols) * sh.n_out * sizeof(float));
+  if (!x) return x.status();
+  if (!y) return y.status();
+  STRATA_TRY(cuda::copy_to_device(*x, xh.data(), xh.size() * sizeof(float), nullptr));
+  const float* dx = static_cast<const float*>(*x);
+  float* dy = static_cast<float*>(*y);
+
+  nlohmann::json j = {{"type", ggml_type_info(type).name}, {"shape", sh.name}, {"n_in", sh.n_in},
+                      {"n_out", sh.n_out}, {"weight_bytes", bytes}, {"buffers", copies}};
+  // The engine's GEMV: int8 activations when the type has that path (a workspace given).
+  const size_t gws_bytes = cuda::workspace_bytes_for_gemv(views[0], 16);
+  void* gws = nullptr;
+  if (gws_bytes) {
+    auto p = mem.alloc(gws_bytes);
+    if (!p) return p.status();
+    gws = *p;
+  }
+  j["gemv_path"] = gws_bytes ? "int8 activations (dp4a)" : "f32 activations";
+  double t1 = 0;
+  for (int cols : {0, 1, 8}) {  // 0: batch 1 on the f32-activation kernel, for comparison
+    auto t = cuda::time_on_device(
+        [&]() -> Status {
+          for (const auto& v : views)
+            STRATA_TRY(cols == 0 ? cuda::gemv(v, dx, 1, dy, nullptr)
+                                 : cuda::gemv(v, dx, cols, dy, {gws, gws_bytes}, nullptr));
+          return Status::ok();
+        },
+        a.iters, nullptr);
+    if (!t) return t.status();
+    const double per = *t / copies;
+    const double gbps = double(bytes) / per / 1e9;
+    if (cols == 0) {
+      j["gemv1_f32act_gb_s"] = gbps;
+      j["gemv1_f32act_fraction_of_read"] = gbps * 1e9 / read_bw;
+      continue;
+    }
+    j[fmt::format("gemv{}_us", cols)] = per * 1e6;
+    j[fmt::format("gemv{}_gb_s", cols)] = gbps;
+    j[fmt::format("gemv{}_fraction_of_read", cols)] = gbps * 1e9 / read_bw;
+    if (cols == 1) t1 = per;
+    else j["gemv8_over_gemv1"] = per / t1;
+  }
+  // Prefill matmul at M = 2048 columns on one buffer (compute-bound: the cache does not matter).
+  if (gemm_flops > 0 && sh.n_out <= 32768) {
+    const size_t ws_bytes = cuda::workspace_bytes_for_gemm(views[0], kCols);
+    auto ws = mem.alloc(ws_bytes);
+    if (!ws) return ws.status();
+    auto t = cuda::time_on_device([&] { return cuda::gemm(views[0], dx, kCols, dy, {*ws, ws_bytes}, nullptr); },
+                                  a.iters, nullptr);
+    if (!t) return t.status();
+    const double flops = 2.0 * double(sh.n_in) * double(sh.n_out) * kCols / *t;
+    j["gemm2048_tflops"] = flops / 1e12;
+    j["gemm2048_fraction_of_bf16"] = flops / gemm_flops;
+  }
+  return j;
+}
+
+Result<nlohmann::json> bench_attention(uint32_t ctx, const BenchKernelsArgs& a, double read_bw) {
+  // gemma3-27b global layer: 32 query heads, 16 KV heads of 128.
+  const cuda::AttentionShapeDev s{32, 16, 128, 0, 1.0f / 11.3137f};
+  const size_t width = size_t(s.n_head_kv) * s.head_dim;
+  const size_t kv_bytes = size_t(ctx) * width * 2;  // per K or V, f16
+  DeviceBuffers mem;
+  auto k = mem.alloc(kv_bytes), v = mem.alloc(kv_bytes);
+  auto q = mem.alloc(size_t(s.n_head) * s.head_dim * 4), out = mem.alloc(size_t(s.n_head) * s.head_dim * 4);
+  auto pos = mem.alloc(sizeof(int32_t));
+  for (auto* r : {&k, &v, &q, &out, &pos})
+    if (!*r) return r->status();
+  STRATA_TRY(cuda::memset_device(*k, 0x33, kv_bytes, nullptr));  // f16 0x3333 ~ 0.22: finite
+  STRATA_TRY(cuda::memset_device(*v, 0x2c, kv_bytes, nullptr));
+  STRATA_TRY(cuda::memset_device(*q, 0, size_t(s.n_head) * s.head_dim * 4, nullptr));
+  const int32_t last = int32_t(ctx - 1);
+  STRATA_TRY(cuda::copy_to_device(*pos, &last, sizeof(last), nullptr));
+  const size_t ws_bytes = cuda::attention_workspace_bytes(1, s, ctx);
+  void* ws = nullptr;
+  if (ws_bytes) {
+    auto w = mem.alloc(ws_bytes);
+    if (!w) return w.status();
+    ws = *w;
+  }
+  const cuda::KvStoreDev store{*k, *v, GgmlType::F16, int64_t(ctx)};
+  auto t = cuda::time_on_device(
+      [&] {
+        return cuda::attention(static_cast<const float*>(*q), static_cast<const int32_t*>(*pos), 1, store, s,
+                               static_cast<float*>(*out), {ws, ws_bytes}, nullptr);
+      },
+      a.iters, nullptr);
+  if (!t) return t.status();
+  const double gbps = 2.0 * double(kv_bytes) / *t / 1e9;
+  return nlohmann::json{{"context", ctx}, {"kv_bytes", 2 * kv_bytes}, {"us", *t * 1e6}, {"gb_s", gbps},
+                        {"fraction_of_read", gbps * 1e9 / read_bw}};
+}
+
+int run(const BenchKernelsArgs& a) {
+  std::string why;
+  const auto devs = cuda::devices(&why);
+  if (devs.empty()) {
+    log::error("bench kernels needs a CUDA GPU ({})", why);
+    return 1;
+  }
+  std::vector<GgmlType> types;
+  std::stringstream ss(a.types);
+  for (std::string t; std::getline(ss, t, ',');) {
+    auto ty = ggml_type_from_name(t);
+    if (!ty || !kernels::cpu::quant_kernels(*ty)) {
+      log::error("--types: unknown or unsupported type '{}'", t);
+      return 2;
+    }
+    types.push_back(*ty);
+  }
+  log::info("{}: measuring ceilings (device read, bf16 GEMM)...", devs[0].name);
+  auto read = cuda::measure_read_bandwidth(size_t(2) * kGiB, 5);
+  auto gemm = cuda::measure_gemm_flops(8192, 3);
+  if (!read || !gemm) {
+    log::error("{}", !read ? read.message() : gemm.message());
+    return 1;
+  }
+  nlohmann::json j = {{"bench", "kernels"}, {"device", devs[0].name},
+                      {"ceilings", {{"device_read_gb_s", *read / 1e9}, {"gemm_bf16_tflops", *gemm / 1e12}}}};
+  fmt::print("ceilings: device read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s\n", *read / 1e9, *gemm / 1e12);
+  fmt::print("{:<6} {:<20} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9} {:>10} {:>8}\n", "type", "shape", "gemv1 us", "GB/s",
+             "of read", "(f32 x)", "b8/b1", "gemm TF", "of bf16", "buffers");
+  nlohmann::json rows = nlohmann::json::array();
+  for (GgmlType t : types)
+    for (const auto& sh : kShapes) {
+      if (a.quick && &sh != &kShapes[1]) continue;
+      auto r = bench_gemv(t, sh, a, *read, *gemm);
+      if (!r) {
+        log::error("{} {}: {}", ggml_type_info(t).name, sh.name, r.message());
+        return 1;
+      }
+      const auto& x = *r;
+      fmt::print("{:<6} {:<20} {:>9.1f} {:>8.0f} {:>8.0f}% {:>8.0f}% {:>8.2f} {:>9} {:>10} {:>8}\n",
+                 ggml_type_info(t).name, sh.name, x["gemv1_us"].get<double>(), x["gemv1_gb_s"].get<double>(),
+                 100 * x["gemv1_fraction_of_read"].get<double>(), 100 * x["gemv1_f32act_fraction_of_read"].get<double>(),
+                 x["gemv8_over_gemv1"].get<double>(),
+                 x.contains("gemm2048_tflops") ? fmt::format("{:.0f}", x["gemm2048_tflops"].get<double>()) : "-",
+                 x.contains("gemm2048_fraction_of_bf16")
+                     ? fmt::format("{:.0f}%", 100 * x["gemm2048_fraction_of_bf16"].get<double>())
+                     : "-",
+                 x["buffers"].get<int>());
+      rows.push_back(x);
+    }
+  j["matmul"] = rows;
+  auto att = bench_attention(a.quick ? 4096 : a.ctx, a, *read);
+  if (!att) {
+    log::error("attention: {}", att.message());
+    return 1;
+  }
+  j["decode_attention"] = *att;
+  fmt::print("decode attention, {} keys, f16 KV: {:.1f} us, {:.0f} GB/s = {:.0f}% of read\n", (*att)["context"].get<int>(),
+             (*att)["us"].get<double>(), (*att)["gb_s"].get<double>(), 100 * (*att)["fraction_of_read"].get<double>());
+  if (!a.json_out.empty()) {
+    std::ofstream out(a.json_out);
+    out << j.dump(2) << "\n";
+    if (!out) {
+      log::error("{}: cannot write", a.json_out);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> add_bench_kernels(CLI::App* bench) {
+  auto a = std::make_shared<BenchKernelsArgs>();
+  auto* sub = bench->add_subcommand("kernels", "CUDA GEMV/GEMM/attention on the 27B shapes vs the device read and "
+                                               "bf16 GEMM ceilings measured in the same run");
+  sub->add_option("--types", a->types, "Weight types, comma-separated")->capture_default_str();
+  sub->add_option("--ctx", a->ctx, "Keys for the decode attention figure")->capture_default_str()->check(CLI::Range(16, 1 << 20));
+  sub->add_option("--iters", a->iters, "Timed passes (the best counts)")->capture_default_str()->check(CLI::Range(1, 100));
+  sub->add_option("--l2-cover", a->l2_cover, "Bytes of distinct weight buffers each GEMV pass walks (>= 4x L2)")
+      ->capture_default_str();
+  sub->add_flag("--quick", a->quick, "One shape per type and a 4K context (smoke run)");
+  sub->add_option("--json", a->json_out, "Write the results as JSON to this file");
+  return [a, sub]() -> int { return sub->parsed() ? run(*a) : -1; };
+}
+
+}  // namespace strata::cli
