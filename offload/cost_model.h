@@ -52,6 +52,10 @@ struct RunShape {
   double acceptance = 0.6;    // assumed per-token acceptance of the draft
   uint32_t prefill_chunk = 512;
   uint32_t prefetch_depth = 2;  // blocks in flight ahead of compute; the ring has depth + 1 slots
+  // Planner policy (planner.h, "Draft path"): false: the draft path is kept resident whenever that
+  // is as fast as the best plan; true: whenever it fits at all, even where the cost model rates it
+  // slower (for runs that distrust the assumed acceptance). Only the false policy is monotone in VRAM.
+  bool require_draft_resident = false;
 
   bool speculative() const { return draft_depth > 0 && draft_len > 0; }
   uint64_t prompt_tokens() const { return prompt ? prompt : (ctx > gen ? ctx - gen : ctx / 2); }

@@ -12,6 +12,7 @@ const char* kv_dtype_name(KvDtype d) {
     case KvDtype::f16: return "f16";
     case KvDtype::q8: return "q8";
     case KvDtype::q4: return "q4";
+    case KvDtype::f32: return "f32";
   }
   return "?";
 }
@@ -20,7 +21,8 @@ Result<KvDtype> kv_dtype_from_name(const std::string& s) {
   if (s == "f16") return KvDtype::f16;
   if (s == "q8" || s == "q8_0" || s == "int8") return KvDtype::q8;
   if (s == "q4" || s == "q4_0" || s == "int4") return KvDtype::q4;
-  return Status::error("unknown KV dtype '{}' (f16, q8 or q4)", s);
+  if (s == "f32") return KvDtype::f32;
+  return Status::error("unknown KV dtype '{}' (f16, q8, q4 or f32)", s);
 }
 
 double kv_bytes_per_element(KvDtype d) {
@@ -28,6 +30,7 @@ double kv_bytes_per_element(KvDtype d) {
     case KvDtype::f16: return 2.0;
     case KvDtype::q8: return (32.0 + 2.0) / 32.0;
     case KvDtype::q4: return (16.0 + 4.0) / 32.0;
+    case KvDtype::f32: return 4.0;
   }
   return 2.0;
 }

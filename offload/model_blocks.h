@@ -24,7 +24,7 @@
 
 namespace strata::offload {
 
-enum class KvDtype { f16, q8, q4 };
+enum class KvDtype { f16, q8, q4, f32 };  // f32: the CPU engine's default KV (generate -ctk f32)
 const char* kv_dtype_name(KvDtype d);
 Result<KvDtype> kv_dtype_from_name(const std::string& s);
 double kv_bytes_per_element(KvDtype d);

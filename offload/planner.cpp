@@ -3,7 +3,7 @@
 // JSON schema "strata.plan/1" (keys are stable; new keys may be added, none renamed):
 // { "schema": "strata.plan/1", "model": {name, arch, n_layer, weight_bytes},
 //   "profile": name, "budgets": {vram, pinned, host, disk} (bytes),
-//   "run": {ctx, prompt, gen, kv, draft_depth, draft_len, acceptance},
+//   "run": {ctx, prompt, gen, kv, draft_depth, draft_len, acceptance, require_draft_resident},
 //   "solver": "exhaustive"|"search"|"cpu-only",
 //   "tiers": {gpu|stream|disk|cpu: {blocks, bytes}},
 //   "usage": {vram_weights, vram_kv, vram_staging, vram_scratch, vram_context, vram_total,
@@ -49,7 +49,8 @@ nlohmann::json plan_json(const ModelBlocks& m, const HardwareProfile& p, const B
   j["profile"] = p.name;
   j["budgets"] = {{"vram", b.vram}, {"pinned", b.pinned}, {"host", b.host}, {"disk", b.disk}};
   j["run"] = {{"ctx", r.ctx}, {"prompt", r.prompt_tokens()}, {"gen", r.gen}, {"kv", kv_dtype_name(r.kv)},
-              {"draft_depth", r.draft_depth}, {"draft_len", r.draft_len}, {"acceptance", r.acceptance}};
+              {"draft_depth", r.draft_depth}, {"draft_len", r.draft_len}, {"acceptance", r.acceptance},
+              {"require_draft_resident", r.require_draft_resident}};
   j["solver"] = plan.solver;
   const auto t = totals(m, plan);
   for (int i = 0; i < 4; ++i) j["tiers"][tier_name(Tier(i))] = {{"blocks", t.blocks[i]}, {"bytes", t.bytes[i]}};

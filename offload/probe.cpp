@@ -25,6 +25,7 @@
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/read_probe.h"
+#include "offload/disk_probe.h"
 
 namespace strata::offload {
 namespace {
@@ -78,31 +79,6 @@ double gemv_gbps(GgmlType type, uint64_t bytes, int reps) {
   return best;
 }
 
-// O_DIRECT reads of `block` bytes at queue depth `qd` (qd threads doing pread) over the file.
-Result<double> disk_gbps(const std::string& path, uint64_t file_bytes, uint64_t block, int qd) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
-  if (fd < 0) return Status::error("{}: open O_DIRECT: {}", path, std::strerror(errno));
-  const uint64_t n_blocks = file_bytes / block;
-  std::atomic<uint64_t> next{0};
-  std::atomic<bool> failed{false};
-  const auto t0 = Clock::now();
-  std::vector<std::thread> threads;
-  for (int t = 0; t < qd; ++t)
-    threads.emplace_back([&] {
-      void* buf = nullptr;
-      if (posix_memalign(&buf, 4096, block) != 0) { failed = true; return; }
-      for (uint64_t i; (i = next.fetch_add(1)) < n_blocks;) {
-        if (::pread(fd, buf, block, off_t(i * block)) != ssize_t(block)) { failed = true; break; }
-      }
-      std::free(buf);
-    });
-  for (auto& th : threads) th.join();
-  const double s = since(t0);
-  ::close(fd);
-  if (failed) return Status::error("{}: O_DIRECT read failed", path);
-  return double(n_blocks * block) / s / 1e9;
-}
-
 }  // namespace
 
 Result<HardwareProfile> probe(const ProbeOptions& opt) {
@@ -139,30 +115,23 @@ Result<HardwareProfile> probe(const ProbeOptions& opt) {
     say(fmt::format("CPU GEMV {:<5}: {:.1f} GB/s of weights", ggml_type_info(t).name, g));
   }
 
-  // Disk by queue depth: a temp file written once, then O_DIRECT reads (not from the page cache).
+  // Disk by queue depth (offload/disk_probe.h says how the host's cache is kept out of it).
   p.nvme_path = opt.dir;
-  const uint64_t file_bytes = opt.quick ? 256 * kMiB : 1 * kGiB;
-  const std::string path = fmt::format("{}/strata-probe-{}.tmp", opt.dir, ::getpid());
-  {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0) return Status::error("{}: cannot create the disk test file: {}", path, std::strerror(errno));
-    std::vector<uint8_t> chunk(16 * kMiB, 0x5a);
-    bool ok = true;
-    for (uint64_t off = 0; off < file_bytes && ok; off += chunk.size())
-      ok = ::write(fd, chunk.data(), chunk.size()) == ssize_t(chunk.size());
-    ok = ok && ::fsync(fd) == 0;
-    ::close(fd);
-    if (!ok) { ::unlink(path.c_str()); return Status::error("{}: writing the disk test file failed", path); }
+  DiskProbeOptions dopt;
+  dopt.dir = opt.dir;
+  dopt.backend = opt.io_backend;
+  dopt.file_bytes = opt.quick ? 512 * kMiB : 4 * kGiB;
+  if (opt.quick) dopt.queue_depths = {1, 4, 32};
+  dopt.progress = say;
+  auto disk = probe_disk(dopt);
+  if (!disk) return disk.status();
+  if (!disk->notice.empty()) say(disk->notice);
+  p.description += fmt::format("; disk read through {}", disk->backend);
+  for (const auto& d : disk->points) {
+    p.nvme_read.push_back({d.queue_depth, d.gbps, measured});
+    say(fmt::format("disk read ({}), QD {:>2}, {} blocks: {:.2f} GB/s", disk->backend, d.queue_depth,
+                    format_bytes(d.block_bytes), d.gbps));
   }
-  const int qds[] = {1, 2, 4, 8, 16, 32};
-  for (int qd : qds) {
-    if (opt.quick && qd != 1 && qd != 4 && qd != 32) continue;
-    auto g = disk_gbps(path, file_bytes, qd == 1 ? 16 * kMiB : 1 * kMiB, qd);
-    if (!g) { ::unlink(path.c_str()); return g.status(); }
-    p.nvme_read.push_back({uint64_t(qd), *g, measured});
-    say(fmt::format("disk O_DIRECT read, QD {:>2} ({} blocks): {:.2f} GB/s", qd, qd == 1 ? "16 MiB" : "1 MiB", *g));
-  }
-  ::unlink(path.c_str());
   p.nvme_budget = {64 * kGiB, Provenance::datasheet("default budget; set to the space strata may use")};
 
   // GPU.

@@ -1,8 +1,8 @@
 // `strata probe`: measures this machine's rates into a HardwareProfile (marked measured, today,
 // this host). Host memory read by threads (kernels::cpu::measure_read_bandwidth), CPU GEMV GB/s
 // per quant type (the best dot kernel over a weight matrix larger than the caches, all threads),
-// disk reads by queue depth (O_DIRECT pread threads on a temp file under `dir`; io_uring arrives
-// with M5's io/ module). GPU: capacity from kernels::cuda::devices(); H2D/device-read timing needs
+// disk reads by queue depth 1..32 (offload/disk_probe.h: io/BlockReader, io_uring + O_DIRECT, on a
+// temp file under `dir`). GPU: capacity from kernels::cuda::devices(); H2D/device-read timing needs
 // CUDA code that this build does not have yet, so those rates are left to the profile's datasheet
 // defaults and say so in their source.
 #pragma once
@@ -17,6 +17,7 @@ namespace strata::offload {
 struct ProbeOptions {
   std::string dir = "/var/tmp";  // where the disk test file goes (the NVMe to measure)
   bool quick = false;            // smaller buffers, fewer points (~15 s)
+  std::string io_backend = "auto";  // disk reads: auto, io_uring or pread (io/block_reader.h)
   std::function<void(const std::string&)> progress;  // one line per measurement
 };
 

@@ -46,8 +46,12 @@ Placement empty_placement(const ModelBlocks& m, bool gpu) {
   return pl;
 }
 
-// Keeps the best plan, and separately the best with the draft path resident.
+// Keeps the best plan, and separately the best with the draft path resident. The result is the
+// draft-resident one when it is as fast as the best (relative 1e-12: sums in a different order), or
+// whenever it exists if the run requires it (planner.h, "Draft path").
 struct Best {
+  explicit Best(const RunShape& r) : require_draft(r.require_draft_resident) {}
+  bool require_draft;
   std::optional<Plan> any, draft;
   void offer(const Plan& p) {
     const double t = p.prediction.objective_tps();
@@ -55,7 +59,9 @@ struct Best {
     if (p.draft_resident && (!draft || t > draft->prediction.objective_tps())) draft = p;
   }
   Result<Plan> result(const char* solver) {
-    std::optional<Plan>& b = draft ? draft : any;
+    const bool take_draft =
+        draft && (require_draft || draft->prediction.objective_tps() >= any->prediction.objective_tps() * (1 - 1e-12));
+    std::optional<Plan>& b = take_draft ? draft : any;
     if (!b) return Status::error("infeasible");
     b->solver = solver;
     return *b;
@@ -128,7 +134,7 @@ Result<Plan> solve_exhaustive(const ModelBlocks& m, const HardwareProfile& p, co
   uint64_t combos = 1;
   for (size_t i = 0; i < us.size(); ++i) combos *= n_tiers;
   const uint64_t kv_combos = gpu ? (1ull << full.size()) : 1;
-  Best best;
+  Best best(r);
   Plan plan;
   plan.placement = empty_placement(m, gpu);
   for (uint64_t kc = 0; kc < kv_combos; ++kc) {
@@ -148,7 +154,7 @@ Result<Plan> solve_exhaustive(const ModelBlocks& m, const HardwareProfile& p, co
 
 Result<Plan> solve_search(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r) {
   const bool gpu = p.has_gpu() && b.vram > 0;
-  Best best;
+  Best best(r);
   Plan plan;
   plan.placement = empty_placement(m, gpu);
   if (!gpu) {

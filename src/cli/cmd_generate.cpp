@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <random>
 
 #include "cli/command.h"
 #include "cli/model_args.h"
+#include "cli/placement_report.h"
 #include "core/log.h"
 #include "runtime/sampler.h"
 #include "tokenizer/chat_template.h"
@@ -28,6 +30,7 @@ struct GenerateArgs {
   bool chat = false;
   bool ignore_eos = false;
   bool no_display_prompt = true;
+  bool no_report = false;  // --no-report / -q
   runtime::SamplerParams sp;
   int64_t seed = -1;
 };
@@ -44,6 +47,27 @@ size_t complete_utf8_prefix(const std::string& s) {
     --i;
   }
   return s.size();
+}
+
+// The placement report (cli/placement_report.h) for this run, on stderr: stdout carries only the
+// generated text. The engine does not speculate yet, so the run shape is plain decoding. An
+// infeasible plan is a warning, not a failure: today's engines place weights themselves.
+void print_report(const GenerateArgs& a, const offload::HardwareProfile& profile, const runtime::Engine& f,
+                  uint32_t n_prompt) {
+  auto blocks = offload::model_blocks_from_path(a.m.model);
+  if (!blocks) {
+    log::warn("placement report: {}", blocks.message());
+    return;
+  }
+  offload::RunShape r;
+  r.ctx = f.n_ctx();
+  r.prompt = n_prompt;
+  r.gen = a.n_predict > 0 ? uint64_t(a.n_predict) : f.n_ctx() - std::min(n_prompt, f.n_ctx());
+  r.draft_depth = 0;
+  auto kv = offload::kv_dtype_from_name(a.m.kv_type);
+  r.kv = kv ? *kv : offload::KvDtype::f32;
+  auto p = print_placement_report({std::move(*blocks), profile, offload::Budgets::of(profile), r}, stderr);
+  if (!p) log::warn("placement report: {}", p.message());
 }
 
 int run_generate(GenerateArgs a) {
@@ -109,19 +133,31 @@ int run_generate(GenerateArgs a) {
     return 2;
   }
   const uint32_t want = uint32_t(prompt_ids.size()) + (a.n_predict > 0 ? uint32_t(a.n_predict) : 256u);
+  // The profile is read before the engine allocates, so a detected GPU's free memory is the budget.
+  std::optional<offload::HardwareProfile> profile;
+  // With --vram the plan that places the weights is the report (ModelArgs::report_plan).
+  if (!a.no_report && a.m.vram.empty()) {
+    auto p = profile_or_detected(a.m.profile, a.m.device != "cpu");
+    if (!p) {
+      log::error("{}", p.message());
+      return 1;
+    }
+    profile = std::move(*p);
+  }
   auto fwd = a.m.open(want);
   if (!fwd) {
     log::error("{}", fwd.message());
     return 1;
   }
   auto& f = **fwd;
-  a.m.report_plan();
   if (prompt_ids.size() >= f.n_ctx()) {
     log::error("the prompt has {} tokens, more than the context of {} (raise -c)", prompt_ids.size(), f.n_ctx());
     return 2;
   }
   log::info("{} | ctx {} | prompt {} tokens | seed {} | temp {}", f.model().spec.summary(), f.n_ctx(),
             prompt_ids.size(), a.seed, a.sp.temperature);
+  if (profile) print_report(a, *profile, f, uint32_t(prompt_ids.size()));
+  if (!a.no_report) a.m.report_plan();
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
   runtime::Sampler sampler(a.sp, f.model().spec.hp.n_vocab);
@@ -189,6 +225,7 @@ Command add_generate(CLI::App& app) {
   sub->add_option("--repeat-penalty", a->sp.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
   sub->add_option("--repeat-last-n", a->sp.repeat_last_n, "Tokens the penalty looks back over")->capture_default_str();
   sub->add_option("-s,--seed", a->seed, "Random seed (-1: random, printed)")->capture_default_str();
+  sub->add_flag("-q,--no-report", a->no_report, "Do not print the placement report before generating");
   return {sub, [a] { return run_generate(*a); }};
 }
 

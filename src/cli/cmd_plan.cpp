@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/placement_report.h"
 #include "core/log.h"
 #include "core/units.h"
 #include "offload/planner.h"
@@ -21,7 +22,7 @@ struct PlanArgs {
   int draft_depth = -1;  // -1: n_layer / 4
   uint32_t draft_len = 4;
   double acceptance = 0.6;
-  bool no_spec = false, json = false;
+  bool no_spec = false, json = false, require_draft = false;
 };
 
 Status apply_size(const std::string& text, uint64_t& dst, const char* flag) {
@@ -84,6 +85,7 @@ int run_plan(const PlanArgs& a) {
   r.draft_depth = a.no_spec ? 0 : a.draft_depth >= 0 ? uint32_t(a.draft_depth) : std::max(1u, blocks->n_layer / 4);
   r.draft_len = a.draft_len;
   r.acceptance = a.acceptance;
+  r.require_draft_resident = a.require_draft;
   if (r.prompt >= r.ctx) { log::error("--prompt {} must be below --ctx {}", r.prompt, r.ctx); return 2; }
 
   if (!a.sweep.empty()) {
@@ -115,23 +117,23 @@ int run_plan(const PlanArgs& a) {
     return 0;
   }
 
+  if (!a.json) {
+    auto p = print_placement_report({*blocks, *prof, b, r}, stdout);
+    if (!p) { log::error("{}: {}", a.model, p.message()); return 1; }
+    return 0;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto p = offload::plan(*blocks, *prof, b, r);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!p) {
-    if (a.json) std::printf("%s\n", nlohmann::json{{"schema", "strata.plan/1"}, {"feasible", false}, {"reason", p.message()}}.dump(2).c_str());
+    std::printf("%s\n", nlohmann::json{{"schema", "strata.plan/1"}, {"feasible", false}, {"reason", p.message()}}.dump(2).c_str());
     log::error("{}: {}", a.model, p.message());
     return 1;
   }
-  if (a.json) {
-    auto j = offload::plan_json(*blocks, *prof, b, r, *p);
-    j["feasible"] = true;
-    j["planning_ms"] = ms;
-    std::printf("%s\n", j.dump(2).c_str());
-  } else {
-    std::printf("%s", offload::plan_report(*blocks, *prof, b, r, *p).c_str());
-    std::printf("planned in %.1f ms\n", ms);
-  }
+  auto j = offload::plan_json(*blocks, *prof, b, r, *p);
+  j["feasible"] = true;
+  j["planning_ms"] = ms;
+  std::printf("%s\n", j.dump(2).c_str());
   return 0;
 }
 
@@ -143,13 +145,15 @@ Command add_plan(CLI::App& app) {
   sub->add_option("-m,--model", a->model, "GGUF model (the header is enough)")->required();
   sub->add_option("--profile", a->profile, "Hardware profile (configs/hw/*.toml)")->required();
   sub->add_option("-c,--ctx", a->ctx, "Target context length (KV is sized for it)");
-  sub->add_option("--kv", a->kv, "KV dtype: f16, q8 or q4");
+  sub->add_option("--kv", a->kv, "KV dtype: f16, q8, q4 (or f32)");
   sub->add_option("--prompt", a->prompt, "Prompt tokens (default: ctx - gen)");
   sub->add_option("--gen", a->gen, "Generated tokens");
   sub->add_option("--draft-depth", a->draft_depth, "Self-speculative draft depth d (default n_layer/4)");
   sub->add_option("--draft-len", a->draft_len, "Draft length k");
   sub->add_option("--acceptance", a->acceptance, "Assumed draft acceptance rate");
   sub->add_flag("--no-spec", a->no_spec, "Plan for plain decoding");
+  sub->add_flag("--require-draft-resident", a->require_draft,
+                "Keep the draft path in VRAM whenever it fits, even where predicted slower (offload/planner.h)");
   sub->add_option("--vram", a->vram, "Override the VRAM budget (e.g. 12GiB)");
   sub->add_option("--pinned", a->pinned, "Override the pinned-RAM budget");
   sub->add_option("--host-ram", a->host, "Override the host-RAM budget");

@@ -11,7 +11,7 @@ namespace strata::cli {
 namespace {
 
 struct ProbeArgs {
-  std::string out, dir = "/var/tmp", name;
+  std::string out, dir = "/var/tmp", name, io = "auto";
   bool quick = false;
 };
 
@@ -19,6 +19,7 @@ int run_probe(const ProbeArgs& a) {
   offload::ProbeOptions opt;
   opt.dir = a.dir;
   opt.quick = a.quick;
+  opt.io_backend = a.io;
   const auto t0 = std::chrono::steady_clock::now();
   opt.progress = [t0](const std::string& line) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -45,6 +46,9 @@ Command add_probe(CLI::App& app) {
   sub->add_option("--dir", a->dir, "Folder on the disk to measure (a temp file is written there)");
   sub->add_option("--name", a->name, "Profile name");
   sub->add_flag("--quick", a->quick, "Fewer, smaller measurements");
+  sub->add_option("--io", a->io, "Disk read backend: auto (io_uring, else a pread pool), io_uring, pread")
+      ->check(CLI::IsMember({"auto", "io_uring", "pread"}))
+      ->capture_default_str();
   return {sub, [a] { return run_probe(*a); }};
 }
 

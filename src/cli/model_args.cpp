@@ -1,7 +1,5 @@
 #include "cli/model_args.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 
@@ -9,6 +7,7 @@
 #include "core/units.h"
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/device_info.h"
+#include "offload/default_profile.h"
 
 namespace strata::cli {
 
@@ -35,8 +34,6 @@ void ModelArgs::add_to(CLI::App* sub) {
 
 namespace {
 
-uint64_t host_ram_bytes() { return uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE)); }
-
 // Plans the placement for a --vram budget and sets the engine's residency.
 Result<runtime::ExecutorPlan> plan_budget(const ModelArgs& a, const runtime::Model& m, runtime::ForwardOptions& fo) {
   offload::HardwareProfile prof;
@@ -45,9 +42,7 @@ Result<runtime::ExecutorPlan> plan_budget(const ModelArgs& a, const runtime::Mod
     if (!p) return p.status();
     prof = std::move(p.value());
   } else {
-    auto mi = kernels::cuda::mem_info();
-    if (!mi) return mi.status();
-    prof = runtime::default_executor_profile(mi->total_bytes, host_ram_bytes());
+    prof = offload::detected_profile(true);
   }
   offload::Budgets b = offload::Budgets::of(prof);
   auto v = parse_bytes(a.vram);

@@ -58,24 +58,4 @@ Result<ExecutorPlan> plan_for_executor(const Model& model, offload::HardwareProf
   return e;
 }
 
-offload::HardwareProfile default_executor_profile(uint64_t vram_bytes, uint64_t host_bytes) {
-  using offload::Provenance;
-  const auto ds = Provenance::datasheet("strata default (no --profile): PCIe 4.0 x16 class rates");
-  offload::HardwareProfile p;
-  p.name = "default";
-  p.description = "this machine's GPU memory with typical rates; run `strata probe` for measured ones";
-  p.vram_budget = {vram_bytes, ds};
-  p.host_ram = {host_bytes, ds};
-  p.pinned_budget = {host_bytes / 2, ds};
-  p.nvme_budget = {0, ds};
-  p.cuda_context = {uint64_t(400) << 20, ds};
-  p.device_read_gbps = {500, ds};
-  p.gpu_gemm_tflops = {50, ds};
-  p.h2d_pinned = {{uint64_t(1) << 20, 20, ds}, {uint64_t(16) << 20, 25, ds}};
-  p.nvme_read = {{1, 1.5, ds}, {32, 3.0, ds}};
-  p.host_read = {{1, 15, ds}, {8, 40, ds}};
-  p.cpu_gemv = {{GgmlType::Q4_K, 20, ds}};
-  return p;
-}
-
 }  // namespace strata::runtime

@@ -34,8 +34,4 @@ Result<ExecutorPlan> plan_for_executor(const Model& model, offload::HardwareProf
 // Error when the plan uses a tier the executor does not run.
 Result<Residency> residency_from_plan(const offload::Plan& plan, uint64_t vram_budget, uint64_t pinned_budget);
 
-// A profile for this machine when the user names none: the GPU's memory and datasheet-class rates
-// (the choice between gpu and stream tiers depends on sizes, not on the rates).
-offload::HardwareProfile default_executor_profile(uint64_t vram_bytes, uint64_t host_bytes);
-
 }  // namespace strata::runtime

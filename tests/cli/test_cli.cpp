@@ -121,6 +121,54 @@ TEST_CASE("generate runs every architecture and greedy output is deterministic",
   }
 }
 
+// The report block of a run's output: from "placement:" through the "bottleneck:" line.
+std::string report_block(const std::string& s) {
+  const size_t a = s.find("placement:");
+  if (a == std::string::npos) return "";
+  const size_t b = s.find("bottleneck:", a);
+  if (b == std::string::npos) return "";
+  return s.substr(a, s.find('\n', b) + 1 - a);
+}
+
+TEST_CASE("generate prints the placement report of strata plan first; -q silences it", "[cli]") {
+  const auto dir = strata::test::temp_dir("cli-generate-report");
+  const std::string model = (dir / "llama.gguf").string();
+  REQUIRE(run_strata("synth --no-progress --type q8_0 --arch llama -o " + model).code == 0);
+  const std::string profile = std::string(STRATA_SOURCE_DIR) + "/configs/hw/rtx3060-12g.toml";
+  const std::string gen = "generate -m " + model + " -p 'the quick brown fox' -n 8 --temp 0 -c 512 --device cpu";
+  auto g = run_strata(gen + " --profile " + profile);
+  INFO(g.err);
+  REQUIRE(g.code == 0);
+  const std::string block = report_block(g.err);
+  REQUIRE_FALSE(block.empty());
+  CHECK(report_block(g.out).empty());  // stdout is the generated text only
+  CHECK(has(block, "on rtx3060-12g, ctx 512, KV f32"));
+  // The same inputs through `strata plan` give the same report.
+  const size_t at = block.find("-token prompt");
+  REQUIRE(at != std::string::npos);
+  const size_t from = block.rfind(' ', at) + 1;
+  const std::string n_prompt = block.substr(from, at - from);
+  auto p = run_strata("plan -m " + model + " --profile " + profile + " --ctx 512 --gen 8 --no-spec --kv f32 --prompt " +
+                      n_prompt);
+  INFO(p.err);
+  REQUIRE(p.code == 0);
+  CHECK(report_block(p.out) == block);
+  // Without --profile: this machine, capacities detected (--device cpu: no GPU in the plan).
+  auto d = run_strata(gen);
+  REQUIRE(d.code == 0);
+  CHECK(has(report_block(d.err), "on detected (cpu only)"));
+  CHECK(has(report_block(d.err), "VRAM 0 B"));
+  for (const char* quiet : {" -q", " --no-report"}) {
+    auto q = run_strata(gen + quiet);
+    REQUIRE(q.code == 0);
+    CHECK(report_block(q.err).empty());
+    CHECK(q.out == g.out);  // the report changes nothing about the text
+  }
+  auto bad = run_strata(gen + " --profile /nonexistent.toml");
+  CHECK(bad.code == 1);
+  CHECK(has(bad.err, "/nonexistent.toml"));
+}
+
 TEST_CASE("logits, tokenize and perplexity agree with each other", "[cli]") {
   const auto dir = strata::test::temp_dir("cli-logits");
   const std::string model = strata::test::testdata("models/llama/model.gguf");

@@ -1,0 +1,55 @@
+#include "offload/default_profile.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+#include "kernels/cuda/device_info.h"
+
+namespace strata::offload {
+
+HardwareProfile detected_profile(bool use_gpu) {
+  const auto assumed = Provenance::datasheet("assumed (no --profile given; `strata probe -o mine.toml` measures it)");
+  HardwareProfile p;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  const uint64_t ram = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 16 * kGiB;
+  p.host_ram = {ram / 10 * 8, Provenance::datasheet("80% of physical RAM (sysconf)")};
+  p.nvme_budget = {0, Provenance::datasheet("no disk tier without a profile")};
+  p.nvme_path = "/var/tmp";
+  const uint64_t threads = std::max(1u, std::thread::hardware_concurrency());
+  // Typical desktop/server figures, on the low side so predictions do not flatter.
+  p.host_read = {{1, 12, assumed}, {threads, std::min<double>(40, 12.0 * double(threads)), assumed}};
+  for (GgmlType t : {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
+                     GgmlType::F16, GgmlType::F32})
+    p.cpu_gemv.push_back({t, std::min<double>(15, 4.0 * double(threads)), assumed});
+
+  const auto devs = use_gpu ? kernels::cuda::devices() : std::vector<kernels::cuda::DeviceInfo>{};
+  if (devs.empty()) {
+    p.name = "detected (cpu only)";
+    p.description = "this machine, CPU only; rates assumed";
+    p.vram_budget = {0, Provenance::datasheet("no GPU in use")};
+    p.pinned_budget = {0, Provenance::datasheet("no GPU: nothing to pin for")};
+    p.cuda_context = {0, Provenance::datasheet("no GPU in use")};
+    p.device_read_gbps = {0, Provenance::datasheet("no GPU in use")};
+    p.gpu_gemm_tflops = {0, Provenance::datasheet("no GPU in use")};
+    return p;
+  }
+  const auto& d = devs[0];
+  const auto seen = Provenance::datasheet(fmt::format("reported by the CUDA driver for {}", d.name));
+  p.name = fmt::format("detected ({})", d.name);
+  p.description = fmt::format("this machine: {} with {}; rates assumed", d.name, format_bytes(d.total_bytes));
+  // The budget is what is free now (other processes' memory is not ours to plan with).
+  p.vram_budget = {d.free_bytes, seen};
+  p.cuda_context = {std::min<uint64_t>(512 * kMiB, d.free_bytes / 8), assumed};
+  p.pinned_budget = {ram / 2, Provenance::datasheet("half of physical RAM")};
+  p.device_read_gbps = {400, assumed};
+  p.gpu_gemm_tflops = {50, assumed};
+  p.h2d_pinned = {{kMiB, 12, assumed}, {64 * kMiB, 20, assumed}};
+  return p;
+}
+
+}  // namespace strata::offload
