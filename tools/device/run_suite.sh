@@ -36,7 +36,7 @@ if has bench; then
   done
 fi
 if has probe; then
-  timeout 180 strata probe --out "$res/h200-probe.toml" > "$res/probe.log" 2>&1; echo "probe rc=$?"
+  timeout 200 strata probe --dir /var/tmp --out "$res/h200-probe.toml" > "$res/probe.log" 2>&1; echo "probe rc=$?"
   tail -30 "$res/h200-probe.toml" 2>/dev/null
 fi
 if has hf; then
@@ -55,5 +55,8 @@ if has offload27b; then
   strata bench decode -m "$work/27b.gguf" --vram 12GiB --profile configs/hw/h200-probed.toml -c 4096 -p 512 -n 32 -r 2 \
     --json "$res/bench_27b_vram12.json" > "$res/bench_27b_vram12.txt" 2>&1
   tail -4 "$res/bench_27b_vram12.txt"
+  strata generate -m "$work/27b.gguf" --vram 12GiB --profile configs/hw/h200-probed.toml -c 4096 -p "The" -n 16 \
+    > "$res/generate_27b_vram12.txt" 2>&1
+  echo "generate --vram 12GiB rc=$?"
 fi
 tar -czf "$out/results.tgz" -C "$res" .
