@@ -22,15 +22,15 @@ Status errno_status(const std::string& path, const char* what) {
 // fsync of the folder makes the file's directory entry durable (a new file could otherwise vanish
 // in a crash even though its data was fsync'd).
 Status fsync_parent(const std::string& path) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = std::filesystem::path(".");
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return errno_status(dir, "open (to fsync the folder)");
+  if (fd < 0) return errno_status(dir.string(), "open (to fsync the folder)");
   const int rc = ::fsync(fd);
   const int err = errno;
   ::close(fd);
   errno = err;
-  if (rc != 0 && errno != EINVAL) return errno_status(dir, "fsync");  // EINVAL: fs without dir fsync
+  if (rc != 0 && errno != EINVAL) return errno_status(dir.string(), "fsync");  // EINVAL: fs without dir fsync
   return Status::ok();
 }
 

@@ -25,7 +25,7 @@ void write_file(const std::filesystem::path& p, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("a full job line takes every field; absent ones take the defaults", "[batch]") {
+TEST_CASE("a full job line takes every field and absent ones take the defaults", "[batch]") {
   JobDefaults d;
   d.instruction = "Summarise.";
   d.max_tokens = 99;
@@ -94,7 +94,7 @@ TEST_CASE("malformed job lines name the line and the field", "[batch]") {
   CHECK(parse_job_line(R"({"id":"a","input":"x","max_tokens":8.0})", 1, {}, "")->max_tokens == 8);
 }
 
-TEST_CASE("a jobs file: blank lines skipped, line numbers kept, duplicate ids rejected", "[batch]") {
+TEST_CASE("a jobs file: blank lines skipped and line numbers kept and duplicate ids rejected", "[batch]") {
   const auto dir = strata::test::temp_dir("batch-jobs");
   write_file(dir / "ok.jsonl", "{\"id\":\"a\",\"input\":\"x\"}\r\n\n   \n{\"id\":\"b\",\"input\":{\"file\":\"d/b.txt\"}}");
   auto ok = strata::batch::load_jobs_file((dir / "ok.jsonl").string(), {});
@@ -118,7 +118,7 @@ TEST_CASE("a jobs file: blank lines skipped, line numbers kept, duplicate ids re
   CHECK(has(strata::batch::load_jobs((dir / "nope.jsonl").string(), {}).message(), "no such jobs file"));
 }
 
-TEST_CASE("a folder of documents: one job per file, ids are relative paths, hidden files skipped", "[batch]") {
+TEST_CASE("a folder of documents: one job per file with relative-path ids and hidden files skipped", "[batch]") {
   const auto dir = strata::test::temp_dir("batch-dir");
   write_file(dir / "b.txt", "bee");
   write_file(dir / "a.txt", "ay");

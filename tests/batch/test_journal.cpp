@@ -19,13 +19,9 @@ std::string slurp(const std::filesystem::path& p) {
   return ss.str();
 }
 
-void append_raw(const std::filesystem::path& p, const std::string& bytes) {
-  std::ofstream(p, std::ios::binary | std::ios::app) << bytes;
-}
-
 }  // namespace
 
-TEST_CASE("journal: appended lines are there after reopening; the file is created", "[batch]") {
+TEST_CASE("journal: appended lines are there after reopening and the file is created", "[batch]") {
   const auto dir = strata::test::temp_dir("journal");
   const auto path = dir / "r.jsonl";
   {
@@ -66,7 +62,7 @@ TEST_CASE("journal: a torn last line is dropped and the file cut back to the las
   CHECK(std::filesystem::file_size(path) == 0);
 }
 
-TEST_CASE("journal: a damaged complete line is an error, not silently dropped", "[batch]") {
+TEST_CASE("journal: a damaged complete line is an error and not silently dropped", "[batch]") {
   const auto dir = strata::test::temp_dir("journal-bad");
   const auto path = dir / "r.jsonl";
   std::ofstream(path, std::ios::binary) << "{\"id\":\"a\"}\nnot json\n{\"id\":\"c\"}\n";
