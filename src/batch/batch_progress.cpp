@@ -41,7 +41,13 @@ void BatchProgress::maybe_draw(bool force) {
   if (!tty_ && !force) return;  // piped: only on job boundaries
   last_draw_ = now;
   drawn_ = true;
-  const std::string l = tty_ ? "\r\x1b[K" + line() : "batch: " + line() + "\n";
+  std::string l;
+  if (tty_) {
+    const size_t width = 24, filled = total_ ? (done_ + failed_) * width / total_ : width;
+    l = fmt::format("\r\x1b[K[{}{}] {}", std::string(filled, '#'), std::string(width - filled, '.'), line());
+  } else {
+    l = fmt::format("batch: {}\n", line());
+  }
   std::fwrite(l.data(), 1, l.size(), stderr);
   std::fflush(stderr);
 }
@@ -60,6 +66,10 @@ void BatchProgress::job_done() {
 void BatchProgress::job_failed() {
   ++failed_;
   maybe_draw(true);
+}
+
+void BatchProgress::clear() {
+  if (enabled_ && tty_ && drawn_ && !finished_) std::fputs("\r\x1b[K", stderr);
 }
 
 void BatchProgress::finish() {

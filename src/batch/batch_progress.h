@@ -18,6 +18,9 @@ class BatchProgress {
   void job_done();
   void job_failed();
   void finish();
+  // Erases the redrawn line on a terminal so a message printed next starts at column 0 (the
+  // next draw puts the line back).
+  void clear();
   // The line as it would be printed now (for tests and the final summary).
   std::string line() const;
 

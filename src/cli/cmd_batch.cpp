@@ -115,6 +115,7 @@ int run_batch(BatchArgs a) {
     if (!r) {
       // A job that cannot run (unreadable or too long input) is reported and skipped; it has no
       // result line, so merge reports it missing and a rerun tries it again.
+      progress.clear();
       log::error("{}", r.message());
       progress.job_failed();
       ++failed;
@@ -122,6 +123,7 @@ int run_batch(BatchArgs a) {
     }
     if (r->interrupted) break;  // the in-flight job is dropped; it reruns on resume
     if (Status s = journal->append(job->id, r->line); !s) {
+      progress.clear();
       log::error("{}", s.message());
       return 1;
     }
