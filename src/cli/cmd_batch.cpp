@@ -66,8 +66,11 @@ int run_batch(BatchArgs a) {
     return 2;
   }
   std::vector<batch::Job> mine;
-  for (auto& j : *all)
+  for (auto& j : *all) {
+    // A results file inside the folder of documents must not become a document on the rerun.
+    if (!j.file.empty() && std::filesystem::equivalent(j.file, a.output, ec)) continue;
     if (shard.contains(j.id)) mine.push_back(std::move(j));
+  }
 
   auto journal = batch::ResultsJournal::open(a.output);
   if (!journal) {

@@ -352,6 +352,26 @@ TEST_CASE("batch: a bad jobs file or flag gives one clear line and exit 2 and wr
   CHECK(has(mode.err, "unknown --long 'squash'"));
 }
 
+TEST_CASE("batch: a folder of documents with the results file inside it", "[cli][batch]") {
+  const auto& fx = fixture();
+  const auto dir = strata::test::temp_dir("batch-folder");
+  std::ofstream(dir / "a.txt") << "first document";
+  std::ofstream(dir / "b.txt") << "second document";
+  const auto args = std::vector<std::string>{"batch", dir.string(), "-o", (dir / "r.jsonl").string(), "-m",
+                                             fx.model.string(), "--instruction", "Summarise:", "-n", "4",
+                                             "--no-progress"};
+  auto first = run(args);
+  INFO(first.err);
+  REQUIRE(first.code == 0);
+  const auto got = outputs(dir / "r.jsonl");
+  CHECK(got.size() == 2);
+  CHECK(got.count("a.txt") == 1);
+  auto second = run(args);  // r.jsonl now sits in the folder: it is the output, not a document
+  CHECK(second.code == 0);
+  CHECK(has(second.err, "nothing to do"));
+}
+
+
 TEST_CASE("batch: inputs longer than the context: map-reduce or truncate or error", "[cli][batch]") {
   const auto& fx = fixture();
   const auto dir = strata::test::temp_dir("batch-long");
