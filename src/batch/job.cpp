@@ -21,11 +21,12 @@ std::string type_name(const json& v) {
 }
 
 // A number field as float, with range checks whose message names the field.
-Result<float> number_field(const json& v, const char* name, float lo, float hi, bool lo_open) {
+Result<float> number_field(const json& v, const char* name, float lo, float hi, bool lo_open, bool hi_open = false) {
   if (!v.is_number()) return Status::error("field '{}': expected a number, got {}", name, type_name(v));
   const double x = v.get<double>();
-  if ((lo_open ? x <= lo : x < lo) || x > hi)
-    return Status::error("field '{}': {} is out of range ({}{}, {}])", name, x, lo_open ? "(" : "[", lo, hi);
+  if ((lo_open ? x <= lo : x < lo) || (hi_open ? x >= hi : x > hi))
+    return Status::error("field '{}': {} is out of range {}{}, {}{}", name, x, lo_open ? "(" : "[", lo, hi,
+                         hi_open ? ")" : "]");
   return float(x);
 }
 
@@ -118,7 +119,7 @@ Status parse_fields(const json& doc, const JobDefaults& defaults, const std::str
     s.top_p = *x;
   }
   if (auto v = doc.find("min_p"); v != doc.end()) {
-    auto x = number_field(*v, "min_p", 0.0f, 1.0f, false);
+    auto x = number_field(*v, "min_p", 0.0f, 1.0f, false, true);  // the sampler's range
     if (!x) return x.status();
     s.min_p = *x;
   }

@@ -39,6 +39,18 @@ int run_batch(BatchArgs a) {
     log::error("unknown --long '{}' (map-reduce, truncate, error)", a.long_mode);
     return 2;
   }
+  {
+    runtime::SamplerParams sp;  // the defaults jobs inherit: same ranges and messages as generate's
+    sp.temperature = a.sampling.temperature;
+    sp.top_k = a.sampling.top_k;
+    sp.top_p = a.sampling.top_p;
+    sp.min_p = a.sampling.min_p;
+    sp.repeat_penalty = a.sampling.repeat_penalty;
+    if (Status s = sp.validate(); !s) {
+      log::error("{}", s.message());
+      return 2;
+    }
+  }
   ro.overlap = a.overlap;
   ro.run_seed = a.seed;
   batch::Shard shard;

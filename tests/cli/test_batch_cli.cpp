@@ -350,6 +350,9 @@ TEST_CASE("batch: a bad jobs file or flag gives one clear line and exit 2 and wr
   auto mode = run(fx.batch_args(dir / "r.jsonl", {"--long", "squash"}));
   CHECK(mode.code == 2);
   CHECK(has(mode.err, "unknown --long 'squash'"));
+  auto top_p = run(fx.batch_args(dir / "r.jsonl", {"--top-p", "0"}));
+  CHECK(top_p.code == 2);
+  CHECK(has(top_p.err, "--top-p must be in (0, 1]"));
 }
 
 TEST_CASE("batch: a folder of documents with the results file inside it", "[cli][batch]") {
