@@ -53,7 +53,7 @@ Status parse_fields(const json& doc, const JobDefaults& defaults, const std::str
                                 "top_k", "top_p", "min_p", "repeat_penalty", "seed"};
   for (const auto& [key, _] : doc.items())
     if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return key == k; }) == std::end(known))
-      return Status::error("unknown field '{}'", key);
+      return Status::error("unknown field '{}'", printable(key));
 
   auto id = doc.find("id");
   if (id == doc.end()) return Status::error("field 'id': missing");
@@ -151,6 +151,20 @@ Result<std::string> read_whole_file(const std::string& path, const char* what) {
 
 }  // namespace
 
+std::string printable(std::string_view s) {
+  std::string out;
+  const size_t n = std::min<size_t>(s.size(), 80);
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+    else out += char(c);
+  }
+  if (s.size() > n) out += "...";
+  return out;
+}
+
 Result<Job> parse_job_line(std::string_view line, size_t line_no, const JobDefaults& defaults,
                            const std::string& base_dir) {
   Job job;
@@ -164,7 +178,7 @@ Result<Job> parse_job_line(std::string_view line, size_t line_no, const JobDefau
   if (Status s = parse_fields(doc, defaults, base_dir, job); !s) {
     // Name the job too when the id was readable: "line 4 (id 'x'): ...".
     const std::string where = job.id.empty() ? fmt::format("line {}", line_no)
-                                             : fmt::format("line {} (id '{}')", line_no, job.id);
+                                             : fmt::format("line {} (id '{}')", line_no, printable(job.id));
     return Status::error("{}: {}", where, s.message());
   }
   return job;
@@ -188,7 +202,8 @@ Result<std::vector<Job>> load_jobs_file(const std::string& path, const JobDefaul
     auto job = parse_job_line(line, line_no, defaults, base);
     if (!job) return job.status().with_context(path);
     if (auto [it, fresh] = seen.emplace(job->id, line_no); !fresh)
-      return Status::error("{}: line {}: duplicate id '{}' (first on line {})", path, line_no, job->id, it->second);
+      return Status::error("{}: line {}: duplicate id '{}' (first on line {})", path, line_no, printable(job->id),
+                           it->second);
     jobs.push_back(std::move(*job));
   }
   if (jobs.empty()) return Status::error("{}: no jobs (the file is empty)", path);
@@ -240,8 +255,8 @@ Result<std::vector<Job>> load_jobs(const std::string& path, const JobDefaults& d
 Result<std::string> read_input(const Job& job) {
   if (job.file.empty()) return job.text;
   auto text = read_whole_file(job.file, "input document");
-  if (!text) return Status::error("job '{}': {}", job.id, text.message());
-  if (text->empty()) return Status::error("job '{}': {}: the input document is empty", job.id, job.file);
+  if (!text) return Status::error("job '{}': {}", printable(job.id), text.message());
+  if (text->empty()) return Status::error("job '{}': {}: the input document is empty", printable(job.id), job.file);
   return text;
 }
 

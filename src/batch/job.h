@@ -63,6 +63,10 @@ Result<std::vector<Job>> jobs_from_directory(const std::string& dir, const JobDe
 // A file or a directory, whichever `path` is.
 Result<std::vector<Job>> load_jobs(const std::string& path, const JobDefaults& defaults);
 
+// A job-file string as it may appear inside a one-line message: control bytes escaped (\n, \x01),
+// cut to 80 bytes with "...". Ids and keys come from untrusted files.
+std::string printable(std::string_view s);
+
 // The job's input text (reads the file when it has one).
 Result<std::string> read_input(const Job& job);
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <unistd.h>
 
+#include "batch/job.h"
 #include "batch/journal.h"
 #include "core/log.h"
 
@@ -22,7 +23,7 @@ struct Where {
 std::string some_ids(const std::vector<std::string>& ids) {
   std::string s;
   const size_t show = std::min<size_t>(ids.size(), 5);
-  for (size_t i = 0; i < show; ++i) s += fmt::format("{}'{}'", i ? ", " : "", ids[i]);
+  for (size_t i = 0; i < show; ++i) s += fmt::format("{}'{}'", i ? ", " : "", printable(ids[i]));
   if (ids.size() > show) s += fmt::format(" and {} more", ids.size() - show);
   return s;
 }
@@ -86,7 +87,7 @@ Result<MergeStats> merge_results(const std::vector<std::string>& inputs, const s
       auto [it, fresh] = first.emplace(l.id, Where{f, l.line});
       if (!fresh) {
         if (duplicates.empty())
-          first_dup_detail = fmt::format(" ('{}' in {} line {} and {} line {})", l.id, inputs[it->second.input],
+          first_dup_detail = fmt::format(" ('{}' in {} line {} and {} line {})", printable(l.id), inputs[it->second.input],
                                          it->second.line, inputs[f], l.line);
         duplicates.push_back(l.id);
         continue;

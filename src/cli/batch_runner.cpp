@@ -85,17 +85,18 @@ Result<JobRunner::Generation> JobRunner::generate(const std::vector<int32_t>& pr
 
 Result<JobResult> JobRunner::run(const batch::Job& job) {
   const auto t_job = Clock::now();
+  const std::string id = batch::printable(id);  // for messages
   auto text = batch::read_input(job);
   if (!text) return text.status();
   const Prompt p = make_prompt(job);
   std::vector<int32_t> input = tok_.encode(*text, false, false);
-  if (input.empty()) return Status::error("job '{}': the input encodes to no tokens", job.id);
+  if (input.empty()) return Status::error("job '{}': the input encodes to no tokens", id);
   const uint32_t n_ctx = engine_.n_ctx();
   const uint64_t fixed = p.head.size() + p.tail.size() + uint64_t(job.max_tokens);
   if (fixed >= n_ctx)
     return Status::error("job '{}': the prompt ({} tokens) plus max_tokens {} leave no room for the input in the "
                          "context of {} (raise -c or lower max_tokens)",
-                         job.id, p.head.size() + p.tail.size(), job.max_tokens, n_ctx);
+                         id, p.head.size() + p.tail.size(), job.max_tokens, n_ctx);
   // Input tokens that fit in one pass beside the prompt and the output.
   const uint32_t budget = uint32_t(n_ctx - fixed);
 
@@ -119,7 +120,7 @@ Result<JobResult> JobRunner::run(const batch::Job& job) {
     sp.seed = seed + uint64_t(passes) * 0x9e3779b97f4a7c15ull;
     ++passes;
     auto g = generate(prompt, job.max_tokens, sp);
-    if (!g) return Status::error("job '{}': {}", job.id, g.message());
+    if (!g) return Status::error("job '{}': {}", id, g.message());
     prompt_tokens += prompt.size();
     output_tokens += g->ids.size();
     prefill_ms += g->prefill_ms;
@@ -134,7 +135,7 @@ Result<JobResult> JobRunner::run(const batch::Job& job) {
       case LongMode::error:
         return Status::error("job '{}': the input has {} tokens, more than the {} that fit (context {}, prompt {}, "
                              "max_tokens {}); use --long map-reduce or truncate, or raise -c",
-                             job.id, input.size(), budget, n_ctx, p.head.size() + p.tail.size(), job.max_tokens);
+                             id, input.size(), budget, n_ctx, p.head.size() + p.tail.size(), job.max_tokens);
       case LongMode::truncate:
         input.resize(budget);  // keeps the beginning: where documents state what they are about
         long_info = {{"mode", "truncate"}, {"input_tokens", input_tokens}, {"kept_tokens", budget}};
@@ -147,7 +148,7 @@ Result<JobResult> JobRunner::run(const batch::Job& job) {
         size_t first_chunks = 0, levels = 0;
         while (input.size() > budget) {
           auto spans = batch::plan_chunks(uint32_t(input.size()), budget, overlap);
-          if (!spans) return Status::error("job '{}': {}", job.id, spans.message());
+          if (!spans) return Status::error("job '{}': {}", id, spans.message());
           if (levels == 0) first_chunks = spans->size();
           std::vector<int32_t> joined;
           for (const auto& s : *spans) {
@@ -161,7 +162,7 @@ Result<JobResult> JobRunner::run(const batch::Job& job) {
           if (joined.size() >= input.size())
             return Status::error("job '{}': map-reduce does not shrink the input ({} tokens of summaries from {} "
                                  "tokens); lower max_tokens or raise -c",
-                                 job.id, joined.size(), input.size());
+                                 id, joined.size(), input.size());
           input = std::move(joined);
         }
         long_info = {{"mode", "map-reduce"}, {"input_tokens", input_tokens}, {"chunks", first_chunks},

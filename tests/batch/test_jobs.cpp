@@ -140,3 +140,38 @@ TEST_CASE("a folder of documents: one job per file with relative-path ids and hi
   const auto empty = strata::test::temp_dir("batch-dir-empty");
   CHECK(has(strata::batch::load_jobs(empty.string(), d).message(), "no documents"));
 }
+
+TEST_CASE("the example jobs file in configs/batch parses and its input file exists", "[batch]") {
+  auto jobs = strata::batch::load_jobs_file(std::string(STRATA_SOURCE_DIR) + "/configs/batch/example.jsonl", {});
+  REQUIRE(jobs);
+  CHECK(jobs->size() == 4);
+  for (const auto& j : *jobs) {
+    INFO(j.id);
+    CHECK(strata::batch::read_input(j));
+  }
+}
+
+TEST_CASE("mutated job lines never crash and always answer with the line number", "[batch]") {
+  const std::string valid =
+      R"({"id":"doc-1","input":{"file":"a.txt"},"instruction":"Summarise.","max_tokens":64,"temperature":0.5,"seed":3})";
+  strata::Rng rng(strata::test::fresh_seed());
+  const std::string alphabet = "{}[]\":,0123456789.-eE \\u\x01\xff\xc3" "abcdefnrtl";
+  for (int i = 0; i < 20000; ++i) {
+    std::string line = valid;
+    const int edits = 1 + int(rng.next_u64() % 4);
+    for (int e = 0; e < edits && !line.empty(); ++e) {
+      const size_t at = rng.next_u64() % line.size();
+      switch (rng.next_u64() % 4) {
+        case 0: line[at] = alphabet[rng.next_u64() % alphabet.size()]; break;
+        case 1: line.erase(at, 1 + rng.next_u64() % 8); break;
+        case 2: line.insert(at, 1, alphabet[rng.next_u64() % alphabet.size()]); break;
+        case 3: line.resize(at); break;
+      }
+    }
+    auto r = parse_job_line(line, 3, JobDefaults{}, "");
+    if (r) continue;
+    INFO(line);
+    CHECK(r.message().rfind("line 3", 0) == 0);
+    CHECK(r.message().find('\n') == std::string::npos);
+  }
+}
