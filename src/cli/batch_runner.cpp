@@ -85,7 +85,7 @@ Result<JobRunner::Generation> JobRunner::generate(const std::vector<int32_t>& pr
 
 Result<JobResult> JobRunner::run(const batch::Job& job) {
   const auto t_job = Clock::now();
-  const std::string id = batch::printable(id);  // for messages
+  const std::string id = batch::printable(job.id);  // for messages
   auto text = batch::read_input(job);
   if (!text) return text.status();
   const Prompt p = make_prompt(job);
