@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <fcntl.h>
 #include <filesystem>
 #include <sys/file.h>
@@ -54,6 +55,14 @@ Result<ResultsScan> scan_results(std::string_view text, const std::string& name,
   const size_t last_nl = text.rfind('\n');
   scan.complete_bytes = last_nl == std::string_view::npos ? 0 : last_nl + 1;
   scan.torn_bytes = text.size() - scan.complete_bytes;
+  // A line is a JSON object with a non-empty string "id"; anything else is not a result.
+  const auto id_of = [](std::string_view line) -> std::optional<std::string> {
+    auto doc = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
+    if (doc.is_discarded() || !doc.is_object()) return std::nullopt;
+    auto id = doc.find("id");
+    if (id == doc.end() || !id->is_string() || id->get<std::string>().empty()) return std::nullopt;
+    return id->get<std::string>();
+  };
   size_t pos = 0, line_no = 0;
   while (pos < scan.complete_bytes) {
     const size_t end = text.find('\n', pos);
@@ -61,14 +70,21 @@ Result<ResultsScan> scan_results(std::string_view text, const std::string& name,
     pos = end + 1;
     ++line_no;
     if (line.empty()) continue;
-    auto doc = nlohmann::json::parse(line.begin(), line.end(), nullptr, false);
-    if (doc.is_discarded() || !doc.is_object())
-      return Status::error("{}: line {}: not a result (invalid JSON); the file is damaged — repair or remove that line",
+    auto id = id_of(line);
+    if (!id)
+      return Status::error("{}: line {}: not a result (a JSON object with a string \"id\"); the file is damaged — "
+                           "repair or remove that line",
                            name, line_no);
-    auto id = doc.find("id");
-    if (id == doc.end() || !id->is_string() || id->get<std::string>().empty())
-      return Status::error("{}: line {}: a result without a string \"id\"", name, line_no);
-    scan.lines.push_back({id->get<std::string>(), line_no, keep_text ? std::string(line) : std::string()});
+    scan.lines.push_back({std::move(*id), line_no, keep_text ? std::string(line) : std::string()});
+  }
+  if (scan.torn_bytes > 0) {
+    const std::string_view tail = text.substr(scan.complete_bytes);
+    if (auto id = id_of(tail)) {
+      scan.lines.push_back({std::move(*id), line_no + 1, keep_text ? std::string(tail) : std::string()});
+      scan.complete_bytes = text.size();
+      scan.torn_bytes = 0;
+      scan.unterminated = true;
+    }
   }
   return scan;
 }
@@ -113,6 +129,12 @@ Result<ResultsJournal> ResultsJournal::open(const std::string& path) {
               scan->torn_bytes);
     if (::ftruncate(fd, off_t(scan->complete_bytes)) != 0) return errno_status(path, "ftruncate");
     if (::fsync(fd) != 0) return errno_status(path, "fsync");
+  }
+  if (scan->unterminated) {
+    log::warn("{}: the last result had no newline; added it", path);
+    if (::write(fd, "\n", 1) != 1) return errno_status(path, "write");
+    if (::fsync(fd) != 0) return errno_status(path, "fsync");
+    scan->complete_bytes += 1;
   }
   j.size_ = scan->complete_bytes;
   for (auto& l : scan->lines) j.done_.insert(std::move(l.id));

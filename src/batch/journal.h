@@ -3,7 +3,8 @@
 //     survives a crash or power loss, and it is never rewritten;
 //   - a run killed at any moment (kill -9 included) leaves at most a torn last line — the only
 //     line without its '\n' — which the next open() drops (truncating the file back to the last
-//     complete line) with a one-line notice, so the job it belonged to simply runs again;
+//     complete line) with a one-line notice, so the job it belonged to simply runs again (a last
+//     line that is a whole result lacking only the '\n' is kept and given its newline);
 //   - one writer at a time: open() takes an exclusive flock, so two runs cannot interleave lines.
 // Lines are {"id": ..., ...}: the journal only needs the id; the runner decides the rest.
 #pragma once
@@ -28,6 +29,10 @@ struct ResultsScan {
   std::vector<ResultLine> lines;  // every complete line, in file order
   uint64_t complete_bytes = 0;    // length of the prefix made of complete lines
   uint64_t torn_bytes = 0;        // bytes after the last '\n' (an interrupted append)
+  // The last line lacks only its '\n' but is a whole result (an edited file, or a kill between the
+  // last byte of the object and the newline — a proper prefix of a JSON object is never valid
+  // JSON): it is in `lines`, counted in complete_bytes, and torn_bytes is 0.
+  bool unterminated = false;
 };
 
 // Splits results text into complete lines; each must be a JSON object with a string "id", else

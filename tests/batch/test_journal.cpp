@@ -42,20 +42,29 @@ TEST_CASE("journal: a torn last line is dropped and the file cut back to the las
   const auto dir = strata::test::temp_dir("journal-torn");
   const auto path = dir / "r.jsonl";
   const std::string good = "{\"id\":\"a\",\"output\":\"x\"}\n";
-  // Every prefix of a second line is what a kill in the middle of its write() can leave.
+  // Every proper prefix of a second line is what a kill in the middle of its write() can leave.
   const std::string second = "{\"id\":\"b\",\"output\":\"y\"}";
-  for (size_t cut = 1; cut <= second.size(); ++cut) {
+  for (size_t cut = 1; cut < second.size(); ++cut) {
     INFO("torn after " << cut << " bytes");
     std::ofstream(path, std::ios::binary | std::ios::trunc) << good << second.substr(0, cut);
     {
       auto j = ResultsJournal::open(path.string());
       REQUIRE(j);
-      CHECK(j->done() == std::set<std::string>{"a"});  // even a complete-looking JSON without '\n' is torn
+      CHECK(j->done() == std::set<std::string>{"a"});
       CHECK(slurp(path) == good);
       REQUIRE(j->append("b", second));
     }
     CHECK(slurp(path) == good + second + "\n");
   }
+  // The whole line without its '\n' is a complete result: kept, and its newline added.
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << good << second;
+  {
+    auto j = ResultsJournal::open(path.string());
+    REQUIRE(j);
+    CHECK(j->done() == std::set<std::string>{"a", "b"});
+    REQUIRE(j->append("c", "{\"id\":\"c\"}"));
+  }
+  CHECK(slurp(path) == good + second + "\n{\"id\":\"c\"}\n");
   // A file that is nothing but a torn line becomes empty.
   std::ofstream(path, std::ios::binary | std::ios::trunc) << "{\"id\":";
   REQUIRE(ResultsJournal::open(path.string()));
@@ -69,11 +78,12 @@ TEST_CASE("journal: a damaged complete line is an error and not silently dropped
   auto j = ResultsJournal::open(path.string());
   REQUIRE_FALSE(j);
   CHECK(j.message().find("r.jsonl: line 2: not a result") != std::string::npos);
+  CHECK(j.message().find('\n') == std::string::npos);
   std::ofstream(path, std::ios::binary | std::ios::trunc) << "{\"id\":\"a\"}\n{\"output\":\"x\"}\n{\"id\":";
   const std::string before = slurp(path);
   auto k = ResultsJournal::open(path.string());
   REQUIRE_FALSE(k);
-  CHECK(k.message().find("line 2: a result without a string \"id\"") != std::string::npos);
+  CHECK(k.message().find("line 2: not a result") != std::string::npos);
   CHECK(slurp(path) == before);  // a damaged file is left as it is, torn tail included
 }
 
