@@ -1,8 +1,6 @@
 // strata generate: text generation on the command line. Text streams to stdout; the setup line and
 // timings go to stderr, so `strata generate ... > out.txt` captures only the text.
-#include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -10,6 +8,7 @@
 #include <random>
 
 #include "cli/command.h"
+#include "cli/interrupt.h"
 #include "cli/model_args.h"
 #include "cli/placement_report.h"
 #include "core/log.h"
@@ -19,9 +18,6 @@
 
 namespace strata::cli {
 namespace {
-
-std::atomic<bool> g_interrupted{false};
-void on_sigint(int) { g_interrupted = true; }
 
 struct GenerateArgs {
   ModelArgs m;
@@ -162,7 +158,8 @@ int run_generate(GenerateArgs a) {
 
   runtime::Sampler sampler(a.sp, f.model().spec.hp.n_vocab);
   for (int32_t id : prompt_ids) sampler.accept(id);
-  std::signal(SIGINT, on_sigint);
+  // SIGINT/SIGTERM stop between tokens: the text so far is flushed and the timings printed.
+  install_interrupt_handlers();
 
   std::vector<float> logits;
   const auto t0 = std::chrono::steady_clock::now();
@@ -175,7 +172,7 @@ int run_generate(GenerateArgs a) {
   int32_t n_gen = 0;
   const char* stop = "length";
   while (a.n_predict < 0 || n_gen < a.n_predict) {
-    if (g_interrupted) { stop = "interrupted"; break; }
+    if (interrupted()) { stop = "interrupted"; break; }
     const int32_t next = sampler.sample(logits);
     sampler.accept(next);
     ++n_gen;
@@ -202,7 +199,7 @@ int run_generate(GenerateArgs a) {
             load_s, prompt_ids.size(), pp_s, double(prompt_ids.size()) / pp_s, n_gen, tg_s,
             tg_s > 0 ? double(n_gen) / tg_s : 0.0, stop);
   if (n_gen > 1) a.m.report_measured(f, double(n_gen - 1) / tg_s);
-  return g_interrupted ? 130 : 0;
+  return interrupt_exit_code();
 }
 
 }  // namespace

@@ -24,5 +24,7 @@ Command add_perplexity(CLI::App& app);
 Command add_bench(CLI::App& app);
 Command add_plan(CLI::App& app);
 Command add_probe(CLI::App& app);
+Command add_batch(CLI::App& app);
+Command add_batch_merge(CLI::App& app);
 
 }  // namespace strata::cli
