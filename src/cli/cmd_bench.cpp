@@ -128,7 +128,7 @@ int run_bench_decode(const BenchDecodeArgs& a) {
   Rng rng(1);
   std::vector<int32_t> prompt(a.n_prompt);
   for (auto& t : prompt) t = int32_t(rng.next_u32() % f.model().spec.hp.n_vocab);
-  double best_tps = 0, best_pp = 0;
+  double best_tps = 0, best_pp = 0, h2d_gbps = 0;
   std::vector<double> runs;
   for (int r = 0; r < a.reps; ++r) {
     f.truncate(0);
@@ -140,6 +140,7 @@ int run_bench_decode(const BenchDecodeArgs& a) {
     }
     best_pp = std::max(best_pp, a.n_prompt / std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count());
     const auto t0 = std::chrono::steady_clock::now();
+    const uint64_t streamed0 = f.streamed_bytes();
     for (uint32_t i = 0; i < a.n_gen; ++i) {
       const int32_t next = runtime::argmax(logits);
       if (Status s = f.eval(std::span(&next, 1), runtime::Logits::last, logits); !s) {
@@ -149,6 +150,7 @@ int run_bench_decode(const BenchDecodeArgs& a) {
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     runs.push_back(a.n_gen / s);
+    if (a.n_gen / s > best_tps) h2d_gbps = double(f.streamed_bytes() - streamed0) / s / 1e9;
     best_tps = std::max(best_tps, a.n_gen / s);
   }
   const double roof_tps = 1.0 / roof->seconds_per_token;
@@ -166,6 +168,11 @@ int run_bench_decode(const BenchDecodeArgs& a) {
     j["ceilings"]["gemm_bf16_tflops"] = gemm_flops / 1e12;
     j["prefill_fraction_of_gemm"] = pp_flops / gemm_flops;
   }
+  if (h2d_gbps > 0) {
+    j["achieved_h2d_gb_s"] = h2d_gbps;
+    if (roof->ceilings.contains("h2d_pinned_gb_s") && roof->ceilings["h2d_pinned_gb_s"].get<double>() > 0)
+      j["h2d_fraction_of_pinned"] = h2d_gbps / roof->ceilings["h2d_pinned_gb_s"].get<double>();
+  }
   if (a.m.executor_plan) {
     const auto& p = a.m.executor_plan->plan.prediction;
     j["predicted_tok_per_s"] = p.decode_tps;
@@ -179,7 +186,7 @@ int run_bench_decode(const BenchDecodeArgs& a) {
                                           gemm_flops / 1e12)
                             : std::string());
   if (a.m.executor_plan) {
-    a.m.report_measured(f, best_tps);
+    a.m.report_measured(f, best_tps, uint64_t(h2d_gbps * 1e9), 1.0);
   }
   if (!a.json_out.empty()) {
     std::ofstream out(a.json_out);

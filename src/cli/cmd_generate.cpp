@@ -168,6 +168,7 @@ int run_generate(GenerateArgs a) {
     return 1;
   }
   const auto t1 = std::chrono::steady_clock::now();
+  const uint64_t streamed0 = f.streamed_bytes();
   std::string pending;
   int32_t n_gen = 0;
   const char* stop = "length";
@@ -198,7 +199,7 @@ int run_generate(GenerateArgs a) {
             "({:.2f} tok/s) | stop: {}",
             load_s, prompt_ids.size(), pp_s, double(prompt_ids.size()) / pp_s, n_gen, tg_s,
             tg_s > 0 ? double(n_gen) / tg_s : 0.0, stop);
-  if (n_gen > 1) a.m.report_measured(f, double(n_gen - 1) / tg_s);
+  if (n_gen > 1) a.m.report_measured(f, double(n_gen - 1) / tg_s, f.streamed_bytes() - streamed0, tg_s);
   return interrupt_exit_code();
 }
 

@@ -74,12 +74,15 @@ void ModelArgs::report_plan() const {
   std::fputs(offload::plan_report(e.blocks, e.profile, e.budgets, e.shape, e.plan).c_str(), stderr);
 }
 
-void ModelArgs::report_measured(const runtime::Engine& e, double decode_tps) const {
+void ModelArgs::report_measured(const runtime::Engine& e, double decode_tps, uint64_t streamed, double decode_s) const {
   if (!executor_plan) return;
   const auto& p = executor_plan->plan;
-  log::info("decode {:.2f} tok/s measured vs {:.2f} predicted ({:.0f}%) | VRAM peak {} of budget {} (arena {})",
+  const std::string h2d =
+      streamed && decode_s > 0 ? fmt::format(" | streamed {:.2f} GB/s H2D during decode", double(streamed) / decode_s / 1e9)
+                               : std::string();
+  log::info("decode {:.2f} tok/s measured vs {:.2f} predicted ({:.0f}%){} | VRAM peak {} of budget {} (arena {})",
             decode_tps, p.prediction.decode_tps, p.prediction.decode_tps > 0 ? 100.0 * decode_tps / p.prediction.decode_tps : 0.0,
-            format_bytes(e.vram_peak_bytes() + executor_plan->profile.cuda_context.bytes),
+            h2d, format_bytes(e.vram_peak_bytes() + executor_plan->profile.cuda_context.bytes),
             format_bytes(executor_plan->budgets.vram), format_bytes(executor_plan->residency.vram_budget));
 }
 

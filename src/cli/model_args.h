@@ -37,7 +37,8 @@ struct ModelArgs {
   // With a planned budget: the placement report (stderr) before the run, and after it the
   // predicted vs measured decode speed and the VRAM peak.
   void report_plan() const;
-  void report_measured(const runtime::Engine& e, double decode_tps) const;
+  // streamed: weight bytes the engine copied host -> device during the decode phase.
+  void report_measured(const runtime::Engine& e, double decode_tps, uint64_t streamed = 0, double decode_s = 0) const;
   // Caps oneTBB's worker count at -t for the lifetime of the returned object.
   std::unique_ptr<tbb::global_control> thread_limit() const;
 };

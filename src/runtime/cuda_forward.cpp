@@ -324,6 +324,8 @@ struct Ops {
 
 }  // namespace
 
+uint64_t CudaForward::streamed_bytes() const { return impl_->store ? impl_->store->stats().bytes_copied : 0; }
+
 namespace {
 
 bool graphs_wanted() {

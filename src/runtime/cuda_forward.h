@@ -35,6 +35,7 @@ class CudaForward final : public Engine {
   std::string_view device_name() const override { return "cuda"; }
   uint64_t device_bytes() const { return device_bytes_; }  // everything this engine allocated
   uint64_t vram_peak_bytes() const override { return device_bytes_; }
+  uint64_t streamed_bytes() const override;
 
   struct Impl;  // device state (cuda_forward.cpp)
 

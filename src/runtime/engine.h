@@ -50,6 +50,8 @@ class Engine {
   virtual std::string_view device_name() const = 0;
   // Device memory this engine allocated at its peak (0 for the CPU engine).
   virtual uint64_t vram_peak_bytes() const { return 0; }
+  // Weight bytes copied host -> device by streaming so far (0 when everything is resident).
+  virtual uint64_t streamed_bytes() const { return 0; }
 };
 
 // automatic: CUDA when built with it and a device is present, else CPU.
