@@ -3,7 +3,7 @@
 # the tokenizer against SentencePiece, quantise, and measure perplexity on the validation text.
 #   tools/train/finish.sh RESULT_DIR [BUILD_DIR]
 # RESULT_DIR holds config.json, model.safetensors.partNN, metrics.json (from run_on_device.sh).
-# Writes .train/hf/ (HF checkpoint), .train/gguf/strata-tiny-{f16,q8_0,q4_k,q4_k_m,q3_k_m}.gguf and
+# Writes .train/strata-tiny/ (HF checkpoint), .train/gguf/strata-tiny-{f16,q8_0,q4_k,q4_k_m,q3_k_m}.gguf and
 # .train/figures.json (PyTorch vs strata perplexity).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -12,7 +12,7 @@ BUILD=${2:-build}
 STRATA=$BUILD/strata
 CTX=${CTX:-1024}
 CHUNKS=${CHUNKS:-40}
-HF=.train/hf
+HF=.train/strata-tiny  # the folder name becomes general.name
 G=.train/gguf
 mkdir -p "$HF" "$G"
 cp "$RES/config.json" "$HF/config.json"
