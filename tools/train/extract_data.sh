@@ -7,7 +7,7 @@
 #   .train/carry/train.u16.xz, valid.u16.xz       token ids: what the device run carries
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-PKGS="linux-doc python3.11-doc debian-reference-en dict-gcide sentencepiece python3-sentencepiece"
+PKGS="linux-doc python3.11-doc debian-reference-en dict-gcide sentencepiece python3-sentencepiece python3-numpy"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
