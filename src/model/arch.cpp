@@ -99,4 +99,25 @@ std::string tensor_name(TensorRole role, int layer) {
                         : fmt::format("{}.weight", info.gguf_name);
 }
 
+std::optional<NamedRole> role_from_tensor_name(std::string_view name) {
+  constexpr std::string_view kSuffix = ".weight";
+  if (name.size() <= kSuffix.size() || name.substr(name.size() - kSuffix.size()) != kSuffix) return std::nullopt;
+  name.remove_suffix(kSuffix.size());
+  int layer = -1;
+  if (name.substr(0, 4) == "blk.") {
+    name.remove_prefix(4);
+    const size_t dot = name.find('.');
+    if (dot == 0 || dot == std::string_view::npos || dot > 6) return std::nullopt;
+    layer = 0;
+    for (char c : name.substr(0, dot)) {
+      if (c < '0' || c > '9') return std::nullopt;
+      layer = layer * 10 + (c - '0');
+    }
+    name.remove_prefix(dot + 1);
+  }
+  for (const auto& r : kRoles)
+    if (r.gguf_name == name && r.per_layer == (layer >= 0)) return NamedRole{r.role, layer};
+  return std::nullopt;
+}
+
 }  // namespace strata::model

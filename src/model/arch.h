@@ -58,5 +58,12 @@ std::vector<TensorRole> arch_roles(Arch arch, const HParams& hp);
 // ggml shape (ne[0] = row length first).
 std::vector<uint64_t> role_shape(TensorRole role, const HParams& hp);
 std::string tensor_name(TensorRole role, int layer);  // layer ignored for globals
+// The inverse of tensor_name: "blk.3.attn_q.weight" -> (attn_q, 3), "output.weight" -> (output, -1);
+// nullopt for a name outside the table (rope_freqs.weight, ...).
+struct NamedRole {
+  TensorRole role;
+  int layer;  // -1 for globals
+};
+std::optional<NamedRole> role_from_tensor_name(std::string_view name);
 
 }  // namespace strata::model

@@ -18,8 +18,9 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-// HF's name for a GGUF role of an architecture ("" = not exported).
-std::string hf_name(Arch arch, TensorRole role, int il) {
+}  // namespace
+
+std::string hf_tensor_name(Arch arch, TensorRole role, int il) {
   using R = TensorRole;
   const std::string l = fmt::format("model.layers.{}.", il);
   switch (role) {
@@ -44,6 +45,8 @@ std::string hf_name(Arch arch, TensorRole role, int il) {
   }
   return "";
 }
+
+namespace {
 
 std::vector<uint64_t> strip_trailing_ones(std::vector<uint64_t> ne, size_t keep) {
   while (ne.size() > keep && ne.back() == 1) ne.pop_back();
@@ -176,7 +179,7 @@ Result<std::vector<HfTensor>> hf_tensor_plan(const gguf::File& file, const Model
       return Status::error("{}: tensor '{}' has type {}, which strata cannot dequantise", file.path(), gname,
                            ggml_type_info(t->type).name);
     HfTensor h;
-    h.hf_name = hf_name(spec.arch, role, il);
+    h.hf_name = hf_tensor_name(spec.arch, role, il);
     h.src = t;
     h.shape.assign(want.rbegin(), want.rend());  // ggml [n_in, n_out] -> torch [n_out, n_in]
     if (spec.arch == Arch::gemma3 && role_info(role).is_norm) h.transform = HfTransform::norm_minus_one;

@@ -37,6 +37,10 @@ struct HfTensor {
   uint32_t n_head = 0;           // unpermute_rope: heads in this tensor (n_head or n_head_kv)
 };
 
+// HF's name for a GGUF role of an architecture ("model.layers.3.mlp.up_proj.weight"); the
+// importer (hf_import.h) reads the same table backwards.
+std::string hf_tensor_name(Arch arch, TensorRole role, int il);
+
 // The tensors to export, in file order; errors name a missing tensor, a wrong shape, absent data or
 // a type strata cannot dequantise, and refuse what HF cannot express (llama3 rope_freqs).
 Result<std::vector<HfTensor>> hf_tensor_plan(const gguf::File& file, const ModelSpec& spec);

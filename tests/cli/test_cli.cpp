@@ -218,3 +218,29 @@ TEST_CASE("model commands reject bad input with one clear line", "[cli]") {
   // Only the error line, not a usage dump or a stack trace.
   CHECK(std::count(nomodel.err.begin(), nomodel.err.end(), '\n') == 1);
 }
+
+TEST_CASE("quantize and convert run from the command line and refuse bad input in one line", "[cli]") {
+  const std::string model = strata::test::testdata("models/llama/model.gguf");
+  const auto dir = strata::test::temp_dir("cli-quantize");
+  const std::string out = (dir / "q8.gguf").string();
+  auto q = run_strata("quantize " + model + " " + out + " q8_0 --no-progress");
+  INFO(q.err);
+  REQUIRE(q.code == 0);
+  CHECK(std::filesystem::exists(out));
+  CHECK(has(q.err, "q8_0"));
+  const struct { std::string args; int code; const char* message; } cases[] = {
+      {"quantize " + model + " " + out + " q9_9", 2, "unknown quantisation type 'q9_9'"},
+      {"quantize /nonexistent.gguf " + out + " q8_0", 1, "/nonexistent.gguf"},
+      {"quantize " + model + " " + model + " q8_0", 2, "another file than the input"},
+      {"convert /nonexistent-dir " + out, 1, "/nonexistent-dir: not a folder"},
+      {"convert " + dir.string() + " " + out + " --outtype q4", 2, "unknown --outtype 'q4'"},
+      {"convert " + dir.string() + " " + out, 1, "config.json: cannot open"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.args);
+    const auto r = run_strata(c.args);
+    CHECK(r.code == c.code);
+    CHECK(has(r.err, c.message));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+}

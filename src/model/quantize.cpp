@@ -1,0 +1,173 @@
+#include "model/quantize.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include "core/log.h"
+#include "core/progress.h"
+#include "kernels/cpu/quant_kernels.h"
+#include "model/gguf_file.h"
+#include "model/gguf_writer.h"
+#include "model/model_spec.h"
+#include "model/quant_mix.h"
+
+namespace strata::model {
+namespace {
+
+struct Planned {
+  const gguf::TensorInfo* src;
+  GgmlType type;  // output type
+  size_t index;   // in the writer
+  bool copy;      // bytes copied unchanged
+};
+
+struct Chunk {
+  size_t tensor;
+  uint64_t row0, rows;
+};
+
+constexpr const char* kTypeList = "f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k";
+
+}  // namespace
+
+Result<QuantizeTarget> parse_quantize_target(const std::string& name) {
+  QuantizeTarget t;
+  t.name = name;
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  if (is_quant_mix(lower)) {
+    t.mix = lower;
+    t.type = GgmlType::Q4_K;  // unused with a mix
+    return t;
+  }
+  const auto type = ggml_type_from_name(lower);
+  if (!type || !ggml_type_info(*type).has_cpu_kernels || !kernels::cpu::quant_kernels(*type) ||
+      !kernels::cpu::quant_kernels(*type)->quantize)
+    return Status::error("unknown quantisation type '{}' (have: {} and the mixes q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m)",
+                         name, kTypeList);
+  t.type = *type;
+  return t;
+}
+
+Result<QuantizeSummary> quantize_model(const std::string& in_path, const std::string& out_path,
+                                       const QuantizeOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto file = gguf::File::open(in_path);
+  if (!file) return file.status();
+  auto spec = spec_from_gguf(*file);
+  if (!spec) return spec.status();
+  const QuantizeTarget& target = opt.target;
+
+  gguf::Writer w;
+  for (const auto& [key, value] : file->metadata()) {
+    if (key == "general.alignment") continue;  // set_alignment writes it
+    w.set(key, value);
+  }
+  w.set("general.file_type", gguf::Value::u32(file_type_id(target.mix, target.type)));
+  w.set("general.quantization_version", gguf::Value::u32(2));
+  w.set_alignment(file->alignment());
+
+  std::vector<Planned> planned;
+  QuantizeSummary sum;
+  uint32_t n_from_quant = 0;
+  for (const auto& t : file->tensors()) {
+    const auto named = role_from_tensor_name(t.name);
+    GgmlType type = t.type;
+    if (named && t.ne.size() >= 2) type = mix_tensor_type(target.mix, target.type, named->role, named->layer, spec->hp, t.ne[0]);
+    else if (named) type = GgmlType::F32;  // 1-D tensors of the table are norms: kept in f32
+    const bool copy = type == t.type;
+    const auto& info = ggml_type_info(type);
+    if (!copy) {
+      if (t.ne[0] % info.block_size != 0)
+        return Status::error("{}: tensor '{}' has rows of {} elements, not a multiple of {}'s block size {}", in_path,
+                             t.name, t.ne[0], info.name, info.block_size);
+      const auto* src_k = kernels::cpu::quant_kernels(t.type);
+      if (!src_k || !src_k->dequantize)
+        return Status::error("{}: tensor '{}' has type {}, which strata cannot decode", in_path, t.name,
+                             ggml_type_info(t.type).name);
+    }
+    if (!copy && t.type != GgmlType::F32 && t.type != GgmlType::F16 && t.type != GgmlType::BF16) ++n_from_quant;
+    planned.push_back({&t, type, w.add_tensor(t.name, type, t.ne), copy});
+    ++sum.n_tensors;
+    (copy ? sum.n_copied : sum.n_requantized) += 1;
+  }
+
+  if (n_from_quant)
+    log::warn("{}: {} tensors are already quantised; requantising them compounds two rounding errors (quantise "
+              "from an f32/f16/bf16 model where you can)", in_path, n_from_quant);
+
+  // Chunks of ~4 MiB of f32 rows: bounded memory per worker, parallelism within big tensors.
+  constexpr uint64_t kChunkFloats = 1ull << 20;
+  std::vector<Chunk> chunks;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const auto& t = *planned[i].src;
+    const uint64_t rows = t.rows();
+    const uint64_t per = std::max<uint64_t>(1, kChunkFloats / std::max<uint64_t>(1, t.ne[0]));
+    for (uint64_t r = 0; r < rows; r += per) chunks.push_back({i, r, std::min(per, rows - r)});
+  }
+
+  const std::string partial = out_path + ".partial";
+  STRATA_TRY(w.begin(partial));
+  Progress progress(fmt::format("quantize {} -> {}", in_path, target.name), file->file_size(), "B", opt.progress);
+  std::mutex error_mu;
+  Status first_error;
+  std::atomic<bool> failed{false};
+  const int threads = opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  tbb::task_arena arena(threads);
+  arena.execute([&] {
+    tbb::parallel_for(size_t(0), chunks.size(), [&](size_t ci) {
+      if (failed.load(std::memory_order_relaxed)) return;
+      const Chunk& c = chunks[ci];
+      const Planned& p = planned[c.tensor];
+      const gguf::TensorInfo& t = *p.src;
+      const uint64_t n = t.ne[0];
+      const uint64_t in_row = ggml_row_bytes(t.type, n), out_row = ggml_row_bytes(p.type, n);
+      const uint8_t* src = t.data + c.row0 * in_row;
+      Status s;
+      if (p.copy) {
+        s = w.write_tensor_range(p.index, c.row0 * out_row, src, c.rows * out_row);
+      } else {
+        const auto* dec = kernels::cpu::quant_kernels(t.type);
+        const auto* enc = kernels::cpu::quant_kernels(p.type);
+        std::vector<float> f(c.rows * n);
+        std::vector<uint8_t> out(c.rows * out_row);
+        for (uint64_t r = 0; r < c.rows; ++r) {
+          dec->dequantize(src + r * in_row, f.data() + r * n, int64_t(n));
+          enc->quantize(f.data() + r * n, out.data() + r * out_row, int64_t(n));
+        }
+        s = w.write_tensor_range(p.index, c.row0 * out_row, out.data(), out.size());
+      }
+      if (!s) {
+        std::lock_guard lock(error_mu);
+        if (first_error.is_ok()) first_error = s;
+        failed = true;
+        return;
+      }
+      progress.add(c.rows * in_row);
+    });
+  });
+  progress.finish();
+  Status closed = w.finish(false);
+  if (first_error.is_ok() && !closed.is_ok()) first_error = closed;
+  std::error_code ec;
+  if (!first_error.is_ok()) {
+    std::filesystem::remove(partial, ec);
+    return first_error;
+  }
+  std::filesystem::rename(partial, out_path, ec);
+  if (ec) return Status::error("{}: cannot rename from {}: {}", out_path, partial, ec.message());
+  sum.in_bytes = file->file_size();
+  sum.out_bytes = w.total_bytes();
+  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return sum;
+}
+
+}  // namespace strata::model
