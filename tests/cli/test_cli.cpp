@@ -244,3 +244,36 @@ TEST_CASE("quantize and convert run from the command line and refuse bad input i
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   }
 }
+
+TEST_CASE("stress ramps the context, reports each length and stops at the first failure", "[cli]") {
+  const auto dir = strata::test::temp_dir("cli-stress");
+  const std::string model = (dir / "tiny.gguf").string();
+  REQUIRE(run_strata("synth --no-progress --type q8_0 --arch gemma3 --preset tiny -o " + model).code == 0);
+  const std::string json = (dir / "s.json").string(), svg = (dir / "s.svg").string();
+  // The tiny preset trains for 2048 tokens: 4096 must fail, and the rows before it must stand.
+  auto r = run_strata("stress -m " + model + " --device cpu --ctx 256:4096 -n 4 --json " + json + " --svg " + svg);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in);
+  const auto& rows = j["rows"];
+  REQUIRE(rows.size() == 4);  // 256, 512, 1024, 2048
+  for (size_t i = 0; i < rows.size(); ++i) {
+    CHECK(rows[i]["ctx"].get<uint32_t>() == (256u << i));
+    CHECK(rows[i]["prefill_tok_per_s"].get<double>() > 0);
+    CHECK(rows[i]["decode_tok_per_s"].get<double>() > 0);
+    if (i > 0) CHECK(rows[i]["kv_full_bytes"].get<uint64_t>() == 2 * rows[i - 1]["kv_full_bytes"].get<uint64_t>());
+  }
+  REQUIRE(j["stopped"].is_string());
+  CHECK(has(j["stopped"].get<std::string>(), "4096"));
+  CHECK(has(r.out, "stopped:"));
+  std::ifstream s(svg);
+  const std::string doc((std::istreambuf_iterator<char>(s)), std::istreambuf_iterator<char>());
+  CHECK(doc.rfind("<svg", 0) == 0);
+  CHECK(has(doc, "decode speed"));
+  CHECK(std::count(doc.begin(), doc.end(), '\n') > 20);
+
+  auto bad = run_strata("stress -m " + model + " --ctx 4k-128k");
+  CHECK(bad.code == 2);
+  CHECK(has(bad.err, "LO:HI"));
+}
