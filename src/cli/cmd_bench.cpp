@@ -4,7 +4,6 @@
 //   memory on the CPU; device memory and, for streamed blocks, PCIe on the GPU); prefill tok/s.
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -13,6 +12,7 @@
 
 #include "cli/bench_kernels.h"
 #include "cli/command.h"
+#include "cli/output_file.h"
 #include "cli/model_args.h"
 #include "core/log.h"
 #include "core/rng.h"
@@ -189,10 +189,8 @@ int run_bench_decode(const BenchDecodeArgs& a) {
     a.m.report_measured(f, best_tps, uint64_t(h2d_gbps * 1e9), 1.0);
   }
   if (!a.json_out.empty()) {
-    std::ofstream out(a.json_out);
-    out << j.dump(2) << "\n";
-    if (!out) {
-      log::error("{}: cannot write", a.json_out);
+    if (Status s = write_output_file(a.json_out, j.dump(2) + "\n"); !s) {
+      log::error("{}", s.message());
       return 1;
     }
   }

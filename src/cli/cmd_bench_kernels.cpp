@@ -7,13 +7,13 @@
 // - Prefill matmul at M = 2048 (dequantised f16 tiles + cuBLAS): TFLOP/s over the bf16 GEMM rate.
 // - Decode attention at a long context (f16 KV): GB/s of KV bytes over the device read ceiling.
 #include <algorithm>
-#include <fstream>
 #include <memory>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/bench_kernels.h"
+#include "cli/output_file.h"
 #include "core/half.h"
 #include "core/log.h"
 #include "core/rng.h"
@@ -235,10 +235,8 @@ int run(const BenchKernelsArgs& a) {
   fmt::print("decode attention, {} keys, f16 KV: {:.1f} us, {:.0f} GB/s = {:.0f}% of read\n", (*att)["context"].get<int>(),
              (*att)["us"].get<double>(), (*att)["gb_s"].get<double>(), 100 * (*att)["fraction_of_read"].get<double>());
   if (!a.json_out.empty()) {
-    std::ofstream out(a.json_out);
-    out << j.dump(2) << "\n";
-    if (!out) {
-      log::error("{}: cannot write", a.json_out);
+    if (Status s = write_output_file(a.json_out, j.dump(2) + "\n"); !s) {
+      log::error("{}", s.message());
       return 1;
     }
   }

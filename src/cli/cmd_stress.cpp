@@ -5,12 +5,12 @@
 // stand). Writes a table, JSON (--json) and an SVG plot of speed and memory vs context (--svg).
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <memory>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/output_file.h"
 #include "cli/model_args.h"
 #include "cli/svg_plot.h"
 #include "core/log.h"
@@ -138,10 +138,8 @@ int run(StressArgs& a) {
   nlohmann::json j = {{"stress", a.m.model}, {"range", a.range}, {"n_gen", a.n_gen}, {"rows", rows},
                       {"stopped", stop_reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(stop_reason)}};
   if (!a.json_out.empty()) {
-    std::ofstream out(a.json_out);
-    out << j.dump(2) << "\n";
-    if (!out) {
-      log::error("{}: cannot write", a.json_out);
+    if (Status s = write_output_file(a.json_out, j.dump(2) + "\n"); !s) {
+      log::error("{}", s.message());
       return 1;
     }
   }
@@ -159,10 +157,8 @@ int run(StressArgs& a) {
     }
     std::vector<PlotPanel> panels = {{"prefill speed", "tokens/s", {pp}}, {"decode speed", "tokens/s", {tg}},
                                      {"memory", "bytes", {kvs, kvf, vram}}};
-    std::ofstream out(a.svg_out);
-    out << svg_line_chart(panels, "context length (tokens)");
-    if (!out) {
-      log::error("{}: cannot write", a.svg_out);
+    if (Status s = write_output_file(a.svg_out, svg_line_chart(panels, "context length (tokens)")); !s) {
+      log::error("{}", s.message());
       return 1;
     }
   }
