@@ -131,20 +131,24 @@ Result<double> time_on_device(const std::function<Status()>& enqueue, int iters,
     return cuda_status(e, op);
   }
   float best = 1e30f;
-  Status failed;
   cudaError_t err = cudaSuccess;
-  for (int it = -1; err == cudaSuccess && failed.is_ok() && it < iters; ++it) {
+  for (int it = -1; err == cudaSuccess && it < iters; ++it) {
     err = cudaEventRecord(a, st);
-    if (err == cudaSuccess) failed = enqueue();
-    if (err == cudaSuccess && failed.is_ok()) err = cudaEventRecord(b, st);
-    if (err == cudaSuccess && failed.is_ok()) err = cudaEventSynchronize(b);
+    if (err != cudaSuccess) break;
+    if (Status failed = enqueue(); !failed.is_ok()) {
+      cudaStreamSynchronize(st);  // what was enqueued before the failure finishes before the events go
+      cudaEventDestroy(a);
+      cudaEventDestroy(b);
+      return failed;
+    }
+    err = cudaEventRecord(b, st);
+    if (err == cudaSuccess) err = cudaEventSynchronize(b);
     float ms = 0;
-    if (err == cudaSuccess && failed.is_ok()) err = cudaEventElapsedTime(&ms, a, b);
-    if (err == cudaSuccess && failed.is_ok() && it >= 0) best = std::min(best, ms);
+    if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, a, b);
+    if (err == cudaSuccess && it >= 0) best = std::min(best, ms);
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
-  if (!failed.is_ok()) return failed;
   if (err != cudaSuccess) return cuda_status(err, op);
   return double(best) * 1e-3;
 }

@@ -59,7 +59,7 @@ Result<ModelSpec> spec_from_gguf(const gguf::File& file) {
   ModelSpec s;
   s.arch = *arch;
   HParams& hp = s.hp;
-  Reader r{file, arch_str + "."};
+  Reader r{file, arch_str + ".", Status::ok()};
   hp.n_embd = r.u32("embedding_length");
   hp.n_layer = r.u32("block_count");
   hp.n_ff = r.u32("feed_forward_length");
