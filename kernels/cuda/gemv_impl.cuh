@@ -41,10 +41,13 @@ __device__ __forceinline__ void load_x(const float* __restrict__ x, float (&v)[P
   }
 }
 
+// NC: the columns compiled for (1, 2, 4, 8, 16); the first n_cols <= NC are real, the rest are
+// skipped by predicates (5 instantiations per type instead of 16).
 template <class Dec, int NC>
 __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const uint8_t* __restrict__ w, uint64_t row_bytes,
                                                             int64_t n_out, int64_t n_in,
-                                                            const float* __restrict__ x, float* __restrict__ y) {
+                                                            const float* __restrict__ x, int n_cols,
+                                                            float* __restrict__ y) {
   constexpr int R = gemv_rows<NC>();
   constexpr int P = Dec::kPiece;
   constexpr int kPiecesPerBlock = Dec::kBlockElems / P;
@@ -71,6 +74,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const uint8_t* __res
       for (int r = 0; r < R; ++r) Dec::values(rows[r] + blk * Dec::kBlockBytes, wv[r]);
 #pragma unroll
       for (int c = 0; c < NC; ++c) {
+        if (NC > 1 && c >= n_cols) break;
         float xv[P];
         load_x<P>(x + c * n_in + pc * P, xv);
 #pragma unroll
@@ -89,6 +93,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const uint8_t* __res
       }
 #pragma unroll
       for (int c = 0; c < NC; ++c) {
+        if (NC > 1 && c >= n_cols) break;
         float xv[8];
         load_x<8>(x + c * n_in + pc * 8, xv);
         float sx = 0.0f;
@@ -123,7 +128,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const uint8_t* __res
   __syncthreads();
   for (int i = threadIdx.x; i < R * NC; i += kGemvThreads) {
     const int r = i / NC, c = i % NC;
-    if (row0 + r >= n_out) continue;
+    if (row0 + r >= n_out || c >= n_cols) continue;
     float v = 0.0f;
 #pragma unroll
     for (int k = 0; k < kWarps; ++k) v += part[k][i];
@@ -132,25 +137,20 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_kernel(const uint8_t* __res
 }
 
 template <class Dec, int NC>
-void launch_gemv_nc(const WeightView& w, const float* d_x, float* d_y, cudaStream_t s) {
+void launch_gemv_nc(const WeightView& w, const float* d_x, int n_cols, float* d_y, cudaStream_t s) {
   constexpr int R = gemv_rows<NC>();
   const unsigned grid = unsigned((w.n_out + R - 1) / R);
-  gemv_kernel<Dec, NC><<<grid, kGemvThreads, 0, s>>>(w.data, w.row_bytes, w.n_out, w.n_in, d_x, d_y);
+  gemv_kernel<Dec, NC><<<grid, kGemvThreads, 0, s>>>(w.data, w.row_bytes, w.n_out, w.n_in, d_x, n_cols, d_y);
 }
 
-// Dispatches n_cols (1..16, validated) to its instantiation.
+// n_cols (1..16, validated by gemv()) runs on the smallest instantiation that holds it.
 template <class Dec>
 void launch_gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, cudaStream_t s) {
-  switch (n_cols) {
-#define STRATA_GEMV_CASE(n) \
-  case n: launch_gemv_nc<Dec, n>(w, d_x, d_y, s); break;
-    STRATA_GEMV_CASE(1) STRATA_GEMV_CASE(2) STRATA_GEMV_CASE(3) STRATA_GEMV_CASE(4)
-    STRATA_GEMV_CASE(5) STRATA_GEMV_CASE(6) STRATA_GEMV_CASE(7) STRATA_GEMV_CASE(8)
-    STRATA_GEMV_CASE(9) STRATA_GEMV_CASE(10) STRATA_GEMV_CASE(11) STRATA_GEMV_CASE(12)
-    STRATA_GEMV_CASE(13) STRATA_GEMV_CASE(14) STRATA_GEMV_CASE(15) STRATA_GEMV_CASE(16)
-#undef STRATA_GEMV_CASE
-    default: break;  // unreachable: validated by gemv()
-  }
+  if (n_cols <= 1) launch_gemv_nc<Dec, 1>(w, d_x, n_cols, d_y, s);
+  else if (n_cols <= 2) launch_gemv_nc<Dec, 2>(w, d_x, n_cols, d_y, s);
+  else if (n_cols <= 4) launch_gemv_nc<Dec, 4>(w, d_x, n_cols, d_y, s);
+  else if (n_cols <= 8) launch_gemv_nc<Dec, 8>(w, d_x, n_cols, d_y, s);
+  else launch_gemv_nc<Dec, 16>(w, d_x, n_cols, d_y, s);
 }
 
 }  // namespace strata::kernels::cuda::detail

@@ -26,9 +26,11 @@ namespace strata::kernels::cuda::detail {
 __global__ void quantize_act_q8_kernel(const float* __restrict__ x, int64_t n_blocks, int8_t* __restrict__ q,
                                        float* __restrict__ d, int* __restrict__ s16);
 
+// NC: the columns the kernel is compiled for (1, 2, 4, 8, 16); n_cols <= NC of them are real (the
+// others are skipped by predicates), which keeps 5 instantiations per type instead of 16.
 template <class U, int NC>
 __global__ void __launch_bounds__(128) gemv_q8_kernel(const uint8_t* __restrict__ w, uint64_t row_bytes, int64_t n_out,
-                                                      int64_t n_in, ActQ8 x, float* __restrict__ y) {
+                                                      int64_t n_in, ActQ8 x, int n_cols, float* __restrict__ y) {
   constexpr int R = NC <= 4 ? 1 : 2;
   const int lane = threadIdx.x & 31;
   const int64_t row0 = (int64_t(blockIdx.x) * 4 + (threadIdx.x >> 5)) * R;
@@ -46,6 +48,7 @@ __global__ void __launch_bounds__(128) gemv_q8_kernel(const uint8_t* __restrict_
       U::visit(row, u, [&](int64_t e, const uint32_t (&q)[8], const float (&sc)[2], const float (&mn)[2]) {
 #pragma unroll
         for (int c = 0; c < NC; ++c) {
+          if (NC > 1 && c >= n_cols) break;
           const int4* xp = reinterpret_cast<const int4*>(x.q + c * n_in + e);
           const int4 xa = __ldg(xp), xb = __ldg(xp + 1);
           const float dx = __ldg(x.d + c * nb32 + (e >> 5));
@@ -77,29 +80,25 @@ __global__ void __launch_bounds__(128) gemv_q8_kernel(const uint8_t* __restrict_
       float v = acc[r][c];
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane == 0 && row0 + r < n_out) y[int64_t(c) * n_out + row0 + r] = v;
+      if (lane == 0 && row0 + r < n_out && c < n_cols) y[int64_t(c) * n_out + row0 + r] = v;
     }
 }
 
 template <class U, int NC>
-void launch_gemv_q8_nc(const WeightView& w, const ActQ8& x, float* d_y, cudaStream_t s) {
+void launch_gemv_q8_nc(const WeightView& w, const ActQ8& x, int n_cols, float* d_y, cudaStream_t s) {
   constexpr int R = NC <= 4 ? 1 : 2;
   const unsigned grid = unsigned((w.n_out + 4 * R - 1) / (4 * R));
-  gemv_q8_kernel<U, NC><<<grid, 128, 0, s>>>(w.data, w.row_bytes, w.n_out, w.n_in, x, d_y);
+  gemv_q8_kernel<U, NC><<<grid, 128, 0, s>>>(w.data, w.row_bytes, w.n_out, w.n_in, x, n_cols, d_y);
 }
 
+// n_cols (1..16, validated) runs on the smallest instantiation that holds it.
 template <class U>
 void launch_gemv_q8(const WeightView& w, const ActQ8& x, int n_cols, float* d_y, cudaStream_t s) {
-  switch (n_cols) {
-#define STRATA_GEMV_Q8_CASE(n) \
-  case n: launch_gemv_q8_nc<U, n>(w, x, d_y, s); break;
-    STRATA_GEMV_Q8_CASE(1) STRATA_GEMV_Q8_CASE(2) STRATA_GEMV_Q8_CASE(3) STRATA_GEMV_Q8_CASE(4)
-    STRATA_GEMV_Q8_CASE(5) STRATA_GEMV_Q8_CASE(6) STRATA_GEMV_Q8_CASE(7) STRATA_GEMV_Q8_CASE(8)
-    STRATA_GEMV_Q8_CASE(9) STRATA_GEMV_Q8_CASE(10) STRATA_GEMV_Q8_CASE(11) STRATA_GEMV_Q8_CASE(12)
-    STRATA_GEMV_Q8_CASE(13) STRATA_GEMV_Q8_CASE(14) STRATA_GEMV_Q8_CASE(15) STRATA_GEMV_Q8_CASE(16)
-#undef STRATA_GEMV_Q8_CASE
-    default: break;  // validated by gemv()
-  }
+  if (n_cols <= 1) launch_gemv_q8_nc<U, 1>(w, x, n_cols, d_y, s);
+  else if (n_cols <= 2) launch_gemv_q8_nc<U, 2>(w, x, n_cols, d_y, s);
+  else if (n_cols <= 4) launch_gemv_q8_nc<U, 4>(w, x, n_cols, d_y, s);
+  else if (n_cols <= 8) launch_gemv_q8_nc<U, 8>(w, x, n_cols, d_y, s);
+  else launch_gemv_q8_nc<U, 16>(w, x, n_cols, d_y, s);
 }
 
 }  // namespace strata::kernels::cuda::detail
