@@ -32,64 +32,23 @@ Result<double> measure_read_bandwidth(size_t bytes, int iters) {
   const std::string op = "measure_read_bandwidth";
   void* buf = nullptr;
   STRATA_TRY(cuda_status(cudaMalloc(&buf, bytes + 256), op));
-  cudaEvent_t a = nullptr, b = nullptr;
-  float best_ms = 1e30f;
-  cudaError_t first_err = cudaSuccess;  // the first failure; later steps are skipped
-  auto step = [&](cudaError_t err) {
-    if (first_err == cudaSuccess) first_err = err;
-  };
-  step(cudaMemset(buf, 1, bytes + 256));
-  step(cudaEventCreate(&a));
-  step(cudaEventCreate(&b));
   int dev = 0, sms = 0;
-  step(cudaGetDevice(&dev));
-  step(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  cudaError_t err = cudaMemset(buf, 1, bytes + 256);
+  if (err == cudaSuccess) err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   const size_t n = bytes / 16;
-  for (int it = -1; first_err == cudaSuccess && it < iters; ++it) {
-    step(cudaEventRecord(a));
-    read_kernel<<<unsigned(sms * 8), 256>>>(static_cast<const uint4*>(buf), n, static_cast<unsigned*>(buf) + n * 4);
-    step(cudaGetLastError());
-    step(cudaEventRecord(b));
-    step(cudaEventSynchronize(b));
-    float ms = 0;
-    step(cudaEventElapsedTime(&ms, a, b));
-    if (first_err == cudaSuccess && it >= 0) best_ms = std::min(best_ms, ms);
-  }
-  if (a) cudaEventDestroy(a);
-  if (b) cudaEventDestroy(b);
+  auto t = err != cudaSuccess ? Result<double>(cuda_status(err, op))
+                              : time_on_device(
+                                    [&] {
+                                      read_kernel<<<unsigned(sms * 8), 256>>>(static_cast<const uint4*>(buf), n,
+                                                                              static_cast<unsigned*>(buf) + n * 4);
+                                      return cuda_status(cudaGetLastError(), op);
+                                    },
+                                    iters, nullptr);
   cudaFree(buf);
-  if (first_err != cudaSuccess) return cuda_status(first_err, op);
-  return double(n * 16) / (double(best_ms) * 1e-3);
+  if (!t) return t.status();
+  return double(n * 16) / *t;
 }
-
-namespace {
-
-// Times `body` (which enqueues work on the default stream) between two events: best of iters
-// passes after one warm-up. Returns milliseconds.
-template <typename Body>
-Result<float> time_best(int iters, const std::string& op, Body body) {
-  using detail::cuda_status;
-  cudaEvent_t a = nullptr, b = nullptr;
-  STRATA_TRY(cuda_status(cudaEventCreate(&a), op));
-  STRATA_TRY(cuda_status(cudaEventCreate(&b), op));
-  float best = 1e30f;
-  cudaError_t err = cudaSuccess;
-  for (int it = -1; err == cudaSuccess && it < iters; ++it) {
-    err = cudaEventRecord(a);
-    if (err == cudaSuccess) err = body();
-    if (err == cudaSuccess) err = cudaEventRecord(b);
-    if (err == cudaSuccess) err = cudaEventSynchronize(b);
-    float ms = 0;
-    if (err == cudaSuccess) err = cudaEventElapsedTime(&ms, a, b);
-    if (err == cudaSuccess && it >= 0) best = std::min(best, ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  if (err != cudaSuccess) return cuda_status(err, op);
-  return best;
-}
-
-}  // namespace
 
 Result<double> measure_h2d_bandwidth(size_t chunk_bytes, size_t total_bytes, int iters) {
   using detail::cuda_status;
@@ -104,20 +63,21 @@ Result<double> measure_h2d_bandwidth(size_t chunk_bytes, size_t total_bytes, int
   }
   std::memset(host, 1, total_bytes);
   const size_t n_chunks = total_bytes / chunk_bytes;
-  auto ms = time_best(iters, op, [&] {
-    for (size_t c = 0; c < n_chunks; ++c) {
-      const size_t off = c * chunk_bytes;
-      if (cudaError_t e = cudaMemcpyAsync(static_cast<char*>(dev) + off, static_cast<char*>(host) + off, chunk_bytes,
-                                          cudaMemcpyHostToDevice);
-          e != cudaSuccess)
-        return e;
-    }
-    return cudaSuccess;
-  });
+  auto t = time_on_device(
+      [&] {
+        for (size_t c = 0; c < n_chunks; ++c) {
+          const size_t off = c * chunk_bytes;
+          STRATA_TRY(cuda_status(cudaMemcpyAsync(static_cast<char*>(dev) + off, static_cast<char*>(host) + off,
+                                                 chunk_bytes, cudaMemcpyHostToDevice),
+                                 op));
+        }
+        return Status::ok();
+      },
+      iters, nullptr);
   cudaFree(dev);
   cudaFreeHost(host);
-  if (!ms) return ms.status();
-  return double(n_chunks * chunk_bytes) / (double(*ms) * 1e-3);
+  if (!t) return t.status();
+  return double(n_chunks * chunk_bytes) / *t;
 }
 
 Result<double> time_on_device(const std::function<Status()>& enqueue, int iters, Stream s) {
@@ -169,16 +129,16 @@ Result<double> measure_gemm_flops(int n, int iters) {
     const float one = 1.0f, zero = 0.0f;
     const auto st = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n,
                                  &zero, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    return st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+    return st == CUBLAS_STATUS_SUCCESS ? Status::ok() : Status::error("{}: cublasGemmEx: {}", op, cublasGetStatusString(st));
   };
-  auto ms = have_handle ? time_best(iters, op, gemm) : Result<float>(Status::error("{}: no cuBLAS handle", op));
+  auto t = have_handle ? time_on_device(gemm, iters, nullptr) : Result<double>(Status::error("{}: no cuBLAS handle", op));
   if (h) cublasDestroy(h);
   cudaFree(a);
   cudaFree(b);
   cudaFree(c);
   if (e != cudaSuccess) return cuda_status(e, op);
-  if (!ms) return ms.status();
-  return 2.0 * double(n) * n * n / (double(*ms) * 1e-3);
+  if (!t) return t.status();
+  return 2.0 * double(n) * n * n / *t;
 }
 
 }  // namespace strata::kernels::cuda
