@@ -143,14 +143,10 @@ void launch_gemv_nc(const WeightView& w, const float* d_x, int n_cols, float* d_
   gemv_kernel<Dec, NC><<<grid, kGemvThreads, 0, s>>>(w.data, w.row_bytes, w.n_out, w.n_in, d_x, n_cols, d_y);
 }
 
-// n_cols (1..16, validated by gemv()) runs on the smallest instantiation that holds it.
+// n_cols: 1..16, validated by gemv().
 template <class Dec>
 void launch_gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, cudaStream_t s) {
-  if (n_cols <= 1) launch_gemv_nc<Dec, 1>(w, d_x, n_cols, d_y, s);
-  else if (n_cols <= 2) launch_gemv_nc<Dec, 2>(w, d_x, n_cols, d_y, s);
-  else if (n_cols <= 4) launch_gemv_nc<Dec, 4>(w, d_x, n_cols, d_y, s);
-  else if (n_cols <= 8) launch_gemv_nc<Dec, 8>(w, d_x, n_cols, d_y, s);
-  else launch_gemv_nc<Dec, 16>(w, d_x, n_cols, d_y, s);
+  with_column_tile(n_cols, [&](auto nc) { launch_gemv_nc<Dec, decltype(nc)::value>(w, d_x, n_cols, d_y, s); });
 }
 
 }  // namespace strata::kernels::cuda::detail

@@ -91,14 +91,9 @@ void launch_gemv_q8_nc(const WeightView& w, const ActQ8& x, int n_cols, float* d
   gemv_q8_kernel<U, NC><<<grid, 128, 0, s>>>(w.data, w.row_bytes, w.n_out, w.n_in, x, n_cols, d_y);
 }
 
-// n_cols (1..16, validated) runs on the smallest instantiation that holds it.
 template <class U>
 void launch_gemv_q8(const WeightView& w, const ActQ8& x, int n_cols, float* d_y, cudaStream_t s) {
-  if (n_cols <= 1) launch_gemv_q8_nc<U, 1>(w, x, n_cols, d_y, s);
-  else if (n_cols <= 2) launch_gemv_q8_nc<U, 2>(w, x, n_cols, d_y, s);
-  else if (n_cols <= 4) launch_gemv_q8_nc<U, 4>(w, x, n_cols, d_y, s);
-  else if (n_cols <= 8) launch_gemv_q8_nc<U, 8>(w, x, n_cols, d_y, s);
-  else launch_gemv_q8_nc<U, 16>(w, x, n_cols, d_y, s);
+  with_column_tile(n_cols, [&](auto nc) { launch_gemv_q8_nc<U, decltype(nc)::value>(w, x, n_cols, d_y, s); });
 }
 
 }  // namespace strata::kernels::cuda::detail

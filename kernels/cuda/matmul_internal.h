@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/ggml_type.h"
 #include "core/status.h"
@@ -15,6 +16,18 @@ namespace strata::kernels::cuda::detail {
 inline Status cuda_status(cudaError_t err, const std::string& op) {
   if (err == cudaSuccess) return Status::ok();
   return Status::error("{}: {}", op, cudaGetErrorString(err));
+}
+
+// Calls f(std::integral_constant<int, NC>{}) with the smallest NC in {1, 2, 4, 8, 16} that holds
+// n_cols: the column counts the GEMV kernels are compiled for (the first n_cols columns are real,
+// the rest skipped by predicates), shared by both GEMV families.
+template <class F>
+void with_column_tile(int n_cols, F&& f) {
+  if (n_cols <= 1) f(std::integral_constant<int, 1>{});
+  else if (n_cols <= 2) f(std::integral_constant<int, 2>{});
+  else if (n_cols <= 4) f(std::integral_constant<int, 4>{});
+  else if (n_cols <= 8) f(std::integral_constant<int, 8>{});
+  else f(std::integral_constant<int, 16>{});
 }
 
 // Activations quantised to int8 for gemv_q8.cuh (per 32 elements: scale d, codes q, and the
