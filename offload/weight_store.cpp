@@ -1,10 +1,13 @@
 #include "offload/weight_store.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "core/log.h"
 #include "core/units.h"
+#include "io/aligned_buffer.h"
 
 namespace strata::offload {
 
@@ -21,26 +24,34 @@ void pack_block(StreamedBlockSpec& b) {
 
 Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, std::vector<StreamedBlockSpec> blocks,
                                                          uint32_t ring_slots, uint64_t pinned_budget,
-                                                         cuda::Stream compute) {
+                                                         cuda::Stream compute, bool fill, const DiskSource* disk) {
   if (blocks.empty()) return Status::error("weight store: no streamed blocks");
   if (ring_slots < 2) return Status::error("weight store: the staging ring needs at least 2 slots (got {})", ring_slots);
   std::unique_ptr<WeightStore> ws(new WeightStore());
   ws->compute_ = compute;
   uint64_t slot_bytes = 0, pinned = 0;
+  bool any_disk = false;
   for (auto& b : blocks) {
     pack_block(b);
     slot_bytes = std::max(slot_bytes, b.bytes);
-    pinned += b.bytes;
+    if (!b.on_disk) pinned += b.bytes;
+    any_disk |= b.on_disk;
   }
+  if (any_disk && !disk) return Status::error("weight store: blocks on the disk tier but no file to read them from");
   if (pinned_budget && pinned > pinned_budget)
     return Status::error("pinned-RAM budget {} exceeded: the streamed blocks need {}", format_bytes(pinned_budget),
                          format_bytes(pinned));
   ws->blocks_ = std::move(blocks);
   for (const auto& b : ws->blocks_) {
+    if (b.on_disk) {
+      ws->pinned_.push_back(nullptr);
+      continue;
+    }
     auto p = cuda::pinned_alloc(b.bytes);
     if (!p) return Status::error("cannot pin {} of host RAM for block {}: {}", format_bytes(b.bytes), b.label, p.message());
     ws->pinned_.push_back(*p);
-    for (const auto& t : b.tensors) std::memcpy(static_cast<uint8_t*>(*p) + t.offset, t.host_src, t.bytes);
+    if (fill)
+      for (const auto& t : b.tensors) std::memcpy(static_cast<uint8_t*>(*p) + t.offset, t.host_src, t.bytes);
     ws->stats_.pinned_bytes += b.bytes;
   }
   for (uint32_t i = 0; i < ring_slots; ++i) {
@@ -54,6 +65,7 @@ Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, std::
     ws->slot_free_.push_back(*f);
   }
   ws->slot_used_.assign(ring_slots, false);
+  if (any_disk) STRATA_TRY(ws->open_disk(*disk));
   ws->stats_.ring_bytes = slot_bytes * ring_slots;
   auto copy = cuda::stream_create();
   if (!copy) return copy.status();
@@ -67,6 +79,10 @@ WeightStore::~WeightStore() {
   for (auto e : ready_) cuda::event_destroy(e);
   for (auto e : slot_free_) cuda::event_destroy(e);
   for (void* p : pinned_) cuda::pinned_free(p);
+  for (auto& bb : bounce_) {
+    cuda::event_destroy(bb.copied);
+    cuda::pinned_free(bb.raw);
+  }
   if (copy_) cuda::stream_destroy(copy_);
 }
 
@@ -87,14 +103,91 @@ Status WeightStore::set_schedule(std::vector<uint32_t> order) {
   return Status::ok();
 }
 
+Status WeightStore::open_disk(const DiskSource& disk) {
+  auto r = io::BlockReader::open(disk.path, disk.reader);
+  if (!r) return r.status().with_context("disk tier");
+  reader_ = std::move(r.value());
+  // Each tensor is read as its enclosing 4 KiB-aligned span, placed back to back in the bounce buffer.
+  uint64_t bounce_bytes = 0;
+  bounce_offset_.resize(blocks_.size());
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    if (!blocks_[b].on_disk) continue;
+    uint64_t off = 0;
+    for (const auto& t : blocks_[b].tensors) {
+      bounce_offset_[b].push_back(off);
+      off += io::enclosing_span_bytes(t.file_offset, t.bytes);
+    }
+    bounce_bytes = std::max(bounce_bytes, off);
+  }
+  // Two: one is read while the other's copies run.
+  bounce_.resize(2);
+  for (auto& bb : bounce_) {
+    auto p = cuda::pinned_alloc(bounce_bytes + io::kDirectAlign);
+    if (!p) return Status::error("cannot pin a {} bounce buffer for the disk tier: {}", format_bytes(bounce_bytes),
+                                 p.message());
+    bb.raw = *p;
+    bb.base = reinterpret_cast<uint8_t*>(io::align_up(reinterpret_cast<uintptr_t>(bb.raw)));
+    auto e = cuda::event_create();
+    if (!e) return e.status();
+    bb.copied = *e;
+    stats_.pinned_bytes += bounce_bytes + io::kDirectAlign;
+  }
+  std::vector<std::span<uint8_t>> spans;
+  for (const auto& bb : bounce_) spans.push_back({bb.base, bounce_bytes});
+  reader_->register_buffers(spans);
+  if (!reader_->notice().empty()) log::info("{}", reader_->notice());
+  return Status::ok();
+}
+
+Status WeightStore::read_and_copy(uint32_t b, uint8_t* slot) {
+  const auto& blk = blocks_[b];
+  Bounce& bb = bounce_[bounce_uses_ % bounce_.size()];
+  if (bb.busy) STRATA_TRY(cuda::event_synchronize(bb.copied));
+  bb.busy = false;
+  std::vector<io::ReadOp> ops(blk.tensors.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const auto& t = blk.tensors[i];
+    const uint64_t span = io::enclosing_span_bytes(t.file_offset, t.bytes);
+    ops[i] = {t.file_offset, t.bytes, {bb.base + bounce_offset_[b][i], span}, blk.label, std::nullopt, {}};
+  }
+  const double t0 = timeline_ ? timeline_->trace().now_us() : 0;
+  const auto w0 = std::chrono::steady_clock::now();
+  STRATA_TRY(reader_->read(ops).with_context(fmt::format("disk tier, block {}", blk.label)));
+  stats_.disk_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  if (timeline_) timeline_->trace().span_until_now("disk read", blk.label, t0);
+  for (size_t i = 0; i < ops.size(); ++i)
+    STRATA_TRY(cuda::copy_to_device(slot + blk.tensors[i].offset, ops[i].data.data(), blk.tensors[i].bytes, copy_));
+  STRATA_TRY(cuda::event_record(bb.copied, copy_));
+  bb.busy = true;
+  ++bounce_uses_;
+  ++stats_.disk_reads;
+  stats_.disk_bytes += blk.bytes;
+  return Status::ok();
+}
+
 Status WeightStore::issue_copies_through(uint64_t last_use) {
   const uint64_t n = slots_.size();
   for (; issued_ <= last_use; ++issued_) {
     const uint32_t b = schedule_[(issued_ - schedule_base_) % schedule_.size()];
     const size_t slot = issued_ % n;
     if (slot_used_[slot]) STRATA_TRY(cuda::stream_wait(copy_, slot_free_[slot]));
-    STRATA_TRY(cuda::copy_to_device(slots_[slot], pinned_[b], blocks_[b].bytes, copy_)
-                   .with_context(fmt::format("streaming block {}", blocks_[b].label)));
+    std::optional<uint32_t> begin;
+    if (timeline_) {
+      auto m = timeline_->mark(copy_);
+      if (!m) return m.status();
+      begin = *m;
+    }
+    if (blocks_[b].on_disk) {
+      STRATA_TRY(read_and_copy(b, slots_[slot]));
+    } else {
+      STRATA_TRY(cuda::copy_to_device(slots_[slot], pinned_[b], blocks_[b].bytes, copy_)
+                     .with_context(fmt::format("streaming block {}", blocks_[b].label)));
+    }
+    if (timeline_) {
+      auto end = timeline_->mark(copy_);
+      if (!end) return end.status();
+      timeline_->span("h2d copy", blocks_[b].label, *begin, *end);
+    }
     STRATA_TRY(cuda::event_record(ready_[slot], copy_));
     ++stats_.copies;
     stats_.bytes_copied += blocks_[b].bytes;

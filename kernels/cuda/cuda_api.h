@@ -40,6 +40,11 @@ Result<Event> event_create();
 void event_destroy(Event e);
 Status event_record(Event e, Stream s);
 Status stream_wait(Stream s, Event e);  // work enqueued on s after this waits for e's last record
+// Timing events (traces): the GPU time between two recorded events, once both have completed.
+Result<Event> event_create_timed();
+Result<float> event_elapsed_ms(Event from, Event to);
+Status event_synchronize(Event e);  // blocks the host until e's last record has completed
+Result<bool> event_done(Event e);   // whether e's last record has completed (does not block)
 
 // CUDA graphs: the work enqueued on s between capture_begin and capture_end becomes one
 // executable graph, relaunched with a single call (the decode step: ~15 kernels per layer whose

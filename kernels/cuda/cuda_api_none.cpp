@@ -21,6 +21,10 @@ void pinned_free(void*) {}
 Result<Event> event_create() { return none("event_create"); }
 void event_destroy(Event) {}
 Status event_record(Event, Stream) { return none("event_record"); }
+Result<Event> event_create_timed() { return none("event_create_timed"); }
+Result<float> event_elapsed_ms(Event, Event) { return none("event_elapsed_ms"); }
+Status event_synchronize(Event) { return none("event_synchronize"); }
+Result<bool> event_done(Event) { return none("event_done"); }
 Status stream_wait(Stream, Event) { return none("stream_wait"); }
 Result<MemInfo> mem_info() { return none("mem_info"); }
 Status capture_begin(Stream) { return none("capture_begin"); }

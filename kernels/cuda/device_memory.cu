@@ -78,6 +78,30 @@ Result<Event> event_create() {
   return Event(e);
 }
 
+Result<Event> event_create_timed() {
+  cudaEvent_t e = nullptr;
+  STRATA_TRY(cuda_status(cudaEventCreate(&e), "event_create_timed"));
+  return Event(e);
+}
+
+Result<float> event_elapsed_ms(Event from, Event to) {
+  float ms = 0;
+  STRATA_TRY(cuda_status(cudaEventElapsedTime(&ms, cudaEvent_t(from), cudaEvent_t(to)), "event_elapsed_ms"));
+  return ms;
+}
+
+Status event_synchronize(Event e) { return cuda_status(cudaEventSynchronize(cudaEvent_t(e)), "event_synchronize"); }
+
+Result<bool> event_done(Event e) {
+  const cudaError_t err = cudaEventQuery(cudaEvent_t(e));
+  if (err == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  STRATA_TRY(cuda_status(err, "event_done"));
+  return true;
+}
+
 void event_destroy(Event e) {
   if (e) cudaEventDestroy(cudaEvent_t(e));
 }

@@ -4,6 +4,7 @@
 //   memory on the CPU; device memory and, for streamed blocks, PCIe on the GPU); prefill tok/s.
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -19,6 +20,7 @@
 #include "core/units.h"
 #include "kernels/cpu/memory_bandwidth.h"
 #include "kernels/cuda/read_probe.h"
+#include "offload/disk_probe.h"
 #include "runtime/sampler.h"
 
 namespace strata::cli {
@@ -64,15 +66,33 @@ Result<Roofline> measure_roofline(const ModelArgs& m, const runtime::Engine& f, 
   log::info("measuring device read and pinned H2D bandwidth...");
   auto dev = kernels::cuda::measure_read_bandwidth(size_t(2) * kGiB, 5);
   if (!dev) return dev.status();
-  uint64_t streamed = 0;
+  uint64_t streamed = 0, from_disk = 0;  // per token: over PCIe in all, and read from the disk first
   if (m.executor_plan) {
     const auto& e = *m.executor_plan;
     const auto& pl = e.plan.placement;
+    auto add = [&](offload::Tier t, uint64_t bytes) {
+      if (t != offload::Tier::gpu) streamed += bytes;
+      if (t == offload::Tier::disk) from_disk += bytes;
+    };
     for (uint32_t il = 0; il < e.blocks.n_layer; ++il) {
-      if (pl.attention[il] != offload::Tier::gpu) streamed += e.blocks.attention[il].bytes;
-      if (pl.ffn[il] != offload::Tier::gpu) streamed += e.blocks.ffn[il].bytes;
+      add(pl.attention[il], e.blocks.attention[il].bytes);
+      add(pl.ffn[il], e.blocks.ffn[il].bytes);
     }
-    if (pl.head != offload::Tier::gpu) streamed += e.blocks.head.bytes;
+    add(pl.head, e.blocks.head.bytes);
+  }
+  double disk = 0;
+  if (from_disk) {
+    // The disk ceiling of this run: the reader the disk tier uses, at its queue depth, on the
+    // model's own filesystem.
+    const std::string dir = std::filesystem::absolute(m.model).parent_path().string();
+    log::info("measuring disk read bandwidth in {}...", dir);
+    offload::DiskProbeOptions o;
+    o.dir = dir;
+    o.file_bytes = 2ull << 30;
+    o.queue_depths = {8};
+    auto d = offload::probe_disk(o);
+    if (!d) return d.status();
+    disk = d->points.at(0).gbps * 1e9;
   }
   double h2d = 0;
   if (streamed) {
@@ -82,12 +102,20 @@ Result<Roofline> measure_roofline(const ModelArgs& m, const runtime::Engine& f, 
   }
   const uint64_t resident = per_token > streamed ? per_token - streamed : 0;
   const double t_dev = double(resident) / *dev, t_pcie = streamed ? double(streamed) / h2d : 0.0;
-  r.seconds_per_token = std::max(t_dev, t_pcie);
-  r.what = streamed ? fmt::format("max({} resident at {:.0f} GB/s, {} streamed at {:.1f} GB/s)", format_bytes(resident),
-                                  *dev / 1e9, format_bytes(streamed), h2d / 1e9)
+  const double t_disk = from_disk ? double(from_disk) / disk : 0.0;
+  r.seconds_per_token = std::max({t_dev, t_pcie, t_disk});
+  r.what = streamed ? fmt::format("max({} resident at {:.0f} GB/s, {} streamed at {:.1f} GB/s{})", format_bytes(resident),
+                                  *dev / 1e9, format_bytes(streamed), h2d / 1e9,
+                                  from_disk ? fmt::format(", {} of it from disk at {:.2f} GB/s", format_bytes(from_disk),
+                                                          disk / 1e9)
+                                            : std::string())
                     : fmt::format("device read {:.0f} GB/s", *dev / 1e9);
   r.ceilings = {{"device_read_gb_s", *dev / 1e9}, {"h2d_pinned_gb_s", h2d / 1e9}, {"resident_bytes_per_token", resident},
                 {"streamed_bytes_per_token", streamed}};
+  if (from_disk) {
+    r.ceilings["disk_read_gb_s"] = disk / 1e9;
+    r.ceilings["disk_bytes_per_token"] = from_disk;
+  }
   return r;
 }
 
@@ -128,7 +156,7 @@ int run_bench_decode(const BenchDecodeArgs& a) {
   Rng rng(1);
   std::vector<int32_t> prompt(a.n_prompt);
   for (auto& t : prompt) t = int32_t(rng.next_u32() % f.model().spec.hp.n_vocab);
-  double best_tps = 0, best_pp = 0, h2d_gbps = 0;
+  double best_tps = 0, best_pp = 0, h2d_gbps = 0, disk_gbps = 0;
   std::vector<double> runs;
   for (int r = 0; r < a.reps; ++r) {
     f.truncate(0);
@@ -140,7 +168,7 @@ int run_bench_decode(const BenchDecodeArgs& a) {
     }
     best_pp = std::max(best_pp, a.n_prompt / std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count());
     const auto t0 = std::chrono::steady_clock::now();
-    const uint64_t streamed0 = f.streamed_bytes();
+    const uint64_t streamed0 = f.streamed_bytes(), disk0 = f.disk_bytes();
     for (uint32_t i = 0; i < a.n_gen; ++i) {
       const int32_t next = runtime::argmax(logits);
       if (Status s = f.eval(std::span(&next, 1), runtime::Logits::last, logits); !s) {
@@ -150,7 +178,10 @@ int run_bench_decode(const BenchDecodeArgs& a) {
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     runs.push_back(a.n_gen / s);
-    if (a.n_gen / s > best_tps) h2d_gbps = double(f.streamed_bytes() - streamed0) / s / 1e9;
+    if (a.n_gen / s > best_tps) {
+      h2d_gbps = double(f.streamed_bytes() - streamed0) / s / 1e9;
+      disk_gbps = double(f.disk_bytes() - disk0) / s / 1e9;
+    }
     best_tps = std::max(best_tps, a.n_gen / s);
   }
   const double roof_tps = 1.0 / roof->seconds_per_token;
@@ -173,6 +204,13 @@ int run_bench_decode(const BenchDecodeArgs& a) {
     if (roof->ceilings.contains("h2d_pinned_gb_s") && roof->ceilings["h2d_pinned_gb_s"].get<double>() > 0)
       j["h2d_fraction_of_pinned"] = h2d_gbps / roof->ceilings["h2d_pinned_gb_s"].get<double>();
   }
+  if (disk_gbps > 0) {
+    j["achieved_disk_gb_s"] = disk_gbps;
+    if (roof->ceilings.contains("disk_read_gb_s"))
+      j["disk_fraction_of_probe"] = disk_gbps / roof->ceilings["disk_read_gb_s"].get<double>();
+    fmt::print("disk tier: {:.2f} GB/s read during decode ({:.0f}% of the {:.2f} GB/s measured here)\n", disk_gbps,
+               100 * disk_gbps / roof->ceilings["disk_read_gb_s"].get<double>(), roof->ceilings["disk_read_gb_s"].get<double>());
+  }
   if (a.m.executor_plan) {
     const auto& p = a.m.executor_plan->plan.prediction;
     j["predicted_tok_per_s"] = p.decode_tps;
@@ -193,6 +231,10 @@ int run_bench_decode(const BenchDecodeArgs& a) {
       log::error("{}", s.message());
       return 1;
     }
+  }
+  if (Status s = a.m.write_trace(); !s) {
+    log::error("{}", s.message());
+    return 1;
   }
   return 0;
 }

@@ -200,6 +200,10 @@ int run_generate(GenerateArgs a) {
             load_s, prompt_ids.size(), pp_s, double(prompt_ids.size()) / pp_s, n_gen, tg_s,
             tg_s > 0 ? double(n_gen) / tg_s : 0.0, stop);
   if (n_gen > 1) a.m.report_measured(f, double(n_gen - 1) / tg_s, f.streamed_bytes() - streamed0, tg_s);
+  if (Status s = a.m.write_trace(); !s) {
+    log::error("{}", s.message());
+    return 1;
+  }
   return interrupt_exit_code();
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "cli/output_file.h"
 #include "core/log.h"
 #include "core/units.h"
 #include "kernels/cuda/cuda_api.h"
@@ -30,6 +31,9 @@ void ModelArgs::add_to(CLI::App* sub) {
                                           "this many + 1 slots)")
       ->capture_default_str()
       ->check(CLI::Range(1, 16));
+  sub->add_option("--trace", trace_path, "Write a Chrome/Perfetto trace of the run to this file (open it in "
+                                         "ui.perfetto.dev): compute per weight block on the CPU or GPU, streamed "
+                                         "copies, host steps. The decode step then runs without CUDA graphs.");
 }
 
 namespace {
@@ -86,6 +90,14 @@ void ModelArgs::report_measured(const runtime::Engine& e, double decode_tps, uin
             format_bytes(executor_plan->budgets.vram), format_bytes(executor_plan->residency.vram_budget));
 }
 
+Status ModelArgs::write_trace() const {
+  if (!trace) return {};
+  STRATA_TRY(write_output_file(trace_path, trace->json()));
+  log::info("trace: {} spans written to {} (open in ui.perfetto.dev){}", trace->size(), trace_path,
+            trace->dropped() ? fmt::format("; {} later spans dropped (trace full)", trace->dropped()) : std::string());
+  return {};
+}
+
 std::unique_ptr<tbb::global_control> ModelArgs::thread_limit() const {
   if (threads <= 0) return nullptr;
   return std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, size_t(threads));
@@ -93,6 +105,10 @@ std::unique_ptr<tbb::global_control> ModelArgs::thread_limit() const {
 
 Result<std::unique_ptr<runtime::Engine>> ModelArgs::open(uint32_t n_ctx_hint) const {
   runtime::ForwardOptions fo;
+  if (!trace_path.empty()) {
+    trace = std::make_shared<Trace>();
+    fo.trace = trace;
+  }
   if (kv_type == "f32") fo.kv_type = GgmlType::F32;
   else if (kv_type == "f16") fo.kv_type = GgmlType::F16;
   else return Status::error("unknown --cache-type '{}' (f32, f16)", kv_type);

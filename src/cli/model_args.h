@@ -4,7 +4,10 @@
 
 #include <memory>
 #include <optional>
+#include <memory>
 #include <string>
+
+#include "core/trace.h"
 
 #include <CLI/CLI.hpp>
 #include <tbb/global_control.h>
@@ -27,6 +30,8 @@ struct ModelArgs {
   std::string vram, pinned, profile;
   uint32_t prefetch = 2;
   CLI::Option* kv_type_opt = nullptr;
+  std::string trace_path;                 // --trace: where write_trace() puts the trace
+  mutable std::shared_ptr<Trace> trace;   // made by open() when --trace was given
   // Filled by open() when a budget was planned: what the placement report and predictions use.
   mutable std::optional<runtime::ExecutorPlan> executor_plan;
 
@@ -39,6 +44,8 @@ struct ModelArgs {
   void report_plan() const;
   // streamed: weight bytes the engine copied host -> device during the decode phase.
   void report_measured(const runtime::Engine& e, double decode_tps, uint64_t streamed = 0, double decode_s = 0) const;
+  // Writes the --trace file (nothing without --trace); says where it went and how to open it.
+  Status write_trace() const;
   // Caps oneTBB's worker count at -t for the lifetime of the returned object.
   std::unique_ptr<tbb::global_control> thread_limit() const;
 };

@@ -60,6 +60,10 @@ class File {
   uint32_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return bytes_.size(); }
+  // The whole file as mapped (or parsed); a tensor's data pointer minus bytes().data() is its
+  // offset in the file (what the io reader needs to read it directly).
+  std::span<const uint8_t> bytes() const { return bytes_; }
+  bool is_mapped_file() const { return mapping_ != nullptr; }
   // True when every tensor's bytes are present in the file.
   bool has_all_data() const { return has_all_data_; }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
@@ -56,6 +58,7 @@ Status CpuForward::eval(std::span<const int32_t> tokens, Logits which, std::vect
     const uint32_t n = uint32_t(std::min<size_t>(opt_.ubatch, tokens.size() - done));
     const bool last_chunk = done + n == tokens.size();
     float* out = which == Logits::all ? logits.data() + done * hp.n_vocab : logits.data();
+    TraceScope step(opt_.trace.get(), "host", n == 1 ? "decode step" : fmt::format("prefill {} tokens", n));
     run_chunk(tokens.data() + done, n, pos0 + uint32_t(done),
               which == Logits::all ? Logits::all : (last_chunk ? which : Logits::none), out);
     kv_.set_n_tokens(pos0 + uint32_t(done) + n);
@@ -79,8 +82,16 @@ struct CpuOps {
   float* logits(uint32_t r0) { return out + r0 * n_vocab; }
   void logits_done(uint32_t, uint32_t) {}
 
-  void begin_block(Block, uint32_t) {}  // every weight is in host memory
-  void end_block(Block, uint32_t) {}
+  Trace* trace = nullptr;
+  double block_start_us = 0;
+
+  // Every weight is in host memory: the hooks only time blocks for a trace.
+  void begin_block(Block, uint32_t) {
+    if (trace) block_start_us = trace->now_us();
+  }
+  void end_block(Block b, uint32_t il) {
+    if (trace) trace->span_until_now("cpu compute", block_label(b, il), block_start_us);
+  }
   void begin_chunk(const int32_t*, uint32_t n, uint32_t first, bool) {
     pos0 = first;
     for (uint32_t t = 0; t < n; ++t) pos[t] = int32_t(first + t);
@@ -121,6 +132,7 @@ struct CpuOps {
 
 void CpuForward::run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, Logits which, float* logits) {
   CpuOps ops{model_->weights, kv_, pos_, logits, int64_t(model_->spec.hp.n_vocab)};
+  ops.trace = opt_.trace.get();
   const ForwardBuffers b{x_.data(), h_.data(), q_.data(), k_.data(), v_.data(), att_.data(), gate_.data(), up_.data()};
   const uint32_t rows = which == Logits::none ? 0 : which == Logits::last ? 1 : n;
   forward_chunk(ops, model_->spec, model_->weights, b, tokens, n, pos0, rows);

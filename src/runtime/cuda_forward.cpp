@@ -11,9 +11,11 @@
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/cuda/cuda_api.h"
 #include "offload/cost_model.h"
+#include "offload/gpu_timeline.h"
 #include "offload/vram_arena.h"
 #include "offload/weight_store.h"
 #include "runtime/forward_pass.h"
+#include "runtime/weight_loader.h"
 
 namespace strata::runtime {
 
@@ -47,9 +49,12 @@ struct CudaForward::Impl {
   bool graphs_enabled = true;   // off after a failed capture, or by STRATA_CUDA_GRAPHS=0
   bool capturing = false;
   Status first_error;  // the first failed kernel of the current eval (ops cannot return one)
+  std::unique_ptr<offload::GpuTimeline> timeline;  // --trace: GPU spans (null: not tracing)
+  uint32_t block_mark = 0;                         // timeline mark at the current block's start
 
   ~Impl() {
     cuda::graph_destroy(decode_graph);
+    timeline.reset();
     store.reset();  // waits for the streams before the ring goes
     if (stream) (void)cuda::synchronize(stream);
     if (pinned_x) cuda::pinned_free(pinned_x);
@@ -89,6 +94,11 @@ Status CudaForward::allocate() {
   auto stream = cuda::stream_create();
   if (!stream) return stream.status();
   im.stream = *stream;
+  if (opt_.trace) {
+    auto t = offload::GpuTimeline::create(*opt_.trace, im.stream);
+    if (!t) return t.status();
+    im.timeline = std::move(t.value());
+  }
   const auto& s = model_->spec;
   const auto& host = model_->weights;
   const uint32_t n_layer = s.hp.n_layer;
@@ -98,18 +108,20 @@ Status CudaForward::allocate() {
   // views are patched with the slot address at each acquire.
   std::vector<offload::StreamedBlockSpec> specs;
   std::vector<std::vector<std::pair<kernels::WeightView*, size_t>>> members;  // view, tensor index
-  auto new_block = [&](std::string label) {
-    specs.push_back({std::move(label), {}, 0});
+  auto new_block = [&](std::string label, bool on_disk) {
+    specs.push_back({std::move(label), {}, 0, on_disk});
     members.emplace_back();
     return int32_t(specs.size() - 1);
   };
   im.attention_block.assign(n_layer, -1);
   im.ffn_block.assign(n_layer, -1);
   for (uint32_t il = 0; il < n_layer; ++il) {
-    if (streamed(res.attention_streamed, il)) im.attention_block[il] = new_block("attn " + std::to_string(il));
-    if (streamed(res.ffn_streamed, il)) im.ffn_block[il] = new_block("ffn " + std::to_string(il));
+    if (streamed(res.attention_streamed, il))
+      im.attention_block[il] = new_block(block_label(Block::attention, il), streamed(res.attention_disk, il));
+    if (streamed(res.ffn_streamed, il))
+      im.ffn_block[il] = new_block(block_label(Block::ffn, il), streamed(res.ffn_disk, il));
   }
-  if (res.head_streamed) im.head_block = new_block("head");
+  if (res.head_streamed) im.head_block = new_block(block_label(Block::head, 0), res.head_disk);
   const bool tied = s.hp.tied_output;
   // The embedding table is on the GPU only when it is resident anyway (as the tied head) or when
   // nothing streams (the resident engine); otherwise rows are gathered on the host (the planner
@@ -123,19 +135,30 @@ Status CudaForward::allocate() {
     STRATA_TRY(cuda::copy_to_device(*d, src, bytes, im.stream));
     return d;
   };
+  // Weight matrices (nearly all the bytes) are read from the file by the loader at the end.
+  std::vector<LoadItem> loads;
   // `block` >= 0: the view goes into that streamed block instead of VRAM.
   auto matrix = [&](const kernels::WeightView& v, kernels::WeightView& out, int32_t block, const char* what) {
     out = v;
     if (v.empty() || !err.is_ok()) return;
     const uint64_t bytes = v.row_bytes * uint64_t(v.n_out);
     if (block >= 0) {
-      specs[block].tensors.push_back({v.data, bytes, 0});
+      const auto map = model_->file.bytes();
+      const bool in_file = model_->file.is_mapped_file() && v.data >= map.data() && v.data + bytes <= map.data() + map.size();
+      if (specs[block].on_disk && !in_file) {
+        err = Status::error("block {} cannot be on the disk tier: {} is not stored in the model file as used",
+                            specs[block].label, what);
+        return;
+      }
+      const uint64_t file_offset = in_file ? uint64_t(v.data - map.data()) : 0;
+      specs[block].tensors.push_back({v.data, bytes, 0, file_offset});
       members[block].emplace_back(&out, specs[block].tensors.size() - 1);
       out.data = nullptr;  // set at acquire
       return;
     }
-    auto p = upload(v.data, bytes, std::string("weights ") + what);
+    auto p = im.alloc(bytes, std::string("weights ") + what);
     if (!p) { err = p.status(); return; }
+    loads.push_back({v.data, bytes, *p, true});
     out.data = static_cast<const uint8_t*>(*p);
   };
   auto vec = [&](const float* v, size_t n) -> const float* {
@@ -228,15 +251,30 @@ Status CudaForward::allocate() {
   im.d_cublas_ws = *cws;
 
   if (!specs.empty()) {
-    auto store = offload::WeightStore::create(*im.arena, std::move(specs), res.ring_slots, res.pinned_budget, im.stream);
+    const offload::DiskSource disk{model_->file.path(), {}};
+    if (std::any_of(specs.begin(), specs.end(), [](const auto& b) { return b.on_disk; }) &&
+        !model_->file.is_mapped_file())
+      return Status::error("the disk tier needs a model file (this model was not loaded from one)");
+    auto store =
+        offload::WeightStore::create(*im.arena, std::move(specs), res.ring_slots, res.pinned_budget, im.stream, false,
+                                     &disk);
     if (!store) return store.status();
     im.store = std::move(store.value());
+    for (size_t b = 0; b < im.store->n_blocks(); ++b)
+      if (!im.store->block(b).on_disk)
+        for (const auto& t : im.store->block(b).tensors)
+          loads.push_back({t.host_src, t.bytes, im.store->pinned(b) + t.offset, false});
+    im.store->set_timeline(im.timeline.get());
     im.patches.resize(im.store->n_blocks());
     for (size_t b = 0; b < members.size(); ++b)
       for (const auto& [view, t] : members[b]) im.patches[b].push_back({view, im.store->block(b).tensors[t].offset});
     log::info("streaming {} blocks ({} pinned) through {} VRAM slots ({})", im.store->n_blocks(),
               format_bytes(im.store->stats().pinned_bytes), res.ring_slots, format_bytes(im.store->stats().ring_bytes));
   }
+  auto loaded = load_weights(model_->file, loads, im.stream, opt_.trace.get());
+  if (!loaded) return loaded.status();
+  log::info("weights: {} in {:.2f} s ({:.2f} GB/s, {})", format_bytes(loaded->bytes), loaded->seconds,
+            loaded->seconds > 0 ? double(loaded->bytes) / loaded->seconds / 1e9 : 0.0, loaded->how);
   device_bytes_ = im.arena->peak();
   return cuda::synchronize(im.stream);
 }
@@ -277,12 +315,24 @@ struct Ops {
   }
   void begin_block(Block b, uint32_t il) {
     const int32_t id = im.store ? im.block_id(b, il) : -1;
-    if (id < 0) return;
-    auto base = im.store->acquire(uint32_t(id));
-    if (!base) return im.check(base.status());
-    for (const auto& p : im.patches[id]) p.view->data = *base + p.offset;
+    if (id >= 0) {
+      auto base = im.store->acquire(uint32_t(id));
+      if (!base) return im.check(base.status());
+      for (const auto& p : im.patches[id]) p.view->data = *base + p.offset;
+    }
+    // After acquire: a wait for a streamed block shows as a gap before its span.
+    if (im.timeline) {
+      auto m = im.timeline->mark(im.stream);
+      if (!m) return im.check(m.status());
+      im.block_mark = *m;
+    }
   }
   void end_block(Block b, uint32_t il) {
+    if (im.timeline) {
+      auto m = im.timeline->mark(im.stream);
+      if (!m) return im.check(m.status());
+      im.timeline->span("gpu compute", block_label(b, il), im.block_mark, *m);
+    }
     const int32_t id = im.store ? im.block_id(b, il) : -1;
     if (id >= 0) im.check(im.store->release(uint32_t(id)));
   }
@@ -325,6 +375,7 @@ struct Ops {
 }  // namespace
 
 uint64_t CudaForward::streamed_bytes() const { return impl_->store ? impl_->store->stats().bytes_copied : 0; }
+uint64_t CudaForward::disk_bytes() const { return impl_->store ? impl_->store->stats().disk_bytes : 0; }
 
 namespace {
 
@@ -393,13 +444,15 @@ Status CudaForward::eval(std::span<const int32_t> tokens, Logits which, std::vec
     const bool last = done + n == tokens.size();
     const uint32_t rows = which == Logits::all ? n : (last && which == Logits::last ? 1 : 0);
     ops.host_logits = rows == 0 ? nullptr : which == Logits::all ? logits.data() + done * n_vocab : logits.data();
-    const bool graph = n == 1 && rows == 1 && !im.store && !im.host_embed && im.graphs_enabled;
+    const bool graph = n == 1 && rows == 1 && !im.store && !im.host_embed && im.graphs_enabled && !im.timeline;
+    TraceScope host_span(opt_.trace.get(), "host", n == 1 ? "decode step" : fmt::format("prefill {} tokens", n));
     if (graph) {
       run_decode_graph(&ops, tokens[done]);
     } else {
       forward_chunk(ops, s, im.dev, im.buf, tokens.data() + done, n, n_past_, rows);
     }
     im.check(cuda::synchronize(im.stream));
+    if (im.timeline && im.first_error.is_ok()) im.check(im.timeline->flush());
     if (!im.first_error.is_ok()) return im.first_error.with_context("CUDA forward");
     n_past_ += n;
     done += n;

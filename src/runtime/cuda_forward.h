@@ -36,6 +36,7 @@ class CudaForward final : public Engine {
   uint64_t device_bytes() const { return device_bytes_; }  // everything this engine allocated
   uint64_t vram_peak_bytes() const override { return device_bytes_; }
   uint64_t streamed_bytes() const override;
+  uint64_t disk_bytes() const override;
 
   struct Impl;  // device state (cuda_forward.cpp)
 

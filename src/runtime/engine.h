@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/trace.h"
 #include "runtime/model.h"
 
 namespace strata::runtime {
@@ -20,6 +21,10 @@ enum class Logits { none, last, all };
 struct Residency {
   std::vector<bool> attention_streamed, ffn_streamed;  // per layer; empty = none streamed
   bool head_streamed = false;
+  // Of the streamed blocks, those read from the model file at each use instead of kept in pinned
+  // RAM (the disk tier); same indexing, empty = none.
+  std::vector<bool> attention_disk, ffn_disk;
+  bool head_disk = false;
   uint32_t ring_slots = 3;     // VRAM staging slots: prefetch depth + 1
   uint64_t vram_budget = 0;    // hard limit on what the engine allocates; 0 = none
   uint64_t pinned_budget = 0;  // limit on pinned host RAM for streamed blocks; 0 = none
@@ -31,6 +36,10 @@ struct ForwardOptions {
   uint32_t ubatch = 512;  // tokens per prefill chunk (also the sliding-window ring margin)
   GgmlType kv_type = GgmlType::F32;
   Residency residency;    // CUDA only
+  // When set, every eval adds spans to it (per weight block: compute on the CPU or GPU, streamed
+  // copies; per eval: the host's view). The CUDA engine then runs without CUDA graphs, so that
+  // every block of the decode step is visible.
+  std::shared_ptr<Trace> trace;
 };
 
 enum class Device { cpu, cuda, automatic };
@@ -52,6 +61,8 @@ class Engine {
   virtual uint64_t vram_peak_bytes() const { return 0; }
   // Weight bytes copied host -> device by streaming so far (0 when everything is resident).
   virtual uint64_t streamed_bytes() const { return 0; }
+  // Of those, the bytes read from the model file by the disk tier.
+  virtual uint64_t disk_bytes() const { return 0; }
 };
 
 // automatic: CUDA when built with it and a device is present, else CPU.

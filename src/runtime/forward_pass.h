@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "kernels/cpu/attention.h"
 #include "model/model_spec.h"
@@ -42,6 +43,12 @@ struct ForwardBuffers {
 
 // The weight blocks the planner places (offload/model_blocks.h): per layer attention and FFN, the head.
 enum class Block { attention, ffn, head };
+
+// "attn 12", "ffn 12", "head": as the planner and the weight store name blocks.
+inline std::string block_label(Block b, uint32_t il) {
+  if (b == Block::head) return "head";
+  return (b == Block::attention ? "attn " : "ffn ") + std::to_string(il);
+}
 
 template <typename Ops>
 void attention_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,

@@ -12,9 +12,10 @@ Result<Residency> residency_from_plan(const offload::Plan& plan, uint64_t vram_b
   r.vram_budget = vram_budget;
   r.pinned_budget = pinned_budget;
   r.ring_slots = std::max<uint32_t>(2, plan.ring_slots);
+  // gpu: resident; stream: pinned RAM -> VRAM ring; disk: model file -> bounce -> VRAM ring.
   auto streamed = [](offload::Tier t, const std::string& what) -> Result<bool> {
     if (t == offload::Tier::gpu) return false;
-    if (t == offload::Tier::stream) return true;
+    if (t == offload::Tier::stream || t == offload::Tier::disk) return true;
     return Status::error("the plan puts {} on the {} tier, which the executor does not run yet", what,
                          offload::tier_name(t));
   };
@@ -25,6 +26,8 @@ Result<Residency> residency_from_plan(const offload::Plan& plan, uint64_t vram_b
     if (!f) return f.status();
     r.attention_streamed.push_back(*a);
     r.ffn_streamed.push_back(*f);
+    r.attention_disk.push_back(pl.attention[il] == offload::Tier::disk);
+    r.ffn_disk.push_back(pl.ffn[il] == offload::Tier::disk);
   }
   for (size_t il = 0; il < pl.kv.size(); ++il)
     if (pl.kv[il] != offload::KvTier::gpu)
@@ -32,6 +35,7 @@ Result<Residency> residency_from_plan(const offload::Plan& plan, uint64_t vram_b
   auto h = streamed(pl.head, "the head");
   if (!h) return h.status();
   r.head_streamed = *h;
+  r.head_disk = pl.head == offload::Tier::disk;
   return r;
 }
 
@@ -41,7 +45,7 @@ Result<ExecutorPlan> plan_for_executor(const Model& model, offload::HardwareProf
   auto blocks = offload::model_blocks(model.file, model.spec);
   if (!blocks) return blocks.status();
   e.blocks = std::move(blocks.value());
-  budgets.allow_disk = budgets.allow_cpu = budgets.allow_host_kv = false;
+  budgets.allow_cpu = budgets.allow_host_kv = false;  // tiers the executor does not run yet
   auto plan = offload::plan(e.blocks, profile, budgets, shape);
   if (!plan) return plan.status();
   e.plan = std::move(plan.value());

@@ -6,11 +6,15 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
 
 #include "kernels/cuda/device_info.h"
 #include "runtime/cuda_forward.h"
 #include "logits_compare.h"
 #include "test_util.h"
+#include "trace_spans.h"
 
 using namespace strata;
 
@@ -44,6 +48,18 @@ runtime::Residency pattern(uint32_t n_layer, int every, bool attn, bool ffn, boo
   return r;
 }
 
+// Moves every `every`-th streamed block (attention and FFN of a layer counted apart, then the head)
+// to the disk tier.
+runtime::Residency on_disk(runtime::Residency r, int every) {
+  int k = 0;
+  for (size_t il = 0; il < r.attention_streamed.size(); ++il) {
+    r.attention_disk.push_back(r.attention_streamed[il] && k++ % every == 0);
+    r.ffn_disk.push_back(r.ffn_streamed[il] && k++ % every == 0);
+  }
+  r.head_disk = r.head_streamed && k % every == 0;
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("Streamed weights give bit-identical logits to resident ones", "[gpu][streaming]") {
@@ -71,6 +87,8 @@ TEST_CASE("Streamed weights give bit-identical logits to resident ones", "[gpu][
         {"every other layer's FFN, 3 slots", pattern(n_layer, 2, false, true, false, 3)},
         {"attention only, head resident, 2 slots", pattern(n_layer, 1, true, false, false, 2)},
         {"head only", pattern(n_layer, 1, false, false, true, 2)},
+        {"everything streamed, every other block from disk, 3 slots", on_disk(pattern(n_layer, 1, true, true, true, 3), 2)},
+        {"everything from disk, 2 slots", on_disk(pattern(n_layer, 1, true, true, true, 2), 1)},
     };
     for (const auto& c : cases) {
       INFO(dir << ": " << c.name);
@@ -134,4 +152,77 @@ TEST_CASE("VRAM and pinned budgets are hard limits with clear errors", "[gpu][st
     REQUIRE_FALSE(bad.is_ok());
     CHECK_THAT(bad.message(), Catch::Contains("at least 2 slots"));
   }
+}
+
+TEST_CASE("A trace shows each streamed block copied before its compute, and changes nothing", "[gpu][streaming][trace]") {
+  if (kernels::cuda::devices().empty()) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  const std::string base = test::testdata("models/llama/");
+  auto tokens = test::read_tokens(base + "tokens.txt");
+  const size_t n_prompt = tokens.size() - 8;
+  auto model = runtime::Model::load(base + "model.gguf");
+  REQUIRE(model.is_ok());
+  const uint32_t n_layer = (*model)->spec.hp.n_layer;
+  runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .kv_type = GgmlType::F16, .residency = {}};
+  opt.residency = pattern(n_layer, 1, true, true, true, 3);
+  auto plain = runtime::CudaForward::create(model.value(), opt);
+  REQUIRE(plain.is_ok());
+  const auto want = run(**plain, tokens, n_prompt);
+
+  opt.trace = std::make_shared<Trace>();
+  auto traced = runtime::CudaForward::create(model.value(), opt);
+  REQUIRE(traced.is_ok());
+  const auto got = run(**traced, tokens, n_prompt);
+  REQUIRE(got.size() == want.size());
+  CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
+
+  // Per block label, its copies and its computes in order: the k-th compute uses the k-th copy.
+  std::map<std::string, std::vector<test::TraceSpan>> copies, computes;
+  size_t steps = 0;
+  for (const auto& s : test::trace_spans(*opt.trace)) {
+    if (s.track == "h2d copy") copies[s.name].push_back(s);
+    if (s.track == "gpu compute") computes[s.name].push_back(s);
+    if (s.track == "host" && s.name == "decode step") ++steps;
+  }
+  CHECK(steps >= 8);  // the 8 decode evals (a 1-token prefill chunk would count too)
+  REQUIRE(computes.size() == 2 * n_layer + 1);  // every attention and FFN block, and the head
+  for (const auto& [label, cs] : computes) {
+    INFO(label);
+    const auto& cp = copies[label];
+    // Copies prefetched for a step that never came may remain, never fewer than the uses.
+    REQUIRE(cp.size() >= cs.size());
+    for (size_t k = 0; k < cs.size(); ++k) {
+      CHECK(cs[k].dur > 0);
+      CHECK(cp[k].dur > 0);
+      CHECK(cp[k].end() <= cs[k].ts + 1.0);  // 1 us: event timestamp resolution
+    }
+  }
+}
+
+TEST_CASE("The disk tier fails cleanly when the model file changes under it", "[gpu][streaming][disk]") {
+  if (kernels::cuda::devices().empty()) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  const auto copy = test::temp_dir("disk-tier") / "model.gguf";
+  std::filesystem::copy_file(test::testdata("models/llama/model.gguf"), copy);
+  auto model = runtime::Model::load(copy.string());
+  REQUIRE(model.is_ok());
+  runtime::ForwardOptions opt{.n_ctx = 64, .ubatch = 16, .kv_type = GgmlType::F16, .residency = {}};
+  opt.residency = on_disk(pattern((*model)->spec.hp.n_layer, 1, true, true, false, 2), 1);
+  auto e = runtime::CudaForward::create(model.value(), opt);
+  INFO((e.is_ok() ? std::string() : e.message()));
+  REQUIRE(e.is_ok());
+  std::vector<float> logits;
+  const std::vector<int32_t> toks{1, 2, 3};
+  REQUIRE((*e)->eval(toks, runtime::Logits::last, logits).is_ok());
+  // Another process rewriting the model (seen as a new mtime) is caught at the next read. (Not a
+  // truncation: the embedding rows still come from the mapping, where that would be SIGBUS.)
+  std::filesystem::last_write_time(copy, std::filesystem::last_write_time(copy) + std::chrono::hours(1));
+  Status s = (*e)->eval(toks, runtime::Logits::last, logits);
+  REQUIRE_FALSE(s.is_ok());
+  CHECK_THAT(s.message(), Catch::Contains("model.gguf") && Catch::Contains("disk tier"));
+  CHECK((*e)->n_past() == 3);  // the failed eval appended nothing
 }

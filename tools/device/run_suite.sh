@@ -4,11 +4,11 @@
 # HF transformers comparison. Results (logs, JSON) go to $1 (default $OUT), packed into one
 # results.tgz so the device tool returns them as a single file.
 #   tools/device/run_suite.sh [OUT_DIR] [STEPS...]
-#   STEPS: tests bench probe hf synth27b kernels offload27b (default: all)
+#   STEPS: tests bench probe hf synth27b kernels offload27b disk27b (default: all)
 set -uo pipefail
 out=${1:-${OUT:-$PWD/device-out}}
 shift || true
-steps=${*:-tests bench probe hf synth27b kernels offload27b}
+steps=${*:-tests bench probe hf synth27b kernels offload27b disk27b}
 work=/tmp/strata-suite
 mkdir -p "$out" "$work/res"
 res=$work/res
@@ -58,5 +58,19 @@ if has offload27b; then
   strata generate -m "$work/27b.gguf" --vram 12GiB --profile configs/hw/h200-probed.toml -c 4096 -p "The" -n 16 \
     > "$res/generate_27b_vram12.txt" 2>&1
   echo "generate --vram 12GiB rc=$?"
+fi
+if has disk27b; then
+  # Part of the weights on the disk tier: the pinned budget is cut so that the plan reads some
+  # blocks from the model file at every step. Traces (Perfetto) of both 12 GiB runs.
+  [ -f "$work/27b.gguf" ] || strata synth --preset 27b --mix q3_k_m --no-progress -o "$work/27b.gguf" >/dev/null 2>&1
+  strata bench decode -m "$work/27b.gguf" --vram 12GiB --pinned ${DISK_PINNED:-4GiB} --profile configs/hw/h200-probed.toml \
+    -c 4096 -p 512 -n 8 -r 1 --json "$res/bench_27b_disk.json" > "$res/bench_27b_disk.txt" 2>&1
+  echo "bench disk rc=$?"; tail -6 "$res/bench_27b_disk.txt"
+  strata generate -m "$work/27b.gguf" --vram 12GiB --pinned ${DISK_PINNED:-4GiB} --profile configs/hw/h200-probed.toml \
+    -c 4096 -p "The" -n 6 --trace "$res/trace_27b_disk.json" > "$res/generate_27b_disk.txt" 2>&1
+  echo "generate disk rc=$?"; tail -3 "$res/generate_27b_disk.txt"
+  strata generate -m "$work/27b.gguf" --vram 12GiB --profile configs/hw/h200-probed.toml -c 4096 -p "The" -n 6 \
+    --trace "$res/trace_27b_vram12.json" > "$res/generate_27b_trace.txt" 2>&1
+  echo "generate trace rc=$?"; tail -3 "$res/generate_27b_trace.txt"
 fi
 tar -czf "$out/results.tgz" -C "$res" .

@@ -1,0 +1,40 @@
+// WeightLoader: copies weight tensors from the model file to where the engine keeps them (device
+// memory, or pinned host memory for streamed blocks), at the speed of the slower of the disk and
+// PCIe rather than of page faults on the mapping.
+//
+// The file is read with the io reader (io/block_reader.h: io_uring, several reads in flight;
+// buffered, so a file already in the page cache loads from RAM) into two pinned staging buffers:
+// while one chunk is read, the previous one is copied to the device on the engine's stream.
+// Progress is shown for large loads; the achieved rate is logged.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/trace.h"
+#include "kernels/cuda/cuda_api.h"
+#include "model/gguf_file.h"
+
+namespace strata::runtime {
+
+struct LoadItem {
+  const void* src = nullptr;  // inside the model file's mapping
+  uint64_t bytes = 0;
+  void* dst = nullptr;        // device memory (to_device) or host memory
+  bool to_device = true;
+};
+
+struct LoadStats {
+  uint64_t bytes = 0;
+  double seconds = 0;
+  std::string how;  // "io_uring, 8 in flight" / "from the mapping"
+};
+
+// Copies every item; on return the device copies have completed. Items whose source is not in the
+// file's mapping (e.g. parsed from memory) are copied from memory. Errors name the file.
+Result<LoadStats> load_weights(const gguf::File& file, const std::vector<LoadItem>& items,
+                               kernels::cuda::Stream stream, Trace* trace);
+
+}  // namespace strata::runtime
