@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 #include "core/half.h"
@@ -51,6 +52,7 @@ struct CudaForward::Impl {
   Status first_error;  // the first failed kernel of the current eval (ops cannot return one)
   std::unique_ptr<offload::GpuTimeline> timeline;  // --trace: GPU spans (null: not tracing)
   uint32_t block_mark = 0;                         // timeline mark at the current block's start
+  bool trace_ops = false;                          // STRATA_TRACE_OPS=1: a span per kernel call too
 
   ~Impl() {
     cuda::graph_destroy(decode_graph);
@@ -98,6 +100,8 @@ Status CudaForward::allocate() {
     auto t = offload::GpuTimeline::create(*opt_.trace, im.stream);
     if (!t) return t.status();
     im.timeline = std::move(t.value());
+    const char* ops = std::getenv("STRATA_TRACE_OPS");
+    im.trace_ops = ops && std::string(ops) == "1";
   }
   const auto& s = model_->spec;
   const auto& host = model_->weights;
@@ -352,28 +356,58 @@ struct Ops {
     }
     im.check(cuda::copy_to_device(x, im.pinned_x, size_t(n) * t.n_in * sizeof(float), im.stream));
   }
+  // STRATA_TRACE_OPS=1 with --trace: one span per kernel call on the "gpu ops" track (where a
+  // block's time goes; costs a pair of events per op).
+  struct OpSpan {
+    CudaForward::Impl& im;
+    std::string name;
+    uint32_t begin = 0;
+    bool on = false;
+    OpSpan(CudaForward::Impl& i, const std::function<std::string()>& label) : im(i) {
+      if (!im.timeline || !im.trace_ops) return;
+      auto m = im.timeline->mark(im.stream);
+      if (!m) return;
+      begin = *m;
+      name = label();
+      on = true;
+    }
+    ~OpSpan() {
+      if (!on) return;
+      auto m = im.timeline->mark(im.stream);
+      if (m) im.timeline->span("gpu ops", std::move(name), begin, *m);
+    }
+  };
   void norm(const float* x, const float* w, int64_t n_vec, int64_t dim, float eps, float* out) {
+    OpSpan op(im, [&] { return fmt::format("norm {}x{}", n_vec, dim); });
     im.check(cuda::rms_norm(x, w, n_vec, dim, eps, out, im.stream));
   }
   void matmul(const kernels::WeightView& w, const float* x, uint32_t n, float* y) {
+    OpSpan op(im, [&] { return fmt::format("matmul {} {}x{} n={}", ggml_type_info(w.type).name, w.n_in, w.n_out, n); });
     im.check(cuda::matmul(w, x, int(n), y, im.ws, im.stream));
   }
   void rope(float* x, uint32_t n, int64_t n_heads, int64_t hd, float base, float lin, const float* freq_div,
             bool neox) {
+    OpSpan op(im, [&] { return fmt::format("rope n={}", n); });
     im.check(cuda::rope(x, im.d_pos, n, n_heads, hd, base, lin, freq_div, neox, im.stream));
   }
   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n, uint32_t) {
+    OpSpan op(im, [&] { return fmt::format("kv_write n={}", n); });
     im.check(cuda::kv_write(k, v, im.d_pos, n, spec.kv_width(), im.kv[il].store, im.stream));
   }
   void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out) {
+    OpSpan op(im, [&] { return fmt::format("attention n={} window={}", n, s.window); });
     const cuda::AttentionShapeDev shape{s.n_head, s.n_head_kv, s.head_dim, s.window, s.scale};
     im.check(cuda::attention(q, im.d_pos, n, im.kv[il].store, shape, out, im.ws, im.stream));
   }
   void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count) {
+    OpSpan op(im, [&] { return fmt::format("gated_act {}", count); });
     im.check(act == model::FfnActivation::gelu_tanh ? cuda::gelu_tanh_mul(gate, up, count, im.stream)
                                                     : cuda::silu_mul(gate, up, count, im.stream));
   }
-  void add(float* x, const float* y, int64_t count) { im.check(cuda::add(x, y, count, im.stream)); }
+  void add(float* x, const float* y, int64_t count) {
+    OpSpan op(im, [&] { return fmt::format("add {}", count); });
+    im.check(cuda::add(x, y, count, im.stream));
+  }
 };
 
 }  // namespace

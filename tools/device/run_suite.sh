@@ -4,11 +4,11 @@
 # HF transformers comparison. Results (logs, JSON) go to $1 (default $OUT), packed into one
 # results.tgz so the device tool returns them as a single file.
 #   tools/device/run_suite.sh [OUT_DIR] [STEPS...]
-#   STEPS: tests bench probe hf synth27b kernels offload27b disk27b (default: all)
+#   STEPS: tests bench probe hf synth27b kernels offload27b disk27b prefill27b (default: all)
 set -uo pipefail
 out=${1:-${OUT:-$PWD/device-out}}
 shift || true
-steps=${*:-tests bench probe hf synth27b kernels offload27b disk27b}
+steps=${*:-tests bench probe hf synth27b kernels offload27b disk27b prefill27b}
 work=/tmp/strata-suite
 mkdir -p "$out" "$work/res"
 res=$work/res
@@ -72,5 +72,16 @@ if has disk27b; then
   strata generate -m "$work/27b.gguf" --vram 12GiB --profile configs/hw/h200-probed.toml -c 4096 -p "The" -n 6 \
     --trace "$res/trace_27b_vram12.json" > "$res/generate_27b_trace.txt" 2>&1
   echo "generate trace rc=$?"; tail -3 "$res/generate_27b_trace.txt"
+fi
+if has prefill27b; then
+  # Prefill of the resident 27B at two chunk sizes, and a per-kernel trace (STRATA_TRACE_OPS) of one.
+  [ -f "$work/27b.gguf" ] || strata synth --preset 27b --mix q3_k_m --no-progress -o "$work/27b.gguf" >/dev/null 2>&1
+  for ub in 512 2048; do
+    strata bench decode -m "$work/27b.gguf" --device cuda -c 4096 -p 2048 -n 4 -r 2 -b $ub \
+      --json "$res/bench_27b_prefill_ub$ub.json" 2>&1 | grep prefill | tee "$res/bench_27b_prefill_ub$ub.txt"
+  done
+  STRATA_TRACE_OPS=1 strata bench decode -m "$work/27b.gguf" --device cuda -c 4096 -p 2048 -n 2 -r 1 -b 512 \
+    --trace "$res/trace_27b_prefill_ops.json" > "$res/trace_27b_prefill_ops.txt" 2>&1
+  echo "prefill ops trace rc=$?"
 fi
 tar -czf "$out/results.tgz" -C "$res" .
