@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda/attention_tc.h"
 #include "kernels/cuda/cuda_api.h"
 
 namespace strata::kernels::cuda {
@@ -464,6 +465,11 @@ Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvSt
   }
 
   const cudaStream_t st = as_stream(s_);
+  if (attention_tc_applies(n_q, s.head_dim)) {
+    const TcAttnParams tp{d_q, d_pos, kv.d_k, kv.d_v, d_out, n_q, s.n_head, s.n_head_kv, kv.capacity, s.window,
+                          p.group, s.scale};
+    return attention_tc(tp, s.head_dim, kv.dtype == GgmlType::F16, st);
+  }
   const int R = rows_per_block(n_q, s);
   Status status = kv.dtype == GgmlType::F16 ? launch_hd<__half>(p, s.head_dim, R, st)
                                             : launch_hd<float>(p, s.head_dim, R, st);
