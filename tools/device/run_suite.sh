@@ -4,7 +4,7 @@
 # HF transformers comparison. Results (logs, JSON) go to $1 (default $OUT), packed into one
 # results.tgz so the device tool returns them as a single file.
 #   tools/device/run_suite.sh [OUT_DIR] [STEPS...]
-#   STEPS: tests bench probe hf synth27b kernels offload27b disk27b prefill27b (default: all)
+#   STEPS: tests bench probe hf synth27b kernels offload27b disk27b prefill27b profile (default: all but profile)
 set -uo pipefail
 out=${1:-${OUT:-$PWD/device-out}}
 shift || true
@@ -83,5 +83,18 @@ if has prefill27b; then
   STRATA_TRACE_OPS=1 strata bench decode -m "$work/27b.gguf" --device cuda -c 4096 -p 2048 -n 2 -r 1 -b 512 \
     --trace "$res/trace_27b_prefill_ops.json" > "$res/trace_27b_prefill_ops.txt" 2>&1
   echo "prefill ops trace rc=$?"
+fi
+if has profile; then
+  # Nsight Compute on the kernels whose benchmark ratios miss their targets: the decode attention
+  # at 32K keys, the q3_K GEMV (batch 1 and 8 columns) and a prefill GEMM's dequantisation.
+  ncu=/usr/local/cuda/bin/ncu
+  sections="--section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats"
+  $ncu -k regex:attention_kernel --launch-skip 3 --launch-count 1 $sections \
+    /tmp/b/bin/test_cuda "cuda decode attention bandwidth at 32K keys (informational)" > "$res/ncu_attention.txt" 2>&1
+  echo "ncu attention rc=$?"
+  $ncu -k regex:gemv --launch-skip 20 --launch-count 3 $sections strata bench kernels > "$res/ncu_gemv.txt" 2>&1
+  echo "ncu gemv rc=$?"
+  $ncu -k regex:dequant_kernel --launch-skip 4 --launch-count 1 $sections strata bench kernels > "$res/ncu_dequant.txt" 2>&1
+  echo "ncu dequant rc=$?"
 fi
 tar -czf "$out/results.tgz" -C "$res" .
