@@ -30,8 +30,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (const auto& t : file->tensors()) {
     sink += t.shape_string().size() + t.rows();
-    // A tensor with data lies wholly inside the bytes it was parsed from.
+    // A tensor with data lies wholly inside the bytes it was parsed from, and its byte size did
+    // not wrap (every type takes at least one byte per block).
     if (t.data && (t.data < data || t.data + t.n_bytes > data + size)) __builtin_trap();
+    if (t.n_bytes < t.n_elements / ggml_type_info(t.type).block_size) __builtin_trap();
   }
 
   auto spec = model::spec_from_gguf(*file);
