@@ -10,6 +10,7 @@
 #include "gguf_bytes.h"
 #include "model/gguf_file.h"
 #include "model/model_spec.h"
+#include "test_util.h"
 
 using namespace strata;
 using strata::test::GgufBytes;
@@ -88,6 +89,9 @@ TEST_CASE("a tensor claiming more bytes than the file holds is rejected", "[gguf
   GgufBytes w;
   w.header(1, 0).tensor("wraps", {1ull << 31, 1ull << 31}, 0, 0).pad_to(32);
   CHECK(has(parse_error(w.b, false), "tensor 'wraps' (#0, info at offset 24): byte size overflows (shape [2147483648, 2147483648], type f32)"));
+  // The same file as committed for the fuzz target to replay.
+  const std::string r = test::fuzz_regression("gguf", "f32-byte-size-wraps.gguf");
+  CHECK(has(parse_error(std::vector<uint8_t>(r.begin(), r.end()), false), "byte size overflows"));
 }
 
 TEST_CASE("a model claiming a huge vocabulary or head count is rejected", "[gguf][limits]") {
