@@ -38,8 +38,9 @@ if [ -z "${STRATA_SKIP_SANITIZE:-}" ]; then
 fi
 
 if [ -z "${STRATA_SKIP_FUZZ:-}" ]; then
-  # ~2.5 min on two cores from a clean build folder: the fuzz project compiles only the parsers'
-  # sources (-O1), and the four targets run two at a time.
+  # About 2.5 min on two idle cores from a clean build folder: the fuzz project compiles only the
+  # parsers' sources at -O1 (164 s of CPU, so ~85 s on two cores), and the four targets run two at a
+  # time (60 s). See docs/hardening.md.
   echo "== fuzz: ${STRATA_FUZZ_SECONDS:-30} s per target"
   fuzz_start=$(date +%s)
   tools/fuzz.sh "${STRATA_FUZZ_SECONDS:-30}"
