@@ -19,6 +19,18 @@ void pack_block(StreamedBlockSpec& b) {
   b.bytes = off;
 }
 
+namespace {
+uint32_t g_pinned_failure_countdown = 0;  // inject_pinned_alloc_failure: allocations left until the refusal
+
+Result<void*> pinned_alloc_or_injected(uint64_t bytes) {
+  if (g_pinned_failure_countdown > 0 && --g_pinned_failure_countdown == 0)
+    return Status::error("pinned_alloc {} bytes: refused (failure injected by inject_pinned_alloc_failure)", bytes);
+  return cuda::pinned_alloc(bytes);
+}
+}  // namespace
+
+void inject_pinned_alloc_failure(uint32_t nth) { g_pinned_failure_countdown = nth; }
+
 Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, std::vector<StreamedBlockSpec> blocks,
                                                          uint32_t ring_slots, uint64_t pinned_budget,
                                                          cuda::Stream compute) {
@@ -37,7 +49,7 @@ Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, std::
                          format_bytes(pinned));
   ws->blocks_ = std::move(blocks);
   for (const auto& b : ws->blocks_) {
-    auto p = cuda::pinned_alloc(b.bytes);
+    auto p = pinned_alloc_or_injected(b.bytes);
     if (!p) return Status::error("cannot pin {} of host RAM for block {}: {}", format_bytes(b.bytes), b.label, p.message());
     ws->pinned_.push_back(*p);
     for (const auto& t : b.tensors) std::memcpy(static_cast<uint8_t*>(*p) + t.offset, t.host_src, t.bytes);
