@@ -2,10 +2,19 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
+// toml++ 3.3 (Debian 12) states some of its preconditions as TOML_ASSERT_ASSUME, which under
+// NDEBUG with clang becomes __builtin_assume: input that breaks one is undefined behaviour. "[\n"
+// breaks parse_key()'s (found by tests/fuzz/fuzz_profile), although parse_key() itself reports
+// such a key as an error. So the assumptions are dropped; the library's own checks still run.
+#include <toml++/impl/preprocessor.h>
+#undef TOML_ASSERT_ASSUME
+#define TOML_ASSERT_ASSUME(expr) static_assert(true)
 #include <toml++/toml.h>
 
 #include "core/units.h"
@@ -15,6 +24,7 @@ namespace {
 
 // One reader per file, so every error names the file and the key path ("rates.h2d_pinned[1].gbps").
 struct Reader {
+  static constexpr uint64_t kMaxCount = 1u << 20;  // queue depths and thread counts
   std::string origin;
 
   Status err(const std::string& key, const std::string& what) const {
@@ -103,6 +113,8 @@ struct Reader {
       } else {
         auto v = number(t->get(key_name), k + "." + key_name);
         if (!v) return v.status();
+        // A queue depth or thread count; converting a larger double to uint64 is undefined.
+        if (*v > double(kMaxCount)) return err(k + "." + key_name, fmt::format("{} is beyond {}", *v, kMaxCount));
         pt.key = uint64_t(*v);
       }
       auto g = number(t->get("gbps"), k + ".gbps");
@@ -118,27 +130,91 @@ struct Reader {
   }
 };
 
-std::string prov_toml(const Provenance& p) {
-  if (p.kind == Provenance::Kind::measured)
-    return fmt::format("provenance = \"measured\", date = \"{}\", machine = \"{}\"", p.date, p.machine);
-  return fmt::format("provenance = \"datasheet\", source = \"{}\"", p.source);
-}
-
-// Exact byte count when no binary unit is exact, else "12GiB": round trips through parse_bytes.
-std::string size_toml(uint64_t b) {
-  if (b && b % kGiB == 0) return fmt::format("\"{}GiB\"", b / kGiB);
-  if (b && b % kMiB == 0) return fmt::format("\"{}MiB\"", b / kMiB);
-  return fmt::format("{}", b);
+// Rejects, before toml++ 3.3 (Debian 12) sees it, text that TOML forbids anyway:
+//  - a non-ASCII code point outside a string or comment: toml++'s
+//    is_non_ascii_horizontal_whitespace() reaches __builtin_unreachable (undefined behaviour, with
+//    any compiler) for U+00A1..U+0499, U+2D6E..U+3168 and U+FC00..U+FEFE (found by
+//    tests/fuzz/fuzz_profile; inputs in tests/fuzz/regressions/profile);
+//  - a control character other than tab and line breaks (strings must escape them): a clear
+//    message instead of toml++'s varied ones ("[\x08" also broke parse_key()'s precondition).
+Status check_toml_text(std::string_view text, const std::string& origin) {
+  size_t line = 1, line_start = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)
+      return Status::error("{}:{}:{}: control character 0x{:02x} (TOML allows only tab and line breaks)", origin,
+                           line, i - line_start + 1, c);
+    if (c == '\n') {
+      ++line;
+      line_start = i + 1;
+    }
+  }
+  line = 1, line_start = 0;
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      line_start = ++i;
+    } else if (c == '#') {  // comment: to the end of the line
+      while (i < text.size() && text[i] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {
+      const bool multi = text.compare(i, 3, std::string(3, c)) == 0;
+      i += multi ? 3 : 1;
+      // Until the closing delimiter (basic strings skip escaped characters); an unterminated
+      // single-line string ends at the line break, where toml++ reports it.
+      while (i < text.size()) {
+        if (c == '"' && text[i] == '\\') {
+          i += 2;
+        } else if (multi ? text.compare(i, 3, std::string(3, c)) == 0 : text[i] == c) {
+          i += multi ? 3 : 1;
+          // """a"""" is a'"': up to two more quotes belong to the string.
+          for (int k = 0; multi && k < 2 && i < text.size() && text[i] == c; ++k) ++i;
+          break;
+        } else if (!multi && text[i] == '\n') {
+          break;
+        } else {
+          if (text[i] == '\n') {
+            ++line;
+            line_start = i + 1;
+          }
+          ++i;
+        }
+      }
+    } else if (static_cast<unsigned char>(c) >= 0x80) {
+      return Status::error("{}:{}:{}: non-ASCII character outside a string or comment", origin, line,
+                           i - line_start + 1);
+    } else {
+      ++i;
+    }
+  }
+  return Status::ok();
 }
 
 std::string escape(const std::string& s) {
   std::string o;
   for (char c : s) {
     if (c == '"' || c == '\\') o += '\\';
-    o += c;
+    // Control characters are not allowed raw in a TOML basic string.
+    if ((unsigned char)c < 0x20 || c == 0x7f) o += fmt::format("\\u{:04X}", (unsigned char)c);
+    else o += c;
   }
   return o;
 }
+
+std::string prov_toml(const Provenance& p) {
+  if (p.kind == Provenance::Kind::measured)
+    return fmt::format("provenance = \"measured\", date = \"{}\", machine = \"{}\"", escape(p.date), escape(p.machine));
+  return fmt::format("provenance = \"datasheet\", source = \"{}\"", escape(p.source));
+}
+
+// Exact byte count when no binary unit is exact, else "12GiB": round trips through parse_bytes.
+std::string size_toml(uint64_t b) {
+  if (b && b % kGiB == 0) return fmt::format("\"{}GiB\"", b / kGiB);
+  if (b && b % kMiB == 0) return fmt::format("\"{}MiB\"", b / kMiB);
+  if (b > uint64_t(INT64_MAX)) return fmt::format("\"{}\"", b);  // TOML integers are 64-bit signed
+  return fmt::format("{}", b);
+}
+
 
 }  // namespace
 
@@ -204,6 +280,7 @@ Status validate_profile(const HardwareProfile& p) {
 }
 
 Result<HardwareProfile> parse_profile(const std::string& text, const std::string& origin) {
+  STRATA_TRY(check_toml_text(text, origin));
   toml::table root;
   try {
     root = toml::parse(text, origin);

@@ -22,6 +22,18 @@ void pack_block(StreamedBlockSpec& b) {
   b.bytes = off;
 }
 
+namespace {
+uint32_t g_pinned_failure_countdown = 0;  // inject_pinned_alloc_failure: allocations left until the refusal
+
+Result<void*> pinned_alloc_or_injected(uint64_t bytes) {
+  if (g_pinned_failure_countdown > 0 && --g_pinned_failure_countdown == 0)
+    return Status::error("pinned_alloc {} bytes: refused (failure injected by inject_pinned_alloc_failure)", bytes);
+  return cuda::pinned_alloc(bytes);
+}
+}  // namespace
+
+void inject_pinned_alloc_failure(uint32_t nth) { g_pinned_failure_countdown = nth; }
+
 Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, std::vector<StreamedBlockSpec> blocks,
                                                          uint32_t ring_slots, uint64_t pinned_budget,
                                                          cuda::Stream compute, bool fill, const DiskSource* disk) {
@@ -47,7 +59,7 @@ Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, std::
       ws->pinned_.push_back(nullptr);
       continue;
     }
-    auto p = cuda::pinned_alloc(b.bytes);
+    auto p = pinned_alloc_or_injected(b.bytes);
     if (!p) return Status::error("cannot pin {} of host RAM for block {}: {}", format_bytes(b.bytes), b.label, p.message());
     ws->pinned_.push_back(*p);
     if (fill)
@@ -122,7 +134,7 @@ Status WeightStore::open_disk(const DiskSource& disk) {
   // Two: one is read while the other's copies run.
   bounce_.resize(2);
   for (auto& bb : bounce_) {
-    auto p = cuda::pinned_alloc(bounce_bytes + io::kDirectAlign);
+    auto p = pinned_alloc_or_injected(bounce_bytes + io::kDirectAlign);
     if (!p) return Status::error("cannot pin a {} bounce buffer for the disk tier: {}", format_bytes(bounce_bytes),
                                  p.message());
     bb.raw = *p;

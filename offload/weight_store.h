@@ -58,6 +58,11 @@ struct DiskSource {
 // Assigns offsets (256-byte aligned: every kernel's alignment contract holds in the slot).
 void pack_block(StreamedBlockSpec& b);
 
+// Test hook for the pinned-allocation failure path (a real refusal needs a host out of lockable
+// memory): the nth pinned allocation WeightStore::create makes from now on (1 = the next) fails as
+// if the driver refused it, once; 0 disarms. Not for concurrent use with create().
+void inject_pinned_alloc_failure(uint32_t nth);
+
 class WeightStore {
  public:
   struct Stats {

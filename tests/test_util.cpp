@@ -3,6 +3,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
 #include <unistd.h>
 
 namespace strata::test {
@@ -10,6 +13,15 @@ namespace strata::test {
 std::string testdata(const std::string& rel) {
   const char* env = std::getenv("STRATA_TESTDATA");
   return std::string(env ? env : STRATA_TESTDATA_DIR) + "/" + rel;
+}
+
+std::string fuzz_regression(const std::string& target, const std::string& name) {
+  const std::string path = std::string(STRATA_SOURCE_DIR) + "/tests/fuzz/regressions/" + target + "/" + name;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": missing");  // Catch reports it as the test's failure
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 std::filesystem::path temp_dir(const std::string& tag) {

@@ -12,6 +12,8 @@ namespace strata::test {
 
 // ../shared/testdata/<rel>
 std::string testdata(const std::string& rel);
+// The bytes of tests/fuzz/regressions/<target>/<name>: an input a fuzz target once crashed on.
+std::string fuzz_regression(const std::string& target, const std::string& name);
 // A fresh empty directory under <build>/test-scratch (left for inspection; the build dir is scratch).
 std::filesystem::path temp_dir(const std::string& tag);
 // Fresh (non-repeating across calls) seed: tests use new random inputs each run, and print the

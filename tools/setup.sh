@@ -9,6 +9,8 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libtbb-dev libopenblas-dev libmimalloc-dev liburing-dev
   catch2 nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev
+  # clang + libFuzzer (libclang_rt.fuzzer) for tests/fuzz (tools/fuzz.sh)
+  clang libclang-rt-dev
 )
 
 missing=()

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs strata's tests: the release build (CUDA code compiled when nvcc exists;
-# `gpu` tests run only where a GPU is present), then an ASan+UBSan build of the `cpu` tests.
+# `gpu` tests run only where a GPU is present), then an ASan+UBSan build of the `cpu` tests, then
+# a short libFuzzer run of every fuzz target (tools/fuzz.sh).
 #   tools/test.sh                 # everything (what CI runs)
-#   STRATA_SKIP_SANITIZE=1 tools/test.sh   # release build only
+#   STRATA_SKIP_SANITIZE=1 tools/test.sh   # skip the ASan+UBSan build
+#   STRATA_SKIP_FUZZ=1 tools/test.sh       # skip the fuzz phase
+#   STRATA_FUZZ_SECONDS=n tools/test.sh    # seconds per fuzz target (default 30)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -32,4 +35,14 @@ if [ -z "${STRATA_SKIP_SANITIZE:-}" ]; then
   cmake --build build-asan -j "$jobs"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
      ctest --output-on-failure -j "$jobs" -L cpu)
+fi
+
+if [ -z "${STRATA_SKIP_FUZZ:-}" ]; then
+  # About 2.5 min on two idle cores from a clean build folder: the fuzz project compiles only the
+  # parsers' sources at -O1 (164 s of CPU, so ~85 s on two cores), and the four targets run two at a
+  # time (60 s). See docs/hardening.md.
+  echo "== fuzz: ${STRATA_FUZZ_SECONDS:-30} s per target"
+  fuzz_start=$(date +%s)
+  tools/fuzz.sh "${STRATA_FUZZ_SECONDS:-30}"
+  echo "== fuzz phase took $(( $(date +%s) - fuzz_start )) s"
 fi

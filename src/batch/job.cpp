@@ -51,9 +51,12 @@ Status parse_fields(const json& doc, const JobDefaults& defaults, const std::str
   if (!doc.is_object()) return Status::error("expected a JSON object, got {}", type_name(doc));
   static const char* known[] = {"id", "input", "instruction", "template", "max_tokens", "temperature",
                                 "top_k", "top_p", "min_p", "repeat_penalty", "seed"};
-  for (const auto& [key, _] : doc.items())
+  for (const auto& item : doc.items()) {
+    // Not a structured binding: clang < 16 (the fuzz build's compiler) cannot capture one.
+    const std::string& key = item.key();
     if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return key == k; }) == std::end(known))
       return Status::error("unknown field '{}'", printable(key));
+  }
 
   auto id = doc.find("id");
   if (id == doc.end()) return Status::error("field 'id': missing");
@@ -174,6 +177,11 @@ Result<Job> parse_job_line(std::string_view line, size_t line_no, const JobDefau
     doc = json::parse(line.begin(), line.end());
   } catch (const json::parse_error& e) {
     return Status::error("line {}: invalid JSON at byte {}", line_no, e.byte);
+  } catch (const json::exception& e) {
+    // Not only parse_error: a number literal beyond double's range (2e308) throws out_of_range.
+    std::string_view what = e.what();
+    if (auto p = what.find("] "); p != what.npos) what.remove_prefix(p + 2);  // drop "[json.exception...]"
+    return Status::error("line {}: invalid JSON: {}", line_no, printable(what));
   }
   if (Status s = parse_fields(doc, defaults, base_dir, job); !s) {
     // Name the job too when the id was readable: "line 4 (id 'x'): ...".

@@ -29,7 +29,9 @@ Result<uint64_t> parse_bytes(std::string_view text) {
   for (const auto& u : kUnits) {
     if (unit == u.name) {
       const double bytes = number * u.mult;
-      if (!(bytes < 1.8e19)) return Status::error("size '{}' is too large", text);
+      // Below 2^63: llround returns a long long (past it the result is unspecified), and sizes
+      // travel as TOML/JSON integers, which are signed 64-bit.
+      if (!(bytes < 9.2e18)) return Status::error("size '{}' is too large", text);
       return uint64_t(std::llround(bytes));
     }
   }

@@ -37,6 +37,7 @@ class Parser {
 
   std::span<const uint8_t> b_;
   uint64_t pos_ = 0;
+  uint64_t values_left_ = kMaxMetadataValues;  // array items still allowed
   File& f_;
 };
 
@@ -47,6 +48,9 @@ Status Parser::read_string(std::string& s, const char* what) {
   if (len > left())
     return Status::error("{} at offset {}: length {} exceeds the {} bytes left in the file", what, at,
                          len, left());
+  if (len > kMaxStringBytes)
+    return Status::error("{} at offset {}: length {} is beyond strata's limit of {} bytes", what, at, len,
+                         kMaxStringBytes);
   s.assign(reinterpret_cast<const char*>(b_.data() + pos_), len);
   pos_ += len;
   return {};
@@ -98,6 +102,10 @@ Status Parser::read_value(ValueType type, Value& v, int depth, const std::string
       if (count > left() / min_elem)
         return Status::error("array at offset {}: {} elements of type {} cannot fit in the {} bytes left",
                              at, count, value_type_name(etype), left());
+      if (count > values_left_)
+        return Status::error("array at offset {}: {} elements take the metadata past strata's limit of {} "
+                             "array items in all", at, count, kMaxMetadataValues);
+      values_left_ -= count;
       Array a;
       a.elem_type = etype;
       a.items.resize(count);
@@ -155,8 +163,12 @@ Status Parser::read_tensor_info(uint64_t index) {
   if (t.ne[0] % info->block_size != 0)
     return Status::error("{}: row length {} is not a multiple of {}'s block size {}", ctx(), t.ne[0],
                          info->name, info->block_size);
-  // n / block_size * type_size cannot overflow: type_size <= block_size * 8 for every type.
-  t.n_bytes = n / info->block_size * info->type_size;
+  // Bytes below 2^63 too: n < 2^63 elements of a 4-byte type would wrap n_bytes (2^31 x 2^31 f32
+  // made a tensor of 0 bytes that then "fit" in any file).
+  const uint64_t n_blocks = n / info->block_size;
+  if (n_blocks > uint64_t(std::numeric_limits<int64_t>::max()) / info->type_size)
+    return Status::error("{}: byte size overflows (shape {}, type {})", ctx(), t.shape_string(), info->name);
+  t.n_bytes = n_blocks * info->type_size;
   STRATA_TRY(read(t.offset, "tensor data offset").with_context(ctx()));
   if (f_.tensor_index_.count(t.name)) return Status::error("duplicate tensor name '{}' (#{})", t.name, index);
   f_.tensor_index_.emplace(t.name, f_.tensors_.size());

@@ -28,6 +28,12 @@ namespace strata::gguf {
 inline constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 inline constexpr uint32_t kDefaultAlignment = 32;
 inline constexpr uint32_t kMaxDims = 4;
+// Limits on what a header may claim, checked before anything is allocated from the claim. The
+// bytes-left checks alone bound allocations by the file size, which for a 20 GB model is no
+// bound: 20e9 one-byte array items would take ~1 TB as Values. Real files stay far below:
+// the largest vocabularies have ~260k tokens (x3 arrays, plus merges), chat templates ~100 KiB.
+inline constexpr uint64_t kMaxMetadataValues = uint64_t(1) << 25;  // array items, all arrays together
+inline constexpr uint64_t kMaxStringBytes = uint64_t(1) << 24;     // one key, name or string value
 
 struct TensorInfo {
   std::string name;

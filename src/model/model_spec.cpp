@@ -1,5 +1,6 @@
 #include "model/model_spec.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -82,13 +83,20 @@ Result<ModelSpec> spec_from_gguf(const gguf::File& file) {
                          hp.n_embd_head);
   if (hp.n_head % hp.n_head_kv)
     return Status::error("{}: head_count {} is not a multiple of head_count_kv {}", file.path(), hp.n_head, hp.n_head_kv);
-  if (hp.n_layer > 4096 || hp.n_embd > (1u << 20) || hp.n_ff > (1u << 22) || hp.n_embd_head > 4096)
-    return Status::error("{}: implausible dimensions (n_layer {}, n_embd {}, n_ff {}, head_dim {})", file.path(),
-                         hp.n_layer, hp.n_embd, hp.n_ff, hp.n_embd_head);
+  // q and kv widths (n_head * head_dim) are computed in 32 bits and size per-head buffers: bound
+  // the head counts too, or n_head = 2^20 + 1 wraps q_width() to a small number.
+  if (hp.n_layer > 4096 || hp.n_embd > (1u << 20) || hp.n_ff > (1u << 22) || hp.n_embd_head > 4096 ||
+      hp.n_head > 4096 || uint64_t(hp.n_head) * hp.n_embd_head > (1u << 20))
+    return Status::error("{}: implausible dimensions (n_layer {}, n_embd {}, n_ff {}, n_head {}, head_dim {})",
+                         file.path(), hp.n_layer, hp.n_embd, hp.n_ff, hp.n_head, hp.n_embd_head);
   auto tokens = file.get_array("tokenizer.ggml.tokens");
-  hp.n_vocab = r.u32("vocab_size", tokens ? uint32_t((*tokens)->items.size()) : 0);
+  uint64_t n_vocab = r.u32("vocab_size", tokens ? uint32_t(std::min<size_t>((*tokens)->items.size(), UINT32_MAX)) : 0);
   if (const auto* embd = file.find_tensor("token_embd.weight"); embd && embd->ne.size() == 2)
-    hp.n_vocab = uint32_t(embd->ne[1]);  // the embedding is the authority on the vocabulary size
+    n_vocab = embd->ne[1];  // the embedding is the authority on the vocabulary size
+  STRATA_TRY(r.status.with_context(file.path()));  // a vocab_size of the wrong type
+  if (n_vocab > kMaxVocab)
+    return Status::error("{}: vocabulary of {} tokens is beyond strata's limit of {}", file.path(), n_vocab, kMaxVocab);
+  hp.n_vocab = uint32_t(n_vocab);
   hp.tied_output = file.find_tensor("output.weight") == nullptr;
   {
     auto scaling = file.get_string(arch_str + ".rope.scaling.type", "none");

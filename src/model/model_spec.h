@@ -44,6 +44,10 @@ struct ModelSpec {
   std::string summary() const;  // one line for logs
 };
 
+// Largest vocabulary a model may claim (real ones: <= ~260k). Buffers are sized from it (logits,
+// the embedding row lookup), so a claim beyond it is an error, not an allocation.
+inline constexpr uint32_t kMaxVocab = 1u << 24;
+
 // Reads and validates the hyperparameters of a supported architecture.
 Result<ModelSpec> spec_from_gguf(const gguf::File& file);
 

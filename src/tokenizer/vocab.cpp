@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "core/log.h"
+#include "model/model_spec.h"
 #include "tokenizer/vocab.h"
 
 namespace strata::tokenizer {
@@ -43,7 +44,8 @@ Status load_tokens(const gguf::File& f, Vocab& v) {
   const gguf::Array& a = **arr;
   if (a.elem_type != gguf::ValueType::string) return Status::error("{}: not an array of strings", kTokens);
   if (a.items.empty()) return Status::error("{}: empty", kTokens);
-  if (a.items.size() > size_t(INT32_MAX)) return Status::error("{}: too many tokens", kTokens);
+  if (a.items.size() > model::kMaxVocab)
+    return Status::error("{}: {} tokens is beyond strata's limit of {}", kTokens, a.items.size(), model::kMaxVocab);
   v.tokens.reserve(a.items.size());
   for (const auto& item : a.items) {
     const auto* s = get_if_item<std::string>(item);

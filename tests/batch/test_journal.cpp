@@ -5,6 +5,9 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
+#include "batch/job.h"
 #include "batch/journal.h"
 #include "test_util.h"
 
@@ -104,4 +107,40 @@ TEST_CASE("journal: results path errors are clear", "[batch]") {
   CHECK(nodir.message().find("open failed") != std::string::npos);
   auto isdir = ResultsJournal::open(dir.string());
   REQUIRE_FALSE(isdir);
+}
+
+TEST_CASE("journal: hostile job ids and input paths never name a file that is written", "[batch]") {
+  // Ids and input paths come from the jobs file. Ids are only data in the one results file, and
+  // input files are only read: after loading jobs with path-like ids and inputs and appending
+  // their results, the only files in the tree are the ones the test wrote plus the results file.
+  namespace fs = std::filesystem;
+  const auto root = strata::test::temp_dir("hostile-ids");
+  const auto dir = root / "run";
+  fs::create_directories(dir / "docs");
+  std::ofstream(dir / "docs" / "a.txt") << "text";
+  std::ofstream(root / "outside.txt") << "outside";
+  std::ofstream(dir / "jobs.jsonl") << R"({"id":"../../escape","input":{"file":"../outside.txt"}})" "\n"
+                                    << R"({"id":"/tmp/strata-abs-id","input":{"file":"docs/a.txt"}})" "\n"
+                                    << R"({"id":"a/../../b\u0000c","input":"inline"})" "\n";
+  auto jobs = strata::batch::load_jobs((dir / "jobs.jsonl").string(), {});
+  REQUIRE(jobs.is_ok());
+  REQUIRE(jobs->size() == 3);
+  CHECK(strata::batch::read_input((*jobs)[0]).value() == "outside");  // reading is allowed
+  {
+    auto j = ResultsJournal::open((dir / "results.jsonl").string());
+    REQUIRE(j);
+    for (const auto& job : *jobs) {
+      nlohmann::json line = {{"id", job.id}, {"output", "x"}};
+      REQUIRE(j->append(job.id, line.dump()));
+    }
+  }
+  std::set<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    if (!e.is_directory()) files.insert(fs::relative(e.path(), root).generic_string());
+  CHECK(files == std::set<std::string>{"outside.txt", "run/docs/a.txt", "run/jobs.jsonl", "run/results.jsonl"});
+  CHECK_FALSE(fs::exists("/tmp/strata-abs-id"));
+  auto again = ResultsJournal::open((dir / "results.jsonl").string());
+  REQUIRE(again);
+  CHECK(again->has("../../escape"));
+  CHECK(again->has(std::string("a/../../b\0c", 11)));
 }

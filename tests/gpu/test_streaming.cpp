@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "kernels/cuda/device_info.h"
+#include "offload/weight_store.h"
 #include "runtime/cuda_forward.h"
 #include "logits_compare.h"
 #include "test_util.h"
@@ -145,6 +146,18 @@ TEST_CASE("VRAM and pinned budgets are hard limits with clear errors", "[gpu][st
     auto bad = runtime::CudaForward::create(model.value(), opt);
     REQUIRE_FALSE(bad.is_ok());
     CHECK_THAT(bad.message(), Catch::Contains("pinned-RAM budget"));
+  }
+  SECTION("a refused pinned allocation names the block and the cause, and frees what was pinned") {
+    opt.residency = pattern((*model)->spec.hp.n_layer, 1, true, true, true, 2);
+    offload::inject_pinned_alloc_failure(2);  // the second block's pinning fails
+    auto bad = runtime::CudaForward::create(model.value(), opt);
+    offload::inject_pinned_alloc_failure(0);
+    REQUIRE_FALSE(bad.is_ok());
+    CHECK_THAT(bad.message(), Catch::Contains("cannot pin") && Catch::Contains("of host RAM for block") &&
+                                  Catch::Contains("refused (failure injected"));
+    auto again = runtime::CudaForward::create(model.value(), opt);  // the hook fired once
+    INFO((again.is_ok() ? std::string() : again.message()));
+    CHECK(again.is_ok());
   }
   SECTION("a ring of one slot is refused") {
     opt.residency = pattern((*model)->spec.hp.n_layer, 1, true, false, false, 1);

@@ -5,6 +5,7 @@
 
 #include "core/units.h"
 #include "offload/hardware_profile.h"
+#include "test_util.h"
 
 using namespace strata;
 using namespace strata::offload;
@@ -77,6 +78,57 @@ TEST_CASE("profile: errors name the key") {
                "needs 'date' and 'machine'");
   expect_error(replace(kMinimal, "\"16GiB\"", "\"4GiB\""), "exceeds capacity.host_ram");
   expect_error(replace(kMinimal, "name = \"t\"", "name = "), "TOML syntax");
+}
+
+TEST_CASE("profile: text toml++ would meet with undefined behaviour is rejected (fuzz regressions)") {
+  auto message = [](const std::string& text) {
+    auto p = parse_profile(text, "bad.toml");
+    return p ? std::string("(parsed)") : p.message();
+  };
+  auto has = [](const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; };
+  using strata::test::fuzz_regression;
+  // U+FCFF before a comment: toml++'s whitespace table reached __builtin_unreachable.
+  CHECK(has(message(fuzz_regression("profile", "non-ascii-outside-string.toml")),
+            "bad.toml:1:1: non-ASCII character outside a string or comment"));
+  CHECK(has(message(fuzz_regression("profile", "control-in-table-header.toml")), "bad.toml:1:2: control character 0x08"));
+  // "[" then a line break broke parse_key()'s assumed precondition: now toml++'s own error.
+  CHECK(has(message(fuzz_regression("profile", "table-header-line-break.toml")), "bad.toml:1:"));
+  const std::string key = message(replace(kMinimal, "[rates]", "[rates]\n\xC2\xA1 = 1"));
+  INFO(key);
+  CHECK(has(key, "bad.toml:11:1: non-ASCII"));  // line 11 of kMinimal (its first line is empty)
+  // Non-ASCII stays fine inside strings and comments, in every string form.
+  const std::string ok =
+      replace(replace(kMinimal, "name = \"t\"", "name = \"t\"\ndescription = '''caf\xC3\xA9 \xE3\x80\x81'''  # \xC2\xA1"),
+              "source = \"x\" }\npinned", "source = \"\\\"\xC2\xA1\" }\npinned");
+  auto p = parse_profile(ok, "ok.toml");
+  INFO((p ? "" : p.message()));
+  REQUIRE(p.is_ok());
+  CHECK(p->description == "caf\xC3\xA9 \xE3\x80\x81");
+  CHECK(p->vram_budget.prov.source == "\"\xC2\xA1");
+}
+
+TEST_CASE("profile: counts beyond range are errors and odd strings round-trip (fuzz regressions)") {
+  // A queue depth of 1e30 was converted to uint64: undefined behaviour.
+  auto p = parse_profile(replace(kMinimal, "qd = 1,", "qd = 1e30,"), "bad.toml");
+  REQUIRE_FALSE(p.is_ok());
+  CHECK(p.message().find("rates.nvme_read[0].qd: 1e+30 is beyond") != std::string::npos);
+  // Sizes stay below 2^63 (llround's range; TOML integers are signed 64-bit).
+  auto big = parse_profile(replace(kMinimal, "\"16GiB\"", "\"10000000000000000000\""), "bad.toml");
+  REQUIRE_FALSE(big.is_ok());
+  CHECK(big.message().find("too large") != std::string::npos);
+  // Quotes, backslashes and control characters in names and provenance strings are escaped on save.
+  auto q = parse_profile(replace(replace(kMinimal, "name = \"t\"", "name = \"a\\\"b\\nc\\u0001\""),
+                                 "machine = \"m\"", "machine = \"m\\\"\\\\\""),
+                         "odd.toml");
+  INFO((q ? "" : q.message()));
+  REQUIRE(q.is_ok());
+  CHECK(q->name == "a\"b\nc\x01");
+  const std::string text = profile_to_toml(*q);
+  auto r = parse_profile(text, "roundtrip");
+  INFO(text);
+  REQUIRE(r.is_ok());
+  CHECK(r->name == q->name);
+  CHECK(r->host_ram.prov.machine == "m\"\\");
 }
 
 TEST_CASE("profile: every shipped profile loads") {
