@@ -55,7 +55,7 @@ TEST_CASE("GPU logits match the references for every testdata model", "[gpu][for
       // attention, ring wrap inside a chunk).
       for (bool one : {true, false}) {
         INFO(dir << (kv == GgmlType::F16 ? " f16 KV" : " f32 KV") << (one ? " decode" : " prefill"));
-        auto gpu = runtime::CudaForward::create(model.value(), {.n_ctx = 256, .ubatch = 40, .kv_type = kv, .residency = {}});
+        auto gpu = runtime::CudaForward::create(model.value(), {.n_ctx = 256, .ubatch = 40, .k_type = kv, .v_type = kv, .residency = {}});
         INFO((gpu.is_ok() ? std::string() : gpu.message()));
         REQUIRE(gpu.is_ok());
         const auto got = run(**gpu, tokens, one);
@@ -130,7 +130,7 @@ TEST_CASE("GPU greedy decoding gives the CPU engine's tokens on every testdata m
     REQUIRE(model.is_ok());
     auto tokens = read_tokens(base + "tokens.txt");
     tokens.resize(std::min<size_t>(tokens.size(), 8));
-    const runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .kv_type = GgmlType::F32, .residency = {}};
+    const runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .residency = {}};
     auto cpu = runtime::CpuForward::create(model.value(), opt);
     auto gpu = runtime::CudaForward::create(model.value(), opt);
     REQUIRE(cpu.is_ok());

@@ -59,7 +59,7 @@ TEST_CASE("Streamed weights give bit-identical logits to resident ones", "[gpu][
     auto model = runtime::Model::load(base + "model.gguf");
     REQUIRE(model.is_ok());
     const uint32_t n_layer = (*model)->spec.hp.n_layer;
-    const runtime::ForwardOptions base_opt{.n_ctx = 256, .ubatch = 16, .kv_type = GgmlType::F16, .residency = {}};
+    const runtime::ForwardOptions base_opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}};
     auto resident = runtime::CudaForward::create(model.value(), base_opt);
     REQUIRE(resident.is_ok());
     const auto want = run(**resident, tokens, n_prompt);
@@ -99,7 +99,7 @@ TEST_CASE("VRAM and pinned budgets are hard limits with clear errors", "[gpu][st
   }
   auto model = runtime::Model::load(test::testdata("models/llama/model.gguf"));
   REQUIRE(model.is_ok());
-  runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .kv_type = GgmlType::F16, .residency = {}};
+  runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}};
   auto resident = runtime::CudaForward::create(model.value(), opt);
   REQUIRE(resident.is_ok());
   const uint64_t need = (*resident)->vram_peak_bytes();

@@ -28,7 +28,7 @@ std::vector<float> run_all(const std::string& model_path, const std::vector<int3
                            bool one_by_one, GgmlType kv = GgmlType::F32) {
   auto model = runtime::Model::load(model_path);
   REQUIRE(model.is_ok());
-  auto fwd = runtime::CpuForward::create(model.value(), {.n_ctx = 512, .ubatch = ubatch, .kv_type = kv, .residency = {}});
+  auto fwd = runtime::CpuForward::create(model.value(), {.n_ctx = 512, .ubatch = ubatch, .k_type = kv, .v_type = kv, .residency = {}});
   REQUIRE(fwd.is_ok());
   std::vector<float> logits;
   if (!one_by_one) {
