@@ -78,6 +78,9 @@ Result<std::unique_ptr<CudaForward>> CudaForward::create(std::shared_ptr<const M
     return Status::error("context {} is longer than the model allows ({} tokens)", opt.n_ctx, spec.hp.n_ctx_train);
   if (Status st = kv::check_kv_type(opt.k_type, spec.hp.n_embd_head); !st) return Status::error("K: {}", st.message());
   if (Status st = kv::check_kv_type(opt.v_type, spec.hp.n_embd_head); !st) return Status::error("V: {}", st.message());
+  if ((opt.k_type == GgmlType::F32) != (opt.v_type == GgmlType::F32))
+    return Status::error("KV cache types k {} / v {}: on CUDA f32 KV needs both K and V f32 (f16, q8, q4 mix freely)",
+                         kv::kv_type_name(opt.k_type), kv::kv_type_name(opt.v_type));
   std::unique_ptr<CudaForward> f(new CudaForward(std::move(model), opt));
   STRATA_TRY(f->allocate());
   return f;
