@@ -21,9 +21,10 @@ void ModelArgs::add_to(CLI::App* sub) {
   sub->add_option("--device", device, "Where to run: auto (the GPU when there is one), cpu, cuda")
       ->capture_default_str();
   sub->add_option("--cache-type", cache_type,
-                  "KV cache type of K and V: f32, f16, q8 (int8, groups of 32 with an f16 scale: 1.06 bytes per "
-                  "value) or q4 (int4, groups of 32 with f16 scale and offset: 0.63 bytes per value). "
-                  "Default f32, f16 with --vram");
+                  "KV cache type of K and V (-ctk/-ctv set one each): f32, f16, q8 (ggml Q8_0: int8 in groups "
+                  "of 32 with an f16 scale, 1.06 bytes per value) or q4 (ggml Q4_1: int4 in groups of 32 with an "
+                  "f16 scale and offset, 0.63 bytes per value); quantised types need head_dim % 32 == 0. "
+                  "Default f32; f16 with --vram");
   sub->add_option("--cache-type-k", cache_type_k, "KV cache type of K (-ctk), overrides --cache-type");
   sub->add_option("--cache-type-v", cache_type_v, "KV cache type of V (-ctv), overrides --cache-type");
   sub->add_option("--vram", vram, "VRAM budget, e.g. 12GiB: the planner decides which weight blocks stay "
