@@ -29,6 +29,11 @@ const char* tier_name(Tier t) {
 }
 const char* kv_tier_name(KvTier t) { return t == KvTier::gpu ? "gpu" : "host"; }
 
+std::string RunShape::kv_name() const {
+  if (kv_v_dtype() == kv) return kv_dtype_name(kv);
+  return fmt::format("k {} / v {}", kv_dtype_name(kv), kv_dtype_name(kv_v_dtype()));
+}
+
 double SweepCost::total_s() const { return std::max({h2d_s, disk_s, gpu_s + cpu_s}); }
 
 std::string SweepCost::bottleneck(const HardwareProfile& p) const {
@@ -83,7 +88,7 @@ SweepCost sweep_cost(const ModelBlocks& m, const HardwareProfile& p, const Place
     block(m.attention[il], pl.attention[il]);
     // Attention over this layer's KV.
     const uint64_t attended = m.swa[il] ? std::min<uint64_t>(pos, m.window[il]) : pos;
-    const double kv_bytes = double(attended) * m.kv_bytes_per_token(r.kv);
+    const double kv_bytes = double(attended) * m.kv_bytes_per_token(r.kv, r.kv_v_dtype());
     const double att_flops = 4.0 * m.n_head * m.head_dim * double(attended) * batch;
     if (pl.kv[il] == KvTier::gpu) {
       c.gpu_s += gbps_time(kv_bytes, dev) + (gemm > 0 ? att_flops / gemm : 0.0);

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,8 @@ struct RunShape {
   uint64_t ctx = 4096;        // target context (KV is sized for this)
   uint64_t prompt = 0;        // prompt tokens (0: ctx - gen)
   uint64_t gen = 256;         // generated tokens
-  KvDtype kv = KvDtype::f16;  // all layers' KV
+  KvDtype kv = KvDtype::f16;  // all layers' K (and V, unless kv_v says otherwise)
+  std::optional<KvDtype> kv_v;  // V's format when it differs from K's
   uint32_t draft_depth = 0;   // 0: no speculation
   uint32_t draft_len = 4;     // k
   double acceptance = 0.6;    // assumed per-token acceptance of the draft
@@ -63,6 +65,10 @@ struct RunShape {
   // Decode is costed at the middle of generation.
   uint64_t decode_pos() const { return std::min<uint64_t>(ctx, prompt_tokens() + gen / 2); }
   uint32_t max_draft() const { return speculative() ? draft_len : 0; }
+  KvDtype kv_k() const { return kv; }
+  KvDtype kv_v_dtype() const { return kv_v.value_or(kv); }
+  // "q8", or "k q8 / v q4" when K and V differ (reports).
+  std::string kv_name() const;
   // Extra slots a sliding-window KV ring holds beyond the window: a prefill chunk writes all its
   // keys before its first query attends (runtime/cuda_forward.cpp sizes rings window + ubatch),
   // and speculative writes must not overwrite what a rollback still needs.

@@ -20,7 +20,7 @@ const char* kv_dtype_name(KvDtype d) {
 Result<KvDtype> kv_dtype_from_name(const std::string& s) {
   if (s == "f16") return KvDtype::f16;
   if (s == "q8" || s == "q8_0" || s == "int8") return KvDtype::q8;
-  if (s == "q4" || s == "q4_0" || s == "int4") return KvDtype::q4;
+  if (s == "q4" || s == "q4_1" || s == "int4") return KvDtype::q4;
   if (s == "f32") return KvDtype::f32;
   return Status::error("unknown KV dtype '{}' (f16, q8, q4 or f32)", s);
 }
@@ -60,9 +60,9 @@ uint64_t ModelBlocks::weight_bytes() const {
   return b;
 }
 
-uint64_t ModelBlocks::kv_layer_bytes(uint32_t il, uint64_t ctx, KvDtype d, uint32_t ring_margin) const {
+uint64_t ModelBlocks::kv_layer_bytes(uint32_t il, uint64_t ctx, KvDtype k, KvDtype v, uint32_t ring_margin) const {
   const uint64_t slots = swa[il] ? std::min<uint64_t>(ctx, uint64_t(window[il]) + ring_margin) : ctx;
-  return uint64_t(std::ceil(double(slots) * kv_bytes_per_token(d)));
+  return uint64_t(std::ceil(double(slots) * kv_bytes_per_token(k, v)));
 }
 
 std::vector<uint32_t> ModelBlocks::full_layers() const {

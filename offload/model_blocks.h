@@ -5,8 +5,9 @@
 // KV element formats (bytes per element of K or V, per layer per token = 2 * n_head_kv * head_dim
 // elements):
 //   f16: 2 bytes.
-//   q8:  int8 values + one f16 scale per group of 32        -> (32 + 2) / 32  = 1.0625 bytes.
-//   q4:  int4 values + f16 scale and f16 offset per group of 32 -> (16 + 4) / 32 = 0.625 bytes.
+//   q8:  int8 values + one f16 scale per group of 32        -> (32 + 2) / 32  = 1.0625 bytes (ggml Q8_0).
+//   q4:  int4 values + f16 scale and f16 offset per group of 32 -> (16 + 4) / 32 = 0.625 bytes (ggml Q4_1).
+// K and V may use different formats (RunShape::kv, kv_v).
 // Sliding-window layers hold a ring of window + margin slots (RunShape::ring_margin: a prefill chunk
 // writes all its keys before attending; speculative writes never overwrite entries a rollback still
 // needs); full-attention layers hold the whole context.
@@ -51,11 +52,17 @@ struct ModelBlocks {
   bool tied_head = false;
 
   uint64_t weight_bytes() const;  // attention + ffn + head (+ embedding when not tied)
-  // K+V bytes one token adds to one layer.
-  double kv_bytes_per_token(KvDtype d) const { return 2.0 * n_head_kv * head_dim * kv_bytes_per_element(d); }
+  // K+V bytes one token adds to one layer (K in k, V in v).
+  double kv_bytes_per_token(KvDtype k, KvDtype v) const {
+    return double(n_head_kv) * head_dim * (kv_bytes_per_element(k) + kv_bytes_per_element(v));
+  }
+  double kv_bytes_per_token(KvDtype d) const { return kv_bytes_per_token(d, d); }
   // KV bytes layer `il` holds at context `ctx` (sliding: min(ctx, window + ring_margin), see
   // RunShape::ring_margin).
-  uint64_t kv_layer_bytes(uint32_t il, uint64_t ctx, KvDtype d, uint32_t ring_margin) const;
+  uint64_t kv_layer_bytes(uint32_t il, uint64_t ctx, KvDtype k, KvDtype v, uint32_t ring_margin) const;
+  uint64_t kv_layer_bytes(uint32_t il, uint64_t ctx, KvDtype d, uint32_t ring_margin) const {
+    return kv_layer_bytes(il, ctx, d, d, ring_margin);
+  }
   std::vector<uint32_t> full_layers() const;
 };
 

@@ -3,7 +3,8 @@
 // JSON schema "strata.plan/1" (keys are stable; new keys may be added, none renamed):
 // { "schema": "strata.plan/1", "model": {name, arch, n_layer, weight_bytes},
 //   "profile": name, "budgets": {vram, pinned, host, disk} (bytes),
-//   "run": {ctx, prompt, gen, kv, draft_depth, draft_len, acceptance, require_draft_resident},
+//   "run": {ctx, prompt, gen, kv (K's format), kv_v (V's), draft_depth, draft_len, acceptance,
+//           require_draft_resident},
 //   "solver": "exhaustive"|"search"|"cpu-only",
 //   "tiers": {gpu|stream|disk|cpu: {blocks, bytes}},
 //   "usage": {vram_weights, vram_kv, vram_staging, vram_scratch, vram_context, vram_total,
@@ -48,7 +49,7 @@ nlohmann::json plan_json(const ModelBlocks& m, const HardwareProfile& p, const B
   j["model"] = {{"name", m.name}, {"arch", m.arch}, {"n_layer", m.n_layer}, {"weight_bytes", m.weight_bytes()}};
   j["profile"] = p.name;
   j["budgets"] = {{"vram", b.vram}, {"pinned", b.pinned}, {"host", b.host}, {"disk", b.disk}};
-  j["run"] = {{"ctx", r.ctx}, {"prompt", r.prompt_tokens()}, {"gen", r.gen}, {"kv", kv_dtype_name(r.kv)},
+  j["run"] = {{"ctx", r.ctx}, {"prompt", r.prompt_tokens()}, {"gen", r.gen}, {"kv", kv_dtype_name(r.kv)}, {"kv_v", kv_dtype_name(r.kv_v_dtype())},
               {"draft_depth", r.draft_depth}, {"draft_len", r.draft_len}, {"acceptance", r.acceptance},
               {"require_draft_resident", r.require_draft_resident}};
   j["solver"] = plan.solver;
@@ -67,7 +68,7 @@ nlohmann::json plan_json(const ModelBlocks& m, const HardwareProfile& p, const B
                       {"attention", tier_name(plan.placement.attention[il])},
                       {"ffn", tier_name(plan.placement.ffn[il])}, {"kv", kv_tier_name(plan.placement.kv[il])},
                       {"attention_bytes", m.attention[il].bytes}, {"ffn_bytes", m.ffn[il].bytes},
-                      {"kv_bytes", m.kv_layer_bytes(il, r.ctx, r.kv, r.ring_margin())}});
+                      {"kv_bytes", m.kv_layer_bytes(il, r.ctx, r.kv, r.kv_v_dtype(), r.ring_margin())}});
   j["head"] = {{"tier", tier_name(plan.placement.head)}, {"bytes", m.head.bytes}};
   j["draft_resident"] = plan.draft_resident;
   const Prediction& pr = plan.prediction;
@@ -83,7 +84,7 @@ std::string plan_report(const ModelBlocks& m, const HardwareProfile& p, const Bu
   const Usage& u = plan.usage;
   o += fmt::format("placement: {} ({} layers, {} of weights) on {}, ctx {}, KV {}, solver {}\n",
                    m.name.empty() ? m.arch : m.name, m.n_layer, format_bytes(m.weight_bytes()), p.name, r.ctx,
-                   kv_dtype_name(r.kv), plan.solver);
+                   r.kv_name(), plan.solver);
   o += fmt::format("budgets:   VRAM {}, pinned {}, host RAM {}, disk {}\n", format_bytes(b.vram),
                    format_bytes(b.pinned), format_bytes(b.host), format_bytes(b.disk));
   const auto t = totals(m, plan);
@@ -103,7 +104,7 @@ std::string plan_report(const ModelBlocks& m, const HardwareProfile& p, const Bu
   for (uint32_t il = 0; il < m.n_layer; ++il)
     o += fmt::format("           {:>5} {:>5} {:>7} {:>7} {:>5} {:>11}\n", il, m.swa[il] ? "swa" : "full",
                      tier_name(plan.placement.attention[il]), tier_name(plan.placement.ffn[il]),
-                     kv_tier_name(plan.placement.kv[il]), format_bytes(m.kv_layer_bytes(il, r.ctx, r.kv, r.ring_margin())));
+                     kv_tier_name(plan.placement.kv[il]), format_bytes(m.kv_layer_bytes(il, r.ctx, r.kv, r.kv_v_dtype(), r.ring_margin())));
   o += fmt::format("           {:>5} {:>5} {:>7}\n", "head", "", tier_name(plan.placement.head));
   const Prediction& pr = plan.prediction;
   o += fmt::format("predicted: decode {:.2f} tok/s plain", pr.decode_tps);

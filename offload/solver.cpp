@@ -98,7 +98,7 @@ bool evaluate(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, 
   for (uint32_t il = 0; il < m.n_layer; ++il) {
     ok = add(m.attention[il], pl.attention[il]) && ok;
     ok = add(m.ffn[il], pl.ffn[il]) && ok;
-    const uint64_t kv = m.kv_layer_bytes(il, r.ctx, r.kv, r.ring_margin());
+    const uint64_t kv = m.kv_layer_bytes(il, r.ctx, r.kv, r.kv_v_dtype(), r.ring_margin());
     if (pl.kv[il] == KvTier::gpu) {
       if (!gpu) ok = false;
       u.vram_kv += kv;
@@ -187,7 +187,7 @@ Result<Plan> solve_search(const ModelBlocks& m, const HardwareProfile& p, const 
       for (uint32_t il = 0; il < m.n_layer; ++il) {
         pl.kv[il] = KvTier::gpu;
         if (n_host > 0 && !m.swa[il] && il >= full[full.size() - n_host]) pl.kv[il] = KvTier::host;
-        if (pl.kv[il] == KvTier::gpu) kv_vram += m.kv_layer_bytes(il, r.ctx, r.kv, r.ring_margin());
+        if (pl.kv[il] == KvTier::gpu) kv_vram += m.kv_layer_bytes(il, r.ctx, r.kv, r.kv_v_dtype(), r.ring_margin());
       }
       const uint64_t fixed = kv_vram + ring + scratch + p.cuda_context.bytes;
       if (fixed > b.vram) continue;
@@ -263,7 +263,7 @@ Result<Plan> plan(const ModelBlocks& m, const HardwareProfile& p, const Budgets&
   const bool gpu = p.has_gpu() && b.vram > 0;
   uint64_t kv_full = 0, kv_swa = 0, max_block = 0;  // ring sized by layer blocks (the head stays resident)
   for (uint32_t il = 0; il < m.n_layer; ++il) {
-    (m.swa[il] ? kv_swa : kv_full) += m.kv_layer_bytes(il, r.ctx, r.kv, r.ring_margin());
+    (m.swa[il] ? kv_swa : kv_full) += m.kv_layer_bytes(il, r.ctx, r.kv, r.kv_v_dtype(), r.ring_margin());
     max_block = std::max({max_block, m.attention[il].bytes, m.ffn[il].bytes});
   }
   const uint64_t weights = m.head.bytes + std::accumulate(m.attention.begin(), m.attention.end(), uint64_t(0),
@@ -277,7 +277,7 @@ Result<Plan> plan(const ModelBlocks& m, const HardwareProfile& p, const Budgets&
       "does not fit: {} needs {} of weights + {} of KV ({} full-attention at {} tokens, {}) + {} of VRAM overhead "
       "(staging ring, scratch, CUDA context) = {}; the budgets give VRAM {}, pinned {}, host RAM {}, disk {}{}",
       m.name.empty() ? "the model" : m.name, format_bytes(weights), format_bytes(kv_full + kv_swa),
-      format_bytes(kv_full), r.ctx, kv_dtype_name(r.kv), format_bytes(overhead), format_bytes(need),
+      format_bytes(kv_full), r.ctx, r.kv_name(), format_bytes(overhead), format_bytes(need),
       format_bytes(gpu ? b.vram : 0), format_bytes(b.pinned), format_bytes(b.host), format_bytes(b.disk),
       need > usable ? fmt::format(": short by {}", format_bytes(need - usable))
                     : ": the blocks do not pack into the tiers (a block must fit whole)");
@@ -293,9 +293,10 @@ Result<Plan> plan(const ModelBlocks& m, const HardwareProfile& p, const Budgets&
       fixes.push_back(fmt::format("a shorter context: --ctx {}", lo));
     }
   }
-  if (r.kv != KvDtype::q4) {
+  if (r.kv != KvDtype::q4 || r.kv_v_dtype() != KvDtype::q4) {
     RunShape s = r;
     s.kv = KvDtype::q4;
+    s.kv_v.reset();
     if (solve(m, p, b, s)) fixes.push_back("INT4 KV: --kv q4");
   }
   const uint64_t big = need + staging + 64 * kMiB;

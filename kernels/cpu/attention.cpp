@@ -8,26 +8,89 @@
 #include <tbb/parallel_for.h>
 
 #include "core/half.h"
+#include "core/status.h"
+#include "kernels/cpu/quant_kernels.h"
 
 namespace strata::kernels::cpu {
 namespace {
 
-inline float load(const float* p, int64_t i) { return p[i]; }
-inline float load(const uint16_t* p, int64_t i) { return f16_to_f32(p[i]); }
+// Readers of one head's slice of a slot: K gives q.k, V adds p * v to out. The float readers are
+// the inline loops of the f32/f16 store; the quantised reader uses the type's dot kernel (SIMD,
+// decodes the blocks in registers) for K and decodes the slice into a head_dim scratch row for V.
+struct F32Reader {
+  const float* base;
+  int64_t stride;  // floats per slot
+  int64_t head;    // floats per head
+  F32Reader(const void* p, GgmlType, int64_t width, int64_t hd)
+      : base(static_cast<const float*>(p)), stride(width), head(hd) {}
+  const float* at(int64_t slot, int64_t kv_head) const { return base + slot * stride + kv_head * head; }
+  float dot(int64_t slot, int64_t kv_head, const float* q) const {
+    const float* k = at(slot, kv_head);
+    float s = 0;
+    for (int64_t d = 0; d < head; ++d) s += q[d] * k[d];
+    return s;
+  }
+  void axpy(int64_t slot, int64_t kv_head, float p, float* out, float*) const {
+    const float* v = at(slot, kv_head);
+    for (int64_t d = 0; d < head; ++d) out[d] += p * v[d];
+  }
+};
 
-template <typename T>
-void attend_one(const float* q, int32_t pos, const T* K, const T* V, int64_t capacity, int64_t kv_head,
-                const AttentionShape& s, std::vector<float>& scores, float* out) {
-  const int64_t hd = s.head_dim, stride = s.n_head_kv * hd;
+struct F16Reader {
+  const uint16_t* base;
+  int64_t stride, head;
+  F16Reader(const void* p, GgmlType, int64_t width, int64_t hd)
+      : base(static_cast<const uint16_t*>(p)), stride(width), head(hd) {}
+  const uint16_t* at(int64_t slot, int64_t kv_head) const { return base + slot * stride + kv_head * head; }
+  float dot(int64_t slot, int64_t kv_head, const float* q) const {
+    const uint16_t* k = at(slot, kv_head);
+    float s = 0;
+    for (int64_t d = 0; d < head; ++d) s += q[d] * f16_to_f32(k[d]);
+    return s;
+  }
+  void axpy(int64_t slot, int64_t kv_head, float p, float* out, float*) const {
+    const uint16_t* v = at(slot, kv_head);
+    for (int64_t d = 0; d < head; ++d) out[d] += p * f16_to_f32(v[d]);
+  }
+};
+
+// Q8_0 / Q4_1 rows: whole 32-value blocks per head (head_dim % 32 == 0, checked by the store).
+struct QuantReader {
+  const uint8_t* base;
+  int64_t stride, head_bytes, head;
+  DotFn dot_fn;
+  DequantizeFn dequant;
+  QuantReader(const void* p, GgmlType t, int64_t width, int64_t hd)
+      : base(static_cast<const uint8_t*>(p)),
+        stride(int64_t(ggml_row_bytes(t, uint64_t(width)))),
+        head_bytes(int64_t(ggml_row_bytes(t, uint64_t(hd)))),
+        head(hd),
+        dot_fn(best_dot(t)),
+        dequant(quant_kernels(t)->dequantize) {}
+  const uint8_t* at(int64_t slot, int64_t kv_head) const { return base + slot * stride + kv_head * head_bytes; }
+  float dot(int64_t slot, int64_t kv_head, const float* q) const { return dot_fn(at(slot, kv_head), q, head); }
+  void axpy(int64_t slot, int64_t kv_head, float p, float* out, float* row) const {
+    dequant(at(slot, kv_head), row, head);
+    for (int64_t d = 0; d < head; ++d) out[d] += p * row[d];
+  }
+};
+
+struct Scratch {
+  std::vector<float> scores, row;
+};
+
+template <typename KR, typename VR>
+void attend_one(const float* q, int32_t pos, const KR& K, const VR& V, int64_t capacity, int64_t kv_head,
+                const AttentionShape& s, Scratch& scratch, float* out) {
+  const int64_t hd = s.head_dim;
   const int64_t lo = s.window > 0 ? std::max<int64_t>(0, int64_t(pos) - s.window + 1) : 0;
   const int64_t n = int64_t(pos) - lo + 1;
+  auto& scores = scratch.scores;
   scores.resize(size_t(n));
+  scratch.row.resize(size_t(hd));
   float max_score = -INFINITY;
   for (int64_t j = 0; j < n; ++j) {
-    const T* k = K + ((lo + j) % capacity) * stride + kv_head * hd;
-    float dot = 0;
-    for (int64_t d = 0; d < hd; ++d) dot += q[d] * load(k, d);
-    scores[j] = dot * s.scale;
+    scores[j] = K.dot((lo + j) % capacity, kv_head, q) * s.scale;
     max_score = std::max(max_score, scores[j]);
   }
   double denom = 0;
@@ -37,20 +100,16 @@ void attend_one(const float* q, int32_t pos, const T* K, const T* V, int64_t cap
   }
   const float inv = float(1.0 / denom);
   std::fill(out, out + hd, 0.0f);
-  for (int64_t j = 0; j < n; ++j) {
-    const T* v = V + ((lo + j) % capacity) * stride + kv_head * hd;
-    const float p = scores[j] * inv;
-    for (int64_t d = 0; d < hd; ++d) out[d] += p * load(v, d);
-  }
+  for (int64_t j = 0; j < n; ++j) V.axpy((lo + j) % capacity, kv_head, scores[j] * inv, out, scratch.row.data());
 }
 
-template <typename T>
+template <typename KR, typename VR>
 void attention_typed(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
                      float* out) {
-  static tbb::enumerable_thread_specific<std::vector<float>> scratch;
-  const int64_t group = s.n_head / s.n_head_kv;
-  const auto* K = static_cast<const T*>(kv.k);
-  const auto* V = static_cast<const T*>(kv.v);
+  static tbb::enumerable_thread_specific<Scratch> scratch;
+  const int64_t group = s.n_head / s.n_head_kv, width = s.n_head_kv * s.head_dim;
+  const KR K(kv.k, kv.k_dtype, width, s.head_dim);
+  const VR V(kv.v, kv.v_dtype, width, s.head_dim);
   tbb::parallel_for(int64_t(0), n_q * s.n_head, [&](int64_t idx) {
     const int64_t i = idx / s.n_head, h = idx % s.n_head;
     const int64_t off = (i * s.n_head + h) * s.head_dim;
@@ -58,12 +117,33 @@ void attention_typed(const float* q, const int32_t* pos, int64_t n_q, const KvSt
   });
 }
 
+template <typename KR>
+void attention_v(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
+                 float* out) {
+  switch (kv.v_dtype) {
+    case GgmlType::F32: return attention_typed<KR, F32Reader>(q, pos, n_q, kv, s, out);
+    case GgmlType::F16: return attention_typed<KR, F16Reader>(q, pos, n_q, kv, s, out);
+    default: return attention_typed<KR, QuantReader>(q, pos, n_q, kv, s, out);
+  }
+}
+
+bool kv_type_ok(GgmlType t, int64_t head_dim) {
+  if (t == GgmlType::F32 || t == GgmlType::F16) return true;
+  return (t == GgmlType::Q8_0 || t == GgmlType::Q4_1) && head_dim % 32 == 0;
+}
+
 }  // namespace
 
 void attention(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
                float* out) {
-  if (kv.dtype == GgmlType::F16) return attention_typed<uint16_t>(q, pos, n_q, kv, s, out);
-  attention_typed<float>(q, pos, n_q, kv, s, out);
+  STRATA_CHECK(kv_type_ok(kv.k_dtype, s.head_dim) && kv_type_ok(kv.v_dtype, s.head_dim),
+               "attention: KV types {}/{} with head_dim {}", ggml_type_info(kv.k_dtype).name,
+               ggml_type_info(kv.v_dtype).name, s.head_dim);
+  switch (kv.k_dtype) {
+    case GgmlType::F32: return attention_v<F32Reader>(q, pos, n_q, kv, s, out);
+    case GgmlType::F16: return attention_v<F16Reader>(q, pos, n_q, kv, s, out);
+    default: return attention_v<QuantReader>(q, pos, n_q, kv, s, out);
+  }
 }
 
 }  // namespace strata::kernels::cpu

@@ -2,7 +2,9 @@
 //
 // K and V live in per-layer stores of `capacity` slots; the entry for position p is in slot
 // p % capacity (a ring for sliding-window layers, capacity >= max position + 1 otherwise). Each
-// slot holds n_head_kv * head_dim values, f32 or f16.
+// slot holds one row of n_head_kv * head_dim values: f32, f16, or ggml blocks of 32 values (Q8_0,
+// Q4_1; head_dim % 32 == 0, so a head's slice is whole blocks). K and V types are independent.
+// Quantised entries are decoded per key while attending (no dequantised copy of the store).
 // Query i (at position pos[i]) attends keys j with j <= pos[i] and, when window > 0,
 // j > pos[i] - window; all those entries must be present in the store (the caller's contract).
 #pragma once
@@ -16,7 +18,8 @@ namespace strata::kernels::cpu {
 struct KvStore {
   const void* k = nullptr;
   const void* v = nullptr;
-  GgmlType dtype = GgmlType::F32;  // F32 or F16
+  GgmlType k_dtype = GgmlType::F32;  // F32, F16, Q8_0 or Q4_1
+  GgmlType v_dtype = GgmlType::F32;
   int64_t capacity = 0;            // slots
 };
 

@@ -1,10 +1,12 @@
 // Causal / sliding-window attention over a KV store of `capacity` slots (position p in slot
-// p % capacity), f16 or f32 KV, grouped KV heads; semantics of kernels/cpu/attention.h.
+// p % capacity), grouped KV heads; semantics of kernels/cpu/attention.h. KV formats: f32 (K and V
+// both), or f16 / Q8_0 / Q4_1 chosen per tensor (kv_quant.cuh decodes them).
 //
 // One tiled online-softmax kernel serves decode and prefill. For one KV head g, the "rows" are the
 // (query, head) pairs whose head maps to g: row r = query r / group, head g * group + r % group.
 // A block takes R consecutive rows and walks a range of keys in tiles of TK: it loads the K and V
-// tile once into shared memory (converted to f32) and uses it for all its rows, so K/V are read
+// tile once into shared memory (decoded to f32: quantised KV is dequantised per tile, in registers
+// on its way to shared memory, never into a copy of the store) and uses it for all its rows, so K/V are read
 // once per group (and once per query batch in decode). Per row it keeps the running max m, the
 // running sum l and the unnormalised output acc (the online softmax).
 //
@@ -25,6 +27,7 @@
 
 #include "kernels/cuda/attention_tc.h"
 #include "kernels/cuda/cuda_api.h"
+#include "kernels/cuda/kv_quant.cuh"
 
 namespace strata::kernels::cuda {
 namespace {
@@ -44,8 +47,11 @@ cudaStream_t as_stream(Stream s) { return static_cast<cudaStream_t>(s); }
 struct AttnParams {
   const float* q;
   const int32_t* pos;
-  const void* k;
-  const void* v;
+  const uint8_t* k;
+  const uint8_t* v;
+  int64_t k_row_bytes, v_row_bytes;    // bytes per slot
+  int64_t k_head_bytes, v_head_bytes;  // bytes of one head's slice of a slot
+  int k_fmt, v_fmt;                    // kvq::Fmt
   float* out;
   float* part_acc;  // (n_splits, n_q * n_head, head_dim), when n_splits > 1
   float* part_ml;   // (n_splits, n_q * n_head, 2): m, l
@@ -54,36 +60,91 @@ struct AttnParams {
   float scale;
 };
 
-// 16 bytes of K/V -> f32.
-template <typename T>
-struct Vec16;
-template <>
-struct Vec16<float> {
-  static constexpr int kN = 4;
-  __device__ static void to_f32(const uint4& u, float* f) {
-    f[0] = __uint_as_float(u.x);
-    f[1] = __uint_as_float(u.y);
-    f[2] = __uint_as_float(u.z);
-    f[3] = __uint_as_float(u.w);
-  }
-};
-template <>
-struct Vec16<__half> {
-  static constexpr int kN = 8;
-  __device__ static void to_f32(const uint4& u, float* f) {
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 p = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
-      f[2 * i] = p.x;
-      f[2 * i + 1] = p.y;
-    }
-  }
-};
-
 template <int HD>
 constexpr int tile_keys() {
   return HD <= 128 ? 64 : 32;
+}
+
+// ---- tile loads: all of a tile's 16-byte units are loaded before any is converted ----
+
+// f32 K and V: units of 4 values.
+template <int HD, int TK>
+__device__ __forceinline__ void load_tile_f32(const AttnParams& p, int t0, int b_hi, int g, float* Ks, float* Vs) {
+  constexpr int KP = HD + 1, kPerKey = HD / 4, kUnits = TK * kPerKey, kPer = (kUnits + kThreads - 1) / kThreads;
+  const uint8_t* K = p.k + int64_t(g) * p.k_head_bytes;
+  const uint8_t* V = p.v + int64_t(g) * p.v_head_bytes;
+  uint4 kraw[kPer], vraw[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int v = threadIdx.x + i * kThreads, kk = v / kPerKey, c = v % kPerKey, j = t0 + kk;
+    kraw[i] = vraw[i] = make_uint4(0, 0, 0, 0);
+    if (v < kUnits && j <= b_hi) {
+      const int64_t slot = int64_t(j) % p.capacity;
+      kraw[i] = *reinterpret_cast<const uint4*>(K + slot * p.k_row_bytes + c * 16);
+      vraw[i] = *reinterpret_cast<const uint4*>(V + slot * p.v_row_bytes + c * 16);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int v = threadIdx.x + i * kThreads, kk = v / kPerKey, c = v % kPerKey;
+    if (v >= kUnits) continue;
+    float* ko = Ks + kk * KP + c * 4;
+    float* vo = Vs + kk * HD + c * 4;
+    ko[0] = __uint_as_float(kraw[i].x), ko[1] = __uint_as_float(kraw[i].y);
+    ko[2] = __uint_as_float(kraw[i].z), ko[3] = __uint_as_float(kraw[i].w);
+    vo[0] = __uint_as_float(vraw[i].x), vo[1] = __uint_as_float(vraw[i].y);
+    vo[2] = __uint_as_float(vraw[i].z), vo[3] = __uint_as_float(vraw[i].w);
+  }
+}
+
+// f16 / q8 / q4 (per tensor): units of 8 values (kvq::fetch_unit).
+template <int HD, int TK>
+constexpr int units8_per_thread() {
+  return (TK * (HD / 8) + kThreads - 1) / kThreads;
+}
+
+template <int HD, int TK, int F>
+__device__ __forceinline__ void fetch_tile(const uint8_t* base, int64_t row_bytes, int64_t capacity, int t0, int b_hi,
+                                           uint4 (&raw)[units8_per_thread<HD, TK>()]) {
+  constexpr int kPerKey = HD / 8, kUnits = TK * kPerKey;
+#pragma unroll
+  for (int i = 0; i < units8_per_thread<HD, TK>(); ++i) {
+    const int v = threadIdx.x + i * kThreads, kk = v / kPerKey, u = v % kPerKey, j = t0 + kk;
+    raw[i] = make_uint4(0, 0, 0, 0);  // beyond the range: decodes to zeros (finite; masked anyway)
+    if (v < kUnits && j <= b_hi) raw[i] = kvq::fetch_unit<F>(base + (int64_t(j) % capacity) * row_bytes, u);
+  }
+}
+
+template <int HD, int TK, int F>
+__device__ __forceinline__ void store_tile(const uint4 (&raw)[units8_per_thread<HD, TK>()], float* S, int stride) {
+  constexpr int kPerKey = HD / 8, kUnits = TK * kPerKey;
+#pragma unroll
+  for (int i = 0; i < units8_per_thread<HD, TK>(); ++i) {
+    const int v = threadIdx.x + i * kThreads, kk = v / kPerKey, u = v % kPerKey;
+    if (v < kUnits) kvq::unpack_unit<F>(raw[i], u, S + kk * stride);
+  }
+}
+
+// The format switches are uniform across the grid (no divergence); quantised formats need
+// HD % 32 == 0 (checked on the host), so their cases exist only for such HD.
+template <int HD, int TK>
+__device__ __forceinline__ void fetch_any(int fmt, const uint8_t* base, int64_t row_bytes, int64_t capacity, int t0,
+                                          int b_hi, uint4 (&raw)[units8_per_thread<HD, TK>()]) {
+  if constexpr (HD % kvq::kGroup == 0) {
+    if (fmt == kvq::kQ8) return fetch_tile<HD, TK, kvq::kQ8>(base, row_bytes, capacity, t0, b_hi, raw);
+    if (fmt == kvq::kQ4) return fetch_tile<HD, TK, kvq::kQ4>(base, row_bytes, capacity, t0, b_hi, raw);
+  }
+  fetch_tile<HD, TK, kvq::kF16>(base, row_bytes, capacity, t0, b_hi, raw);
+}
+
+template <int HD, int TK>
+__device__ __forceinline__ void store_any(int fmt, const uint4 (&raw)[units8_per_thread<HD, TK>()], float* S,
+                                          int stride) {
+  if constexpr (HD % kvq::kGroup == 0) {
+    if (fmt == kvq::kQ8) return store_tile<HD, TK, kvq::kQ8>(raw, S, stride);
+    if (fmt == kvq::kQ4) return store_tile<HD, TK, kvq::kQ4>(raw, S, stride);
+  }
+  store_tile<HD, TK, kvq::kF16>(raw, S, stride);
 }
 
 template <int HD, int R>
@@ -92,17 +153,16 @@ constexpr size_t smem_bytes() {
   return sizeof(float) * (size_t(R) * HD + size_t(TK) * (HD + 1) + size_t(TK) * HD + size_t(R) * TK + 3 * R);
 }
 
-// Grid: (row tiles, n_head_kv, n_splits). Block: kThreads.
-template <int HD, int R, typename T>
+// Grid: (row tiles, n_head_kv, n_splits). Block: kThreads. F32KV: K and V are f32; else each is
+// f16, q8 or q4 (p.k_fmt, p.v_fmt).
+template <int HD, int R, bool F32KV>
 __global__ void __launch_bounds__(kThreads) attention_kernel(AttnParams p) {
   constexpr int TK = tile_keys<HD>();
   constexpr int KP = HD + 1;                   // padded K row: conflict-free column reads
   constexpr int kRowsPerThread = R * TK / kThreads;  // score rows per thread (one key each)
   constexpr int kAcc = R * HD / kThreads;             // output elements per thread
   constexpr int kSub = kThreads / R;                  // threads per row in the softmax step
-  constexpr int kVecPerKey = HD * int(sizeof(T)) / 16;
-  constexpr int kVecs = TK * kVecPerKey;
-  static_assert(R * TK % kThreads == 0 && R * HD % kThreads == 0 && HD * sizeof(T) % 16 == 0);
+  static_assert(R * TK % kThreads == 0 && R * HD % kThreads == 0 && HD % 8 == 0);
   static_assert(kSub <= 32 && 32 % kSub == 0);
 
   extern __shared__ float smem[];
@@ -171,9 +231,6 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttnParams p) {
   __syncthreads();
   const int b_lo = blk_range[0], b_hi = blk_range[1];
 
-  const int64_t kv_stride = p.n_head_kv * HD;  // elements per slot
-  const T* K = static_cast<const T*>(p.k) + int64_t(g) * HD;
-  const T* V = static_cast<const T*>(p.v) + int64_t(g) * HD;
 
   float acc[kAcc];
 #pragma unroll
@@ -184,33 +241,15 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttnParams p) {
   const int sub_r = tid / kSub, sub_lane = tid % kSub;
 
   for (int t0 = b_lo; t0 <= b_hi; t0 += TK) {
-    // Load the K and V tile (16-byte vectors, all loads issued before the stores).
-    uint4 kraw[(kVecs + kThreads - 1) / kThreads], vraw[(kVecs + kThreads - 1) / kThreads];
-#pragma unroll
-    for (int i = 0; i < (kVecs + kThreads - 1) / kThreads; ++i) {
-      const int v = tid + i * kThreads;
-      const int kk = v / kVecPerKey, c = v % kVecPerKey;
-      const int j = t0 + kk;
-      kraw[i] = vraw[i] = make_uint4(0, 0, 0, 0);
-      if (v < kVecs && j <= b_hi) {
-        const int64_t off = (int64_t(j) % p.capacity) * kv_stride;
-        kraw[i] = *reinterpret_cast<const uint4*>(K + off + c * Vec16<T>::kN);
-        vraw[i] = *reinterpret_cast<const uint4*>(V + off + c * Vec16<T>::kN);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < (kVecs + kThreads - 1) / kThreads; ++i) {
-      const int v = tid + i * kThreads;
-      if (v < kVecs) {
-        const int kk = v / kVecPerKey, c = v % kVecPerKey;
-        float f[Vec16<T>::kN];
-        Vec16<T>::to_f32(kraw[i], f);
-#pragma unroll
-        for (int e = 0; e < Vec16<T>::kN; ++e) Ks[kk * KP + c * Vec16<T>::kN + e] = f[e];
-        Vec16<T>::to_f32(vraw[i], f);
-#pragma unroll
-        for (int e = 0; e < Vec16<T>::kN; ++e) Vs[kk * HD + c * Vec16<T>::kN + e] = f[e];
-      }
+    // Load the K and V tile, decoded to f32 in shared memory.
+    if constexpr (F32KV) {
+      load_tile_f32<HD, TK>(p, t0, b_hi, g, Ks, Vs);
+    } else {
+      uint4 kraw[units8_per_thread<HD, TK>()], vraw[units8_per_thread<HD, TK>()];
+      fetch_any<HD, TK>(p.k_fmt, p.k + int64_t(g) * p.k_head_bytes, p.k_row_bytes, p.capacity, t0, b_hi, kraw);
+      fetch_any<HD, TK>(p.v_fmt, p.v + int64_t(g) * p.v_head_bytes, p.v_row_bytes, p.capacity, t0, b_hi, vraw);
+      store_any<HD, TK>(p.k_fmt, kraw, Ks, KP);
+      store_any<HD, TK>(p.v_fmt, vraw, Vs, HD);
     }
     __syncthreads();
 
@@ -320,6 +359,7 @@ __global__ void combine_kernel(const float* __restrict__ part_acc, const float* 
   }
 }
 
+// f32 / f16 K and V of the same type in one kernel (the common case: one launch per layer).
 template <typename T>
 __global__ void kv_write_kernel(const float* __restrict__ k, const float* __restrict__ v,
                                 const int32_t* __restrict__ pos, int64_t n_tok, int64_t width, int64_t capacity,
@@ -338,7 +378,49 @@ __global__ void kv_write_kernel(const float* __restrict__ k, const float* __rest
   }
 }
 
+// One tensor (K or V) into an f32 / f16 store.
+template <typename T>
+__global__ void kv_store_float(const float* __restrict__ x, const int32_t* __restrict__ pos, int64_t n_tok,
+                               int64_t width, int64_t capacity, T* dst) {
+  const int64_t total = n_tok * width;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = i / width, c = i % width;
+    const int64_t o = (int64_t(pos[t]) % capacity) * width + c;
+    if constexpr (sizeof(T) == 2) dst[o] = __float2half_rn(x[i]);
+    else dst[o] = x[i];
+  }
+}
+
+// One tensor into a Q8_0 / Q4_1 store: one warp per group of 32 values (lane = value), so the
+// group's range is two shuffle reductions and every lane writes its own code.
+template <int F>
+__global__ void kv_store_quant(const float* __restrict__ x, const int32_t* __restrict__ pos, int64_t n_tok,
+                               int64_t width, int64_t capacity, uint8_t* dst) {
+  constexpr int64_t kBytes = F == kvq::kQ8 ? kvq::kQ8Bytes : kvq::kQ4Bytes;
+  const int lane = int(threadIdx.x & 31u);
+  const int64_t groups = width / kvq::kGroup;  // per row
+  const int64_t total = n_tok * groups;
+  const int64_t n_warps = (int64_t(gridDim.x) * blockDim.x) >> 5;
+  // gi is uniform across the warp, so the whole warp takes every iteration (shuffles need it).
+  for (int64_t gi = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; gi < total; gi += n_warps) {
+    const int64_t t = gi / groups, b = gi % groups;
+    const float v = x[t * width + b * kvq::kGroup + lane];
+    uint8_t* blk = dst + (int64_t(pos[t]) % capacity) * (groups * kBytes) + b * kBytes;
+    if constexpr (F == kvq::kQ8) kvq::quantize_q8_group(v, lane, blk);
+    else kvq::quantize_q4_group(v, lane, blk);
+  }
+}
+
 // ---- host side ----
+
+int fmt_of(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return kvq::kF32;
+    case GgmlType::F16: return kvq::kF16;
+    case GgmlType::Q8_0: return kvq::kQ8;
+    default: return kvq::kQ4;
+  }
+}
 
 int sm_count() {
   int dev = 0, n = 0;
@@ -372,43 +454,48 @@ size_t bytes_per_split(int64_t n_q, const AttentionShapeDev& s) {
   return size_t(n_q * s.n_head) * size_t(s.head_dim + 2) * sizeof(float);
 }
 
-template <int HD, int R, typename T>
+template <int HD, int R, bool F32KV>
 Status launch(const AttnParams& p, cudaStream_t st) {
   constexpr size_t smem = smem_bytes<HD, R>();
   // Per call (cheap, not a stream operation): the limit is per device and the current device may change.
   const cudaError_t err =
-      cudaFuncSetAttribute(attention_kernel<HD, R, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+      cudaFuncSetAttribute(attention_kernel<HD, R, F32KV>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (err != cudaSuccess) return Status::error("attention: cudaFuncSetAttribute: {}", cudaGetErrorString(err));
   const int64_t tiles = (p.n_q * p.group + R - 1) / R;
   if (tiles > 0x7fffffff || p.n_head_kv > 65535) return Status::error("attention: grid too large");
   const dim3 grid(unsigned(tiles), unsigned(p.n_head_kv), unsigned(p.n_splits));
-  attention_kernel<HD, R, T><<<grid, kThreads, smem, st>>>(p);
+  attention_kernel<HD, R, F32KV><<<grid, kThreads, smem, st>>>(p);
   return launch_status("attention");
 }
 
-template <int HD, typename T>
+template <int HD, bool F32KV>
 Status launch_rows(const AttnParams& p, int R, cudaStream_t st) {
-  return R == 8 ? launch<HD, 8, T>(p, st) : launch<HD, 32, T>(p, st);
+  return R == 8 ? launch<HD, 8, F32KV>(p, st) : launch<HD, 32, F32KV>(p, st);
 }
 
-template <typename T>
+template <bool F32KV>
 Status launch_hd(const AttnParams& p, int64_t hd, int R, cudaStream_t st) {
   switch (hd) {
-    case 32: return launch_rows<32, T>(p, R, st);
-    case 48: return launch_rows<48, T>(p, R, st);
-    case 64: return launch_rows<64, T>(p, R, st);
-    case 96: return launch_rows<96, T>(p, R, st);
-    case 128: return launch_rows<128, T>(p, R, st);
-    case 256: return launch_rows<256, T>(p, R, st);
+    case 32: return launch_rows<32, F32KV>(p, R, st);
+    case 48: return launch_rows<48, F32KV>(p, R, st);
+    case 64: return launch_rows<64, F32KV>(p, R, st);
+    case 96: return launch_rows<96, F32KV>(p, R, st);
+    case 128: return launch_rows<128, F32KV>(p, R, st);
+    case 256: return launch_rows<256, F32KV>(p, R, st);
     default: return Status::error("attention: unsupported head_dim {}", hd);
   }
 }
 
 Status check_kv(const char* op, const KvStoreDev& kv) {
   if (!kv.d_k || !kv.d_v) return Status::error("{}: null KV store pointer", op);
-  if (kv.dtype != GgmlType::F16 && kv.dtype != GgmlType::F32) {
-    return Status::error("{}: KV dtype {} unsupported (f16, f32)", op, ggml_type_info(kv.dtype).name);
+  for (GgmlType t : {kv.k_dtype, kv.v_dtype}) {
+    if (t != GgmlType::F16 && t != GgmlType::F32 && t != GgmlType::Q8_0 && t != GgmlType::Q4_1)
+      return Status::error("{}: KV dtype {} unsupported (f32, f16, q8_0, q4_1)", op, ggml_type_info(t).name);
   }
+  // f32 is one kernel family of its own (units of 4 values); the others mix freely.
+  if ((kv.k_dtype == GgmlType::F32) != (kv.v_dtype == GgmlType::F32))
+    return Status::error("{}: f32 KV on CUDA needs K and V both f32 (got {} and {})", op,
+                         ggml_type_info(kv.k_dtype).name, ggml_type_info(kv.v_dtype).name);
   if (kv.capacity <= 0) return Status::error("{}: KV capacity {} must be > 0", op, kv.capacity);
   if ((reinterpret_cast<uintptr_t>(kv.d_k) | reinterpret_cast<uintptr_t>(kv.d_v)) % 16 != 0) {
     return Status::error("{}: KV store pointers must be 16-byte aligned", op);
@@ -434,6 +521,10 @@ Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvSt
   if (!supported_head_dim(s.head_dim)) {
     return Status::error("attention: head_dim {} unsupported (32, 48, 64, 96, 128, 256)", s.head_dim);
   }
+  const bool quantised = kv.k_dtype == GgmlType::Q8_0 || kv.k_dtype == GgmlType::Q4_1 ||
+                         kv.v_dtype == GgmlType::Q8_0 || kv.v_dtype == GgmlType::Q4_1;
+  if (quantised && s.head_dim % kvq::kGroup != 0)
+    return Status::error("attention: quantised KV needs head_dim % 32 == 0 (head_dim {})", s.head_dim);
   if (s.window < 0) return Status::error("attention: negative window {}", s.window);
   if (n_q < 0) return Status::error("attention: negative n_q {}", n_q);
   if (n_q == 0) return Status::ok();
@@ -441,8 +532,15 @@ Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvSt
   AttnParams p{};
   p.q = d_q;
   p.pos = d_pos;
-  p.k = kv.d_k;
-  p.v = kv.d_v;
+  p.k = static_cast<const uint8_t*>(kv.d_k);
+  p.v = static_cast<const uint8_t*>(kv.d_v);
+  const int64_t width = s.n_head_kv * s.head_dim;
+  p.k_row_bytes = int64_t(ggml_row_bytes(kv.k_dtype, uint64_t(width)));
+  p.v_row_bytes = int64_t(ggml_row_bytes(kv.v_dtype, uint64_t(width)));
+  p.k_head_bytes = int64_t(ggml_row_bytes(kv.k_dtype, uint64_t(s.head_dim)));
+  p.v_head_bytes = int64_t(ggml_row_bytes(kv.v_dtype, uint64_t(s.head_dim)));
+  p.k_fmt = fmt_of(kv.k_dtype);
+  p.v_fmt = fmt_of(kv.v_dtype);
   p.out = d_out;
   p.n_q = n_q;
   p.n_head = s.n_head;
@@ -465,14 +563,14 @@ Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvSt
   }
 
   const cudaStream_t st = as_stream(s_);
-  if (attention_tc_applies(n_q, s.head_dim)) {
+  if (attention_tc_applies(n_q, s.head_dim, kv.k_dtype, kv.v_dtype)) {
     const TcAttnParams tp{d_q, d_pos, kv.d_k, kv.d_v, d_out, n_q, s.n_head, s.n_head_kv, kv.capacity, s.window,
                           p.group, s.scale};
-    return attention_tc(tp, s.head_dim, kv.dtype == GgmlType::F16, st);
+    return attention_tc(tp, s.head_dim, kv.k_dtype == GgmlType::F16, st);
   }
   const int R = rows_per_block(n_q, s);
-  Status status = kv.dtype == GgmlType::F16 ? launch_hd<__half>(p, s.head_dim, R, st)
-                                            : launch_hd<float>(p, s.head_dim, R, st);
+  Status status = kv.k_dtype == GgmlType::F32 ? launch_hd<true>(p, s.head_dim, R, st)
+                                              : launch_hd<false>(p, s.head_dim, R, st);
   if (!status || splits == 1) return status;
   const int64_t rows = n_q * s.n_head;
   if (rows > 0x7fffffff) return Status::error("attention: too many rows ({})", rows);
@@ -488,14 +586,45 @@ Status kv_write(const float* d_k, const float* d_v, const int32_t* d_pos, int64_
   if (n_tok == 0) return Status::ok();
   const int64_t total = n_tok * width;
   const unsigned grid = unsigned(std::min<int64_t>((total + 255) / 256, 65535 * 16));
-  if (kv.dtype == GgmlType::F16) {
-    kv_write_kernel<__half><<<grid, 256, 0, as_stream(s)>>>(d_k, d_v, d_pos, n_tok, width, kv.capacity,
-                                                            static_cast<__half*>(kv.d_k), static_cast<__half*>(kv.d_v));
-  } else {
-    kv_write_kernel<float><<<grid, 256, 0, as_stream(s)>>>(d_k, d_v, d_pos, n_tok, width, kv.capacity,
-                                                           static_cast<float*>(kv.d_k), static_cast<float*>(kv.d_v));
+  const cudaStream_t st = as_stream(s);
+  if (kv.k_dtype == kv.v_dtype && kv.k_dtype == GgmlType::F16) {
+    kv_write_kernel<__half><<<grid, 256, 0, st>>>(d_k, d_v, d_pos, n_tok, width, kv.capacity,
+                                                  static_cast<__half*>(kv.d_k), static_cast<__half*>(kv.d_v));
+    return launch_status("kv_write");
   }
-  return launch_status("kv_write");
+  if (kv.k_dtype == kv.v_dtype && kv.k_dtype == GgmlType::F32) {
+    kv_write_kernel<float><<<grid, 256, 0, st>>>(d_k, d_v, d_pos, n_tok, width, kv.capacity,
+                                                 static_cast<float*>(kv.d_k), static_cast<float*>(kv.d_v));
+    return launch_status("kv_write");
+  }
+  // Mixed or quantised: one launch per tensor.
+  for (int which = 0; which < 2; ++which) {
+    const float* x = which ? d_v : d_k;
+    void* dst = which ? kv.d_v : kv.d_k;
+    switch (which ? kv.v_dtype : kv.k_dtype) {
+      case GgmlType::F16:
+        kv_store_float<__half><<<grid, 256, 0, st>>>(x, d_pos, n_tok, width, kv.capacity, static_cast<__half*>(dst));
+        break;
+      case GgmlType::F32:
+        kv_store_float<float><<<grid, 256, 0, st>>>(x, d_pos, n_tok, width, kv.capacity, static_cast<float*>(dst));
+        break;
+      case GgmlType::Q8_0:
+      case GgmlType::Q4_1: {
+        if (width % kvq::kGroup != 0)
+          return Status::error("kv_write: quantised KV needs whole groups of 32 (width {})", width);
+        const int64_t warps = n_tok * (width / kvq::kGroup);  // 8 per block of 256 threads
+        const unsigned qgrid = unsigned(std::min<int64_t>((warps + 7) / 8, 65535 * 16));
+        if ((which ? kv.v_dtype : kv.k_dtype) == GgmlType::Q8_0)
+          kv_store_quant<kvq::kQ8><<<qgrid, 256, 0, st>>>(x, d_pos, n_tok, width, kv.capacity, static_cast<uint8_t*>(dst));
+        else
+          kv_store_quant<kvq::kQ4><<<qgrid, 256, 0, st>>>(x, d_pos, n_tok, width, kv.capacity, static_cast<uint8_t*>(dst));
+        break;
+      }
+      default: return Status::error("kv_write: unsupported KV dtype");
+    }
+    if (Status e = launch_status("kv_write"); !e) return e;
+  }
+  return Status::ok();
 }
 
 }  // namespace strata::kernels::cuda

@@ -250,8 +250,9 @@ Status launch(const TcAttnParams& p, cudaStream_t st) {
 
 }  // namespace
 
-bool attention_tc_applies(int64_t n_q, int64_t head_dim) {
-  return n_q >= kTcMinQueries && (head_dim == 64 || head_dim == 128);
+bool attention_tc_applies(int64_t n_q, int64_t head_dim, GgmlType k, GgmlType v) {
+  return n_q >= kTcMinQueries && (head_dim == 64 || head_dim == 128) && k == v &&
+         (k == GgmlType::F16 || k == GgmlType::F32);
 }
 
 Status attention_tc(const TcAttnParams& p, int64_t head_dim, bool kv_f16, cudaStream_t st) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "core/ggml_type.h"
 #include "core/status.h"
 
 namespace strata::kernels::cuda {
@@ -25,7 +26,8 @@ struct TcAttnParams {
   float scale;
 };
 
-bool attention_tc_applies(int64_t n_q, int64_t head_dim);
+// K and V both f16 or both f32 (quantised KV keeps the f32 kernel, which decodes its blocks).
+bool attention_tc_applies(int64_t n_q, int64_t head_dim, GgmlType k, GgmlType v);
 Status attention_tc(const TcAttnParams& p, int64_t head_dim, bool kv_f16, cudaStream_t st);
 
 }  // namespace strata::kernels::cuda

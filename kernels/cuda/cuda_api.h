@@ -106,11 +106,15 @@ Status get_rows(const WeightView& table, const int32_t* d_ids, int64_t n_tok, fl
 
 // ---- attention (attention.cu) -------------------------------------------------------------------
 // KV store layout as kernels/cpu/attention.h: `capacity` slots, position p in slot p % capacity,
-// each slot n_head_kv * head_dim values (f32 or f16). Causal; window > 0 limits to the last window.
+// each slot one row of n_head_kv * head_dim values: f32, f16, or whole ggml blocks of 32 (Q8_0,
+// Q4_1; needs head_dim % 32 == 0). K and V types are independent. Causal; window > 0 limits to
+// the last window. Quantised KV is decoded tile by tile inside the attention kernel (never a
+// dequantised copy of the store); kv_write quantises once, when the token is written.
 struct KvStoreDev {
-  void* d_k = nullptr;  // written by kv_write, read by attention
+  void* d_k = nullptr;  // written by kv_write, read by attention; 16-byte aligned
   void* d_v = nullptr;
-  GgmlType dtype = GgmlType::F16;
+  GgmlType k_dtype = GgmlType::F16;  // F32, F16, Q8_0 or Q4_1
+  GgmlType v_dtype = GgmlType::F16;
   int64_t capacity = 0;
 };
 struct AttentionShapeDev {
@@ -122,7 +126,8 @@ struct AttentionShapeDev {
 size_t attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s, int64_t max_keys);
 Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
                  const AttentionShapeDev& s, float* d_out, Workspace ws, Stream s_);
-// Writes (n_tok, n_head_kv * head_dim) K and V rows into their slots (converting to the store's dtype).
+// Writes (n_tok, n_head_kv * head_dim) K and V rows into their slots, converting to each store's
+// dtype (quantised types: the codes of kernels/cpu's KV quantiser, kv/kv_quant.h, bit for bit).
 Status kv_write(const float* d_k, const float* d_v, const int32_t* d_pos, int64_t n_tok, int64_t width,
                 const KvStoreDev& kv, Stream s);
 

@@ -12,6 +12,7 @@
 #include <tbb/global_control.h>
 
 #include "cli/bench_kernels.h"
+#include "cli/bench_kv_quality.h"
 #include "cli/command.h"
 #include "cli/output_file.h"
 #include "cli/model_args.h"
@@ -253,8 +254,10 @@ Command add_bench(CLI::App& app) {
   dec->add_option("-r,--reps", a->reps, "Runs (the best counts)")->capture_default_str()->check(CLI::Range(1, 100));
   dec->add_option("--json", a->json_out, "Write the result as JSON to this file");
   auto kernels_run = add_bench_kernels(sub);
-  return {sub, [a, dec, kernels_run] {
+  auto kv_quality_run = add_bench_kv_quality(sub);
+  return {sub, [a, dec, kernels_run, kv_quality_run] {
             if (dec->parsed()) return run_bench_decode(*a);
+            if (const int rc = kv_quality_run(); rc >= 0) return rc;
             return kernels_run();
           }};
 }

@@ -22,6 +22,7 @@
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/read_probe.h"
+#include "kv/kv_quant.h"
 
 namespace strata::cli {
 namespace {
@@ -32,6 +33,7 @@ struct BenchKernelsArgs {
   std::string types = "q3_K,q4_K,q6_K,q8_0";
   uint64_t l2_cover = 240'000'000;  // 4 x the H200's 60 MB L2
   uint32_t ctx = 32768;
+  std::string kv = "f16";  // KV type of the decode attention figure
   int iters = 5;
   bool quick = false;  // one shape per type, smaller context: a smoke run
   std::string json_out;
@@ -143,14 +145,17 @@ Result<nlohmann::json> bench_attention(uint32_t ctx, const BenchKernelsArgs& a, 
   // gemma3-27b global layer: 32 query heads, 16 KV heads of 128.
   const cuda::AttentionShapeDev s{32, 16, 128, 0, 1.0f / 11.3137f};
   const size_t width = size_t(s.n_head_kv) * s.head_dim;
-  const size_t kv_bytes = size_t(ctx) * width * 2;  // per K or V, f16
+  const auto kv_type = kv::kv_type_from_name(a.kv);
+  if (!kv_type || *kv_type == GgmlType::F32) return Status::error("--kv: '{}' is not f16, q8 or q4", a.kv);
+  const size_t kv_bytes = size_t(ctx) * kv::kv_row_bytes(*kv_type, uint32_t(width));  // per K or V
   DeviceBuffers mem;
   auto k = mem.alloc(kv_bytes), v = mem.alloc(kv_bytes);
   auto q = mem.alloc(size_t(s.n_head) * s.head_dim * 4), out = mem.alloc(size_t(s.n_head) * s.head_dim * 4);
   auto pos = mem.alloc(sizeof(int32_t));
   for (auto* r : {&k, &v, &q, &out, &pos})
     if (!*r) return r->status();
-  STRATA_TRY(cuda::memset_device(*k, 0x33, kv_bytes, nullptr));  // f16 0x3333 ~ 0.22: finite
+  // Bytes 0x33 / 0x2c: finite values in every format (f16 0x3333 ~ 0.22 as value or scale).
+  STRATA_TRY(cuda::memset_device(*k, 0x33, kv_bytes, nullptr));
   STRATA_TRY(cuda::memset_device(*v, 0x2c, kv_bytes, nullptr));
   STRATA_TRY(cuda::memset_device(*q, 0, size_t(s.n_head) * s.head_dim * 4, nullptr));
   const int32_t last = int32_t(ctx - 1);
@@ -162,7 +167,7 @@ Result<nlohmann::json> bench_attention(uint32_t ctx, const BenchKernelsArgs& a, 
     if (!w) return w.status();
     ws = *w;
   }
-  const cuda::KvStoreDev store{*k, *v, GgmlType::F16, int64_t(ctx)};
+  const cuda::KvStoreDev store{*k, *v, *kv_type, *kv_type, int64_t(ctx)};
   auto t = cuda::time_on_device(
       [&] {
         return cuda::attention(static_cast<const float*>(*q), static_cast<const int32_t*>(*pos), 1, store, s,
@@ -171,7 +176,7 @@ Result<nlohmann::json> bench_attention(uint32_t ctx, const BenchKernelsArgs& a, 
       a.iters, nullptr);
   if (!t) return t.status();
   const double gbps = 2.0 * double(kv_bytes) / *t / 1e9;
-  return nlohmann::json{{"context", ctx}, {"kv_bytes", 2 * kv_bytes}, {"us", *t * 1e6}, {"gb_s", gbps},
+  return nlohmann::json{{"context", ctx}, {"kv", kv::kv_type_name(*kv_type)}, {"kv_bytes", 2 * kv_bytes}, {"us", *t * 1e6}, {"gb_s", gbps},
                         {"fraction_of_read", gbps * 1e9 / read_bw}};
 }
 
@@ -232,8 +237,8 @@ int run(const BenchKernelsArgs& a) {
     return 1;
   }
   j["decode_attention"] = *att;
-  fmt::print("decode attention, {} keys, f16 KV: {:.1f} us, {:.0f} GB/s = {:.0f}% of read\n", (*att)["context"].get<int>(),
-             (*att)["us"].get<double>(), (*att)["gb_s"].get<double>(), 100 * (*att)["fraction_of_read"].get<double>());
+  fmt::print("decode attention, {} keys, {} KV: {:.1f} us, {:.0f} GB/s = {:.0f}% of read\n", (*att)["context"].get<int>(),
+             (*att)["kv"].get<std::string>(), (*att)["us"].get<double>(), (*att)["gb_s"].get<double>(), 100 * (*att)["fraction_of_read"].get<double>());
   if (!a.json_out.empty()) {
     if (Status s = write_output_file(a.json_out, j.dump(2) + "\n"); !s) {
       log::error("{}", s.message());
@@ -250,6 +255,7 @@ std::function<int()> add_bench_kernels(CLI::App* bench) {
   auto* sub = bench->add_subcommand("kernels", "CUDA GEMV/GEMM/attention on the 27B shapes vs the device read and "
                                                "bf16 GEMM ceilings measured in the same run");
   sub->add_option("--types", a->types, "Weight types, comma-separated")->capture_default_str();
+  sub->add_option("--kv", a->kv, "KV type of the decode attention figure: f16, q8, q4")->capture_default_str();
   sub->add_option("--ctx", a->ctx, "Keys for the decode attention figure")->capture_default_str()->check(CLI::Range(16, 1 << 20));
   sub->add_option("--iters", a->iters, "Timed passes (the best counts)")->capture_default_str()->check(CLI::Range(1, 100));
   sub->add_option("--l2-cover", a->l2_cover, "Bytes of distinct weight buffers each GEMV pass walks (>= 4x L2)")

@@ -60,8 +60,10 @@ void print_report(const GenerateArgs& a, const offload::HardwareProfile& profile
   r.prompt = n_prompt;
   r.gen = a.n_predict > 0 ? uint64_t(a.n_predict) : f.n_ctx() - std::min(n_prompt, f.n_ctx());
   r.draft_depth = 0;
-  auto kv = offload::kv_dtype_from_name(a.m.kv_type);
-  r.kv = kv ? *kv : offload::KvDtype::f32;
+  if (auto kv = a.m.kv_types()) {
+    r.kv = planner_kv_dtype(kv->first);
+    if (kv->second != kv->first) r.kv_v = planner_kv_dtype(kv->second);
+  }
   auto p = print_placement_report({std::move(*blocks), profile, offload::Budgets::of(profile), r}, stderr);
   if (!p) log::warn("placement report: {}", p.message());
 }

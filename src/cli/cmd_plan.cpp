@@ -17,7 +17,7 @@ namespace strata::cli {
 namespace {
 
 struct PlanArgs {
-  std::string model, profile, kv = "f16", vram, pinned, host, disk, sweep;
+  std::string model, profile, kv = "f16", kv_v, vram, pinned, host, disk, sweep;
   uint64_t ctx = 4096, prompt = 0, gen = 256;
   int draft_depth = -1;  // -1: n_layer / 4
   uint32_t draft_len = 4;
@@ -82,6 +82,11 @@ int run_plan(const PlanArgs& a) {
   auto kv = offload::kv_dtype_from_name(a.kv);
   if (!kv) { log::error("--kv: {}", kv.message()); return 2; }
   r.kv = *kv;
+  if (!a.kv_v.empty()) {
+    auto v = offload::kv_dtype_from_name(a.kv_v);
+    if (!v) { log::error("--kv-v: {}", v.message()); return 2; }
+    r.kv_v = *v;
+  }
   r.draft_depth = a.no_spec ? 0 : a.draft_depth >= 0 ? uint32_t(a.draft_depth) : std::max(1u, blocks->n_layer / 4);
   r.draft_len = a.draft_len;
   r.acceptance = a.acceptance;
@@ -145,7 +150,8 @@ Command add_plan(CLI::App& app) {
   sub->add_option("-m,--model", a->model, "GGUF model (the header is enough)")->required();
   sub->add_option("--profile", a->profile, "Hardware profile (configs/hw/*.toml)")->required();
   sub->add_option("-c,--ctx", a->ctx, "Target context length (KV is sized for it)");
-  sub->add_option("--kv", a->kv, "KV dtype: f16, q8, q4 (or f32)");
+  sub->add_option("--kv", a->kv, "KV dtype of K (and V): f16, q8 (int8, ggml Q8_0), q4 (int4, ggml Q4_1), or f32");
+  sub->add_option("--kv-v", a->kv_v, "KV dtype of V when it differs from --kv's");
   sub->add_option("--prompt", a->prompt, "Prompt tokens (default: ctx - gen)");
   sub->add_option("--gen", a->gen, "Generated tokens");
   sub->add_option("--draft-depth", a->draft_depth, "Self-speculative draft depth d (default n_layer/4)");

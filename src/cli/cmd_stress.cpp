@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "core/units.h"
+#include "kv/kv_quant.h"
 #include "runtime/sampler.h"
 
 namespace strata::cli {
@@ -52,12 +53,14 @@ Result<std::vector<uint32_t>> parse_range(const std::string& s) {
 
 // KV bytes the engines allocate at context n_ctx, split by layer kind (sliding rings hold
 // window + ubatch slots, runtime/cuda_forward.cpp and kv/kv_cache).
-std::pair<uint64_t, uint64_t> kv_bytes(const model::ModelSpec& s, uint32_t n_ctx, uint32_t ubatch, size_t elem) {
+std::pair<uint64_t, uint64_t> kv_bytes(const model::ModelSpec& s, uint32_t n_ctx, uint32_t ubatch, GgmlType k,
+                                       GgmlType v) {
   uint64_t swa = 0, full = 0;
+  const uint64_t row = kv::kv_row_bytes(k, s.kv_width()) + kv::kv_row_bytes(v, s.kv_width());
   for (uint32_t il = 0; il < s.hp.n_layer; ++il) {
     const uint32_t w = s.window(il);
     const uint64_t cap = w ? std::min<uint64_t>(n_ctx, uint64_t(w) + ubatch) : n_ctx;
-    (w ? swa : full) += 2 * cap * s.kv_width() * elem;
+    (w ? swa : full) += cap * row;
   }
   return {swa, full};
 }
@@ -124,8 +127,8 @@ int run(StressArgs& a) {
         all += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.ffn_gate) + bytes(l.ffn_up) + bytes(l.ffn_down);
       (f.device_name() == "cuda" ? w_gpu : w_host) = all;
     }
-    const size_t elem = a.m.kv_type == "f16" || !a.m.vram.empty() ? 2 : 4;
-    const auto [kv_swa, kv_full] = kv_bytes(spec, ctx, std::min(a.m.ubatch, ctx), elem);
+    const auto types = a.m.kv_types();  // valid: the engine was opened with them
+    const auto [kv_swa, kv_full] = kv_bytes(spec, ctx, std::min(a.m.ubatch, ctx), types->first, types->second);
     nlohmann::json r = {{"ctx", ctx},           {"weights_gpu_bytes", w_gpu}, {"weights_host_bytes", w_host},
                         {"kv_sliding_bytes", kv_swa}, {"kv_full_bytes", kv_full}, {"vram_peak_bytes", f.vram_peak_bytes()},
                         {"prefill_tok_per_s", pp}, {"decode_tok_per_s", tg}, {"device", std::string(f.device_name())}};

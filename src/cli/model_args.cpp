@@ -8,6 +8,7 @@
 #include "core/units.h"
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/device_info.h"
+#include "kv/kv_quant.h"
 #include "offload/default_profile.h"
 
 namespace strata::cli {
@@ -20,8 +21,13 @@ void ModelArgs::add_to(CLI::App* sub) {
   sub->add_option("-b,--ubatch", ubatch, "Tokens per prefill chunk")->capture_default_str()->check(CLI::Range(1, 65536));
   sub->add_option("--device", device, "Where to run: auto (the GPU when there is one), cpu, cuda")
       ->capture_default_str();
-  kv_type_opt = sub->add_option("--cache-type-k,--cache-type", kv_type, "KV cache type (-ctk): f32 or f16 (f16 with --vram)")
-                    ->capture_default_str();
+  sub->add_option("--cache-type", cache_type,
+                  "KV cache type of K and V (-ctk/-ctv set one each): f32, f16, q8 (ggml Q8_0: int8 in groups "
+                  "of 32 with an f16 scale, 1.06 bytes per value) or q4 (ggml Q4_1: int4 in groups of 32 with an "
+                  "f16 scale and offset, 0.63 bytes per value); quantised types need head_dim % 32 == 0. "
+                  "Default f32; f16 with --vram");
+  sub->add_option("--cache-type-k", cache_type_k, "KV cache type of K (-ctk), overrides --cache-type");
+  sub->add_option("--cache-type-v", cache_type_v, "KV cache type of V (-ctv), overrides --cache-type");
   sub->add_option("--vram", vram, "VRAM budget, e.g. 12GiB: the planner decides which weight blocks stay "
                                   "resident and the rest are streamed from pinned host RAM (CUDA)");
   sub->add_option("--pinned", pinned, "Pinned host-RAM budget for streamed weights (default: the profile's)");
@@ -34,6 +40,15 @@ void ModelArgs::add_to(CLI::App* sub) {
   sub->add_option("--trace", trace_path, "Write a Chrome/Perfetto trace of the run to this file (open it in "
                                          "ui.perfetto.dev): compute per weight block on the CPU or GPU, streamed "
                                          "copies, host steps. The decode step then runs without CUDA graphs.");
+}
+
+offload::KvDtype planner_kv_dtype(GgmlType t) {
+  switch (t) {
+    case GgmlType::F16: return offload::KvDtype::f16;
+    case GgmlType::Q8_0: return offload::KvDtype::q8;
+    case GgmlType::Q4_1: return offload::KvDtype::q4;
+    default: return offload::KvDtype::f32;
+  }
 }
 
 namespace {
@@ -60,7 +75,8 @@ Result<runtime::ExecutorPlan> plan_budget(const ModelArgs& a, const runtime::Mod
   }
   offload::RunShape r;
   r.ctx = fo.n_ctx;
-  r.kv = offload::KvDtype::f16;
+  r.kv = planner_kv_dtype(fo.k_type);
+  if (fo.v_type != fo.k_type) r.kv_v = planner_kv_dtype(fo.v_type);
   r.prefill_chunk = fo.ubatch;
   r.prefetch_depth = a.prefetch;
   r.draft_depth = 0;
@@ -103,22 +119,35 @@ std::unique_ptr<tbb::global_control> ModelArgs::thread_limit() const {
   return std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, size_t(threads));
 }
 
+Result<std::pair<GgmlType, GgmlType>> ModelArgs::kv_types() const {
+  // f16 under a budget: the planner's VRAM accounting assumes it unless asked otherwise.
+  const GgmlType def = vram.empty() ? GgmlType::F32 : GgmlType::F16;
+  auto parse = [&](const std::string& name, const char* flag, GgmlType fallback) -> Result<GgmlType> {
+    if (name.empty()) return fallback;
+    if (auto t = kv::kv_type_from_name(name)) return *t;
+    return Status::error("{}: unknown KV cache type '{}' (f32, f16, q8, q4)", flag, name);
+  };
+  auto both = parse(cache_type, "--cache-type", def);
+  if (!both) return both.status();
+  auto k = parse(cache_type_k, "--cache-type-k", *both);
+  if (!k) return k.status();
+  auto v = parse(cache_type_v, "--cache-type-v", *both);
+  if (!v) return v.status();
+  return std::pair{*k, *v};
+}
+
 Result<std::unique_ptr<runtime::Engine>> ModelArgs::open(uint32_t n_ctx_hint) const {
   runtime::ForwardOptions fo;
   if (!trace_path.empty()) {
     trace = std::make_shared<Trace>();
     fo.trace = trace;
   }
-  if (kv_type == "f32") fo.kv_type = GgmlType::F32;
-  else if (kv_type == "f16") fo.kv_type = GgmlType::F16;
-  else return Status::error("unknown --cache-type '{}' (f32, f16)", kv_type);
+  auto types = kv_types();
+  if (!types) return types.status();
+  fo.k_type = types->first;
+  fo.v_type = types->second;
   const bool budget = !vram.empty();
-  if (budget) {
-    if (kv_type_opt && kv_type_opt->count() && kv_type != "f16")
-      return Status::error("--vram plans an f16 KV cache; --cache-type {} is not supported with a budget", kv_type);
-    fo.kv_type = GgmlType::F16;
-    if (device == "cpu") return Status::error("--vram needs the CUDA engine (drop --device cpu)");
-  }
+  if (budget && device == "cpu") return Status::error("--vram needs the CUDA engine (drop --device cpu)");
   auto m = runtime::Model::load(model);
   if (!m) return m.status();
   const uint32_t train = (*m)->spec.hp.n_ctx_train;

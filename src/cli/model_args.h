@@ -1,11 +1,11 @@
 // Flags shared by the subcommands that run a model (generate, logits, perplexity, bench), named
-// as llama.cpp users expect: -m, -c, -t, -b/--ubatch, -ctk.
+// as llama.cpp users expect: -m, -c, -t, -b/--ubatch, -ctk/-ctv.
 #pragma once
 
 #include <memory>
 #include <optional>
-#include <memory>
 #include <string>
+#include <utility>
 
 #include "core/trace.h"
 
@@ -18,24 +18,30 @@
 
 namespace strata::cli {
 
+// The planner's name for a KV cache type (offload/model_blocks.h).
+offload::KvDtype planner_kv_dtype(GgmlType t);
+
 struct ModelArgs {
   std::string model;
   uint32_t n_ctx = 0;   // 0: min(model's training context, 4096)
   int threads = 0;      // 0: all cores
   uint32_t ubatch = 512;
-  std::string kv_type = "f32";
+  // KV cache types: --cache-type sets K and V, -ctk/-ctv (--cache-type-k/-v) override one each;
+  // empty: the default (f32, or f16 under --vram).
+  std::string cache_type, cache_type_k, cache_type_v;
   std::string device = "auto";
   // Offloading (CUDA): a VRAM budget makes the planner place every weight block; the engine
   // streams what is not resident.
   std::string vram, pinned, profile;
   uint32_t prefetch = 2;
-  CLI::Option* kv_type_opt = nullptr;
   std::string trace_path;                 // --trace: where write_trace() puts the trace
   mutable std::shared_ptr<Trace> trace;   // made by open() when --trace was given
   // Filled by open() when a budget was planned: what the placement report and predictions use.
   mutable std::optional<runtime::ExecutorPlan> executor_plan;
 
   void add_to(CLI::App* sub);
+  // K and V types after defaults. Error: a name other than f32, f16, q8 (q8_0), q4 (q4_1).
+  Result<std::pair<GgmlType, GgmlType>> kv_types() const;
   // Loads the model and makes a forward pass; prints nothing. n_ctx_hint: the context the caller
   // needs at least (prompt + generation) when -c was not given.
   Result<std::unique_ptr<runtime::Engine>> open(uint32_t n_ctx_hint = 0) const;

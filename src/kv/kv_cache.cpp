@@ -1,32 +1,35 @@
 #include "kv/kv_cache.h"
 
 #include <algorithm>
-#include <cstring>
 
-#include "core/half.h"
 #include "core/units.h"
+#include "kv/kv_quant.h"
 
 namespace strata::kv {
 
 Result<KvCache> KvCache::create(const std::vector<LayerShape>& layers, uint32_t n_ctx, uint32_t margin,
-                                GgmlType dtype) {
-  if (dtype != GgmlType::F32 && dtype != GgmlType::F16)
-    return Status::error("KV cache type {} is not supported here (f32, f16)", ggml_type_info(dtype).name);
+                                GgmlType k_type, GgmlType v_type) {
   if (n_ctx == 0) return Status::error("context length must be positive");
   KvCache c;
   c.n_ctx_ = n_ctx;
-  c.dtype_ = dtype;
-  const size_t elem = dtype == GgmlType::F16 ? 2 : 4;
+  c.k_type_ = k_type;
+  c.v_type_ = v_type;
   for (const auto& shape : layers) {
+    const uint32_t hd = shape.head_dim ? shape.head_dim : shape.width;
+    if (Status s = check_kv_type(k_type, hd); !s) return Status::error("K: {}", s.message());
+    if (Status s = check_kv_type(v_type, hd); !s) return Status::error("V: {}", s.message());
+    if (hd == 0 || shape.width % hd != 0)
+      return Status::error("KV row width {} is not a multiple of head_dim {}", shape.width, hd);
     Layer l;
     l.shape = shape;
     l.capacity = shape.window ? std::min<uint32_t>(n_ctx, shape.window + margin) : n_ctx;
-    const size_t bytes = size_t(l.capacity) * shape.width * elem;
+    const size_t kb = size_t(l.capacity) * kv_row_bytes(k_type, shape.width);
+    const size_t vb = size_t(l.capacity) * kv_row_bytes(v_type, shape.width);
     try {
-      l.k.resize(bytes);
-      l.v.resize(bytes);
+      l.k.resize(kb);
+      l.v.resize(vb);
     } catch (const std::bad_alloc&) {
-      return Status::error("cannot allocate the KV cache ({} per layer for {} tokens)", format_bytes(2 * bytes), n_ctx);
+      return Status::error("cannot allocate the KV cache ({} per layer for {} tokens)", format_bytes(kb + vb), n_ctx);
     }
     c.layers_.push_back(std::move(l));
   }
@@ -39,21 +42,26 @@ uint64_t KvCache::bytes() const {
   return b;
 }
 
+size_t KvCache::k_row_bytes(uint32_t il) const { return kv_row_bytes(k_type_, layers_.at(il).shape.width); }
+size_t KvCache::v_row_bytes(uint32_t il) const { return kv_row_bytes(v_type_, layers_.at(il).shape.width); }
+
+const uint8_t* KvCache::k_row(uint32_t il, uint32_t pos) const {
+  const Layer& l = layers_.at(il);
+  return l.k.data() + size_t(pos % l.capacity) * k_row_bytes(il);
+}
+
+const uint8_t* KvCache::v_row(uint32_t il, uint32_t pos) const {
+  const Layer& l = layers_.at(il);
+  return l.v.data() + size_t(pos % l.capacity) * v_row_bytes(il);
+}
+
 void KvCache::write(uint32_t il, uint32_t pos, const float* k, const float* v) {
   STRATA_CHECK(il < layers_.size() && pos < n_ctx_, "KV write layer {} pos {} (n_ctx {})", il, pos, n_ctx_);
   Layer& l = layers_[il];
-  const size_t slot = pos % l.capacity, w = l.shape.width;
-  if (dtype_ == GgmlType::F32) {
-    std::memcpy(reinterpret_cast<float*>(l.k.data()) + slot * w, k, w * 4);
-    std::memcpy(reinterpret_cast<float*>(l.v.data()) + slot * w, v, w * 4);
-  } else {
-    auto* kd = reinterpret_cast<uint16_t*>(l.k.data()) + slot * w;
-    auto* vd = reinterpret_cast<uint16_t*>(l.v.data()) + slot * w;
-    for (size_t i = 0; i < w; ++i) {
-      kd[i] = f32_to_f16(k[i]);
-      vd[i] = f32_to_f16(v[i]);
-    }
-  }
+  const size_t slot = pos % l.capacity;
+  const uint32_t w = l.shape.width;
+  kv_quantize_row(k_type_, k, l.k.data() + slot * kv_row_bytes(k_type_, w), w);
+  kv_quantize_row(v_type_, v, l.v.data() + slot * kv_row_bytes(v_type_, w), w);
 }
 
 void KvCache::set_n_tokens(uint32_t n) {
@@ -63,7 +71,7 @@ void KvCache::set_n_tokens(uint32_t n) {
 
 kernels::cpu::KvStore KvCache::view(uint32_t il) const {
   const Layer& l = layers_.at(il);
-  return {l.k.data(), l.v.data(), dtype_, int64_t(l.capacity)};
+  return {l.k.data(), l.v.data(), k_type_, v_type_, int64_t(l.capacity)};
 }
 
 }  // namespace strata::kv

@@ -1,10 +1,18 @@
 // Per-layer K/V storage for one sequence (CPU). Sliding-window layers keep a ring of
 // `window + margin` slots (the margin covers a prefill chunk or speculative draft written ahead of
 // the queries that still need the oldest entries); full-attention layers keep `n_ctx` slots.
-// The entry for position p lives in slot p % capacity. Storage is f32 or f16.
+// The entry for position p lives in slot p % capacity, so rollback is only the valid length
+// (set_n_tokens): as long as no write went more than `margin` positions past the length rolled
+// back to, every entry the remaining queries can see is still in its slot.
 //
-// This is the M2 reference store: contiguous, host memory. Paged, quantised and device-resident
-// stores (M6) keep the same contract (write / view / truncate).
+// Element types, chosen separately for K and V (kv/kv_quant.h has the codecs):
+//   F32, F16 — as computed (f16: round to nearest even).
+//   Q8_0 ("q8") — ggml's block_q8_0: groups of 32 consecutive values of a row, one f16 scale d and
+//     32 int8 codes in [-127, 127]; y = q * d; 34 bytes per 32 values. |y - x| <= d / 2.
+//   Q4_1 ("q4") — ggml's block_q4_1: groups of 32, f16 scale d and f16 offset m, 4-bit codes;
+//     y = q * d + m; 20 bytes per 32 values. |y - x| <= d / 2 with d ~ (max - min) / 15.
+// Groups never straddle heads: quantised types need head_dim % 32 == 0 (create() says so).
+// A token's K/V is quantised once, in write(); attention reads the blocks directly.
 #pragma once
 
 #include <cstdint>
@@ -17,37 +25,48 @@
 namespace strata::kv {
 
 struct LayerShape {
-  uint32_t width = 0;   // n_head_kv * head_dim values per position, for K and for V
-  uint32_t window = 0;  // 0: full attention
+  uint32_t width = 0;     // n_head_kv * head_dim values per position, for K and for V
+  uint32_t window = 0;    // 0: full attention
+  uint32_t head_dim = 0;  // 0: same as width (one head); quantised types need head_dim % 32 == 0
 };
 
 class KvCache {
  public:
-  // Errors: unsupported dtype, or more memory than size_t can index.
+  // Errors: unsupported type, a head_dim the quantised type cannot group, or more memory than can
+  // be allocated.
   static Result<KvCache> create(const std::vector<LayerShape>& layers, uint32_t n_ctx, uint32_t margin,
-                                GgmlType dtype);
+                                GgmlType k_type, GgmlType v_type);
 
   uint32_t n_ctx() const { return n_ctx_; }
   uint32_t n_tokens() const { return n_tokens_; }  // positions [0, n_tokens) are valid
-  GgmlType dtype() const { return dtype_; }
+  GgmlType k_type() const { return k_type_; }
+  GgmlType v_type() const { return v_type_; }
+  uint32_t n_layer() const { return uint32_t(layers_.size()); }
+  uint32_t capacity(uint32_t il) const { return layers_.at(il).capacity; }  // slots
   uint64_t bytes() const;
 
-  // Stores K and V (width floats each) of position pos in layer il. pos < n_ctx (asserted).
+  // Stores K and V (width floats each) of position pos in layer il, converted to the layer's
+  // types. pos < n_ctx (asserted).
   void write(uint32_t il, uint32_t pos, const float* k, const float* v);
   // Marks positions [0, n) as valid; positions >= n are forgotten (speculative rollback).
   void set_n_tokens(uint32_t n);
   kernels::cpu::KvStore view(uint32_t il) const;
+  // The stored bytes of position pos's K or V row in layer il (tests compare stores with these).
+  const uint8_t* k_row(uint32_t il, uint32_t pos) const;
+  const uint8_t* v_row(uint32_t il, uint32_t pos) const;
+  size_t k_row_bytes(uint32_t il) const;
+  size_t v_row_bytes(uint32_t il) const;
 
  private:
   struct Layer {
     LayerShape shape;
     uint32_t capacity = 0;
-    std::vector<uint8_t> k, v;
+    std::vector<uint8_t> k, v;  // (capacity, row bytes)
   };
   std::vector<Layer> layers_;
   uint32_t n_ctx_ = 0;
   uint32_t n_tokens_ = 0;
-  GgmlType dtype_ = GgmlType::F32;
+  GgmlType k_type_ = GgmlType::F32, v_type_ = GgmlType::F32;
 };
 
 }  // namespace strata::kv

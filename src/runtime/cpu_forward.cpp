@@ -21,8 +21,8 @@ Result<std::unique_ptr<CpuForward>> CpuForward::create(std::shared_ptr<const Mod
     return Status::error("context {} is longer than the model allows ({} tokens)", opt.n_ctx, spec.hp.n_ctx_train);
   if (opt.ubatch == 0) return Status::error("ubatch must be positive");
   std::vector<kv::LayerShape> shapes;
-  for (uint32_t il = 0; il < spec.hp.n_layer; ++il) shapes.push_back({spec.kv_width(), spec.window(il)});
-  auto kv = kv::KvCache::create(shapes, opt.n_ctx, opt.ubatch, opt.kv_type);
+  for (uint32_t il = 0; il < spec.hp.n_layer; ++il) shapes.push_back({spec.kv_width(), spec.window(il), spec.hp.n_embd_head});
+  auto kv = kv::KvCache::create(shapes, opt.n_ctx, opt.ubatch, opt.k_type, opt.v_type);
   if (!kv) return kv.status();
   return std::unique_ptr<CpuForward>(new CpuForward(std::move(model), opt, std::move(kv.value())));
 }

@@ -11,6 +11,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/cuda/cuda_api.h"
+#include "kv/kv_quant.h"
 #include "offload/cost_model.h"
 #include "offload/gpu_timeline.h"
 #include "offload/vram_arena.h"
@@ -82,8 +83,11 @@ Result<std::unique_ptr<CudaForward>> CudaForward::create(std::shared_ptr<const M
   if (opt.n_ctx == 0 || opt.ubatch == 0) return Status::error("context and ubatch must be positive");
   if (opt.n_ctx > spec.hp.n_ctx_train && spec.hp.n_ctx_train > 0)
     return Status::error("context {} is longer than the model allows ({} tokens)", opt.n_ctx, spec.hp.n_ctx_train);
-  if (opt.kv_type != GgmlType::F16 && opt.kv_type != GgmlType::F32)
-    return Status::error("KV cache type {} is not supported on CUDA yet (f32, f16)", ggml_type_info(opt.kv_type).name);
+  if (Status st = kv::check_kv_type(opt.k_type, spec.hp.n_embd_head); !st) return Status::error("K: {}", st.message());
+  if (Status st = kv::check_kv_type(opt.v_type, spec.hp.n_embd_head); !st) return Status::error("V: {}", st.message());
+  if ((opt.k_type == GgmlType::F32) != (opt.v_type == GgmlType::F32))
+    return Status::error("KV cache types k {} / v {}: on CUDA f32 KV needs both K and V f32 (f16, q8, q4 mix freely)",
+                         kv::kv_type_name(opt.k_type), kv::kv_type_name(opt.v_type));
   std::unique_ptr<CudaForward> f(new CudaForward(std::move(model), opt));
   STRATA_TRY(f->allocate());
   return f;
@@ -198,17 +202,17 @@ Status CudaForward::allocate() {
   }
   STRATA_TRY(err);
 
-  // KV: a ring of window + ubatch slots for sliding layers, n_ctx slots otherwise.
-  const size_t elem = opt_.kv_type == GgmlType::F16 ? 2 : 4;
+  // KV: a ring of window + ubatch slots for sliding layers, n_ctx slots otherwise; each slot one
+  // row of K (V) in k_type (v_type): f32, f16 or Q8_0/Q4_1 blocks (kv/kv_quant.h).
+  const size_t k_row = kv::kv_row_bytes(opt_.k_type, s.kv_width()), v_row = kv::kv_row_bytes(opt_.v_type, s.kv_width());
   for (uint32_t il = 0; il < n_layer; ++il) {
     const uint32_t w = s.window(il);
     const int64_t cap = w ? std::min<int64_t>(opt_.n_ctx, int64_t(w) + opt_.ubatch) : opt_.n_ctx;
-    const size_t bytes = size_t(cap) * s.kv_width() * elem;
-    auto k = im.alloc(bytes, "kv K " + std::to_string(il));
+    auto k = im.alloc(size_t(cap) * k_row, "kv K " + std::to_string(il));
     if (!k) return k.status();
-    auto v = im.alloc(bytes, "kv V " + std::to_string(il));
+    auto v = im.alloc(size_t(cap) * v_row, "kv V " + std::to_string(il));
     if (!v) return v.status();
-    im.kv.push_back({{*k, *v, opt_.kv_type, cap}});
+    im.kv.push_back({{*k, *v, opt_.k_type, opt_.v_type, cap}});
   }
   // Activations for one chunk.
   const size_t n = opt_.ubatch;

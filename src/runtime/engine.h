@@ -34,7 +34,10 @@ struct Residency {
 struct ForwardOptions {
   uint32_t n_ctx = 4096;  // KV positions
   uint32_t ubatch = 512;  // tokens per prefill chunk (also the sliding-window ring margin)
-  GgmlType kv_type = GgmlType::F32;
+  // KV cache element types, chosen separately for K and V: F32, F16, Q8_0 or Q4_1 (quantised
+  // types need head_dim % 32 == 0; see kv/kv_cache.h for the formats and their error bounds).
+  GgmlType k_type = GgmlType::F32;
+  GgmlType v_type = GgmlType::F32;
   Residency residency;    // CUDA only
   // When set, every eval adds spans to it (per weight block: compute on the CPU or GPU, streamed
   // copies; per eval: the host's view). The CUDA engine then runs without CUDA graphs, so that

@@ -205,6 +205,10 @@ TEST_CASE("model commands reject bad input with one clear line", "[cli]") {
       {"generate -m " + model + " -p hi -c 100000", 1, "longer than the model allows"},
       {"logits -m " + model + " --tokens 2,x -o /dev/null", 2, "'x' is not a token id"},
       {"generate -m " + model + " -p hi --top-p 3", 2, "--top-p must be in (0, 1]"},
+      {"generate -m " + model + " -p hi -ctk q5", 1, "--cache-type-k: unknown KV cache type 'q5' (f32, f16, q8, q4)"},
+      {"generate -m " + model + " -p hi --cache-type int3", 1, "--cache-type: unknown KV cache type 'int3'"},
+      {"generate -m " + strata::test::testdata("models/gemma3-swa/model.gguf") + " -p hi -ctv q4", 1,
+       "V: KV cache type q4 quantises groups of 32 values within a head, but head_dim is 48"},
   };
   for (const auto& c : cases) {
     INFO(c.args);
@@ -217,6 +221,24 @@ TEST_CASE("model commands reject bad input with one clear line", "[cli]") {
   CHECK(has(nomodel.err, "/nonexistent.gguf: cannot open"));
   // Only the error line, not a usage dump or a stack trace.
   CHECK(std::count(nomodel.err.begin(), nomodel.err.end(), '\n') == 1);
+}
+
+TEST_CASE("generate runs with quantised KV (-ctk/-ctv) and the report shows the types", "[cli]") {
+  const std::string model = strata::test::testdata("models/llama/model.gguf");  // head_dim 32
+  const std::string gen = "generate -m " + model + " -p 'hello world' -n 6 --temp 0 -c 64 --device cpu";
+  auto f32 = run_strata(gen);
+  REQUIRE(f32.code == 0);
+  auto q = run_strata(gen + " -ctk q8 -ctv q4");
+  INFO(q.err);
+  REQUIRE(q.code == 0);
+  CHECK(has(q.err, "KV k q8 / v q4"));
+  CHECK(q.out.size() > 5);
+  auto both = run_strata(gen + " --cache-type q8_0");
+  REQUIRE(both.code == 0);
+  CHECK(has(both.err, "KV q8"));
+  auto over = run_strata(gen + " --cache-type q4 -ctk f16");  // -ctk overrides --cache-type for K
+  REQUIRE(over.code == 0);
+  CHECK(has(over.err, "KV k f16 / v q4"));
 }
 
 TEST_CASE("quantize and convert run from the command line and refuse bad input in one line", "[cli]") {

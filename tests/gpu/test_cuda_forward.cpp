@@ -55,7 +55,7 @@ TEST_CASE("GPU logits match the references for every testdata model", "[gpu][for
       // attention, ring wrap inside a chunk).
       for (bool one : {true, false}) {
         INFO(dir << (kv == GgmlType::F16 ? " f16 KV" : " f32 KV") << (one ? " decode" : " prefill"));
-        auto gpu = runtime::CudaForward::create(model.value(), {.n_ctx = 256, .ubatch = 40, .kv_type = kv, .residency = {}});
+        auto gpu = runtime::CudaForward::create(model.value(), {.n_ctx = 256, .ubatch = 40, .k_type = kv, .v_type = kv, .residency = {}, .trace = {}});
         INFO((gpu.is_ok() ? std::string() : gpu.message()));
         REQUIRE(gpu.is_ok());
         const auto got = run(**gpu, tokens, one);
@@ -82,6 +82,50 @@ TEST_CASE("GPU logits match the references for every testdata model", "[gpu][for
   }
 }
 
+TEST_CASE("GPU engine with quantised KV matches the CPU engine with the same KV types", "[gpu][forward]") {
+  if (kernels::cuda::devices().empty()) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  // Both engines quantise K/V with the same codes (kv/kv_quant.h, kernels/cuda/kv_quant.cuh), but
+  // from slightly different activations (GPU: f16 tensor-core prefill, int8-activation GEMV), so a
+  // few codes land one step apart: bounds are the float ones plus a step's worth of effect. A wrong
+  // block offset, nibble order or ring slot moves logits by O(1) and flips top-1.
+  struct P { GgmlType k, v; double extra, kl; };
+  const P pairs[] = {{GgmlType::Q8_0, GgmlType::Q8_0, 2e-2, 1e-3}, {GgmlType::Q4_1, GgmlType::Q4_1, 1e-1, 5e-3},
+                     {GgmlType::Q8_0, GgmlType::Q4_1, 1e-1, 5e-3}, {GgmlType::F16, GgmlType::Q4_1, 1e-1, 5e-3}};
+  for (const char* dir : {"gemma3-swa-q4k", "llama", "qwen3"}) {  // head_dim 64, 32, 64
+    const std::string base = test::testdata(std::string("models/") + dir + "/");
+    const auto tokens = read_tokens(base + "tokens.txt");
+    auto model = runtime::Model::load(base + "model.gguf");
+    REQUIRE(model.is_ok());
+    const bool quantised = std::string(dir).find("q4k") != std::string::npos;
+    for (const P& p : pairs) {
+      const runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 40, .k_type = p.k, .v_type = p.v, .residency = {}, .trace = {}};
+      auto cpu = runtime::CpuForward::create(model.value(), opt);
+      REQUIRE(cpu.is_ok());
+      const auto ref = run(**cpu, tokens, false);
+      const size_t n_vocab = ref.size() / tokens.size();
+      for (bool one : {true, false}) {
+        INFO(dir << " K " << ggml_type_info(p.k).name << " V " << ggml_type_info(p.v).name << (one ? " decode" : " prefill"));
+        auto gpu = runtime::CudaForward::create(model.value(), opt);
+        INFO((gpu.is_ok() ? std::string() : gpu.message()));
+        REQUIRE(gpu.is_ok());
+        const auto got = run(**gpu, tokens, one);
+        const auto diff = test::compare_logits(got, ref, n_vocab, 1e-1);
+        REQUIRE(diff.same_size);
+        const double tol = (one ? (quantised ? 3e-2 : 1e-4) : 5e-3) + p.extra;
+        INFO("worst max|diff| / max|logit| = " << diff.worst_ratio << ", KL mean " << diff.kl_mean);
+        WARN(dir << " K " << ggml_type_info(p.k).name << " V " << ggml_type_info(p.v).name << (one ? " decode" : " prefill")
+                 << " vs CPU: worst ratio " << diff.worst_ratio << ", KL mean " << diff.kl_mean);
+        CHECK(diff.worst_ratio < tol);
+        CHECK(diff.kl_mean <= p.kl);
+        CHECK(diff.top1_mismatch == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("GPU engine rejects bad requests like the CPU engine", "[gpu][forward]") {
   if (kernels::cuda::devices().empty()) {
     WARN("skipped: no CUDA device");
@@ -89,7 +133,7 @@ TEST_CASE("GPU engine rejects bad requests like the CPU engine", "[gpu][forward]
   }
   auto model = runtime::Model::load(test::testdata("models/llama/model.gguf"));
   REQUIRE(model.is_ok());
-  auto gpu = runtime::CudaForward::create(model.value(), {.n_ctx = 8, .ubatch = 4, .residency = {}});
+  auto gpu = runtime::CudaForward::create(model.value(), {.n_ctx = 8, .ubatch = 4, .residency = {}, .trace = {}});
   REQUIRE(gpu.is_ok());
   std::vector<float> logits;
   const std::vector<int32_t> bad = {2, 512};
@@ -130,7 +174,7 @@ TEST_CASE("GPU greedy decoding gives the CPU engine's tokens on every testdata m
     REQUIRE(model.is_ok());
     auto tokens = read_tokens(base + "tokens.txt");
     tokens.resize(std::min<size_t>(tokens.size(), 8));
-    const runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .kv_type = GgmlType::F32, .residency = {}};
+    const runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .residency = {}, .trace = {}};
     auto cpu = runtime::CpuForward::create(model.value(), opt);
     auto gpu = runtime::CudaForward::create(model.value(), opt);
     REQUIRE(cpu.is_ok());

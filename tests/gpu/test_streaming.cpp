@@ -76,7 +76,7 @@ TEST_CASE("Streamed weights give bit-identical logits to resident ones", "[gpu][
     auto model = runtime::Model::load(base + "model.gguf");
     REQUIRE(model.is_ok());
     const uint32_t n_layer = (*model)->spec.hp.n_layer;
-    const runtime::ForwardOptions base_opt{.n_ctx = 256, .ubatch = 16, .kv_type = GgmlType::F16, .residency = {}};
+    const runtime::ForwardOptions base_opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}, .trace = {}};
     auto resident = runtime::CudaForward::create(model.value(), base_opt);
     REQUIRE(resident.is_ok());
     const auto want = run(**resident, tokens, n_prompt);
@@ -118,7 +118,7 @@ TEST_CASE("VRAM and pinned budgets are hard limits with clear errors", "[gpu][st
   }
   auto model = runtime::Model::load(test::testdata("models/llama/model.gguf"));
   REQUIRE(model.is_ok());
-  runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .kv_type = GgmlType::F16, .residency = {}};
+  runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}, .trace = {}};
   auto resident = runtime::CudaForward::create(model.value(), opt);
   REQUIRE(resident.is_ok());
   const uint64_t need = (*resident)->vram_peak_bytes();
@@ -178,7 +178,7 @@ TEST_CASE("A trace shows each streamed block copied before its compute, and chan
   auto model = runtime::Model::load(base + "model.gguf");
   REQUIRE(model.is_ok());
   const uint32_t n_layer = (*model)->spec.hp.n_layer;
-  runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .kv_type = GgmlType::F16, .residency = {}};
+  runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}, .trace = {}};
   opt.residency = pattern(n_layer, 1, true, true, true, 3);
   auto plain = runtime::CudaForward::create(model.value(), opt);
   REQUIRE(plain.is_ok());
@@ -223,7 +223,7 @@ TEST_CASE("The disk tier fails cleanly when the model file changes under it", "[
   std::filesystem::copy_file(test::testdata("models/llama/model.gguf"), copy);
   auto model = runtime::Model::load(copy.string());
   REQUIRE(model.is_ok());
-  runtime::ForwardOptions opt{.n_ctx = 64, .ubatch = 16, .kv_type = GgmlType::F16, .residency = {}};
+  runtime::ForwardOptions opt{.n_ctx = 64, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}, .trace = {}};
   opt.residency = on_disk(pattern((*model)->spec.hp.n_layer, 1, true, true, false, 2), 1);
   auto e = runtime::CudaForward::create(model.value(), opt);
   INFO((e.is_ok() ? std::string() : e.message()));
