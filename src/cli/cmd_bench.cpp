@@ -211,8 +211,10 @@ Command add_bench(CLI::App& app) {
   dec->add_option("-r,--reps", a->reps, "Runs (the best counts)")->capture_default_str()->check(CLI::Range(1, 100));
   dec->add_option("--json", a->json_out, "Write the result as JSON to this file");
   auto kernels_run = add_bench_kernels(sub);
-  return {sub, [a, dec, kernels_run] {
+  auto spec_run = add_bench_spec(sub);
+  return {sub, [a, dec, kernels_run, spec_run] {
             if (dec->parsed()) return run_bench_decode(*a);
+            if (int rc = spec_run(); rc >= 0) return rc;
             return kernels_run();
           }};
 }

@@ -28,6 +28,11 @@ class CudaForward final : public Engine {
   CudaForward& operator=(const CudaForward&) = delete;
 
   Status eval(std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) override;
+  // Multi-column GEMV (n <= kMaxExactRows) and, per row, the one-query attention call a decode
+  // step makes (the multi-query attention tiles keys by the batch's positions: another summation
+  // order). Never a CUDA graph; streamed blocks are acquired as in eval().
+  Status eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
+                     std::vector<float>& logits) override;
   uint32_t n_past() const override { return n_past_; }
   void truncate(uint32_t n) override { n_past_ = std::min(n, n_past_); }
   uint32_t n_ctx() const override { return opt_.n_ctx; }
