@@ -220,6 +220,10 @@ Status SpeculativeDecoder::step(uint32_t max_new, std::vector<int32_t>& out) {
   return {};
 }
 
+double SpecStats::speedup_vs_plain_steps() const {
+  return plain_steps && tokens > plain_steps ? tokens_per_s() * plain_s / double(plain_steps) : 0.0;
+}
+
 nlohmann::json SpecStats::to_json() const {
   nlohmann::json d = nlohmann::json::array();
   for (const auto& s : drafters)
@@ -231,7 +235,7 @@ nlohmann::json SpecStats::to_json() const {
           {"verify_passes", verify_passes}, {"verify_rows", verify_rows}, {"verify_s", verify_s},
           {"verify_ms", verify_passes ? 1e3 * verify_s / double(verify_passes) : 0.0},
           {"tokens_per_verify", verify_passes ? double(tokens - plain_steps) / double(verify_passes) : 0.0},
-          {"drafters", d}};
+          {"speedup_vs_plain_steps", speedup_vs_plain_steps()}, {"drafters", d}};
 }
 
 std::string SpecStats::summary() const {
@@ -241,6 +245,7 @@ std::string SpecStats::summary() const {
                               verify_passes ? double(tokens - plain_steps) / double(verify_passes) : 0.0,
                               verify_passes ? 1e3 * verify_s / double(verify_passes) : 0.0, plain_steps,
                               plain_steps ? 1e3 * plain_s / double(plain_steps) : 0.0);
+  if (speedup_vs_plain_steps() > 0) s += fmt::format(" | x{:.2f} vs those plain steps", speedup_vs_plain_steps());
   for (const auto& d : drafters)
     s += fmt::format("\n  {}: {} rounds, {}/{} drafted tokens accepted ({:.1f}%), {} draft steps ({:.3f} ms each)",
                      d.name, d.rounds, d.accepted, d.drafted, 100 * d.acceptance(), d.steps,

@@ -55,6 +55,9 @@ struct SpecStats {
   double decode_s = 0;       // wall time of every step() (drafting, verification, sampling)
   std::vector<DrafterStats> drafters;
   double tokens_per_s() const { return decode_s > 0 ? double(tokens) / decode_s : 0.0; }
+  // Against the plain steps this run took (auto takes some): tokens_per_s x plain step time;
+  // 0 when none was measured. `strata bench spec` measures plain decoding in full instead.
+  double speedup_vs_plain_steps() const;
   nlohmann::json to_json() const;
   std::string summary() const;  // one line per drafter after a headline
 };
