@@ -106,7 +106,9 @@ SpeculativeDecoder::Choice SpeculativeDecoder::choose(uint32_t k_max) {
     const double rate = expected_tokens(accept_[early_].alpha(), k) / (k * t_step + verify_early(k + 1));
     if (rate > best) best = rate, c = {early_, k, {}};
   }
-  // Probes: a drafter left out for long gets a short round, so a stale estimate can recover.
+  // Probes: an option left out for long gets one round, so a stale estimate can recover (plain
+  // steps too: the first one is a single noisy sample).
+  if (c.drafter >= 0 && plain_idle_rounds_ >= kProbeAfterRounds) return Choice{};
   if (c.drafter != lookup_ && !cont.empty() && idle_rounds_[lookup_] >= kProbeAfterRounds)
     c = {lookup_, std::min<uint32_t>(2, uint32_t(cont.size())), {}};
   else if (c.drafter != early_ && idle_rounds_[early_] >= kProbeAfterRounds)
@@ -197,6 +199,7 @@ Status SpeculativeDecoder::step(uint32_t max_new, std::vector<int32_t>& out) {
   const uint32_t k_max = std::min({cfg_.draft_max, max_new - 1, n_ctx - pos - 1});
   Choice c = choose(k_max);
   for (size_t i = 0; i < idle_rounds_.size(); ++i) idle_rounds_[i] = int(i) == c.drafter ? 0 : idle_rounds_[i] + 1;
+  plain_idle_rounds_ = c.drafter < 0 ? 0 : plain_idle_rounds_ + 1;
   if (c.drafter < 0) {
     STRATA_TRY(plain_step(out));
   } else {

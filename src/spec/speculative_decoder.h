@@ -15,7 +15,8 @@
 // (t_draft = 0, k up to the continuation's length); early exit for k = 1..draft_max. a is each
 // drafter's running acceptance, t_* the running measured costs (adaptive.h; before a cost is
 // measured it is derived from the plain step by layer fraction). A drafter not chosen for 32
-// rounds gets one probe round of 2 tokens so that its estimate can recover.
+// rounds gets one probe round of 2 tokens, and plain decoding one plain step, so that a stale
+// estimate can recover.
 //
 // Not thread-safe; one sequence. The engine and sampler must outlive the decoder.
 #pragma once
@@ -97,6 +98,7 @@ class SpeculativeDecoder {
   int early_ = -1, lookup_ = -1;  // indices into drafters_
   std::vector<AcceptanceEstimate> accept_;
   std::vector<uint32_t> idle_rounds_;
+  uint32_t plain_idle_rounds_ = 0;
   CostEstimate plain_cost_{0.0}, draft_step_cost_{0.0};
   CostEstimate verify_cost_full_, verify_cost_early_;  // verification from layer 0 / from depth d
   std::vector<int32_t> history_;
