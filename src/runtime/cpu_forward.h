@@ -31,6 +31,7 @@ class CpuForward final : public Engine {
   uint32_t n_past() const override { return kv_.n_tokens(); }
   void truncate(uint32_t n) override { kv_.set_n_tokens(std::min(n, kv_.n_tokens())); }
   uint32_t n_ctx() const override { return kv_.n_ctx(); }
+  uint32_t ubatch() const override { return opt_.ubatch; }
   const Model& model() const override { return *model_; }
   std::string_view device_name() const override { return "cpu"; }
   const kv::KvCache& kv() const { return kv_; }

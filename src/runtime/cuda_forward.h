@@ -36,6 +36,7 @@ class CudaForward final : public Engine {
   uint32_t n_past() const override { return n_past_; }
   void truncate(uint32_t n) override { n_past_ = std::min(n, n_past_); }
   uint32_t n_ctx() const override { return opt_.n_ctx; }
+  uint32_t ubatch() const override { return opt_.ubatch; }
   const Model& model() const override { return *model_; }
   std::string_view device_name() const override { return "cuda"; }
   uint64_t device_bytes() const { return device_bytes_; }  // everything this engine allocated

@@ -72,6 +72,8 @@ class Engine {
   // Forgets positions >= n (speculative rollback, or restarting the sequence with n = 0).
   virtual void truncate(uint32_t n) = 0;
   virtual uint32_t n_ctx() const = 0;
+  // Tokens per chunk, and how far eval_layers may write ahead of n_past() (ForwardOptions::ubatch).
+  virtual uint32_t ubatch() const = 0;
   virtual const Model& model() const = 0;
   virtual std::string_view device_name() const = 0;
   // Device memory this engine allocated at its peak (0 for the CPU engine).

@@ -196,7 +196,8 @@ Status SpeculativeDecoder::step(uint32_t max_new, std::vector<int32_t>& out) {
   const size_t before = out.size();
   const uint32_t pos = engine_.n_past(), n_ctx = engine_.n_ctx();
   if (pos >= n_ctx) return Status::error("context full ({} tokens)", n_ctx);
-  const uint32_t k_max = std::min({cfg_.draft_max, max_new - 1, n_ctx - pos - 1});
+  // k drafts and the pending token are k + 1 verify rows, written at most k + 1 past n_past.
+  const uint32_t k_max = std::min({cfg_.draft_max, max_new - 1, n_ctx - pos - 1, engine_.ubatch() - 1});
   Choice c = choose(k_max);
   for (size_t i = 0; i < idle_rounds_.size(); ++i) idle_rounds_[i] = int(i) == c.drafter ? 0 : idle_rounds_[i] + 1;
   plain_idle_rounds_ = c.drafter < 0 ? 0 : plain_idle_rounds_ + 1;

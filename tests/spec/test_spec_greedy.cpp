@@ -175,3 +175,18 @@ TEST_CASE("greedy speculative decoding equals plain greedy decoding on strata-ti
     }
   }
 }
+
+TEST_CASE("drafts are capped by the engine's ubatch (the ring margin) and the context", "[spec]") {
+  const std::string path = test::small_spec_model(7, GgmlType::Q8_0);
+  auto e = cpu_engine(path, 48, 4);  // ubatch 4: at most 3 drafts; 48 positions: the last rounds hit the end
+  const uint32_t n_layer = e->model().spec.hp.n_layer;
+  const std::vector<int32_t> prompt = {1, 5, 6, 7, 5, 6, 7, 5, 6};
+  const uint32_t n = 48 - uint32_t(prompt.size()) + 1;  // fills the context exactly
+  const auto want = test::generate(*e, prompt, n, config("none", 15, n_layer), test::greedy_params());
+  for (const char* m : {"lookup", "early:d=2", "auto:d=1"}) {
+    INFO(m);
+    spec::SpecStats st;
+    CHECK(test::generate(*e, prompt, n, config(m, 15, n_layer), test::greedy_params(), &st) == want);
+    CHECK(st.verify_rows <= 4 * st.verify_passes);
+  }
+}
