@@ -103,7 +103,9 @@ SpeculativeDecoder::Choice SpeculativeDecoder::choose(uint32_t k_max) {
     }
   }
   for (uint32_t k = 1; k <= k_max; ++k) {
-    const double rate = expected_tokens(accept_[early_].alpha(), k) / (k * t_step + verify_early(k + 1));
+    // k + 1 draft steps: the k drafts' own and the last draft's stream to layer d (or the step
+    // whose low-confidence token was dropped).
+    const double rate = expected_tokens(accept_[early_].alpha(), k) / ((k + 1) * t_step + verify_early(k + 1));
     if (rate > best) best = rate, c = {early_, k, {}};
   }
   // Probes: an option left out for long gets one round, so a stale estimate can recover (plain

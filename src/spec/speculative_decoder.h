@@ -10,9 +10,10 @@
 // is norm(max(0, p - q)); every emitted token is distributed exactly as the sampler's p.
 //
 // `auto` (SpecMode::automatic) picks, each round, the option with the highest predicted rate
-//   tokens per second = expected_tokens(a, k) / (k * t_draft + t_verify(k + 1))
+//   tokens per second = expected_tokens(a, k) / (draft cost + t_verify(k + 1))
 // over: plain decoding (k = 0, rate 1 / t_plain); prompt lookup when it has a continuation
-// (t_draft = 0, k up to the continuation's length); early exit for k = 1..draft_max. a is each
+// (draft cost 0, k up to the continuation's length); early exit for k = 1..draft_max (draft cost
+// (k + 1) t_step: k drafts plus the last one's pass to layer d). a is each
 // drafter's running acceptance, t_* the running measured costs (adaptive.h; before a cost is
 // measured it is derived from the plain step by layer fraction). A drafter not chosen for 32
 // rounds gets one probe round of 2 tokens, and plain decoding one plain step, so that a stale
