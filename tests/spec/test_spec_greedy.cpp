@@ -33,7 +33,7 @@ spec::SpecConfig config(const std::string& text, uint32_t draft_max, uint32_t n_
 
 }  // namespace
 
-TEST_CASE("--spec parsing: modes, default depth and one-line errors", "[spec]") {
+TEST_CASE("spec flag parsing: modes, default depth and one-line errors", "[spec]") {
   CHECK(spec::parse_spec("none", 8, 12)->mode == spec::SpecMode::none);
   CHECK(spec::parse_spec("lookup", 8, 12)->mode == spec::SpecMode::lookup);
   CHECK(spec::parse_spec("early", 8, 12)->depth == 8);
