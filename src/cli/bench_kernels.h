@@ -1,4 +1,4 @@
-// `strata bench kernels` (cmd_bench_kernels.cpp), registered under `strata bench`.
+// Subcommands of `strata bench` that live in their own files.
 #pragma once
 
 #include <functional>
@@ -9,5 +9,7 @@ namespace strata::cli {
 
 // Adds the subcommand; the returned function runs it when it was the one parsed, else returns -1.
 std::function<int()> add_bench_kernels(CLI::App* bench);
+// `strata bench spec` (cmd_bench_spec.cpp): plain vs speculative decoding in the same run.
+std::function<int()> add_bench_spec(CLI::App* bench);
 
 }  // namespace strata::cli

@@ -255,9 +255,11 @@ Command add_bench(CLI::App& app) {
   dec->add_option("--json", a->json_out, "Write the result as JSON to this file");
   auto kernels_run = add_bench_kernels(sub);
   auto kv_quality_run = add_bench_kv_quality(sub);
-  return {sub, [a, dec, kernels_run, kv_quality_run] {
+  auto spec_run = add_bench_spec(sub);
+  return {sub, [a, dec, kernels_run, kv_quality_run, spec_run] {
             if (dec->parsed()) return run_bench_decode(*a);
             if (const int rc = kv_quality_run(); rc >= 0) return rc;
+            if (const int rc = spec_run(); rc >= 0) return rc;
             return kernels_run();
           }};
 }

@@ -7,12 +7,16 @@
 #include <optional>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/interrupt.h"
 #include "cli/model_args.h"
 #include "cli/placement_report.h"
 #include "core/log.h"
+#include "cli/output_file.h"
 #include "runtime/sampler.h"
+#include "spec/speculative_decoder.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,6 +33,9 @@ struct GenerateArgs {
   bool no_report = false;  // --no-report / -q
   runtime::SamplerParams sp;
   int64_t seed = -1;
+  std::string spec = "none";  // --spec: speculative decoding (spec/spec_config.h)
+  uint32_t draft_max = 8;
+  std::string json_out;       // --json: run figures, speculative statistics included
 };
 
 // Bytes of a complete UTF-8 prefix of s (a piece may end inside a multi-byte character).
@@ -46,10 +53,10 @@ size_t complete_utf8_prefix(const std::string& s) {
 }
 
 // The placement report (cli/placement_report.h) for this run, on stderr: stdout carries only the
-// generated text. The engine does not speculate yet, so the run shape is plain decoding. An
+// generated text. The run shape carries the early-exit depth and draft length of --spec. An
 // infeasible plan is a warning, not a failure: today's engines place weights themselves.
 void print_report(const GenerateArgs& a, const offload::HardwareProfile& profile, const runtime::Engine& f,
-                  uint32_t n_prompt) {
+                  uint32_t n_prompt, const spec::SpecConfig& sc) {
   auto blocks = offload::model_blocks_from_path(a.m.model);
   if (!blocks) {
     log::warn("placement report: {}", blocks.message());
@@ -59,7 +66,9 @@ void print_report(const GenerateArgs& a, const offload::HardwareProfile& profile
   r.ctx = f.n_ctx();
   r.prompt = n_prompt;
   r.gen = a.n_predict > 0 ? uint64_t(a.n_predict) : f.n_ctx() - std::min(n_prompt, f.n_ctx());
-  r.draft_depth = 0;
+  const bool early = sc.mode == spec::SpecMode::early || sc.mode == spec::SpecMode::automatic;
+  r.draft_depth = early ? sc.depth : 0;
+  r.draft_len = sc.draft_max;
   if (auto kv = a.m.kv_types()) {
     r.kv = planner_kv_dtype(kv->first);
     if (kv->second != kv->first) r.kv_v = planner_kv_dtype(kv->second);
@@ -152,21 +161,31 @@ int run_generate(GenerateArgs a) {
     log::error("the prompt has {} tokens, more than the context of {} (raise -c)", prompt_ids.size(), f.n_ctx());
     return 2;
   }
-  log::info("{} | ctx {} | prompt {} tokens | seed {} | temp {}", f.model().spec.summary(), f.n_ctx(),
-            prompt_ids.size(), a.seed, a.sp.temperature);
-  if (profile) print_report(a, *profile, f, uint32_t(prompt_ids.size()));
+  auto spec_cfg = spec::parse_spec(a.spec, a.draft_max, f.model().spec.hp.n_layer);
+  if (!spec_cfg) {
+    log::error("{}", spec_cfg.message());
+    return 2;
+  }
+  log::info("{} | ctx {} | prompt {} tokens | seed {} | temp {} | spec {}", f.model().spec.summary(), f.n_ctx(),
+            prompt_ids.size(), a.seed, a.sp.temperature, spec_cfg->text());
+  if (profile) print_report(a, *profile, f, uint32_t(prompt_ids.size()), *spec_cfg);
   if (!a.no_report) a.m.report_plan();
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
   runtime::Sampler sampler(a.sp, f.model().spec.hp.n_vocab);
   for (int32_t id : prompt_ids) sampler.accept(id);
-  // SIGINT/SIGTERM stop between tokens: the text so far is flushed and the timings printed.
+  auto dec = spec::SpeculativeDecoder::create(f, sampler, *spec_cfg);
+  if (!dec) {
+    log::error("{}", dec.message());
+    return 2;
+  }
+  // SIGINT/SIGTERM stop between rounds: the text so far is flushed and the timings printed.
   install_interrupt_handlers();
 
-  std::vector<float> logits;
   const auto t0 = std::chrono::steady_clock::now();
-  if (Status s = f.eval(prompt_ids, runtime::Logits::last, logits); !s) {
-    log::error("{}", s.message());
+  auto first = (*dec)->start(prompt_ids);  // the prompt, and the first token from its logits
+  if (!first) {
+    log::error("{}", first.message());
     return 1;
   }
   const auto t1 = std::chrono::steady_clock::now();
@@ -174,19 +193,26 @@ int run_generate(GenerateArgs a) {
   std::string pending;
   int32_t n_gen = 0;
   const char* stop = "length";
-  while (a.n_predict < 0 || n_gen < a.n_predict) {
+  // Each round yields one or more tokens (speculative rounds may overshoot -n and end of text:
+  // the extra tokens are dropped).
+  std::vector<int32_t> round{*first};
+  for (bool done = a.n_predict == 0; !done;) {
+    for (int32_t next : round) {
+      ++n_gen;
+      if (!a.ignore_eos && tok->is_eog(next)) { stop = "end of text"; done = true; break; }
+      pending += tok->token_to_piece(next, false);
+      const size_t ready = complete_utf8_prefix(pending);
+      std::fwrite(pending.data(), 1, ready, stdout);
+      std::fflush(stdout);
+      pending.erase(0, ready);
+      if (a.n_predict >= 0 && n_gen >= a.n_predict) { done = true; break; }
+    }
+    if (done) break;
     if (interrupted()) { stop = "interrupted"; break; }
-    const int32_t next = sampler.sample(logits);
-    sampler.accept(next);
-    ++n_gen;
-    if (!a.ignore_eos && tok->is_eog(next)) { stop = "end of text"; break; }
-    pending += tok->token_to_piece(next, false);
-    const size_t ready = complete_utf8_prefix(pending);
-    std::fwrite(pending.data(), 1, ready, stdout);
-    std::fflush(stdout);
-    pending.erase(0, ready);
     if (f.n_past() >= f.n_ctx()) { stop = "context full"; break; }
-    if (Status s = f.eval(std::span(&next, 1), runtime::Logits::last, logits); !s) {
+    round.clear();
+    const uint32_t left = a.n_predict < 0 ? UINT32_MAX : uint32_t(a.n_predict - n_gen);
+    if (Status s = (*dec)->step(left, round); !s) {
       log::error("{}", s.message());
       return 1;
     }
@@ -201,7 +227,19 @@ int run_generate(GenerateArgs a) {
             "({:.2f} tok/s) | stop: {}",
             load_s, prompt_ids.size(), pp_s, double(prompt_ids.size()) / pp_s, n_gen, tg_s,
             tg_s > 0 ? double(n_gen) / tg_s : 0.0, stop);
+  const auto& st = (*dec)->stats();
+  if (spec_cfg->mode != spec::SpecMode::none) log::info("{}", st.summary());
   if (n_gen > 1) a.m.report_measured(f, double(n_gen - 1) / tg_s, f.streamed_bytes() - streamed0, tg_s);
+  if (!a.json_out.empty()) {
+    nlohmann::json j = {{"model", a.m.model}, {"device", std::string(f.device_name())},
+                        {"n_prompt", prompt_ids.size()}, {"n_gen", n_gen}, {"prompt_s", pp_s}, {"gen_s", tg_s},
+                        {"gen_tok_per_s", tg_s > 0 ? double(n_gen) / tg_s : 0.0}, {"stop", stop},
+                        {"seed", a.seed}, {"temperature", a.sp.temperature}, {"speculative", st.to_json()}};
+    if (Status s = write_output_file(a.json_out, j.dump(2) + "\n"); !s) {
+      log::error("{}", s.message());
+      return 1;
+    }
+  }
   if (Status s = a.m.write_trace(); !s) {
     log::error("{}", s.message());
     return 1;
@@ -229,6 +267,12 @@ Command add_generate(CLI::App& app) {
   sub->add_option("--repeat-penalty", a->sp.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
   sub->add_option("--repeat-last-n", a->sp.repeat_last_n, "Tokens the penalty looks back over")->capture_default_str();
   sub->add_option("-s,--seed", a->seed, "Random seed (-1: random, printed)")->capture_default_str();
+  sub->add_option("--spec", a->spec,
+                  "Self-speculative decoding: none | early:d=N (layers [0,N) draft) | lookup (n-gram in prompt and "
+                  "history) | auto (both, adaptive draft length)")
+      ->capture_default_str();
+  sub->add_option("--draft-max", a->draft_max, "Most tokens drafted per verify pass (1..15)")->capture_default_str();
+  sub->add_option("--json", a->json_out, "Write the run's figures (and speculative statistics) as JSON to this file");
   sub->add_flag("-q,--no-report", a->no_report, "Do not print the placement report before generating");
   return {sub, [a] { return run_generate(*a); }};
 }

@@ -67,6 +67,17 @@ Status CpuForward::eval(std::span<const int32_t> tokens, Logits which, std::vect
   return {};
 }
 
+Status CpuForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
+                               std::vector<float>& logits) {
+  auto range = check_layer_range(model_->spec, tokens, pos0, r, n_past(), opt_.n_ctx, opt_.ubatch);
+  if (!range) return range.status();
+  const uint32_t n = uint32_t(tokens.size()), n_vocab = model_->spec.hp.n_vocab;
+  logits.resize(which == Logits::all ? n * n_vocab : which == Logits::last ? n_vocab : 0);
+  run_chunk(tokens.data(), n, pos0, which, logits.data(), &*range);
+  if (range->end == model_->spec.hp.n_layer) kv_.set_n_tokens(pos0 + n);
+  return {};
+}
+
 namespace {
 
 // The CPU kernels as forward_pass.h's Ops policy: host buffers, the sequence's KvCache.
@@ -77,6 +88,7 @@ struct CpuOps {
   float* out = nullptr;  // logits (rows, n_vocab)
   int64_t n_vocab = 0;
   uint32_t pos0 = 0;
+  const LayerRange* range = nullptr;  // eval_layers: hidden in/out, and every matmul by dot kernels
 
   uint32_t logit_rows() const { return UINT32_MAX; }  // the caller's buffer holds them all
   float* logits(uint32_t r0) { return out + r0 * n_vocab; }
@@ -92,7 +104,7 @@ struct CpuOps {
   void end_block(Block b, uint32_t il) {
     if (trace) trace->span_until_now("cpu compute", block_label(b, il), block_start_us);
   }
-  void begin_chunk(const int32_t*, uint32_t n, uint32_t first, bool) {
+  void begin_chunk(const int32_t*, uint32_t n, uint32_t first, Layers, bool) {
     pos0 = first;
     for (uint32_t t = 0; t < n; ++t) pos[t] = int32_t(first + t);
   }
@@ -104,10 +116,15 @@ struct CpuOps {
       if (scale != 1.0f) cpu::scale(x + t * d, scale, d);
     }
   }
+  void load_hidden(float* x, uint32_t n) { std::copy_n(range->hidden_in, size_t(n) * w.token_embd.n_in, x); }
+  void store_hidden(const float* x, uint32_t n) { std::copy_n(x, size_t(n) * w.token_embd.n_in, range->hidden_out); }
   void norm(const float* x, const float* weight, int64_t n_vec, int64_t dim, float eps, float* out) {
     for (int64_t v = 0; v < n_vec; ++v) cpu::rms_norm(x + v * dim, weight, dim, eps, out + v * dim);
   }
-  void matmul(const kernels::WeightView& m, const float* x, uint32_t n, float* y) { cpu::matmul(m, x, n, y); }
+  void matmul(const kernels::WeightView& m, const float* x, uint32_t n, float* y) {
+    if (range) cpu::matmul_dot(m, x, n, y);  // per-row identical to n = 1
+    else cpu::matmul(m, x, n, y);
+  }
   void rope(float* x, uint32_t n, int64_t n_heads, int64_t hd, float base, float lin, const float* freq_div,
             bool neox) {
     for (uint32_t t = 0; t < n; ++t)
@@ -130,12 +147,15 @@ struct CpuOps {
 
 }  // namespace
 
-void CpuForward::run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, Logits which, float* logits) {
-  CpuOps ops{model_->weights, kv_, pos_, logits, int64_t(model_->spec.hp.n_vocab)};
+void CpuForward::run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, Logits which, float* logits,
+                           const LayerRange* range) {
+  CpuOps ops{model_->weights, kv_, pos_, logits, int64_t(model_->spec.hp.n_vocab), 0, range};
   ops.trace = opt_.trace.get();
   const ForwardBuffers b{x_.data(), h_.data(), q_.data(), k_.data(), v_.data(), att_.data(), gate_.data(), up_.data()};
   const uint32_t rows = which == Logits::none ? 0 : which == Logits::last ? 1 : n;
-  forward_chunk(ops, model_->spec, model_->weights, b, tokens, n, pos0, rows);
+  const Layers layers = range ? Layers{range->first, range->end, range->hidden_out != nullptr}
+                              : Layers{0, model_->spec.hp.n_layer, false};
+  forward_chunk(ops, model_->spec, model_->weights, b, tokens, n, pos0, rows, layers);
 }
 
 }  // namespace strata::runtime

@@ -24,16 +24,22 @@ class CpuForward final : public Engine {
   static Result<std::unique_ptr<CpuForward>> create(std::shared_ptr<const Model> model, ForwardOptions options);
 
   Status eval(std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) override;
+  // Every row through the dot kernels (kernels/cpu/matmul.h matmul_dot), whatever n: the SGEMM
+  // path that eval() takes from kGemmMinTokens rows sums in another order.
+  Status eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
+                     std::vector<float>& logits) override;
   uint32_t n_past() const override { return kv_.n_tokens(); }
   void truncate(uint32_t n) override { kv_.set_n_tokens(std::min(n, kv_.n_tokens())); }
   uint32_t n_ctx() const override { return kv_.n_ctx(); }
+  uint32_t ubatch() const override { return opt_.ubatch; }
   const Model& model() const override { return *model_; }
   std::string_view device_name() const override { return "cpu"; }
   const kv::KvCache& kv() const { return kv_; }
 
  private:
   CpuForward(std::shared_ptr<const Model> model, ForwardOptions options, kv::KvCache kv);
-  void run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, Logits which, float* logits);
+  void run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, Logits which, float* logits,
+                 const LayerRange* range = nullptr);
 
   std::shared_ptr<const Model> model_;
   ForwardOptions opt_;

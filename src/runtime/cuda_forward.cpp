@@ -297,6 +297,7 @@ struct Ops {
   CudaForward::Impl& im;
   const model::ModelSpec& spec;
   float* host_logits = nullptr;  // (rows, n_vocab) of the current chunk
+  const LayerRange* range = nullptr;  // eval_layers: hidden in/out, attention one query at a time
 
   uint32_t logit_rows() const { return offload::kLogitRows; }
   float* logits(uint32_t) { return im.d_logits; }
@@ -311,13 +312,13 @@ struct Ops {
     im.check(cuda::copy_to_host(host_logits + r0 * nv, im.d_logits, rows * nv * sizeof(float), im.stream));
   }
 
-  void begin_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, bool head) {
+  void begin_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, Layers L, bool head) {
     // Host sources outlive the copies: the caller's tokens and im.host_pos stay untouched until
     // eval() synchronizes at the end of the chunk, so no wait (and no allocation) per token here.
     if (!im.capturing) copy_inputs(tokens, n, pos0);
     if (im.store) {
       std::vector<uint32_t> order;
-      for (uint32_t il = 0; il < spec.hp.n_layer; ++il) {
+      for (uint32_t il = L.first; il < L.end; ++il) {
         if (im.attention_block[il] >= 0) order.push_back(uint32_t(im.attention_block[il]));
         if (im.ffn_block[il] >= 0) order.push_back(uint32_t(im.ffn_block[il]));
       }
@@ -360,6 +361,12 @@ struct Ops {
     }
     im.check(cuda::copy_to_device(x, im.pinned_x, size_t(n) * t.n_in * sizeof(float), im.stream));
   }
+  void load_hidden(float* x, uint32_t n) {
+    im.check(cuda::copy_to_device(x, range->hidden_in, size_t(n) * spec.hp.n_embd * sizeof(float), im.stream));
+  }
+  void store_hidden(const float* x, uint32_t n) {
+    im.check(cuda::copy_to_host(range->hidden_out, x, size_t(n) * spec.hp.n_embd * sizeof(float), im.stream));
+  }
   // STRATA_TRACE_OPS=1 with --trace: one span per kernel call on the "gpu ops" track (where a
   // block's time goes; costs a pair of events per op).
   struct OpSpan {
@@ -401,7 +408,11 @@ struct Ops {
   void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out) {
     OpSpan op(im, [&] { return fmt::format("attention n={} window={}", n, s.window); });
     const cuda::AttentionShapeDev shape{s.n_head, s.n_head_kv, s.head_dim, s.window, s.scale};
-    im.check(cuda::attention(q, im.d_pos, n, im.kv[il].store, shape, out, im.ws, im.stream));
+    if (!range) return im.check(cuda::attention(q, im.d_pos, n, im.kv[il].store, shape, out, im.ws, im.stream));
+    // Verification: each query exactly as a decode step computes it (same splits, same key tiles).
+    const int64_t row = s.n_head * s.head_dim;
+    for (uint32_t t = 0; t < n; ++t)
+      im.check(cuda::attention(q + t * row, im.d_pos + t, 1, im.kv[il].store, shape, out + t * row, im.ws, im.stream));
   }
   void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count) {
     OpSpan op(im, [&] { return fmt::format("gated_act {}", count); });
@@ -463,6 +474,26 @@ void CudaForward::run_decode_graph(void* ops_ptr, int32_t token) {
   }
   im.check(cuda::graph_launch(im.decode_graph, im.stream));
   ops.logits_done(0, 1);
+}
+
+Status CudaForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
+                                std::vector<float>& logits) {
+  const auto& s = model_->spec;
+  auto range = check_layer_range(s, tokens, pos0, r, n_past_, opt_.n_ctx, opt_.ubatch);
+  if (!range) return range.status();
+  Impl& im = *impl_;
+  im.first_error = Status();
+  STRATA_TRY(cuda::set_matmul_workspace(im.d_cublas_ws, cuda::kCublasWorkspaceBytes));
+  const uint32_t n = uint32_t(tokens.size()), n_vocab = s.hp.n_vocab;
+  logits.resize(which == Logits::all ? n * n_vocab : which == Logits::last ? n_vocab : 0);
+  Ops ops{im, s, logits.empty() ? nullptr : logits.data(), &*range};
+  const uint32_t rows = which == Logits::all ? n : which == Logits::last ? 1 : 0;
+  forward_chunk(ops, s, im.dev, im.buf, tokens.data(), n, pos0, rows,
+                Layers{range->first, range->end, range->hidden_out != nullptr});
+  im.check(cuda::synchronize(im.stream));
+  if (!im.first_error.is_ok()) return im.first_error.with_context("CUDA forward (layer range)");
+  if (range->end == s.hp.n_layer) n_past_ = pos0 + n;
+  return {};
 }
 
 Status CudaForward::eval(std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) {

@@ -28,9 +28,15 @@ class CudaForward final : public Engine {
   CudaForward& operator=(const CudaForward&) = delete;
 
   Status eval(std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) override;
+  // Multi-column GEMV (n <= kMaxExactRows) and, per row, the one-query attention call a decode
+  // step makes (the multi-query attention tiles keys by the batch's positions: another summation
+  // order). Never a CUDA graph; streamed blocks are acquired as in eval().
+  Status eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
+                     std::vector<float>& logits) override;
   uint32_t n_past() const override { return n_past_; }
   void truncate(uint32_t n) override { n_past_ = std::min(n, n_past_); }
   uint32_t n_ctx() const override { return opt_.n_ctx; }
+  uint32_t ubatch() const override { return opt_.ubatch; }
   const Model& model() const override { return *model_; }
   std::string_view device_name() const override { return "cuda"; }
   uint64_t device_bytes() const { return device_bytes_; }  // everything this engine allocated

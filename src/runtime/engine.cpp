@@ -1,5 +1,7 @@
 #include "runtime/engine.h"
 
+#include <algorithm>
+
 #include "kernels/cuda/device_info.h"
 #include "runtime/cpu_forward.h"
 #include "runtime/cuda_forward.h"
@@ -10,6 +12,31 @@ bool Residency::any_streamed() const {
   for (bool b : attention_streamed) if (b) return true;
   for (bool b : ffn_streamed) if (b) return true;
   return head_streamed;
+}
+
+Result<LayerRange> check_layer_range(const model::ModelSpec& spec, std::span<const int32_t> tokens, uint32_t pos0,
+                                     const LayerRange& r, uint32_t n_past, uint32_t n_ctx, uint32_t ubatch) {
+  const uint32_t n_layer = spec.hp.n_layer;
+  LayerRange out = r;
+  if (out.end == 0) out.end = n_layer;
+  if (out.first >= out.end || out.end > n_layer)
+    return Status::error("layer range [{}, {}) is empty or beyond the model's {} layers", out.first, out.end, n_layer);
+  if (out.first > 0 && !out.hidden_in)
+    return Status::error("layer range starting at layer {} needs the residual stream entering it", out.first);
+  if (tokens.empty() || tokens.size() > std::min(kMaxExactRows, ubatch))
+    return Status::error("eval_layers takes 1..{} tokens (got {})", std::min(kMaxExactRows, ubatch), tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || uint32_t(tokens[i]) >= spec.hp.n_vocab)
+      return Status::error("token id {} at index {} is out of range (vocabulary has {} tokens)", tokens[i], i,
+                           spec.hp.n_vocab);
+  const uint64_t end_pos = uint64_t(pos0) + tokens.size();
+  if (end_pos > n_ctx)
+    return Status::error("context full: positions up to {} would exceed the context of {}", end_pos, n_ctx);
+  // A sliding layer's ring holds window + ubatch slots: writing further ahead of n_past would
+  // overwrite keys that queries at n_past still read.
+  if (end_pos > uint64_t(n_past) + ubatch)
+    return Status::error("positions up to {} are more than ubatch ({}) past the {} evaluated", end_pos, ubatch, n_past);
+  return out;
 }
 
 Result<std::unique_ptr<Engine>> make_engine(std::shared_ptr<const Model> model, ForwardOptions options, Device device) {

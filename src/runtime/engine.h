@@ -47,6 +47,20 @@ struct ForwardOptions {
 
 enum class Device { cpu, cuda, automatic };
 
+// Rows eval_layers() computes at once: the CUDA engine's multi-column GEMV limit, so that every
+// row goes through the same kernels as a one-token decode step (kernels::cuda::kMaxGemvCols).
+inline constexpr uint32_t kMaxExactRows = 16;
+
+// A slice of the forward pass, for self-speculative decoding: an early-exit draft runs layers
+// [0, d) and the head; verification continues the drafted positions from layer d with the
+// draft's residual stream, so layers < d are never computed twice.
+struct LayerRange {
+  uint32_t first = 0;  // first layer run; > 0: the residual stream comes from hidden_in, not the embedding
+  uint32_t end = 0;    // one past the last layer run; 0: every layer
+  const float* hidden_in = nullptr;  // (n, n_embd) host memory: the residual stream entering `first`
+  float* hidden_out = nullptr;       // (n, n_embd) host memory, optional: the stream leaving end - 1
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -54,10 +68,24 @@ class Engine {
   // receives n_vocab floats for the last token (Logits::last) or every token (Logits::all).
   // Errors (token id out of range, context full, device failure) leave n_past() unchanged.
   virtual Status eval(std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) = 0;
+  // Runs tokens at positions [pos0, pos0 + n) through layers [r.first, r.end), writing those
+  // layers' KV, then (which != none) the final norm and head on the stream after layer end - 1.
+  // Every row is computed exactly as a one-token eval() computes it (same kernels, same reduction
+  // order), so a batched verification is bit-identical to decoding one token at a time; hence
+  // n <= kMaxExactRows. n_past() becomes pos0 + n when the range ends at the last layer and is
+  // unchanged otherwise (a draft writes ahead of n_past; verification completes the positions;
+  // truncate() rolls back the rejected ones in every layer). The caller guarantees that the KV of
+  // the layers in range is written for the positions below pos0 that attention reads.
+  // Errors: bad range or token, pos0 + n beyond n_ctx() or more than ubatch past n_past() (the
+  // sliding-window ring would overwrite entries still needed), device failure.
+  virtual Status eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
+                             std::vector<float>& logits) = 0;
   virtual uint32_t n_past() const = 0;
   // Forgets positions >= n (speculative rollback, or restarting the sequence with n = 0).
   virtual void truncate(uint32_t n) = 0;
   virtual uint32_t n_ctx() const = 0;
+  // Tokens per chunk, and how far eval_layers may write ahead of n_past() (ForwardOptions::ubatch).
+  virtual uint32_t ubatch() const = 0;
   virtual const Model& model() const = 0;
   virtual std::string_view device_name() const = 0;
   // Device memory this engine allocated at its peak (0 for the CPU engine).
@@ -67,6 +95,11 @@ class Engine {
   // Of those, the bytes read from the model file by the disk tier.
   virtual uint64_t disk_bytes() const { return 0; }
 };
+
+// For engine implementations: checks eval_layers' arguments (the errors listed there); returns
+// the range with `end` resolved (0 -> n_layer).
+Result<LayerRange> check_layer_range(const model::ModelSpec& spec, std::span<const int32_t> tokens, uint32_t pos0,
+                                     const LayerRange& r, uint32_t n_past, uint32_t n_ctx, uint32_t ubatch);
 
 // automatic: CUDA when built with it and a device is present, else CPU.
 Result<std::unique_ptr<Engine>> make_engine(std::shared_ptr<const Model> model, ForwardOptions options, Device device);

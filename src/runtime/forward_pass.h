@@ -3,11 +3,13 @@
 // which kernels run. The architecture differences are data in ModelSpec.
 //
 // Ops must provide (pointers are host or device memory as the policy decides; `n` tokens):
-//   void begin_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, bool head);  // positions pos0 + t;
-//                                                          // head: the chunk ends with norm + head
+//   void begin_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, Layers layers, bool head);
+//                          // positions pos0 + t; layers run; head: the chunk ends with norm + head
 //   void begin_block(Block b, uint32_t il);  // before a block's first weight is used, and
 //   void end_block(Block b, uint32_t il);    // after its last (where an executor streams weights)
 //   void embed(const int32_t* tokens, uint32_t n, float scale, float* x);
+//   void load_hidden(float* x, uint32_t n);         // x = the caller's residual stream (layers.first > 0)
+//   void store_hidden(const float* x, uint32_t n);  // hands x to the caller (after the last layer run)
 //   void norm(const float* x, const float* w, int64_t n_vec, int64_t dim, float eps, float* out);
 //   void matmul(const kernels::WeightView& w, const float* x, uint32_t n, float* y);
 //   void rope(float* x, uint32_t n, int64_t n_heads, int64_t head_dim, float base, float linear_scale,
@@ -39,6 +41,13 @@ struct ForwardBuffers {
   float* att;   // (n, n_head * head_dim)
   float* gate;  // (n, n_ff)
   float* up;    // (n, n_ff)
+};
+
+// Layers [first, end) of a chunk; the rest of the pass is skipped (speculative drafts and
+// verification, engine.h LayerRange). store_hidden: the policy wants the stream after end - 1.
+struct Layers {
+  uint32_t first = 0, end = 0;
+  bool store_hidden = false;
 };
 
 // The weight blocks the planner places (offload/model_blocks.h): per layer attention and FFN, the head.
@@ -94,20 +103,23 @@ void ffn_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w
   ops.add(b.x, b.h, int64_t(n) * d);
 }
 
-// Runs n tokens at positions [pos0, pos0 + n) through every layer; then, when `rows` > 0, the
-// final norm and head for the last `rows` tokens, in groups of at most ops.logit_rows() rows:
+// Runs n tokens at positions [pos0, pos0 + n) through layers [L.first, L.end) (from the embedding
+// when L.first == 0, else from ops.load_hidden); then, when `rows` > 0, the final norm and head
+// for the last `rows` tokens, in groups of at most ops.logit_rows() rows:
 // group r0 is written to ops.logits(r0) and handed over by ops.logits_done(r0, rows_in_group)
 // (so a device policy holds a few rows of a 262K-entry vocabulary, not a whole chunk's).
 template <typename Ops>
 void forward_chunk(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
-                   const int32_t* tokens, uint32_t n, uint32_t pos0, uint32_t rows) {
+                   const int32_t* tokens, uint32_t n, uint32_t pos0, uint32_t rows, Layers L) {
   const int64_t d = s.hp.n_embd;
-  ops.begin_chunk(tokens, n, pos0, rows > 0);
-  ops.embed(tokens, n, s.embedding_scale, b.x);
-  for (uint32_t il = 0; il < s.hp.n_layer; ++il) {
+  ops.begin_chunk(tokens, n, pos0, L, rows > 0);
+  if (L.first == 0) ops.embed(tokens, n, s.embedding_scale, b.x);
+  else ops.load_hidden(b.x, n);
+  for (uint32_t il = L.first; il < L.end; ++il) {
     attention_block(ops, s, w, b, il, n, pos0);
     ffn_block(ops, s, w, b, il, n);
   }
+  if (L.store_hidden) ops.store_hidden(b.x, n);
   if (rows == 0) return;
   ops.begin_block(Block::head, 0);
   for (uint32_t r0 = 0; r0 < rows; r0 += ops.logit_rows()) {
@@ -117,6 +129,13 @@ void forward_chunk(Ops& ops, const model::ModelSpec& s, const model::ModelWeight
     ops.logits_done(r0, nr);
   }
   ops.end_block(Block::head, 0);
+}
+
+// The whole model.
+template <typename Ops>
+void forward_chunk(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
+                   const int32_t* tokens, uint32_t n, uint32_t pos0, uint32_t rows) {
+  forward_chunk(ops, s, w, b, tokens, n, pos0, rows, Layers{0, s.hp.n_layer, false});
 }
 
 }  // namespace strata::runtime

@@ -121,6 +121,29 @@ TEST_CASE("generate runs every architecture and greedy output is deterministic",
   }
 }
 
+TEST_CASE("generate --spec: greedy text equals plain decoding's; statistics on stderr and in --json", "[cli]") {
+  const auto dir = strata::test::temp_dir("cli-generate-spec");
+  const std::string model = std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny-q4_k.gguf";
+  const std::string cmd = "generate -m " + model + " -q -p 'A list holds items. A list of lists holds lists.\n\nSummary:' "
+                          "-n 24 --temp 0 --ignore-eos";
+  const auto plain = run_strata(cmd);
+  REQUIRE(plain.code == 0);
+  for (const char* spec : {"lookup", "early:d=4", "auto"}) {
+    INFO(spec);
+    const std::string json = (dir / (std::string("run-") + spec[0] + ".json")).string();
+    const auto r = run_strata(cmd + " --spec " + spec + " --draft-max 6 --json " + json);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.out == plain.out);
+    CHECK(has(r.err, "verify passes"));
+    std::ifstream in(json);
+    const auto j = nlohmann::json::parse(in);
+    CHECK(j["n_gen"] == 24);
+    CHECK(j["speculative"]["tokens"] == 23);  // the first token comes from the prompt's logits
+    CHECK(j["speculative"]["drafters"].size() >= 1);
+  }
+}
+
 // The report block of a run's output: from "placement:" through the "bottleneck:" line.
 std::string report_block(const std::string& s) {
   const size_t a = s.find("placement:");
@@ -209,6 +232,9 @@ TEST_CASE("model commands reject bad input with one clear line", "[cli]") {
       {"generate -m " + model + " -p hi --cache-type int3", 1, "--cache-type: unknown KV cache type 'int3'"},
       {"generate -m " + strata::test::testdata("models/gemma3-swa/model.gguf") + " -p hi -ctv q4", 1,
        "V: KV cache type q4 quantises groups of 32 values within a head, but head_dim is 48"},
+      {"generate -m " + model + " -p hi --spec early:d=99", 2, "--spec early: depth d=99 must be in [1, "},
+      {"generate -m " + model + " -p hi --spec medusa", 2, "--spec 'medusa': expected none, early:d=N, lookup or auto"},
+      {"generate -m " + model + " -p hi --spec lookup --draft-max 16", 2, "--draft-max must be in [1, 15]"},
   };
   for (const auto& c : cases) {
     INFO(c.args);

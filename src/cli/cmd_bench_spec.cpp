@@ -1,0 +1,164 @@
+// strata bench spec: plain decoding against each --spec mode in the same run, on one prompt
+// (default: a summarisation prompt, where prompt lookup pays). Reports per mode tok/s, speedup
+// over plain, acceptance per drafter, tokens per verify pass, draft-step and verify costs, and
+// whether the text equals plain decoding's (greedy: it must). JSON with --json.
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/bench_kernels.h"
+#include "cli/model_args.h"
+#include "cli/output_file.h"
+#include "core/log.h"
+#include "runtime/sampler.h"
+#include "spec/speculative_decoder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace strata::cli {
+namespace {
+
+constexpr const char* kDefaultPrompt =
+    "The Linux kernel keeps a list of all processes in a circular doubly linked list of task structures. Each task "
+    "structure holds the state of one process: its identifier, its parent, its open files, its memory map and its "
+    "scheduling information. The scheduler walks the run queue, not the whole list, to choose the next task to run; "
+    "the run queue holds only the tasks that are ready. When a process exits, its task structure stays in the list "
+    "until its parent reads the exit status, so that the parent can learn how the child ended.\n\nSummary:";
+
+struct BenchSpecArgs {
+  ModelArgs m;
+  std::string prompt = kDefaultPrompt, file;
+  uint32_t n_gen = 128;
+  std::string modes = "none,lookup,early,auto";
+  uint32_t draft_max = 8;
+  int reps = 2;
+  std::string json_out;
+};
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+int run(BenchSpecArgs a) {
+  const auto limit = a.m.thread_limit();
+  if (!a.file.empty()) {
+    std::ifstream in(a.file, std::ios::binary);
+    if (!in) {
+      log::error("{}: cannot open the prompt file", a.file);
+      return 1;
+    }
+    a.prompt.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto model = runtime::Model::load(a.m.model);
+  if (!model) {
+    log::error("{}", model.message());
+    return 1;
+  }
+  auto tok = tokenizer::Tokenizer::from_gguf((*model)->file);
+  if (!tok) {
+    log::error("{}", tok.message());
+    return 1;
+  }
+  const auto prompt = tok->encode(a.prompt, true, false);
+  auto fwd = a.m.open(uint32_t(prompt.size()) + a.n_gen + 1);
+  if (!fwd) {
+    log::error("{}", fwd.message());
+    return 1;
+  }
+  auto& f = **fwd;
+  a.m.report_plan();
+  std::vector<spec::SpecConfig> configs;
+  for (const auto& m : split_commas(a.modes)) {
+    auto c = spec::parse_spec(m, a.draft_max, f.model().spec.hp.n_layer);
+    if (!c) {
+      log::error("{}", c.message());
+      return 2;
+    }
+    configs.push_back(*c);
+  }
+  if (configs.empty() || configs.front().mode != spec::SpecMode::none)
+    configs.insert(configs.begin(), spec::SpecConfig{});  // the baseline runs first
+  log::info("{} | {} | prompt {} tokens | {} tokens per run, greedy, best of {}", f.model().spec.summary(),
+            f.device_name(), prompt.size(), a.n_gen, a.reps);
+
+  runtime::SamplerParams sp;
+  sp.temperature = 0;
+  // Repetitions go round-robin over the modes, so a change in machine load during the run
+  // (shared machines) hits every mode alike; the fastest repetition of each counts.
+  std::vector<spec::SpecStats> best(configs.size());
+  std::vector<std::vector<int32_t>> text(configs.size());
+  for (int r = 0; r < a.reps; ++r) {
+    for (size_t i = 0; i < configs.size(); ++i) {
+      runtime::Sampler sampler(sp, f.model().spec.hp.n_vocab);
+      for (int32_t t : prompt) sampler.accept(t);
+      auto dec = spec::SpeculativeDecoder::create(f, sampler, configs[i]);
+      if (!dec) {
+        log::error("{}", dec.message());
+        return 2;
+      }
+      auto first = (*dec)->start(prompt);
+      if (!first) {
+        log::error("{}", first.message());
+        return 1;
+      }
+      auto& out = text[i];
+      out.assign(1, *first);
+      while (out.size() < a.n_gen) {
+        if (Status s = (*dec)->step(uint32_t(a.n_gen - out.size()), out); !s) {
+          log::error("{}", s.message());
+          return 1;
+        }
+      }
+      if (r == 0 || (*dec)->stats().tokens_per_s() > best[i].tokens_per_s()) best[i] = (*dec)->stats();
+    }
+  }
+  nlohmann::json runs = nlohmann::json::array();
+  const double base_tps = best[0].tokens_per_s();
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const bool same = text[i] == text[0];
+    const double speedup = base_tps > 0 ? best[i].tokens_per_s() / base_tps : 0.0;
+    auto j = best[i].to_json();
+    j["speedup_vs_plain"] = speedup;
+    j["same_text_as_plain"] = same;
+    runs.push_back(j);
+    fmt::print("{:<12} {:8.2f} tok/s  x{:.2f}  {}\n", configs[i].text(), best[i].tokens_per_s(), speedup,
+               same ? "same text" : "TEXT DIFFERS FROM PLAIN");
+    if (configs[i].mode != spec::SpecMode::none) fmt::print("  {}\n", best[i].summary());
+  }
+  if (!a.json_out.empty()) {
+    nlohmann::json j = {{"bench", "spec"}, {"model", a.m.model}, {"device", std::string(f.device_name())},
+                        {"n_prompt", prompt.size()}, {"n_gen", a.n_gen}, {"draft_max", a.draft_max},
+                        {"reps", a.reps}, {"runs", runs}};
+    if (Status s = write_output_file(a.json_out, j.dump(2) + "\n"); !s) {
+      log::error("{}", s.message());
+      return 1;
+    }
+  }
+  for (const auto& r : runs)
+    if (!r["same_text_as_plain"].get<bool>()) return 1;  // greedy speculation must not change the text
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> add_bench_spec(CLI::App* bench) {
+  auto a = std::make_shared<BenchSpecArgs>();
+  auto* sub = bench->add_subcommand("spec", "Plain decoding vs self-speculative modes in the same run (greedy): tok/s, "
+                                            "acceptance, tokens per verify pass, draft and verify costs");
+  a->m.add_to(sub);
+  sub->add_option("-p,--prompt", a->prompt, "Prompt text (default: a paragraph followed by \"Summary:\")");
+  sub->add_option("-f,--file", a->file, "Read the prompt from a file");
+  sub->add_option("-n,--n-gen", a->n_gen, "Tokens generated per run")->capture_default_str()->check(CLI::Range(2, 1 << 20));
+  sub->add_option("--modes", a->modes, "--spec modes, comma-separated (plain decoding always runs first)")
+      ->capture_default_str();
+  sub->add_option("--draft-max", a->draft_max, "Most tokens drafted per verify pass (1..15)")->capture_default_str();
+  sub->add_option("-r,--reps", a->reps, "Runs per mode (the fastest counts)")->capture_default_str()->check(CLI::Range(1, 100));
+  sub->add_option("--json", a->json_out, "Write the results as JSON to this file");
+  return [a, sub]() -> int { return sub->parsed() ? run(*a) : -1; };
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,30 @@
+// Early-exit drafting: layers [0, d) of the model itself, then its final norm and head, draft
+// greedily one token at a time. Each step writes the KV of layers < d at the drafted position
+// (ahead of n_past) and keeps its residual stream, so verification continues from layer d
+// without recomputing the shallow layers. A model trained with early-exit losses (LayerSkip,
+// models/README.md) drafts well from its trained exits.
+#pragma once
+
+#include "runtime/engine.h"
+#include "spec/drafter.h"
+
+namespace strata::spec {
+
+class EarlyExit final : public Drafter {
+ public:
+  // depth: 1 <= d < n_layer (validated by parse_spec). min_confidence: drafting stops before a
+  // token whose draft probability is below it (a likely rejection is not worth the draft step and
+  // the verify row); 0 drafts k tokens always.
+  EarlyExit(runtime::Engine& engine, uint32_t depth, float min_confidence);
+  std::string_view name() const override { return "early"; }
+  Status propose(std::span<const int32_t> history, uint32_t k, Draft& out) override;
+  uint32_t depth() const { return depth_; }
+
+ private:
+  runtime::Engine& engine_;
+  uint32_t depth_;
+  float min_confidence_;
+  std::vector<float> logits_;
+};
+
+}  // namespace strata::spec

@@ -1,0 +1,56 @@
+#include "spec/spec_config.h"
+
+#include <charconv>
+
+#include "runtime/engine.h"
+
+namespace strata::spec {
+
+std::string SpecConfig::text() const {
+  switch (mode) {
+    case SpecMode::none: return "none";
+    case SpecMode::lookup: return "lookup";
+    case SpecMode::early: return "early:d=" + std::to_string(depth);
+    case SpecMode::automatic: return "auto:d=" + std::to_string(depth);
+  }
+  return "?";
+}
+
+uint32_t default_depth(uint32_t n_layer) { return n_layer < 2 ? 0 : std::max(1u, (2 * n_layer + 2) / 3); }
+
+Result<SpecConfig> parse_spec(std::string_view text, uint32_t draft_max, uint32_t n_layer) {
+  SpecConfig c;
+  const uint32_t max_k = runtime::kMaxExactRows - 1;  // the pending token takes a verify row too
+  if (draft_max < 1 || draft_max > max_k)
+    return Status::error("--draft-max must be in [1, {}] (got {})", max_k, draft_max);
+  c.draft_max = draft_max;
+  const size_t colon = text.find(':');
+  const std::string_view mode = text.substr(0, colon), arg = colon == text.npos ? "" : text.substr(colon + 1);
+  if (mode == "none") c.mode = SpecMode::none;
+  else if (mode == "lookup") c.mode = SpecMode::lookup;
+  else if (mode == "early") c.mode = SpecMode::early;
+  else if (mode == "auto") c.mode = SpecMode::automatic;
+  else if (mode == "subset")
+    return Status::error("--spec subset (SWIFT-style layer skipping) is not implemented yet; use early:d=N, lookup or auto");
+  else
+    return Status::error("--spec '{}': expected none, early:d=N, lookup or auto", text);
+  const bool takes_depth = c.mode == SpecMode::early || c.mode == SpecMode::automatic;
+  if (!arg.empty() && !takes_depth) return Status::error("--spec {} takes no argument (got '{}')", mode, text);
+  if (takes_depth) {
+    c.depth = default_depth(n_layer);
+    if (!arg.empty()) {
+      uint32_t d = 0;
+      const std::string_view num = arg.substr(arg.starts_with("d=") ? 2 : arg.size());
+      const auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), d);
+      if (num.empty() || ec != std::errc() || p != num.data() + num.size())
+        return Status::error("--spec '{}': expected {}:d=N with N a layer count", text, mode);
+      c.depth = d;
+    }
+    if (c.depth < 1 || c.depth >= n_layer)
+      return Status::error("--spec {}: depth d={} must be in [1, {}) (the model has {} layers)", mode, c.depth, n_layer,
+                           n_layer);
+  }
+  return c;
+}
+
+}  // namespace strata::spec

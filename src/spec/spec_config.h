@@ -1,0 +1,32 @@
+// `--spec` and `--draft-max`: which drafter speculative decoding uses and how far it drafts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace strata::spec {
+
+enum class SpecMode { none, early, lookup, automatic };
+
+struct SpecConfig {
+  SpecMode mode = SpecMode::none;
+  uint32_t depth = 0;      // early-exit depth d (early, automatic): layers [0, d) draft
+  uint32_t draft_max = 8;  // tokens drafted per round at most: 1 .. kMaxExactRows - 1
+  // Early exit stops drafting before a token its head gives less than this probability.
+  float min_confidence = 0.2f;
+  std::string text() const;  // as given to --spec: "none", "early:d=8", "lookup", "auto:d=8"
+};
+
+// The early-exit depth used when --spec gives none: two thirds of the layers (LayerSkip-style
+// training puts an exit there; strata-tiny's is after layer 8 of 12).
+uint32_t default_depth(uint32_t n_layer);
+
+// "none" | "early[:d=N]" | "lookup" | "auto[:d=N]" ("subset" is recognised and refused: not
+// implemented). Errors are one line naming the flag: unknown mode, d outside [1, n_layer),
+// draft_max outside [1, 15].
+Result<SpecConfig> parse_spec(std::string_view text, uint32_t draft_max, uint32_t n_layer);
+
+}  // namespace strata::spec

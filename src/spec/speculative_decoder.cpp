@@ -1,0 +1,262 @@
+#include "spec/speculative_decoder.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "spec/early_exit.h"
+#include "spec/prompt_lookup.h"
+
+namespace strata::spec {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+constexpr uint32_t kMaxNgram = 4;
+// auto ignores one-token matches: frequent in any text and mostly wrong, they would drag the
+// lookup acceptance estimate down for the long matches that pay.
+constexpr uint32_t kAutoMinNgram = 2;
+constexpr uint32_t kProbeAfterRounds = 32;
+
+}  // namespace
+
+Result<std::unique_ptr<SpeculativeDecoder>> SpeculativeDecoder::create(runtime::Engine& engine,
+                                                                       runtime::Sampler& sampler, SpecConfig config) {
+  const uint32_t n_layer = engine.model().spec.hp.n_layer;
+  const bool early = config.mode == SpecMode::early || config.mode == SpecMode::automatic;
+  if (early && (config.depth < 1 || config.depth >= n_layer))
+    return Status::error("--spec: early-exit depth {} must be in [1, {})", config.depth, n_layer);
+  if (config.mode != SpecMode::none && (config.draft_max < 1 || config.draft_max >= runtime::kMaxExactRows))
+    return Status::error("--draft-max must be in [1, {}] (got {})", runtime::kMaxExactRows - 1, config.draft_max);
+  return std::unique_ptr<SpeculativeDecoder>(new SpeculativeDecoder(engine, sampler, config));
+}
+
+SpeculativeDecoder::SpeculativeDecoder(runtime::Engine& engine, runtime::Sampler& sampler, SpecConfig config)
+    : engine_(engine), sampler_(sampler), cfg_(config), rng_(sampler.params().seed, /*stream=*/0x5bec) {
+  stats_.spec = cfg_.text();
+  if (cfg_.mode == SpecMode::lookup || cfg_.mode == SpecMode::automatic) {
+    lookup_ = int(drafters_.size());
+    drafters_.push_back(std::make_unique<PromptLookup>(kMaxNgram, cfg_.mode == SpecMode::automatic ? kAutoMinNgram : 1));
+  }
+  if (cfg_.mode == SpecMode::early || cfg_.mode == SpecMode::automatic) {
+    early_ = int(drafters_.size());
+    drafters_.push_back(std::make_unique<EarlyExit>(engine_, cfg_.depth, cfg_.min_confidence));
+  }
+  for (const auto& d : drafters_) stats_.drafters.push_back({std::string(d->name())});
+  accept_.resize(drafters_.size());
+  idle_rounds_.resize(drafters_.size());
+}
+
+Result<int32_t> SpeculativeDecoder::start(std::span<const int32_t> prompt) {
+  engine_.truncate(0);
+  STRATA_TRY(engine_.eval(prompt, runtime::Logits::last, logits_));
+  history_.assign(prompt.begin(), prompt.end());
+  const int32_t first = sampler_.sample(logits_);
+  sampler_.accept(first);
+  history_.push_back(first);
+  return first;
+}
+
+Status SpeculativeDecoder::plain_step(std::vector<int32_t>& out) {
+  const auto t0 = Clock::now();
+  STRATA_TRY(engine_.eval(std::span(&history_.back(), 1), runtime::Logits::last, logits_));
+  const double s = seconds_since(t0);
+  plain_cost_.observe(1, s);
+  ++stats_.plain_steps;
+  stats_.plain_s += s;
+  const int32_t t = sampler_.sample(logits_);
+  sampler_.accept(t);
+  history_.push_back(t);
+  out.push_back(t);
+  return {};
+}
+
+SpeculativeDecoder::Choice SpeculativeDecoder::choose(uint32_t k_max) {
+  Choice c;
+  if (k_max == 0 || cfg_.mode == SpecMode::none) return c;
+  if (cfg_.mode == SpecMode::early) return {early_, k_max, {}};
+  std::vector<int32_t> cont;
+  if (lookup_ >= 0)
+    cont = lookup_continuation(history_, k_max, kMaxNgram, cfg_.mode == SpecMode::automatic ? kAutoMinNgram : 1);
+  if (cfg_.mode == SpecMode::lookup) {
+    if (!cont.empty()) c = {lookup_, uint32_t(cont.size()), std::move(cont)};
+    return c;
+  }
+  // automatic: the rule in the header. The first round measures a plain step.
+  if (!plain_cost_.known()) return c;
+  const double L = engine_.model().spec.hp.n_layer, d = cfg_.depth;
+  const double t_plain = plain_cost_.predict(1);
+  auto verify_full = [&](uint32_t n) {
+    return verify_cost_full_.known() ? verify_cost_full_.predict(n) : t_plain * (1 + 0.05 * (n - 1));
+  };
+  auto verify_early = [&](uint32_t n) {
+    return verify_cost_early_.known() ? verify_cost_early_.predict(n) : verify_full(n) * (L - d) / L;
+  };
+  const double t_step = draft_step_cost_.known() ? draft_step_cost_.predict(1) : t_plain * d / L;
+  double best = 1.0 / t_plain;
+  if (!cont.empty()) {
+    for (uint32_t k = 1; k <= cont.size(); ++k) {
+      const double rate = expected_tokens(accept_[lookup_].alpha(), k) / verify_full(k + 1);
+      if (rate > best) best = rate, c = {lookup_, k, {}};
+    }
+  }
+  for (uint32_t k = 1; k <= k_max; ++k) {
+    // k + 1 draft steps: the k drafts' own and the last draft's stream to layer d (or the step
+    // whose low-confidence token was dropped).
+    const double rate = expected_tokens(accept_[early_].alpha(), k) / ((k + 1) * t_step + verify_early(k + 1));
+    if (rate > best) best = rate, c = {early_, k, {}};
+  }
+  // Probes: an option left out for long gets one round, so a stale estimate can recover (plain
+  // steps too: the first one is a single noisy sample).
+  if (c.drafter >= 0 && plain_idle_rounds_ >= kProbeAfterRounds) return Choice{};
+  if (c.drafter != lookup_ && !cont.empty() && idle_rounds_[lookup_] >= kProbeAfterRounds)
+    c = {lookup_, std::min<uint32_t>(2, uint32_t(cont.size())), {}};
+  else if (c.drafter != early_ && idle_rounds_[early_] >= kProbeAfterRounds)
+    c = {early_, std::min<uint32_t>(2, k_max), {}};
+  if (c.drafter == lookup_) {
+    cont.resize(c.k);
+    c.lookup = std::move(cont);
+  }
+  return c;
+}
+
+Status SpeculativeDecoder::verify(int drafter, const Draft& d, std::vector<int32_t>& out) {
+  const uint32_t pos = engine_.n_past(), k = uint32_t(d.tokens.size()), n = k + 1;
+  std::vector<int32_t> rows;
+  rows.reserve(n);
+  rows.push_back(history_.back());
+  rows.insert(rows.end(), d.tokens.begin(), d.tokens.end());
+  const runtime::LayerRange range{d.verify_from, 0, d.verify_from > 0 ? d.hidden.data() : nullptr, nullptr};
+  const auto t0 = Clock::now();
+  STRATA_TRY(engine_.eval_layers(rows, pos, range, runtime::Logits::all, logits_));
+  const double s = seconds_since(t0);
+  (d.verify_from > 0 ? verify_cost_early_ : verify_cost_full_).observe(n, s);
+  ++stats_.verify_passes;
+  stats_.verify_rows += n;
+  stats_.verify_s += s;
+
+  // Row r scores the token at position pos + r + 1: draft r, or (r == k) the bonus token.
+  const size_t V = engine_.model().spec.hp.n_vocab;
+  const bool greedy = sampler_.params().temperature <= 0.0f;
+  uint32_t m = 0;
+  int32_t y = -1;
+  auto emit = [&](int32_t t) {
+    sampler_.accept(t);
+    history_.push_back(t);
+    out.push_back(t);
+  };
+  for (uint32_t r = 0; r < n && y < 0; ++r) {
+    std::span<float> row(logits_.data() + r * V, V);
+    if (greedy) {
+      const int32_t t = sampler_.sample(row);
+      if (r < k && t == d.tokens[r]) emit(t), ++m;
+      else y = t;
+      continue;
+    }
+    std::vector<float> p = sampler_.distribution(row);
+    int32_t rejected = -1;
+    if (r < k) {
+      const int32_t x = d.tokens[r];
+      // Deterministic draft (q one-hot at x): accept with min(1, p(x) / q(x)) = p(x).
+      if (rng_.uniform() < p[size_t(x)]) {
+        emit(x), ++m;
+        continue;
+      }
+      p[size_t(x)] = 0;  // norm(max(0, p - q)): p without x
+      rejected = x;
+    }
+    double sum = 0;
+    for (float v : p) sum += v;
+    y = rejected;  // only if rounding left no other mass
+    if (sum > 0) {
+      double u = double(rng_.uniform()) * sum;
+      for (size_t i = 0; i < V; ++i) {
+        if (p[i] <= 0) continue;
+        y = int32_t(i);
+        if ((u -= p[i]) < 0) break;
+      }
+    }
+  }
+  emit(y);
+  engine_.truncate(pos + m + 1);  // the pending token and the accepted drafts stay
+
+  if (drafter >= 0) {
+    accept_[size_t(drafter)].observe(k, m);
+    auto& ds = stats_.drafters[size_t(drafter)];
+    ++ds.rounds;
+    ds.drafted += k;
+    ds.accepted += m;
+  }
+  return {};
+}
+
+Status SpeculativeDecoder::step(uint32_t max_new, std::vector<int32_t>& out) {
+  if (max_new == 0) return {};
+  const auto t0 = Clock::now();
+  const size_t before = out.size();
+  const uint32_t pos = engine_.n_past(), n_ctx = engine_.n_ctx();
+  if (pos >= n_ctx) return Status::error("context full ({} tokens)", n_ctx);
+  // k drafts and the pending token are k + 1 verify rows, written at most k + 1 past n_past.
+  const uint32_t k_max = std::min({cfg_.draft_max, max_new - 1, n_ctx - pos - 1, engine_.ubatch() - 1});
+  Choice c = choose(k_max);
+  for (size_t i = 0; i < idle_rounds_.size(); ++i) idle_rounds_[i] = int(i) == c.drafter ? 0 : idle_rounds_[i] + 1;
+  plain_idle_rounds_ = c.drafter < 0 ? 0 : plain_idle_rounds_ + 1;
+  if (c.drafter < 0) {
+    STRATA_TRY(plain_step(out));
+  } else {
+    auto& ds = stats_.drafters[size_t(c.drafter)];
+    const auto td = Clock::now();
+    if (c.drafter == lookup_) {
+      draft_ = Draft{};
+      draft_.tokens = std::move(c.lookup);
+    } else {
+      STRATA_TRY(drafters_[size_t(c.drafter)]->propose(history_, c.k, draft_));
+    }
+    const double s = seconds_since(td);
+    ds.draft_s += s;
+    ds.steps += draft_.engine_steps;
+    if (draft_.engine_steps) draft_step_cost_.observe(1, s / draft_.engine_steps);
+    if (draft_.tokens.empty() && draft_.verify_from == 0) STRATA_TRY(plain_step(out));
+    else STRATA_TRY(verify(c.drafter, draft_, out));
+  }
+  stats_.tokens += out.size() - before;
+  stats_.decode_s += seconds_since(t0);
+  return {};
+}
+
+double SpecStats::speedup_vs_plain_steps() const {
+  return plain_steps && tokens > plain_steps ? tokens_per_s() * plain_s / double(plain_steps) : 0.0;
+}
+
+nlohmann::json SpecStats::to_json() const {
+  nlohmann::json d = nlohmann::json::array();
+  for (const auto& s : drafters)
+    d.push_back({{"name", s.name}, {"rounds", s.rounds}, {"drafted", s.drafted}, {"accepted", s.accepted},
+                 {"acceptance", s.acceptance()}, {"draft_steps", s.steps}, {"draft_s", s.draft_s},
+                 {"draft_step_ms", s.steps ? 1e3 * s.draft_s / double(s.steps) : 0.0}});
+  return {{"spec", spec}, {"tokens", tokens}, {"decode_s", decode_s}, {"tok_per_s", tokens_per_s()},
+          {"plain_steps", plain_steps}, {"plain_step_ms", plain_steps ? 1e3 * plain_s / double(plain_steps) : 0.0},
+          {"verify_passes", verify_passes}, {"verify_rows", verify_rows}, {"verify_s", verify_s},
+          {"verify_ms", verify_passes ? 1e3 * verify_s / double(verify_passes) : 0.0},
+          {"tokens_per_verify", verify_passes ? double(tokens - plain_steps) / double(verify_passes) : 0.0},
+          {"speedup_vs_plain_steps", speedup_vs_plain_steps()}, {"drafters", d}};
+}
+
+std::string SpecStats::summary() const {
+  std::string s = fmt::format("spec {}: {} tokens in {:.2f} s ({:.2f} tok/s) | {} verify passes ({:.2f} tokens, {:.2f} ms "
+                              "each) | {} plain steps ({:.2f} ms each)",
+                              spec, tokens, decode_s, tokens_per_s(), verify_passes,
+                              verify_passes ? double(tokens - plain_steps) / double(verify_passes) : 0.0,
+                              verify_passes ? 1e3 * verify_s / double(verify_passes) : 0.0, plain_steps,
+                              plain_steps ? 1e3 * plain_s / double(plain_steps) : 0.0);
+  if (speedup_vs_plain_steps() > 0) s += fmt::format(" | x{:.2f} vs those plain steps", speedup_vs_plain_steps());
+  for (const auto& d : drafters)
+    s += fmt::format("\n  {}: {} rounds, {}/{} drafted tokens accepted ({:.1f}%), {} draft steps ({:.3f} ms each)",
+                     d.name, d.rounds, d.accepted, d.drafted, 100 * d.acceptance(), d.steps,
+                     d.steps ? 1e3 * d.draft_s / double(d.steps) : 0.0);
+  return s;
+}
+
+}  // namespace strata::spec

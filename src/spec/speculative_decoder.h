@@ -1,0 +1,111 @@
+// Self-speculative decoding over one Engine: a drafter proposes k tokens, one batched pass of
+// the full model (Engine::eval_layers, every row computed as a decode step computes it) scores
+// the pending token and the k drafts, and the verifier keeps the longest acceptable prefix plus
+// one token of its own; truncate() rolls the rejected positions back in every layer.
+//
+// Exactness. Greedy: a draft token is accepted iff it is the target's choice (the sampler's
+// argmax after its repetition penalty), so the text is bit-identical to plain greedy decoding.
+// Sampling: standard speculative rejection sampling with a deterministic drafter (q one-hot):
+// accept draft x with probability p(x), else draw from p with x removed, renormalised, which
+// is norm(max(0, p - q)); every emitted token is distributed exactly as the sampler's p.
+//
+// `auto` (SpecMode::automatic) picks, each round, the option with the highest predicted rate
+//   tokens per second = expected_tokens(a, k) / (draft cost + t_verify(k + 1))
+// over: plain decoding (k = 0, rate 1 / t_plain); prompt lookup when it has a continuation
+// (draft cost 0, k up to the continuation's length); early exit for k = 1..draft_max (draft cost
+// (k + 1) t_step: k drafts plus the last one's pass to layer d). a is each
+// drafter's running acceptance, t_* the running measured costs (adaptive.h; before a cost is
+// measured it is derived from the plain step by layer fraction). A drafter not chosen for 32
+// rounds gets one probe round of 2 tokens, and plain decoding one plain step, so that a stale
+// estimate can recover.
+//
+// Not thread-safe; one sequence. The engine and sampler must outlive the decoder.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/rng.h"
+#include "runtime/engine.h"
+#include "runtime/sampler.h"
+#include "spec/adaptive.h"
+#include "spec/drafter.h"
+#include "spec/spec_config.h"
+
+namespace strata::spec {
+
+struct DrafterStats {
+  std::string name;
+  uint64_t rounds = 0;       // verify passes with this drafter's tokens
+  uint64_t drafted = 0;      // tokens proposed
+  uint64_t accepted = 0;     // of which accepted
+  uint64_t steps = 0;        // forward passes drafting cost (0 for lookup)
+  double draft_s = 0;        // time drafting
+  double acceptance() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
+};
+
+struct SpecStats {
+  std::string spec;          // SpecConfig::text()
+  uint64_t tokens = 0;       // generated after the first (the first comes from the prompt's logits)
+  uint64_t plain_steps = 0;  // one-token eval() steps (spec none, or auto choosing no draft)
+  double plain_s = 0;
+  uint64_t verify_passes = 0, verify_rows = 0;
+  double verify_s = 0;
+  double decode_s = 0;       // wall time of every step() (drafting, verification, sampling)
+  std::vector<DrafterStats> drafters;
+  double tokens_per_s() const { return decode_s > 0 ? double(tokens) / decode_s : 0.0; }
+  // Against the plain steps this run took (auto takes some): tokens_per_s x plain step time;
+  // 0 when none was measured. `strata bench spec` measures plain decoding in full instead.
+  double speedup_vs_plain_steps() const;
+  nlohmann::json to_json() const;
+  std::string summary() const;  // one line per drafter after a headline
+};
+
+class SpeculativeDecoder {
+ public:
+  // Errors: the config's depth beyond the engine's model, draft_max beyond the engine's ubatch.
+  static Result<std::unique_ptr<SpeculativeDecoder>> create(runtime::Engine& engine, runtime::Sampler& sampler,
+                                                            SpecConfig config);
+
+  // Evaluates the prompt (engine at position 0) and samples the first token, which becomes the
+  // pending one; returns it.
+  Result<int32_t> start(std::span<const int32_t> prompt);
+  // One round: appends 1 .. max_new tokens to `out` (each already accepted by the sampler).
+  // Errors: engine failure; context full (no room for the pending token).
+  Status step(uint32_t max_new, std::vector<int32_t>& out);
+
+  const SpecStats& stats() const { return stats_; }
+  const std::vector<int32_t>& history() const { return history_; }  // prompt + generated
+
+ private:
+  SpeculativeDecoder(runtime::Engine& engine, runtime::Sampler& sampler, SpecConfig config);
+  struct Choice {
+    int drafter = -1;  // index into drafters_; -1: a plain step
+    uint32_t k = 0;
+    std::vector<int32_t> lookup;  // lookup's continuation, when chosen
+  };
+  Choice choose(uint32_t k_max);
+  Status plain_step(std::vector<int32_t>& out);
+  Status verify(int drafter, const Draft& d, std::vector<int32_t>& out);
+
+  runtime::Engine& engine_;
+  runtime::Sampler& sampler_;
+  SpecConfig cfg_;
+  Rng rng_;
+  std::vector<std::unique_ptr<Drafter>> drafters_;
+  int early_ = -1, lookup_ = -1;  // indices into drafters_
+  std::vector<AcceptanceEstimate> accept_;
+  std::vector<uint32_t> idle_rounds_;
+  uint32_t plain_idle_rounds_ = 0;
+  CostEstimate plain_cost_{0.0}, draft_step_cost_{0.0};
+  CostEstimate verify_cost_full_, verify_cost_early_;  // verification from layer 0 / from depth d
+  std::vector<int32_t> history_;
+  std::vector<float> logits_;
+  Draft draft_;
+  SpecStats stats_;
+};
+
+}  // namespace strata::spec

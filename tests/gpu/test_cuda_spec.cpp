@@ -1,0 +1,93 @@
+// Greedy speculative decoding on the CUDA engine gives exactly the CUDA engine's plain greedy
+// text, for every drafter, resident and with streamed weight blocks. This relies on
+// CudaForward::eval_layers computing each verify row as a decode step does (multi-column GEMV
+// with the same per-column reduction as one column; attention one query at a time). Skips
+// without a GPU.
+#include <catch2/catch.hpp>
+
+#include "kernels/cuda/device_info.h"
+#include "runtime/cuda_forward.h"
+#include "spec/spec_test_util.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace strata;
+
+namespace {
+
+spec::SpecConfig config(const std::string& text, uint32_t n_layer) {
+  auto c = spec::parse_spec(text, 8, n_layer);
+  REQUIRE(c.is_ok());
+  return *c;
+}
+
+runtime::Residency stream_odd_layers(uint32_t n_layer) {
+  runtime::Residency r;
+  for (uint32_t il = 0; il < n_layer; ++il) {
+    r.attention_streamed.push_back(il % 2 == 1);
+    r.ffn_streamed.push_back(il % 2 == 1);
+  }
+  r.head_streamed = true;
+  r.ring_slots = 3;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("GPU greedy speculative decoding equals GPU plain greedy decoding", "[gpu][spec]") {
+  if (kernels::cuda::devices().empty()) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  for (auto type : {GgmlType::Q8_0, GgmlType::F32}) {
+    const std::string path = test::small_spec_model(31, type);
+    auto model = runtime::Model::load(path);
+    REQUIRE(model.is_ok());
+    const uint32_t n_layer = (*model)->spec.hp.n_layer, n_vocab = (*model)->spec.hp.n_vocab;
+    for (bool streamed : {false, true}) {
+      runtime::ForwardOptions opt{.n_ctx = 160, .ubatch = 16, .kv_type = GgmlType::F32, .residency = {}};
+      if (streamed) opt.residency = stream_odd_layers(n_layer);
+      auto gpu = runtime::CudaForward::create(*model, opt);
+      INFO((gpu.is_ok() ? std::string() : gpu.message()));
+      REQUIRE(gpu.is_ok());
+      Rng rng(uint64_t(type) * 7 + streamed);
+      for (int p = 0; p < 50; ++p) {
+        std::vector<int32_t> prompt(1 + rng.next_u32() % 24);
+        for (size_t i = 0; i < prompt.size(); ++i)
+          prompt[i] = i >= 4 && rng.next_u32() % 3 == 0 ? prompt[i - 4] : int32_t(rng.next_u32() % n_vocab);
+        const uint32_t n = p % 10 == 0 ? 120 : 24;  // 120: the sliding rings (16 + 16 slots) wrap
+        INFO(ggml_type_info(type).name << (streamed ? " streamed" : " resident") << " prompt " << p);
+        const auto want = test::generate(**gpu, prompt, n, config("none", n_layer), test::greedy_params());
+        for (const char* m : {"lookup", "early:d=1", "early:d=2", "auto:d=2"}) {
+          INFO(m);
+          CHECK(test::generate(**gpu, prompt, n, config(m, n_layer), test::greedy_params()) == want);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("GPU greedy speculative decoding on strata-tiny gives the plain text", "[gpu][spec]") {
+  if (kernels::cuda::devices().empty()) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  const std::string path = std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny-q4_k.gguf";
+  auto model = runtime::Model::load(path);
+  REQUIRE(model.is_ok());
+  auto tok = tokenizer::Tokenizer::from_gguf((*model)->file);
+  REQUIRE(tok.is_ok());
+  auto gpu = runtime::CudaForward::create(*model, {.n_ctx = 1024, .ubatch = 64, .kv_type = GgmlType::F16, .residency = {}});
+  REQUIRE(gpu.is_ok());
+  const uint32_t n_layer = (*model)->spec.hp.n_layer;
+  const auto prompt = tok->encode(
+      "A file system stores files in directories. A directory is a file that lists other files, and the root "
+      "directory is the top of the tree.\n\nSummary:", true, false);
+  // 400 tokens: past the 256-token window, so the rings wrap during speculation.
+  const auto want = test::generate(**gpu, prompt, 400, config("none", n_layer), test::greedy_params());
+  for (const char* m : {"lookup", "early:d=4", "early:d=8", "auto"}) {
+    INFO(m);
+    spec::SpecStats st;
+    CHECK(test::generate(**gpu, prompt, 400, config(m, n_layer), test::greedy_params(), &st) == want);
+    WARN(m << ": " << st.summary());
+  }
+}

@@ -1,0 +1,192 @@
+// Greedy speculative decoding must give exactly the text of plain greedy decoding, for every
+// drafter, on synthetic models (several seeds and weight types, sequences that wrap the
+// sliding-window ring) and on the embedded real model. Also: the layer-range interface the
+// early-exit drafter relies on, the prompt-lookup matcher and --spec parsing.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <map>
+
+#include "runtime/cpu_forward.h"
+#include "spec/prompt_lookup.h"
+#include "spec_test_util.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace strata;
+
+namespace {
+
+std::unique_ptr<runtime::Engine> cpu_engine(const std::string& path, uint32_t n_ctx, uint32_t ubatch) {
+  auto model = runtime::Model::load(path);
+  REQUIRE(model.is_ok());
+  auto e = runtime::CpuForward::create(*model, {.n_ctx = n_ctx, .ubatch = ubatch, .kv_type = GgmlType::F32, .residency = {}});
+  REQUIRE(e.is_ok());
+  return std::move(*e);
+}
+
+spec::SpecConfig config(const std::string& text, uint32_t draft_max, uint32_t n_layer) {
+  auto c = spec::parse_spec(text, draft_max, n_layer);
+  INFO(text << ": " << (c.is_ok() ? std::string() : c.message()));
+  REQUIRE(c.is_ok());
+  return *c;
+}
+
+}  // namespace
+
+TEST_CASE("spec flag parsing: modes, default depth and one-line errors", "[spec]") {
+  CHECK(spec::parse_spec("none", 8, 12)->mode == spec::SpecMode::none);
+  CHECK(spec::parse_spec("lookup", 8, 12)->mode == spec::SpecMode::lookup);
+  CHECK(spec::parse_spec("early", 8, 12)->depth == 8);
+  CHECK(spec::parse_spec("early:d=4", 8, 12)->depth == 4);
+  CHECK(spec::parse_spec("auto", 15, 12)->text() == "auto:d=8");
+  CHECK(spec::parse_spec("early:d=99", 8, 12).message().find("d=99 must be in [1, 12)") != std::string::npos);
+  CHECK(spec::parse_spec("early:d=12", 8, 12).message().find("must be in [1, 12)") != std::string::npos);
+  CHECK(spec::parse_spec("early:d=x", 8, 12).message().find("expected early:d=N") != std::string::npos);
+  CHECK(spec::parse_spec("subset", 8, 12).message().find("not implemented") != std::string::npos);
+  CHECK(spec::parse_spec("medusa", 8, 12).message().find("expected none, early:d=N, lookup or auto") != std::string::npos);
+  CHECK(spec::parse_spec("lookup:d=3", 8, 12).message().find("takes no argument") != std::string::npos);
+  CHECK(spec::parse_spec("lookup", 0, 12).message().find("--draft-max must be in [1, 15]") != std::string::npos);
+  CHECK(spec::parse_spec("lookup", 16, 12).message().find("--draft-max") != std::string::npos);
+}
+
+TEST_CASE("prompt lookup proposes what followed the latest, longest match", "[spec]") {
+  using V = std::vector<int32_t>;
+  uint32_t n = 0;
+  // "1 2 3 9 ... 1 2 3": the 3-gram matches; what followed it (9 8) is proposed.
+  CHECK(spec::lookup_continuation(V{1, 2, 3, 9, 8, 5, 1, 2, 3}, 2, 4, 1, &n) == V{9, 8});
+  CHECK(n == 3);
+  // The latest occurrence wins; the continuation stops at the end of the history.
+  CHECK(spec::lookup_continuation(V{7, 1, 4, 7, 1, 5, 7, 1}, 8, 4, 1, &n) == V{5, 7, 1});
+  CHECK(n == 2);
+  // Longest first: the 2-gram (2 3) beats a later 1-gram match of 3.
+  CHECK(spec::lookup_continuation(V{2, 3, 6, 3, 4, 2, 3}, 1, 4, 1) == V{6});
+  // No match, or min_ngram too long.
+  CHECK(spec::lookup_continuation(V{1, 2, 3, 4}, 4, 4, 1, &n).empty());
+  CHECK(n == 0);
+  CHECK(spec::lookup_continuation(V{5, 1, 5}, 4, 4, 2).empty());
+  CHECK(spec::lookup_continuation(V{5}, 4, 4, 1).empty());
+}
+
+TEST_CASE("eval_layers: a draft to layer d plus verification from d equals plain decoding bit for bit", "[spec]") {
+  const std::string path = test::small_spec_model(7, GgmlType::Q8_0);
+  auto plain = cpu_engine(path, 64, 16);
+  auto split = cpu_engine(path, 64, 16);
+  const uint32_t n_vocab = plain->model().spec.hp.n_vocab, n_embd = plain->model().spec.hp.n_embd;
+  const std::vector<int32_t> prompt = {1, 17, 40, 200, 9};
+  const std::vector<int32_t> next = {33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43};  // 11 > kGemmMinTokens rows
+  std::vector<float> lp, ls;
+  REQUIRE(plain->eval(prompt, runtime::Logits::last, lp).is_ok());
+  REQUIRE(split->eval(prompt, runtime::Logits::last, ls).is_ok());
+  std::vector<float> want;
+  for (int32_t t : next) {
+    REQUIRE(plain->eval(std::span(&t, 1), runtime::Logits::last, lp).is_ok());
+    want.insert(want.end(), lp.begin(), lp.end());
+  }
+  // Draft: layers [0, 2) one token at a time, ahead of n_past.
+  const uint32_t pos = split->n_past(), d = 2;
+  std::vector<float> hidden(next.size() * n_embd), none;
+  for (size_t i = 0; i < next.size(); ++i) {
+    runtime::LayerRange r{0, d, nullptr, hidden.data() + i * n_embd};
+    REQUIRE(split->eval_layers(std::span(&next[i], 1), pos + uint32_t(i), r, runtime::Logits::none, none).is_ok());
+    CHECK(split->n_past() == pos);
+  }
+  // Verify: layers [d, L) over all rows at once.
+  std::vector<float> got;
+  REQUIRE(split->eval_layers(next, pos, {d, 0, hidden.data(), nullptr}, runtime::Logits::all, got).is_ok());
+  CHECK(split->n_past() == pos + next.size());
+  REQUIRE(got.size() == next.size() * n_vocab);
+  CHECK(got == want);
+
+  // Rollback then a full-range batch from the embedding: the same rows again.
+  split->truncate(pos);
+  REQUIRE(split->eval_layers(next, pos, {}, runtime::Logits::all, got).is_ok());
+  CHECK(got == want);
+
+  // Errors: empty or out-of-model ranges, a missing stream, too many rows, too far ahead.
+  std::vector<float> x(16 * n_embd);
+  CHECK(split->eval_layers(next, pos, {3, 2, x.data(), nullptr}, runtime::Logits::none, got).message().find("empty") !=
+        std::string::npos);
+  CHECK(split->eval_layers(next, pos, {0, 9, nullptr, nullptr}, runtime::Logits::none, got).message().find("beyond") !=
+        std::string::npos);
+  CHECK(split->eval_layers(next, pos, {1, 0, nullptr, nullptr}, runtime::Logits::none, got).message().find(
+            "residual stream") != std::string::npos);
+  const std::vector<int32_t> many(17, 3);
+  CHECK(!split->eval_layers(many, pos, {}, runtime::Logits::none, got).is_ok());
+  CHECK(split->eval_layers(next, split->n_past() + 10, {}, runtime::Logits::none, got).message().find("ubatch") !=
+        std::string::npos);
+}
+
+TEST_CASE("greedy speculative decoding equals plain greedy decoding on synthetic models", "[spec]") {
+  const std::vector<std::string> modes = {"lookup", "early:d=1", "early:d=3", "auto:d=2"};
+  std::map<std::string, std::pair<uint64_t, uint64_t>> accepted_drafted;
+  for (auto [seed, type] : {std::pair{11u, GgmlType::Q8_0}, std::pair{12u, GgmlType::F32}, std::pair{13u, GgmlType::Q4_0}}) {
+    const std::string path = test::small_spec_model(seed, type);
+    // ubatch 16: sliding layers keep a ring of 16 + 16 slots, so 40+ tokens wrap it.
+    auto e = cpu_engine(path, 160, 16);
+    const uint32_t n_layer = e->model().spec.hp.n_layer, n_vocab = e->model().spec.hp.n_vocab;
+    Rng rng(seed);
+    for (int p = 0; p < 50; ++p) {
+      // Prompts with repeats, so that prompt lookup has matches to verify.
+      std::vector<int32_t> prompt(1 + rng.next_u32() % 24);
+      for (size_t i = 0; i < prompt.size(); ++i)
+        prompt[i] = i >= 4 && rng.next_u32() % 3 == 0 ? prompt[i - 4] : int32_t(rng.next_u32() % n_vocab);
+      const uint32_t n = p % 10 == 0 ? 120 : 12 + rng.next_u32() % 16;
+      const uint32_t draft_max = 1 + uint32_t(p) % 15;
+      INFO("seed " << seed << " prompt " << p << " (" << prompt.size() << " tokens), " << n << " tokens, draft-max "
+                   << draft_max);
+      const auto want = test::generate(*e, prompt, n, config("none", draft_max, n_layer), test::greedy_params());
+      for (const auto& m : modes) {
+        INFO(m);
+        spec::SpecStats st;
+        const auto got = test::generate(*e, prompt, n, config(m, draft_max, n_layer), test::greedy_params(), &st);
+        REQUIRE(got == want);
+        for (const auto& d : st.drafters) {
+          accepted_drafted[m + " " + d.name].first += d.accepted;
+          accepted_drafted[m + " " + d.name].second += d.drafted;
+        }
+      }
+    }
+  }
+  // Both outcomes of verification were exercised for every drafter.
+  for (const auto& [name, ad] : accepted_drafted) {
+    INFO(name << ": " << ad.first << " of " << ad.second << " accepted");
+    CHECK(ad.first > 0);
+    CHECK(ad.first < ad.second);
+  }
+}
+
+TEST_CASE("greedy speculative decoding equals plain greedy decoding on strata-tiny", "[spec]") {
+  const std::string path = std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny-q4_k.gguf";
+  auto model = runtime::Model::load(path);
+  REQUIRE(model.is_ok());
+  auto tok = tokenizer::Tokenizer::from_gguf((*model)->file);
+  REQUIRE(tok.is_ok());
+  auto e = cpu_engine(path, 256, 32);
+  const uint32_t n_layer = e->model().spec.hp.n_layer;
+  for (const char* text : {"The kernel uses a linked list to keep track of",
+                           "A file system stores files in directories. A directory is a file that lists other files. "
+                           "Summary:"}) {
+    const auto prompt = tok->encode(text, true, false);
+    const auto want = test::generate(*e, prompt, 32, config("none", 8, n_layer), test::greedy_params());
+    for (const char* m : {"lookup", "early:d=4", "auto"}) {
+      INFO(text << " | " << m);
+      spec::SpecStats st;
+      CHECK(test::generate(*e, prompt, 32, config(m, 8, n_layer), test::greedy_params(), &st) == want);
+    }
+  }
+}
+
+TEST_CASE("drafts are capped by the engine's ubatch (the ring margin) and the context", "[spec]") {
+  const std::string path = test::small_spec_model(7, GgmlType::Q8_0);
+  auto e = cpu_engine(path, 48, 4);  // ubatch 4: at most 3 drafts; 48 positions: the last rounds hit the end
+  const uint32_t n_layer = e->model().spec.hp.n_layer;
+  const std::vector<int32_t> prompt = {1, 5, 6, 7, 5, 6, 7, 5, 6};
+  const uint32_t n = 48 - uint32_t(prompt.size()) + 1;  // fills the context exactly
+  const auto want = test::generate(*e, prompt, n, config("none", 15, n_layer), test::greedy_params());
+  for (const char* m : {"lookup", "early:d=2", "auto:d=1"}) {
+    INFO(m);
+    spec::SpecStats st;
+    CHECK(test::generate(*e, prompt, n, config(m, 15, n_layer), test::greedy_params(), &st) == want);
+    CHECK(st.verify_rows <= 4 * st.verify_passes);
+  }
+}
