@@ -44,7 +44,7 @@ TEST_CASE("GPU greedy speculative decoding equals GPU plain greedy decoding", "[
     REQUIRE(model.is_ok());
     const uint32_t n_layer = (*model)->spec.hp.n_layer, n_vocab = (*model)->spec.hp.n_vocab;
     for (bool streamed : {false, true}) {
-      runtime::ForwardOptions opt{.n_ctx = 160, .ubatch = 16, .kv_type = GgmlType::F32, .residency = {}};
+      runtime::ForwardOptions opt{.n_ctx = 160, .ubatch = 16, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .residency = {}, .trace = {}};
       if (streamed) opt.residency = stream_odd_layers(n_layer);
       auto gpu = runtime::CudaForward::create(*model, opt);
       INFO((gpu.is_ok() ? std::string() : gpu.message()));
@@ -76,7 +76,7 @@ TEST_CASE("GPU greedy speculative decoding on strata-tiny gives the plain text",
   REQUIRE(model.is_ok());
   auto tok = tokenizer::Tokenizer::from_gguf((*model)->file);
   REQUIRE(tok.is_ok());
-  auto gpu = runtime::CudaForward::create(*model, {.n_ctx = 1024, .ubatch = 64, .kv_type = GgmlType::F16, .residency = {}});
+  auto gpu = runtime::CudaForward::create(*model, {.n_ctx = 1024, .ubatch = 64, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}, .trace = {}});
   REQUIRE(gpu.is_ok());
   const uint32_t n_layer = (*model)->spec.hp.n_layer;
   const auto prompt = tok->encode(

@@ -4,7 +4,7 @@
 # HF transformers comparison. Results (logs, JSON) go to $1 (default $OUT), packed into one
 # results.tgz so the device tool returns them as a single file.
 #   tools/device/run_suite.sh [OUT_DIR] [STEPS...]
-#   STEPS: tests bench probe hf synth27b kernels offload27b disk27b prefill27b profile (default: all but profile)
+#   STEPS: tests bench probe hf synth27b kernels offload27b disk27b prefill27b profile spec kv stress128k (default: all but the last four)
 set -uo pipefail
 out=${1:-${OUT:-$PWD/device-out}}
 shift || true
@@ -96,5 +96,29 @@ if has profile; then
   echo "ncu gemv rc=$?"
   $ncu -k regex:dequant_kernel --launch-skip 4 --launch-count 1 $sections strata bench kernels > "$res/ncu_dequant.txt" 2>&1
   echo "ncu dequant rc=$?"
+fi
+if has spec; then
+  # Speculative decoding on the embedded model: every mode against plain decoding in the same run.
+  strata bench spec -m models/strata-tiny-q4_k.gguf --device cuda -n 128 -r 3 --json "$res/bench_spec_tiny.json" \
+    > "$res/bench_spec_tiny.txt" 2>&1
+  echo "bench spec rc=$?"; tail -12 "$res/bench_spec_tiny.txt"
+fi
+if has kv; then
+  # KV quantisation: quality (1b-shaped synthetic, tiny model) and decode attention bandwidth.
+  [ -f "$work/g1b-q4k.gguf" ] || strata synth --arch gemma3 --preset 1b --type q4_k --no-progress -o "$work/g1b-q4k.gguf" >/dev/null 2>&1
+  strata bench kv-quality -m "$work/g1b-q4k.gguf" --device cuda --ctx 4096,32768 --json "$res/kv_quality_g1b.json" \
+    > "$res/kv_quality_g1b.txt" 2>&1; echo "kv-quality g1b rc=$?"; tail -6 "$res/kv_quality_g1b.txt"
+  strata bench kv-quality -m models/strata-tiny-q4_k.gguf --device cuda --ctx 2048 --json "$res/kv_quality_tiny.json" \
+    > "$res/kv_quality_tiny.txt" 2>&1; echo "kv-quality tiny rc=$?"; tail -4 "$res/kv_quality_tiny.txt"
+  for kv in q8 q4; do
+    strata bench kernels --kv $kv --json "$res/bench_kernels_kv_$kv.json" 2>&1 | grep -i "attention" | tee -a "$res/kv_attention.txt"
+  done
+fi
+if has stress128k; then
+  # The flagship context: 27B at --vram 12GiB with q4 KV, 4K to 128K.
+  [ -f "$work/27b.gguf" ] || strata synth --preset 27b --mix q3_k_m --no-progress -o "$work/27b.gguf" >/dev/null 2>&1
+  strata stress -m "$work/27b.gguf" --vram 12GiB --profile configs/hw/h200-probed.toml -ctk q4 -ctv q4 --ctx 4k:128k -n 8 \
+    --json "$res/stress_27b_q4.json" --svg "$res/stress_27b_q4.svg" > "$res/stress_27b_q4.txt" 2>&1
+  echo "stress rc=$?"; tail -12 "$res/stress_27b_q4.txt"
 fi
 tar -czf "$out/results.tgz" -C "$res" .
