@@ -37,8 +37,7 @@ const char* kv_tier_name(KvTier t);
 
 // Device scratch of the CUDA engine (runtime/cuda_forward.cpp allocates exactly these, so the
 // planner's VRAM accounting matches what the arena will be asked for): logits are produced
-// kLogitRows rows at a time; prefill GEMMs dequantise weights into two f16 tiles of
-// kGemmTileBytes / 2 (one decoded while the other is multiplied);
+// kLogitRows rows at a time; prefill GEMMs dequantise weights into a kGemmTileBytes f16 tile;
 // cuBLAS gets kCublasWorkspaceBytes.
 inline constexpr uint32_t kLogitRows = 32;
 inline constexpr uint64_t kGemmTileBytes = uint64_t(64) << 20;

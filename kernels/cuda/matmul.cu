@@ -74,10 +74,8 @@ Status launch_status(const std::string& op) { return cuda_status(cudaGetLastErro
 constexpr size_t kWsAlign = 256;
 size_t align_up(size_t n) { return (n + kWsAlign - 1) / kWsAlign * kWsAlign; }
 
-// Rows per dequantised f16 tile: about kTileBytes of scratch, a multiple of 64 rows. Two tiles
-// (kTileBytes each, 64 MiB in all as before) let the next tile's dequantisation run on a side stream
-// while cuBLAS multiplies the current one (see gemm()).
-constexpr size_t kTileBytes = size_t(32) << 20;
+// Rows per dequantised f16 tile: about kTileBytes of scratch, a multiple of 64 rows.
+constexpr size_t kTileBytes = size_t(64) << 20;
 int64_t gemm_tile_rows(const WeightView& w) {
   const int64_t fit = int64_t(kTileBytes / (size_t(w.n_in) * 2));
   const int64_t rows = std::max<int64_t>(64, fit / 64 * 64);
@@ -104,28 +102,6 @@ Result<cublasHandle_t> cublas_handle(const std::string& op) {
     slot.device = dev;
   }
   return slot.handle;
-}
-
-// The GEMM path's side stream (dequantisation of the next tile) and its events, per (thread,
-// device) like the cuBLAS handle. start: the caller's stream reached the gemm; deq[b]: tile
-// buffer b is decoded; used[b]: the GEMM reading buffer b is done.
-struct SideStream {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t start = nullptr, deq[2] = {nullptr, nullptr}, used[2] = {nullptr, nullptr};
-};
-
-Result<SideStream*> side_stream(const std::string& op) {
-  thread_local SideStream slots[16];
-  int dev = 0;
-  STRATA_TRY(cuda_status(cudaGetDevice(&dev), op));
-  if (dev < 0 || dev >= 16) return Status::error("{}: device ordinal {} out of range", op, dev);
-  SideStream& ss = slots[dev];
-  if (!ss.stream) {
-    STRATA_TRY(cuda_status(cudaStreamCreateWithFlags(&ss.stream, cudaStreamNonBlocking), op + ": side stream"));
-    for (cudaEvent_t* e : {&ss.start, &ss.deq[0], &ss.deq[1], &ss.used[0], &ss.used[1]})
-      STRATA_TRY(cuda_status(cudaEventCreateWithFlags(e, cudaEventDisableTiming), op + ": side stream event"));
-  }
-  return &ss;
 }
 
 }  // namespace
@@ -166,7 +142,7 @@ Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Strea
 
 size_t workspace_bytes_for_gemm(const WeightView& w, int n_cols) {
   if (w.n_in <= 0 || w.n_out <= 0 || n_cols <= 0) return 0;
-  return 2 * align_up(size_t(gemm_tile_rows(w)) * size_t(w.n_in) * 2) + align_up(size_t(n_cols) * size_t(w.n_in) * 2);
+  return align_up(size_t(gemm_tile_rows(w)) * size_t(w.n_in) * 2) + align_up(size_t(n_cols) * size_t(w.n_in) * 2);
 }
 
 Status gemm(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s) {
@@ -184,51 +160,22 @@ Status gemm(const WeightView& w, const float* d_x, int n_cols, float* d_y, Works
   if (cst != CUBLAS_STATUS_SUCCESS) return Status::error("{}: cublasSetStream: {}", op, cublasGetStatusString(cst));
 
   const int64_t tile_rows = gemm_tile_rows(w);
-  const size_t tile_bytes = align_up(size_t(tile_rows) * w.n_in * 2);
-  __half* d_tile[2] = {static_cast<__half*>(ws.d_ptr),
-                       reinterpret_cast<__half*>(static_cast<char*>(ws.d_ptr) + tile_bytes)};
-  __half* d_xh = reinterpret_cast<__half*>(static_cast<char*>(ws.d_ptr) + 2 * tile_bytes);
+  __half* d_tile = static_cast<__half*>(ws.d_ptr);
+  __half* d_xh = reinterpret_cast<__half*>(static_cast<char*>(ws.d_ptr) + align_up(size_t(tile_rows) * w.n_in * 2));
   const int64_t nx = int64_t(n_cols) * w.n_in;
   f32_to_f16_kernel<<<unsigned((nx + 255) / 256), 256, 0, st>>>(d_x, d_xh, nx);
   STRATA_TRY(launch_status(op + ": convert x to f16"));
   const bool piece8 = is_float_type(w.type) && float_piece8(w, nullptr);
   const float alpha = 1.0f, beta = 0.0f;
-  const int64_t n_tiles = (w.n_out + tile_rows - 1) / tile_rows;
-
-  // Several tiles: tile i + 1 is decoded on the side stream (into the other buffer) while cuBLAS
-  // multiplies tile i on the caller's stream; decoding is memory-bound and the GEMM compute-bound,
-  // so they share the GPU well. Events order it: the side stream starts after everything already
-  // on the caller's stream (earlier users of the workspace), decodes into buffer b only after the
-  // GEMM that read b two tiles ago (used[b]), and each GEMM waits for its tile (deq[b]). The
-  // caller's stream ends with a GEMM that waited for the last decode, so later work on it is
-  // ordered after all of the side stream's. Not while capturing a graph (serial path).
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  STRATA_TRY(cuda_status(cudaStreamIsCapturing(st, &capturing), op));
-  SideStream* side = nullptr;
-  if (n_tiles > 1 && capturing == cudaStreamCaptureStatusNone) {
-    auto ss = side_stream(op);
-    if (!ss) return ss.status();
-    side = *ss;
-    STRATA_TRY(cuda_status(cudaEventRecord(side->start, st), op));
-    STRATA_TRY(cuda_status(cudaStreamWaitEvent(side->stream, side->start, 0), op));
-  }
-  for (int64_t i = 0; i < n_tiles; ++i) {
-    const int64_t row0 = i * tile_rows, rows = std::min(tile_rows, w.n_out - row0);
-    const int b = side ? int(i % 2) : 0;
-    const cudaStream_t dq = side ? side->stream : st;
-    if (side && i >= 2) STRATA_TRY(cuda_status(cudaStreamWaitEvent(dq, side->used[b], 0), op));
-    if (!detail::launch_dequant_f16(w, piece8, row0, rows, d_tile[b], dq)) return Status::error("{}: no CUDA kernel", op);
+  for (int64_t row0 = 0; row0 < w.n_out; row0 += tile_rows) {
+    const int64_t rows = std::min(tile_rows, w.n_out - row0);
+    if (!detail::launch_dequant_f16(w, piece8, row0, rows, d_tile, st)) return Status::error("{}: no CUDA kernel", op);
     STRATA_TRY(launch_status(op + ": dequantise tile"));
-    if (side) {
-      STRATA_TRY(cuda_status(cudaEventRecord(side->deq[b], dq), op));
-      STRATA_TRY(cuda_status(cudaStreamWaitEvent(st, side->deq[b], 0), op));
-    }
     // Column-major view: tile = (n_in, rows), x = (n_in, n_cols), y = (n_out, n_cols) from row0.
-    cst = cublasGemmEx(*handle, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), n_cols, int(w.n_in), &alpha, d_tile[b], CUDA_R_16F,
+    cst = cublasGemmEx(*handle, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), n_cols, int(w.n_in), &alpha, d_tile, CUDA_R_16F,
                        int(w.n_in), d_xh, CUDA_R_16F, int(w.n_in), &beta, d_y + row0, CUDA_R_32F, int(w.n_out),
                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (cst != CUBLAS_STATUS_SUCCESS) return Status::error("{}: cublasGemmEx: {}", op, cublasGetStatusString(cst));
-    if (side) STRATA_TRY(cuda_status(cudaEventRecord(side->used[b], st), op));
   }
   return launch_status(op);
 }
