@@ -150,14 +150,26 @@ Status check_toml_text(std::string_view text, const std::string& origin) {
     }
   }
   line = 1, line_start = 0;
+  // A quote opens a string only where TOML allows one (a key at the start of a line or after '.',
+  // '{' or ','; a value after '=', '[' or ','), judged by the last character outside strings and
+  // spaces. Elsewhere ('4"é"') toml++ does not read a string either: it scans on through the bad
+  // value, classifying each code point, so what follows is checked as outside a string.
+  char prev = '\n';
   for (size_t i = 0; i < text.size();) {
     const char c = text[i];
     if (c == '\n') {
       ++line;
       line_start = ++i;
+      prev = c;
+    } else if (c == ' ' || c == '\t' || c == '\r') {
+      ++i;
     } else if (c == '#') {  // comment: to the end of the line
       while (i < text.size() && text[i] != '\n') ++i;
+    } else if ((c == '"' || c == '\'') && std::string_view("\n=[,{.").find(prev) == std::string_view::npos) {
+      prev = c;
+      ++i;
     } else if (c == '"' || c == '\'') {
+      prev = c;
       const bool multi = text.compare(i, 3, std::string(3, c)) == 0;
       i += multi ? 3 : 1;
       // Until the closing delimiter (basic strings skip escaped characters); an unterminated
@@ -184,6 +196,7 @@ Status check_toml_text(std::string_view text, const std::string& origin) {
       return Status::error("{}:{}:{}: non-ASCII character outside a string or comment", origin, line,
                            i - line_start + 1);
     } else {
+      prev = c;
       ++i;
     }
   }

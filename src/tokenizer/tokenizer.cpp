@@ -21,6 +21,13 @@ std::string escape_spaces(std::string_view text, bool prefix) {
   return s;
 }
 
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
 bool is_special_type(TokenType t) { return t == TokenType::control || t == TokenType::unknown; }
 
 }  // namespace
@@ -83,8 +90,11 @@ std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
   if (is_special_type(t)) return special ? text : std::string();
   if (v.type == VocabType::spm) {
     if (t == TokenType::byte) {
-      // "<0xAB>"
-      if (text.size() == 6) return std::string(1, char(std::stoi(text.substr(3, 2), nullptr, 16)));
+      // "<0xAB>" is byte 0xAB. Anything else typed as a byte token (a malformed vocabulary:
+      // "<0xZZ>" made std::stoi throw and terminate strata) renders as its text.
+      const int hi = hex_digit(text.size() == 6 ? text[3] : 0), lo = hex_digit(text.size() == 6 ? text[4] : 0);
+      if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>' && hi >= 0 && lo >= 0)
+        return std::string(1, char(hi * 16 + lo));
       return text;
     }
     std::string s;

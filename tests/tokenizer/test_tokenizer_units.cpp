@@ -59,6 +59,24 @@ TEST_CASE("tiny SPM vocabulary encodes by score and falls back to unk", "[tokeni
   CHECK_FALSE(tok->is_eog(7));
 }
 
+TEST_CASE("a byte token whose text is not <0xHH> decodes as its text (fuzz regression)", "[tokenizer]") {
+  // fuzz_tokenizer input: a vocabulary whose only token is "<0xZZ>" typed byte (6), then id 0 to
+  // decode. std::stoi("ZZ", 16) threw and terminated strata.
+  const std::string input = fuzz_regression("tokenizer", "malformed-byte-token");
+  REQUIRE(input.substr(2, 8) == "\x06<0xZZ>\n");
+  auto tok = tiny_vocab([](gguf::Writer& w) {
+    w.set("tokenizer.ggml.tokens", gguf::Value::string_array({"<unk>", "<0xZZ>", "<0x4", "<0x41>", "<0xg1>"}));
+    w.set("tokenizer.ggml.scores", gguf::Value::f32_array({0, 0, 0, 0, 0}));
+    w.set("tokenizer.ggml.token_type", gguf::Value::i32_array({2, 6, 6, 6, 6}));
+  });
+  REQUIRE(tok.is_ok());
+  CHECK(tok->token_to_piece(1) == "<0xZZ>");
+  CHECK(tok->token_to_piece(2) == "<0x4");
+  CHECK(tok->token_to_piece(3) == "A");
+  CHECK(tok->token_to_piece(4) == "<0xg1>");
+  CHECK(tok->decode(std::vector<int32_t>{1, 3, 4}) == "<0xZZ>A<0xg1>");
+}
+
 TEST_CASE("malformed vocabularies give errors naming the key", "[tokenizer]") {
   using gguf::Value;
   check_error(tiny_vocab([](gguf::Writer& w) { w.set("tokenizer.ggml.model", Value::string("wordpiece")); }),
