@@ -5,7 +5,7 @@
 #   tools/test.sh                 # everything (what CI runs)
 #   STRATA_SKIP_SANITIZE=1 tools/test.sh   # skip the ASan+UBSan build
 #   STRATA_SKIP_FUZZ=1 tools/test.sh       # skip the fuzz phase
-#   STRATA_FUZZ_SECONDS=n tools/test.sh    # seconds per fuzz target (default 30)
+#   STRATA_FUZZ_SECONDS=n tools/test.sh    # seconds per fuzz target (default 15: a smoke run; long runs: tools/fuzz.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -41,8 +41,8 @@ if [ -z "${STRATA_SKIP_FUZZ:-}" ]; then
   # About 2.5 min on two idle cores from a clean build folder: the fuzz project compiles only the
   # parsers' sources at -O1 (164 s of CPU, so ~85 s on two cores), and the four targets run two at a
   # time (60 s). See docs/hardening.md.
-  echo "== fuzz: ${STRATA_FUZZ_SECONDS:-30} s per target"
+  echo "== fuzz: ${STRATA_FUZZ_SECONDS:-15} s per target"
   fuzz_start=$(date +%s)
-  tools/fuzz.sh "${STRATA_FUZZ_SECONDS:-30}"
+  tools/fuzz.sh "${STRATA_FUZZ_SECONDS:-15}"
   echo "== fuzz phase took $(( $(date +%s) - fuzz_start )) s"
 fi
