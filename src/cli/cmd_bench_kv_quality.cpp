@@ -39,17 +39,6 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-// log-softmax of one row, in double.
-void log_softmax(const float* l, size_t n, std::vector<double>& out) {
-  double mx = l[0];
-  for (size_t i = 1; i < n; ++i) mx = std::max(mx, double(l[i]));
-  double sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += std::exp(double(l[i]) - mx);
-  const double lse = mx + std::log(sum);
-  out.resize(n);
-  for (size_t i = 0; i < n; ++i) out[i] = double(l[i]) - lse;
-}
-
 struct Stats {
   double kl = 0, kl_tail = 0, kl_max = 0;
   uint64_t agree = 0, agree_tail = 0, n = 0, n_tail = 0;
@@ -175,12 +164,12 @@ int run(const KvQualityArgs& a) {
       }
       for (uint32_t r = 0; r < n; ++r) {
         const float* ref = logits[0].data() + size_t(r) * nv;
-        log_softmax(ref, nv, lp_ref);
+        runtime::log_softmax(ref, nv, lp_ref);
         const int32_t top_ref = runtime::argmax(std::span<const float>(ref, nv));
         const bool tail = done + r >= tail0;
         for (size_t t = 0; t < tested.size(); ++t) {
           const float* got = logits[t + 1].data() + size_t(r) * nv;
-          log_softmax(got, nv, lp);
+          runtime::log_softmax(got, nv, lp);
           double kl = 0;
           for (size_t i = 0; i < nv; ++i) kl += std::exp(lp_ref[i]) * (lp_ref[i] - lp[i]);
           kl = std::max(kl, 0.0);  // rounding can make an exact match a hair negative

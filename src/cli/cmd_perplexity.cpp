@@ -10,6 +10,7 @@
 #include "cli/command.h"
 #include "cli/model_args.h"
 #include "core/log.h"
+#include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace strata::cli {
@@ -20,17 +21,6 @@ struct PerplexityArgs {
   std::string file, save_logits, kl_base;
   int32_t max_chunks = -1;
 };
-
-// log-softmax of one row, in double.
-void log_softmax(const float* l, size_t n, std::vector<double>& out) {
-  double mx = l[0];
-  for (size_t i = 1; i < n; ++i) mx = std::max(mx, double(l[i]));
-  double sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += std::exp(double(l[i]) - mx);
-  const double lse = mx + std::log(sum);
-  out.resize(n);
-  for (size_t i = 0; i < n; ++i) out[i] = double(l[i]) - lse;
-}
 
 int run_perplexity(const PerplexityArgs& a) {
   const auto limit = a.m.thread_limit();
@@ -98,7 +88,7 @@ int run_perplexity(const PerplexityArgs& a) {
     }
     for (uint32_t j = first; j + 1 < n_ctx; ++j) {
       const float* row = logits.data() + size_t(j) * n_vocab;
-      log_softmax(row, n_vocab, lp);
+      runtime::log_softmax(row, n_vocab, lp);
       nll -= lp[size_t(chunk[j + 1])];
       ++n_scored;
       if (save && std::fwrite(row, 4, n_vocab, save) != n_vocab) {
@@ -110,7 +100,7 @@ int run_perplexity(const PerplexityArgs& a) {
           log::error("{}: ends before position {} (saved from another text, -c or vocabulary?)", a.kl_base, n_scored);
           return 1;
         }
-        log_softmax(base_row.data(), n_vocab, lq);
+        runtime::log_softmax(base_row.data(), n_vocab, lq);
         double kl = 0;
         for (size_t i = 0; i < n_vocab; ++i) kl += std::exp(lq[i]) * (lq[i] - lp[i]);
         kl_sum += kl;

@@ -106,4 +106,14 @@ int32_t Sampler::sample(std::span<float> logits) {
   return cand_.back().id;  // rounding left a sliver: the last candidate
 }
 
+void log_softmax(const float* l, size_t n, std::vector<double>& out) {
+  double mx = l[0];
+  for (size_t i = 1; i < n; ++i) mx = std::max(mx, double(l[i]));
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) sum += std::exp(double(l[i]) - mx);
+  const double lse = mx + std::log(sum);
+  out.resize(n);
+  for (size_t i = 0; i < n; ++i) out[i] = double(l[i]) - lse;
+}
+
 }  // namespace strata::runtime

@@ -51,5 +51,7 @@ class Sampler {
 };
 
 int32_t argmax(std::span<const float> logits);
+// log-softmax of one row of n logits, in double (perplexity, KL divergences).
+void log_softmax(const float* logits, size_t n, std::vector<double>& out);
 
 }  // namespace strata::runtime
