@@ -27,20 +27,17 @@
 
 #include "kernels/cuda/attention_tc.h"
 #include "kernels/cuda/cuda_api.h"
+#include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kv_quant.cuh"
 
 namespace strata::kernels::cuda {
 namespace {
 
+using detail::launch_status;
+
 constexpr int kThreads = 128;
 constexpr int kMaxSplits = 64;
 constexpr int64_t kMinKeysPerSplit = 256;
-
-Status launch_status(const char* op) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Status::error("{}: kernel launch failed: {}", op, cudaGetErrorString(err));
-  return Status::ok();
-}
 
 cudaStream_t as_stream(Stream s) { return static_cast<cudaStream_t>(s); }
 

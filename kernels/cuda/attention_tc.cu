@@ -22,6 +22,7 @@
 #include <mma.h>
 
 #include "kernels/cuda/attention_tc.h"
+#include "kernels/cuda/cuda_check.cuh"
 
 namespace strata::kernels::cuda {
 namespace {
@@ -239,13 +240,11 @@ Status launch(const TcAttnParams& p, cudaStream_t st) {
   constexpr size_t smem = Smem<HD>::total;
   const cudaError_t err =
       cudaFuncSetAttribute(attention_tc_kernel<HD, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  if (err != cudaSuccess) return Status::error("attention (tensor cores): cudaFuncSetAttribute: {}", cudaGetErrorString(err));
+  STRATA_TRY(detail::cuda_status(err, "attention (tensor cores): cudaFuncSetAttribute"));
   const int64_t tiles = (p.n_q * p.group + BM - 1) / BM;
   if (tiles > 0x7fffffff || p.n_head_kv > 65535) return Status::error("attention (tensor cores): grid too large");
   attention_tc_kernel<HD, T><<<dim3(unsigned(tiles), unsigned(p.n_head_kv)), kThreads, smem, st>>>(p);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) return Status::error("attention (tensor cores): kernel launch failed: {}", cudaGetErrorString(e));
-  return Status::ok();
+  return detail::launch_status("attention (tensor cores)");
 }
 
 }  // namespace

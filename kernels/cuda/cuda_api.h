@@ -65,6 +65,14 @@ Result<MemInfo> mem_info();  // of the current device
 Status set_matmul_workspace(void* d_ptr, size_t bytes);
 inline constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;  // what cuBLAS asks for on Hopper
 
+// ---- fault injection (device_memory.cu) ---------------------------------------------------------
+// Test hook: the nth checked CUDA call from now (1 = the next; copies, syncs, events, kernel
+// launches, graph launches) fails as if the device had reported an error, with a message saying it
+// was injected; 0 disarms. The environment variable STRATA_INJECT_CUDA_ERROR=n arms it once at the
+// first checked call, so the CLI can be driven into a mid-step device failure. Calls that are not
+// checked (frees, destroys) never count.
+void inject_error(uint64_t nth_call);
+
 // Caller-owned device scratch for kernels that need it (dequantised GEMM tiles, split-K partials).
 struct Workspace {
   void* d_ptr = nullptr;

@@ -32,6 +32,7 @@ Result<Graph> capture_end(Stream) { return none("capture_end"); }
 Status graph_launch(Graph, Stream) { return none("graph_launch"); }
 void graph_destroy(Graph) {}
 Status set_matmul_workspace(void*, size_t) { return none("set_matmul_workspace"); }
+void inject_error(uint64_t) {}
 Status gemv(const WeightView&, const float*, int, float*, Stream) { return none("gemv"); }
 Status gemv(const WeightView&, const float*, int, float*, Workspace, Stream) { return none("gemv"); }
 size_t workspace_bytes_for_gemv(const WeightView&, int) { return 0; }

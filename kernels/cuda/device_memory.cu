@@ -3,12 +3,42 @@
 // memory the runtime stages the copy and returns once the source may be reused).
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/matmul_internal.h"
 
 namespace strata::kernels::cuda {
 
 using detail::cuda_status;
+
+namespace {
+// Checked calls left until the injected fault (0: disarmed). Atomic: the weight store's copy thread
+// checks calls too.
+std::atomic<uint64_t> g_fault_countdown{0};
+std::once_flag g_fault_env_once;
+
+void arm_from_environment() {
+  const char* e = std::getenv("STRATA_INJECT_CUDA_ERROR");
+  if (e && *e) g_fault_countdown = std::strtoull(e, nullptr, 10);
+}
+}  // namespace
+
+void inject_error(uint64_t nth_call) {
+  std::call_once(g_fault_env_once, [] {});  // an explicit arm wins over the environment
+  g_fault_countdown = nth_call;
+}
+
+bool detail::injected_error_fires() {
+  std::call_once(g_fault_env_once, arm_from_environment);
+  uint64_t left = g_fault_countdown.load(std::memory_order_relaxed);
+  while (left > 0) {
+    if (g_fault_countdown.compare_exchange_weak(left, left - 1)) return left == 1;
+  }
+  return false;
+}
 
 Result<void*> device_alloc(size_t bytes) {
   void* p = nullptr;

@@ -26,6 +26,7 @@ namespace strata::kernels::cuda {
 namespace {
 
 using detail::cuda_status;
+using detail::launch_status;
 
 // Byte alignment of W's data pointer and row stride that the decoders' loads need
 // (quant_decode.cuh kAlign); float types fall back to element loads when not 16-aligned.
@@ -69,7 +70,6 @@ bool float_piece8(const WeightView& w, const float* d_x) {
   return w.n_in % 8 == 0 && aligned16(w.data) && w.row_bytes % 16 == 0 && (d_x == nullptr || aligned16(d_x));
 }
 
-Status launch_status(const std::string& op) { return cuda_status(cudaGetLastError(), op); }
 
 constexpr size_t kWsAlign = 256;
 size_t align_up(size_t n) { return (n + kWsAlign - 1) / kWsAlign * kWsAlign; }

@@ -9,14 +9,9 @@
 #include "core/ggml_type.h"
 #include "core/status.h"
 #include "kernels/cuda/cuda_api.h"
+#include "kernels/cuda/cuda_check.cuh"
 
 namespace strata::kernels::cuda::detail {
-
-// "op: cuda error string" for a failed CUDA call; ok for cudaSuccess.
-inline Status cuda_status(cudaError_t err, const std::string& op) {
-  if (err == cudaSuccess) return Status::ok();
-  return Status::error("{}: {}", op, cudaGetErrorString(err));
-}
 
 // Calls f(std::integral_constant<int, NC>{}) with the smallest NC in {1, 2, 4, 8, 16} that holds
 // n_cols: the column counts the GEMV kernels are compiled for (the first n_cols columns are real,

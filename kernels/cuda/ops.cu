@@ -13,15 +13,12 @@
 #include <cmath>
 
 #include "kernels/cuda/cuda_api.h"
+#include "kernels/cuda/cuda_check.cuh"
 
 namespace strata::kernels::cuda {
 namespace {
 
-Status launch_status(const char* op) {
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return Status::error("{}: kernel launch failed: {}", op, cudaGetErrorString(err));
-  return Status::ok();
-}
+using detail::launch_status;
 
 cudaStream_t as_stream(Stream s) { return static_cast<cudaStream_t>(s); }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "core/half.h"
@@ -65,8 +66,20 @@ struct CudaForward::Impl {
     if (stream) cuda::stream_destroy(stream);
   }
   Result<void*> alloc(size_t bytes, const std::string& what) { return arena->alloc(bytes, what); }
+  // The weight block being computed (ops outside blocks: embedding, copies) and its tier, so that
+  // a device failure names where it happened.
+  std::optional<std::pair<Block, uint32_t>> current_block;
   void check(Status s) {
-    if (!s.is_ok() && first_error.is_ok()) first_error = s;
+    if (s.is_ok() || !first_error.is_ok()) return;
+    first_error = current_block ? s.with_context(fmt::format("block {} ({})", block_label(current_block->first,
+                                                                                          current_block->second),
+                                                             block_tier(current_block->first, current_block->second)))
+                                : s;
+  }
+  const char* block_tier(Block b, uint32_t il) const {
+    const int32_t id = store ? block_id(b, il) : -1;
+    if (id < 0) return "resident";
+    return store->block(uint32_t(id)).on_disk ? "streamed from disk" : "streamed from pinned RAM";
   }
   int32_t block_id(Block b, uint32_t il) const {
     return b == Block::head ? head_block : b == Block::attention ? attention_block[il] : ffn_block[il];
@@ -327,6 +340,7 @@ struct Ops {
     }
   }
   void begin_block(Block b, uint32_t il) {
+    im.current_block = std::pair{b, il};
     const int32_t id = im.store ? im.block_id(b, il) : -1;
     if (id >= 0) {
       auto base = im.store->acquire(uint32_t(id));
@@ -348,6 +362,7 @@ struct Ops {
     }
     const int32_t id = im.store ? im.block_id(b, il) : -1;
     if (id >= 0) im.check(im.store->release(uint32_t(id)));
+    im.current_block.reset();
   }
   void embed(const int32_t* tokens, uint32_t n, float scale, float* x) {
     if (!im.host_embed) return im.check(cuda::get_rows(im.dev.token_embd, im.d_tokens, n, scale, x, im.stream));

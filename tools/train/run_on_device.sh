@@ -4,6 +4,12 @@
 # Prepare here (CPU, once): tools/train/extract_data.sh (Debian docs -> .train/{train,valid}.txt,
 # tokenizer, .train/carry/{train,valid}.u16.xz). Then, with the device `run` tool:
 #   run  carry: [".train/carry"]   command: bash tools/train/run_on_device.sh
+# or, to also convert, quantise and measure strata's perplexity there (GPU and CPU) in the same
+# command, with a strata bundle (../shared/device/bundle.sh build/strata):
+#   run  carry: [".train/carry", ".device"]   command:
+#     mkdir -p /tmp/b && tar -xzf .device/bundle.tgz -C /tmp/b && export PATH=/tmp/b/bin:$PATH
+#     LD_LIBRARY_PATH=/tmp/b/lib && OUT=$OUT bash tools/train/run_on_device.sh &&
+#     OUT=$OUT bash tools/train/device_figures.sh $OUT .train/carry
 # (defaults: 270 s of training, ~6 min in all). The device receives the session's own checkout:
 # from a helper's worktree, first copy tools/train/{run_on_device.sh,train.py} and .train/carry
 # into one git-ignored folder of that checkout, carry it, and run the copy of this script there
