@@ -130,14 +130,21 @@ struct Reader {
   }
 };
 
-// Rejects, before toml++ 3.3 (Debian 12) sees it, text that TOML forbids anyway:
-//  - a non-ASCII code point outside a string or comment: toml++'s
-//    is_non_ascii_horizontal_whitespace() reaches __builtin_unreachable (undefined behaviour, with
-//    any compiler) for U+00A1..U+0499, U+2D6E..U+3168 and U+FC00..U+FEFE (found by
-//    tests/fuzz/fuzz_profile; inputs in tests/fuzz/regressions/profile);
-//  - a control character other than tab and line breaks (strings must escape them): a clear
-//    message instead of toml++'s varied ones ("[\x08" also broke parse_key()'s precondition).
-Status check_toml_text(std::string_view text, const std::string& origin) {
+// The text toml++ 3.3 (Debian 12) gets is pure ASCII, because toml++'s
+// is_non_ascii_horizontal_whitespace() reaches __builtin_unreachable (undefined behaviour, with any
+// compiler) for U+00A1..U+0499, U+2D6E..U+3168 and U+FC00..U+FEFE whenever it classifies one
+// outside a string: after a bad value it scans on, classifying each code point, and every attempt
+// to predict where toml++ thinks strings are was beaten by tests/fuzz/fuzz_profile (findings 2, 9
+// and 10 in docs/hardening.md). So instead of predicting, non-ASCII never reaches it:
+//  - in basic strings ("..." and """...""") each code point becomes its \uXXXX / \UXXXXXXXX escape,
+//    which means the same to TOML;
+//  - in comments each byte becomes '?' (a comment means nothing);
+//  - anywhere else (bare keys, values, literal strings '...') it is an error naming line and column.
+// Whatever this scanner misjudges in malformed text, toml++ then sees only ASCII. Also rejected:
+// control characters other than tab and line breaks (strings must escape them; "[\x08" broke
+// parse_key()'s precondition) and malformed UTF-8. Positions in toml++'s own messages count
+// columns in the escaped text.
+Result<std::string> ascii_toml_text(std::string_view text, const std::string& origin) {
   size_t line = 1, line_start = 0;
   for (size_t i = 0; i < text.size(); ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
@@ -150,57 +157,94 @@ Status check_toml_text(std::string_view text, const std::string& origin) {
     }
   }
   line = 1, line_start = 0;
+  auto where = [&](size_t i) { return fmt::format("{}:{}:{}", origin, line, i - line_start + 1); };
+  // The code point starting at text[i] (strict UTF-8: no overlongs, surrogates or values past
+  // U+10FFFF) and its length; 0 length when malformed.
+  auto decode = [&](size_t i, char32_t& cp) -> size_t {
+    const auto b0 = static_cast<unsigned char>(text[i]);
+    const size_t n = b0 >= 0xF0 && b0 <= 0xF4 ? 4 : b0 >= 0xE0 ? 3 : b0 >= 0xC2 && b0 <= 0xDF ? 2 : 0;
+    if (n == 0 || i + n > text.size()) return 0;
+    cp = b0 & (n == 2 ? 0x1F : n == 3 ? 0x0F : 0x07);
+    for (size_t k = 1; k < n; ++k) {
+      const auto b = static_cast<unsigned char>(text[i + k]);
+      if ((b & 0xC0) != 0x80) return 0;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    const char32_t min = n == 2 ? 0x80 : n == 3 ? 0x800 : 0x10000;
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return n;
+  };
+  std::string out;
+  out.reserve(text.size());
   // A quote opens a string only where TOML allows one (a key at the start of a line or after '.',
   // '{' or ','; a value after '=', '[' or ','), judged by the last character outside strings and
-  // spaces. Elsewhere ('4"é"') toml++ does not read a string either: it scans on through the bad
-  // value, classifying each code point, so what follows is checked as outside a string.
+  // spaces. Elsewhere ('4"x"') toml++ does not read a string either.
   char prev = '\n';
   for (size_t i = 0; i < text.size();) {
     const char c = text[i];
     if (c == '\n') {
+      out += c;
       ++line;
       line_start = ++i;
       prev = c;
     } else if (c == ' ' || c == '\t' || c == '\r') {
+      out += c;
       ++i;
     } else if (c == '#') {  // comment: to the end of the line
-      while (i < text.size() && text[i] != '\n') ++i;
-    } else if ((c == '"' || c == '\'') && std::string_view("\n=[,{.").find(prev) == std::string_view::npos) {
-      prev = c;
-      ++i;
-    } else if (c == '"' || c == '\'') {
+      for (; i < text.size() && text[i] != '\n'; ++i) out += static_cast<unsigned char>(text[i]) >= 0x80 ? '?' : text[i];
+    } else if ((c == '"' || c == '\'') && std::string_view("\n=[,{.").find(prev) != std::string_view::npos) {
       prev = c;
       const bool multi = text.compare(i, 3, std::string(3, c)) == 0;
-      i += multi ? 3 : 1;
+      const size_t open = multi ? 3 : 1;
+      out.append(text.substr(i, open));
+      i += open;
       // Until the closing delimiter (basic strings skip escaped characters); an unterminated
       // single-line string ends at the line break, where toml++ reports it.
       while (i < text.size()) {
-        if (c == '"' && text[i] == '\\') {
+        const auto b = static_cast<unsigned char>(text[i]);
+        if (c == '"' && b == '\\') {
+          if (i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80)
+            return Status::error("{}: invalid escape sequence (a backslash before a non-ASCII character)", where(i));
+          out.append(text.substr(i, 2));
+          if (i + 1 < text.size() && text[i + 1] == '\n') {
+            ++line;
+            line_start = i + 2;
+          }
           i += 2;
-        } else if (multi ? text.compare(i, 3, std::string(3, c)) == 0 : text[i] == c) {
-          i += multi ? 3 : 1;
+        } else if (multi ? text.compare(i, 3, std::string(3, c)) == 0 : b == static_cast<unsigned char>(c)) {
+          out.append(text.substr(i, open));
+          i += open;
           // """a"""" is a'"': up to two more quotes belong to the string.
-          for (int k = 0; multi && k < 2 && i < text.size() && text[i] == c; ++k) ++i;
+          for (int k = 0; multi && k < 2 && i < text.size() && text[i] == c; ++k) out += text[i++];
           break;
-        } else if (!multi && text[i] == '\n') {
+        } else if (!multi && b == '\n') {
           break;
+        } else if (b >= 0x80) {
+          if (c == '\'')
+            return Status::error("{}: non-ASCII character in a literal string ('...'): use a basic string (\"...\")",
+                                 where(i));
+          char32_t cp = 0;
+          const size_t n = decode(i, cp);
+          if (n == 0) return Status::error("{}: malformed UTF-8", where(i));
+          out += cp <= 0xFFFF ? fmt::format("\\u{:04X}", uint32_t(cp)) : fmt::format("\\U{:08X}", uint32_t(cp));
+          i += n;
         } else {
-          if (text[i] == '\n') {
+          if (b == '\n') {
             ++line;
             line_start = i + 1;
           }
-          ++i;
+          out += text[i++];
         }
       }
     } else if (static_cast<unsigned char>(c) >= 0x80) {
-      return Status::error("{}:{}:{}: non-ASCII character outside a string or comment", origin, line,
-                           i - line_start + 1);
+      return Status::error("{}: non-ASCII character outside a string or comment", where(i));
     } else {
+      out += c;
       prev = c;
       ++i;
     }
   }
-  return Status::ok();
+  return out;
 }
 
 std::string escape(const std::string& s) {
@@ -293,10 +337,11 @@ Status validate_profile(const HardwareProfile& p) {
 }
 
 Result<HardwareProfile> parse_profile(const std::string& text, const std::string& origin) {
-  STRATA_TRY(check_toml_text(text, origin));
+  auto ascii = ascii_toml_text(text, origin);
+  if (!ascii) return ascii.status();
   toml::table root;
   try {
-    root = toml::parse(text, origin);
+    root = toml::parse(*ascii, origin);
   } catch (const toml::parse_error& e) {
     return Status::error("{}:{}:{}: TOML syntax: {}", origin, e.source().begin.line, e.source().begin.column,
                          std::string(e.description()));

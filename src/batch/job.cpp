@@ -1,6 +1,7 @@
 #include "batch/job.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -31,9 +32,14 @@ Result<float> number_field(const json& v, const char* name, float lo, float hi, 
 }
 
 Result<int64_t> integer_field(const json& v, const char* name, int64_t lo, int64_t hi) {
-  // 1.0 is accepted as 1 (some writers emit floats); 1.5 is not.
-  if (v.is_number_float() && v.get<double>() == double(int64_t(v.get<double>())))
-    return integer_field(json(int64_t(v.get<double>())), name, lo, hi);
+  // 1.0 is accepted as 1 (some writers emit floats); 1.5 is not. A float at or beyond +-2^63 has no
+  // int64 (converting it is undefined behaviour: found by fuzz_jobs), so it is out of range.
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!(d >= -0x1p63 && d < 0x1p63))
+      return Status::error("field '{}': {} is out of range [{}, {}]", name, d, lo, hi);
+    if (d == std::trunc(d)) return integer_field(json(int64_t(d)), name, lo, hi);
+  }
   if (!v.is_number_integer()) return Status::error("field '{}': expected an integer, got {}", name, type_name(v));
   if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
     return Status::error("field '{}': {} is out of range [{}, {}]", name, v.get<uint64_t>(), lo, hi);

@@ -498,7 +498,8 @@ Status CudaForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, 
   if (!range) return range.status();
   Impl& im = *impl_;
   im.first_error = Status();
-  STRATA_TRY(cuda::set_matmul_workspace(im.d_cublas_ws, cuda::kCublasWorkspaceBytes));
+  if (Status ws = cuda::set_matmul_workspace(im.d_cublas_ws, cuda::kCublasWorkspaceBytes); !ws)
+    return ws.with_context("CUDA forward");
   const uint32_t n = uint32_t(tokens.size()), n_vocab = s.hp.n_vocab;
   logits.resize(which == Logits::all ? n * n_vocab : which == Logits::last ? n_vocab : 0);
   Ops ops{im, s, logits.empty() ? nullptr : logits.data(), &*range};
@@ -524,7 +525,8 @@ Status CudaForward::eval(std::span<const int32_t> tokens, Logits which, std::vec
   Impl& im = *impl_;
   im.first_error = Status();
   // cuBLAS's scratch comes from this engine's arena (another engine may have set its own).
-  STRATA_TRY(cuda::set_matmul_workspace(im.d_cublas_ws, cuda::kCublasWorkspaceBytes));
+  if (Status ws = cuda::set_matmul_workspace(im.d_cublas_ws, cuda::kCublasWorkspaceBytes); !ws)
+    return ws.with_context("CUDA forward");
   Ops ops{im, s};
   logits.resize(which == Logits::all ? tokens.size() * n_vocab : which == Logits::last ? n_vocab : 0);
   for (size_t done = 0; done < tokens.size();) {

@@ -100,6 +100,12 @@ TEST_CASE("fuzz regressions: job lines that once crashed the parser", "[batch][f
   const std::string e = error_of(strata::test::fuzz_regression("jobs", "number-overflow.json"));
   CHECK(has(e, "line 7: invalid JSON: number overflow parsing '2e308'"));
   CHECK(has(error_of(R"({"id":"a","input":"x","temperature":-1e400})"), "invalid JSON: number overflow"));
+  // A float integer field beyond int64 (6.7e19, from the long run on the GPU machine's cores) was
+  // converted to int64: undefined behaviour. Both signs, and the first value past the range.
+  CHECK(has(error_of(strata::test::fuzz_regression("jobs", "float-beyond-int64.json")),
+            "field 'max_tokens': 6.74407e+19 is out of range"));
+  CHECK(has(error_of(R"({"id":"a","input":"x","seed":-9.3e18})"), "field 'seed'"));
+  CHECK(has(error_of(R"({"id":"a","input":"x","top_k":9223372036854775808.0})"), "field 'top_k':"));
 }
 
 TEST_CASE("a jobs file: blank lines skipped and line numbers kept and duplicate ids rejected", "[batch]") {
