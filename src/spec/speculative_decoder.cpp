@@ -57,7 +57,8 @@ SpeculativeDecoder::SpeculativeDecoder(runtime::Engine& engine, runtime::Sampler
   }
   for (const auto& d : drafters_) stats_.drafters.push_back({.name = std::string(d->name())});
   if (subset_ >= 0)
-    for (size_t i = 0; i < chooser_->size(); ++i) stats_.drafters[size_t(subset_)].arms.push_back({.label = chooser_->arm(i).label});
+    for (size_t i = 0; i < chooser_->size(); ++i)
+      stats_.drafters[size_t(subset_)].arms.push_back({.label = chooser_->arm(i).label});
   accept_.resize(drafters_.size());
   idle_rounds_.resize(drafters_.size());
 }
@@ -330,7 +331,9 @@ std::string SpecStats::summary() const {
                      d.rounds ? 1e3 * d.verify_s / double(d.rounds) : 0.0);
     if (!d.chosen.empty()) s += fmt::format("; best skip set {}", d.chosen);
     for (const auto& a : d.arms)
-      if (a.rounds) s += fmt::format("\n    {}: {} rounds, {}/{} accepted ({:.1f}%)", a.label, a.rounds, a.accepted, a.drafted, 100 * a.acceptance());
+      if (a.rounds)
+        s += fmt::format("\n    {}: {} rounds, {}/{} accepted ({:.1f}%)", a.label, a.rounds, a.accepted, a.drafted,
+                         100 * a.acceptance());
   }
   return s;
 }

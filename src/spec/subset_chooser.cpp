@@ -50,7 +50,8 @@ SubsetChooser::SubsetChooser(std::vector<SkipSet> arms, uint64_t seed, Policy po
       step_cost_(0.0), n_layer_(arms_.empty() ? 0 : uint32_t(arms_[0].skip.size())) {
   // The default first, then the others in a seeded order (Fisher-Yates).
   for (size_t i = 0; i < arms_.size(); ++i) warmup_order_.push_back(i);
-  for (size_t i = warmup_order_.size(); i > 2; --i) std::swap(warmup_order_[i - 1], warmup_order_[1 + rng_.next_u32() % (i - 1)]);
+  for (size_t i = warmup_order_.size(); i > 2; --i)
+    std::swap(warmup_order_[i - 1], warmup_order_[1 + rng_.next_u32() % (i - 1)]);
   // A step's cost is proportional to the layers it runs until two arms' costs are measured.
   const uint32_t run0 = arms_.empty() ? 1 : std::max(1u, arms_[0].layers_run);
   step_cost_ = CostEstimate(1.0 / run0);
