@@ -107,7 +107,7 @@ TEST_CASE("subset chooser settles on the best skip set from synthetic observatio
   }
 }
 
-TEST_CASE("subset chooser: with equal acceptance the cheaper skip set wins; cost prior by layer fraction", "[spec]") {
+TEST_CASE("subset chooser: equal acceptance favours the cheaper skip set and the cost prior is the layer fraction", "[spec]") {
   auto arms = spec::subset_candidates(12, spec::kDefaultSkipRatios);
   spec::SubsetChooser ch(arms, 7);
   // Unmeasured: a step costs the full step times the fraction of layers run.
