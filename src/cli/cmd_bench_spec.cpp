@@ -29,7 +29,7 @@ struct BenchSpecArgs {
   ModelArgs m;
   std::string prompt = kDefaultPrompt, file;
   uint32_t n_gen = 128;
-  std::string modes = "none,lookup,early,auto";
+  std::string modes = "none,lookup,early,subset,auto";
   uint32_t draft_max = 8;
   int reps = 2;
   std::string json_out;

@@ -74,7 +74,7 @@ Status CpuForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, c
   const uint32_t n = uint32_t(tokens.size()), n_vocab = model_->spec.hp.n_vocab;
   logits.resize(which == Logits::all ? n * n_vocab : which == Logits::last ? n_vocab : 0);
   run_chunk(tokens.data(), n, pos0, which, logits.data(), &*range);
-  if (range->end == model_->spec.hp.n_layer) kv_.set_n_tokens(pos0 + n);
+  if (range->end == model_->spec.hp.n_layer && range->skip.empty()) kv_.set_n_tokens(pos0 + n);
   return {};
 }
 
@@ -153,8 +153,9 @@ void CpuForward::run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, Log
   ops.trace = opt_.trace.get();
   const ForwardBuffers b{x_.data(), h_.data(), q_.data(), k_.data(), v_.data(), att_.data(), gate_.data(), up_.data()};
   const uint32_t rows = which == Logits::none ? 0 : which == Logits::last ? 1 : n;
-  const Layers layers = range ? Layers{range->first, range->end, range->hidden_out != nullptr}
-                              : Layers{0, model_->spec.hp.n_layer, false};
+  const Layers layers = range ? Layers{range->first, range->end, range->hidden_out != nullptr,
+                                       range->skip.empty() ? nullptr : range->skip.data()}
+                              : Layers{0, model_->spec.hp.n_layer, false, nullptr};
   forward_chunk(ops, model_->spec, model_->weights, b, tokens, n, pos0, rows, layers);
 }
 

@@ -332,6 +332,7 @@ struct Ops {
     if (im.store) {
       std::vector<uint32_t> order;
       for (uint32_t il = L.first; il < L.end; ++il) {
+        if (!L.runs(il)) continue;
         if (im.attention_block[il] >= 0) order.push_back(uint32_t(im.attention_block[il]));
         if (im.ffn_block[il] >= 0) order.push_back(uint32_t(im.ffn_block[il]));
       }
@@ -505,10 +506,11 @@ Status CudaForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, 
   Ops ops{im, s, logits.empty() ? nullptr : logits.data(), &*range};
   const uint32_t rows = which == Logits::all ? n : which == Logits::last ? 1 : 0;
   forward_chunk(ops, s, im.dev, im.buf, tokens.data(), n, pos0, rows,
-                Layers{range->first, range->end, range->hidden_out != nullptr});
+                Layers{range->first, range->end, range->hidden_out != nullptr,
+                       range->skip.empty() ? nullptr : range->skip.data()});
   im.check(cuda::synchronize(im.stream));
   if (!im.first_error.is_ok()) return im.first_error.with_context("CUDA forward (layer range)");
-  if (range->end == s.hp.n_layer) n_past_ = pos0 + n;
+  if (range->end == s.hp.n_layer && range->skip.empty()) n_past_ = pos0 + n;
   return {};
 }
 

@@ -21,6 +21,9 @@ Result<LayerRange> check_layer_range(const model::ModelSpec& spec, std::span<con
   if (out.end == 0) out.end = n_layer;
   if (out.first >= out.end || out.end > n_layer)
     return Status::error("layer range [{}, {}) is empty or beyond the model's {} layers", out.first, out.end, n_layer);
+  if (!out.skip.empty() && out.skip.size() != n_layer)
+    return Status::error("skip mask has {} entries; the model has {} layers", out.skip.size(), n_layer);
+  if (std::ranges::none_of(out.skip, [](uint8_t s) { return s != 0; })) out.skip = {};
   if (out.first > 0 && !out.hidden_in)
     return Status::error("layer range starting at layer {} needs the residual stream entering it", out.first);
   if (tokens.empty() || tokens.size() > std::min(kMaxExactRows, ubatch))

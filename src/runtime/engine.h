@@ -53,12 +53,16 @@ inline constexpr uint32_t kMaxExactRows = 16;
 
 // A slice of the forward pass, for self-speculative decoding: an early-exit draft runs layers
 // [0, d) and the head; verification continues the drafted positions from layer d with the
-// draft's residual stream, so layers < d are never computed twice.
+// draft's residual stream, so layers < d are never computed twice. A layer-subset draft runs
+// every layer but those `skip` marks: the residual stream passes a skipped layer unchanged, and
+// the layer's KV is not written.
 struct LayerRange {
   uint32_t first = 0;  // first layer run; > 0: the residual stream comes from hidden_in, not the embedding
   uint32_t end = 0;    // one past the last layer run; 0: every layer
   const float* hidden_in = nullptr;  // (n, n_embd) host memory: the residual stream entering `first`
   float* hidden_out = nullptr;       // (n, n_embd) host memory, optional: the stream leaving end - 1
+  // Empty, or one entry per model layer: nonzero skips that layer. An all-zero mask is no mask.
+  std::span<const uint8_t> skip = {};
 };
 
 class Engine {
@@ -72,11 +76,13 @@ class Engine {
   // layers' KV, then (which != none) the final norm and head on the stream after layer end - 1.
   // Every row is computed exactly as a one-token eval() computes it (same kernels, same reduction
   // order), so a batched verification is bit-identical to decoding one token at a time; hence
-  // n <= kMaxExactRows. n_past() becomes pos0 + n when the range ends at the last layer and is
-  // unchanged otherwise (a draft writes ahead of n_past; verification completes the positions;
-  // truncate() rolls back the rejected ones in every layer). The caller guarantees that the KV of
+  // n <= kMaxExactRows. n_past() becomes pos0 + n when the range ends at the last layer and skips
+  // none, and is unchanged otherwise (a draft writes ahead of n_past; verification completes the
+  // positions from layer 0, or from the draft's layer d; truncate() rolls back the rejected ones
+  // in every layer). A skipped layer writes no KV, so positions drafted with a skip mask must be
+  // verified from layer 0. The caller guarantees that the KV of
   // the layers in range is written for the positions below pos0 that attention reads.
-  // Errors: bad range or token, pos0 + n beyond n_ctx() or more than ubatch past n_past() (the
+  // Errors: bad range, skip mask or token, pos0 + n beyond n_ctx() or more than ubatch past n_past() (the
   // sliding-window ring would overwrite entries still needed), device failure.
   virtual Status eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
                              std::vector<float>& logits) = 0;
@@ -97,7 +103,7 @@ class Engine {
 };
 
 // For engine implementations: checks eval_layers' arguments (the errors listed there); returns
-// the range with `end` resolved (0 -> n_layer).
+// the range with `end` resolved (0 -> n_layer) and an all-zero skip mask cleared.
 Result<LayerRange> check_layer_range(const model::ModelSpec& spec, std::span<const int32_t> tokens, uint32_t pos0,
                                      const LayerRange& r, uint32_t n_past, uint32_t n_ctx, uint32_t ubatch);
 

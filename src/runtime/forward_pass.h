@@ -45,9 +45,13 @@ struct ForwardBuffers {
 
 // Layers [first, end) of a chunk; the rest of the pass is skipped (speculative drafts and
 // verification, engine.h LayerRange). store_hidden: the policy wants the stream after end - 1.
+// skip: null, or one entry per model layer; a layer with a nonzero entry is not run (its
+// residual stream passes unchanged; layer-subset drafts).
 struct Layers {
   uint32_t first = 0, end = 0;
   bool store_hidden = false;
+  const uint8_t* skip = nullptr;
+  bool runs(uint32_t il) const { return il >= first && il < end && !(skip && skip[il]); }
 };
 
 // The weight blocks the planner places (offload/model_blocks.h): per layer attention and FFN, the head.
@@ -103,7 +107,8 @@ void ffn_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w
   ops.add(b.x, b.h, int64_t(n) * d);
 }
 
-// Runs n tokens at positions [pos0, pos0 + n) through layers [L.first, L.end) (from the embedding
+// Runs n tokens at positions [pos0, pos0 + n) through layers [L.first, L.end) but those L.skip
+// marks (from the embedding
 // when L.first == 0, else from ops.load_hidden); then, when `rows` > 0, the final norm and head
 // for the last `rows` tokens, in groups of at most ops.logit_rows() rows:
 // group r0 is written to ops.logits(r0) and handed over by ops.logits_done(r0, rows_in_group)
@@ -116,6 +121,7 @@ void forward_chunk(Ops& ops, const model::ModelSpec& s, const model::ModelWeight
   if (L.first == 0) ops.embed(tokens, n, s.embedding_scale, b.x);
   else ops.load_hidden(b.x, n);
   for (uint32_t il = L.first; il < L.end; ++il) {
+    if (!L.runs(il)) continue;
     attention_block(ops, s, w, b, il, n, pos0);
     ffn_block(ops, s, w, b, il, n);
   }
@@ -135,7 +141,7 @@ void forward_chunk(Ops& ops, const model::ModelSpec& s, const model::ModelWeight
 template <typename Ops>
 void forward_chunk(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
                    const int32_t* tokens, uint32_t n, uint32_t pos0, uint32_t rows) {
-  forward_chunk(ops, s, w, b, tokens, n, pos0, rows, Layers{0, s.hp.n_layer, false});
+  forward_chunk(ops, s, w, b, tokens, n, pos0, rows, Layers{0, s.hp.n_layer, false, nullptr});
 }
 
 }  // namespace strata::runtime

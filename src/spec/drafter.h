@@ -27,7 +27,8 @@ class Drafter {
   virtual std::string_view name() const = 0;
   // Proposes up to k tokens to follow `history` (prompt + generated). Its last token is the
   // pending one: sampled, not yet evaluated, at engine position n_past(). A drafter may write KV
-  // of positions >= n_past() ahead (early exit: layers < d) but never moves n_past().
+  // of positions >= n_past() ahead (early exit: layers < d; layer subset: the layers it runs)
+  // but never moves n_past(); verification overwrites it from layer verify_from on.
   virtual Status propose(std::span<const int32_t> history, uint32_t k, Draft& out) = 0;
 };
 

@@ -4,23 +4,12 @@
 #include <cmath>
 
 #include "runtime/sampler.h"
+#include "spec/layer_subset.h"
 
 namespace strata::spec {
 
 EarlyExit::EarlyExit(runtime::Engine& engine, uint32_t depth, float min_confidence)
     : engine_(engine), depth_(depth), min_confidence_(min_confidence) {}
-
-namespace {
-
-// Softmax probability of the argmax.
-float top_probability(std::span<const float> logits, int32_t top) {
-  const float mx = logits[size_t(top)];
-  double sum = 0;
-  for (float l : logits) sum += std::exp(double(l - mx));
-  return float(1.0 / sum);
-}
-
-}  // namespace
 
 Status EarlyExit::propose(std::span<const int32_t> history, uint32_t k, Draft& out) {
   out = Draft{};
@@ -33,7 +22,7 @@ Status EarlyExit::propose(std::span<const int32_t> history, uint32_t k, Draft& o
   // Step i runs token x_i (the pending token, then each draft) through layers [0, d) at pos + i,
   // keeps its stream as verification row i, and reads the next draft from the head.
   for (uint32_t i = 0; i < k; ++i) {
-    runtime::LayerRange r{0, depth_, nullptr, out.hidden.data() + i * d};
+    runtime::LayerRange r{0, depth_, nullptr, out.hidden.data() + i * d, {}};
     STRATA_TRY(engine_.eval_layers(std::span(&x, 1), pos + i, r, runtime::Logits::last, logits_));
     ++out.engine_steps;
     const int32_t next = runtime::argmax(logits_);
@@ -45,7 +34,7 @@ Status EarlyExit::propose(std::span<const int32_t> history, uint32_t k, Draft& o
   // also yields the token after it): layers only, no head.
   const uint32_t n = uint32_t(out.tokens.size());
   if (n == k) {
-    runtime::LayerRange r{0, depth_, nullptr, out.hidden.data() + n * d};
+    runtime::LayerRange r{0, depth_, nullptr, out.hidden.data() + n * d, {}};
     STRATA_TRY(engine_.eval_layers(std::span(&x, 1), pos + n, r, runtime::Logits::none, logits_));
     ++out.engine_steps;
   }

@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include <fmt/format.h>
+
 #include "runtime/engine.h"
 
 namespace strata::spec {
@@ -11,6 +13,7 @@ std::string SpecConfig::text() const {
     case SpecMode::none: return "none";
     case SpecMode::lookup: return "lookup";
     case SpecMode::early: return "early:d=" + std::to_string(depth);
+    case SpecMode::subset: return skip_ratio > 0 ? fmt::format("subset:skip={:g}", skip_ratio) : "subset";
     case SpecMode::automatic: return "auto:d=" + std::to_string(depth);
   }
   return "?";
@@ -30,11 +33,26 @@ Result<SpecConfig> parse_spec(std::string_view text, uint32_t draft_max, uint32_
   else if (mode == "lookup") c.mode = SpecMode::lookup;
   else if (mode == "early") c.mode = SpecMode::early;
   else if (mode == "auto") c.mode = SpecMode::automatic;
-  else if (mode == "subset")
-    return Status::error("--spec subset (SWIFT-style layer skipping) is not implemented yet; use early:d=N, lookup or auto");
+  else if (mode == "subset") c.mode = SpecMode::subset;
   else
-    return Status::error("--spec '{}': expected none, early:d=N, lookup or auto", text);
+    return Status::error("--spec '{}': expected none, early:d=N, subset[:skip=R], lookup or auto", text);
   const bool takes_depth = c.mode == SpecMode::early || c.mode == SpecMode::automatic;
+  if (c.mode == SpecMode::subset) {
+    if (n_layer < 3)
+      return Status::error("--spec subset needs a model of at least 3 layers (the first and last always run; it has {})",
+                           n_layer);
+    if (!arg.empty()) {
+      // from_chars for double: locale-independent, and the whole argument must be the number.
+      const std::string_view num = arg.substr(arg.starts_with("skip=") ? 5 : arg.size());
+      double r = 0;
+      const auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), r);
+      if (num.empty() || ec != std::errc() || p != num.data() + num.size())
+        return Status::error("--spec '{}': expected subset:skip=R with R a fraction of the middle layers", text);
+      if (!(r > 0 && r < 1)) return Status::error("--spec subset: skip={} must be in (0, 1)", num);
+      c.skip_ratio = r;
+    }
+    return c;
+  }
   if (!arg.empty() && !takes_depth) return Status::error("--spec {} takes no argument (got '{}')", mode, text);
   if (takes_depth) {
     c.depth = default_depth(n_layer);

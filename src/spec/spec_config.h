@@ -9,7 +9,7 @@
 
 namespace strata::spec {
 
-enum class SpecMode { none, early, lookup, automatic };
+enum class SpecMode { none, early, subset, lookup, automatic };
 
 struct SpecConfig {
   SpecMode mode = SpecMode::none;
@@ -17,16 +17,20 @@ struct SpecConfig {
   uint32_t draft_max = 8;  // tokens drafted per round at most: 1 .. kMaxExactRows - 1
   // Early exit stops drafting before a token its head gives less than this probability.
   float min_confidence = 0.2f;
-  std::string text() const;  // as given to --spec: "none", "early:d=8", "lookup", "auto:d=8"
+  // Layer subset: the fraction of the middle layers skipped; 0 lets the chooser pick among
+  // kDefaultSkipRatios (subset_chooser.h). auto uses the chooser's candidates.
+  double skip_ratio = 0;
+  // as given to --spec: "none", "early:d=8", "subset", "subset:skip=0.5", "lookup", "auto:d=8"
+  std::string text() const;
 };
 
 // The early-exit depth used when --spec gives none: two thirds of the layers (LayerSkip-style
 // training puts an exit there; strata-tiny's is after layer 8 of 12).
 uint32_t default_depth(uint32_t n_layer);
 
-// "none" | "early[:d=N]" | "lookup" | "auto[:d=N]" ("subset" is recognised and refused: not
-// implemented). Errors are one line naming the flag: unknown mode, d outside [1, n_layer),
-// draft_max outside [1, 15].
+// "none" | "early[:d=N]" | "subset[:skip=R]" | "lookup" | "auto[:d=N]". Errors are one line
+// naming the flag: unknown mode, d outside [1, n_layer), R outside (0, 1), subset on a model of
+// fewer than 3 layers (it keeps the first and last), draft_max outside [1, 15].
 Result<SpecConfig> parse_spec(std::string_view text, uint32_t draft_max, uint32_t n_layer);
 
 }  // namespace strata::spec

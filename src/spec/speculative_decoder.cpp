@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "spec/early_exit.h"
+#include "spec/layer_subset.h"
 #include "spec/prompt_lookup.h"
 
 namespace strata::spec {
@@ -28,6 +29,8 @@ Result<std::unique_ptr<SpeculativeDecoder>> SpeculativeDecoder::create(runtime::
   const bool early = config.mode == SpecMode::early || config.mode == SpecMode::automatic;
   if (early && (config.depth < 1 || config.depth >= n_layer))
     return Status::error("--spec: early-exit depth {} must be in [1, {})", config.depth, n_layer);
+  if (config.mode == SpecMode::subset && n_layer < 3)
+    return Status::error("--spec subset needs a model of at least 3 layers (it has {})", n_layer);
   if (config.mode != SpecMode::none && (config.draft_max < 1 || config.draft_max >= runtime::kMaxExactRows))
     return Status::error("--draft-max must be in [1, {}] (got {})", runtime::kMaxExactRows - 1, config.draft_max);
   return std::unique_ptr<SpeculativeDecoder>(new SpeculativeDecoder(engine, sampler, config));
@@ -44,7 +47,18 @@ SpeculativeDecoder::SpeculativeDecoder(runtime::Engine& engine, runtime::Sampler
     early_ = int(drafters_.size());
     drafters_.push_back(std::make_unique<EarlyExit>(engine_, cfg_.depth, cfg_.min_confidence));
   }
-  for (const auto& d : drafters_) stats_.drafters.push_back({std::string(d->name())});
+  const uint32_t n_layer = engine_.model().spec.hp.n_layer;
+  if (cfg_.mode == SpecMode::subset || (cfg_.mode == SpecMode::automatic && n_layer >= 3)) {
+    const double fixed[] = {cfg_.skip_ratio};
+    auto arms = cfg_.skip_ratio > 0 ? subset_candidates(n_layer, fixed) : subset_candidates(n_layer, kDefaultSkipRatios);
+    subset_ = int(drafters_.size());
+    drafters_.push_back(std::make_unique<LayerSubset>(engine_, cfg_.min_confidence));
+    chooser_ = std::make_unique<SubsetChooser>(std::move(arms), sampler.params().seed);
+  }
+  for (const auto& d : drafters_) stats_.drafters.push_back({.name = std::string(d->name())});
+  if (subset_ >= 0)
+    for (size_t i = 0; i < chooser_->size(); ++i)
+      stats_.drafters[size_t(subset_)].arms.push_back({.label = chooser_->arm(i).label});
   accept_.resize(drafters_.size());
   idle_rounds_.resize(drafters_.size());
 }
@@ -73,10 +87,25 @@ Status SpeculativeDecoder::plain_step(std::vector<int32_t>& out) {
   return {};
 }
 
+double SpeculativeDecoder::t_plain() const {
+  if (plain_cost_.known()) return plain_cost_.predict(1);
+  return verify_cost_full_.known() ? verify_cost_full_.predict(1) : 0.0;  // subset mode takes no plain steps
+}
+
+double SpeculativeDecoder::t_verify_full(uint32_t rows) const {
+  return verify_cost_full_.known() ? verify_cost_full_.predict(rows) : t_plain() * (1 + 0.05 * (rows - 1));
+}
+
+void SpeculativeDecoder::pick_subset_arm(uint32_t k) {
+  subset_arm_ = chooser_->choose(k, t_verify_full(k + 1), t_plain());
+  static_cast<LayerSubset&>(*drafters_[size_t(subset_)]).set_skip(chooser_->arm(subset_arm_).skip);
+}
+
 SpeculativeDecoder::Choice SpeculativeDecoder::choose(uint32_t k_max) {
   Choice c;
   if (k_max == 0 || cfg_.mode == SpecMode::none) return c;
   if (cfg_.mode == SpecMode::early) return {early_, k_max, {}};
+  if (cfg_.mode == SpecMode::subset) return {subset_, k_max, {}};
   std::vector<int32_t> cont;
   if (lookup_ >= 0)
     cont = lookup_continuation(history_, k_max, kMaxNgram, cfg_.mode == SpecMode::automatic ? kAutoMinNgram : 1);
@@ -87,10 +116,8 @@ SpeculativeDecoder::Choice SpeculativeDecoder::choose(uint32_t k_max) {
   // automatic: the rule in the header. The first round measures a plain step.
   if (!plain_cost_.known()) return c;
   const double L = engine_.model().spec.hp.n_layer, d = cfg_.depth;
-  const double t_plain = plain_cost_.predict(1);
-  auto verify_full = [&](uint32_t n) {
-    return verify_cost_full_.known() ? verify_cost_full_.predict(n) : t_plain * (1 + 0.05 * (n - 1));
-  };
+  const double t_plain = this->t_plain();
+  auto verify_full = [&](uint32_t n) { return t_verify_full(n); };
   auto verify_early = [&](uint32_t n) {
     return verify_cost_early_.known() ? verify_cost_early_.predict(n) : verify_full(n) * (L - d) / L;
   };
@@ -108,6 +135,14 @@ SpeculativeDecoder::Choice SpeculativeDecoder::choose(uint32_t k_max) {
     const double rate = expected_tokens(accept_[early_].alpha(), k) / ((k + 1) * t_step + verify_early(k + 1));
     if (rate > best) best = rate, c = {early_, k, {}};
   }
+  if (subset_ >= 0) {
+    const size_t arm = chooser_->best(k_max, verify_full(k_max + 1), t_plain);
+    const double t_sub = chooser_->step_seconds(arm, t_plain);
+    for (uint32_t k = 1; k <= k_max; ++k) {
+      const double rate = expected_tokens(chooser_->alpha(arm), k) / (k * t_sub + verify_full(k + 1));
+      if (rate > best) best = rate, c = {subset_, k, {}};
+    }
+  }
   // Probes: an option left out for long gets one round, so a stale estimate can recover (plain
   // steps too: the first one is a single noisy sample).
   if (c.drafter >= 0 && plain_idle_rounds_ >= kProbeAfterRounds) return Choice{};
@@ -115,6 +150,8 @@ SpeculativeDecoder::Choice SpeculativeDecoder::choose(uint32_t k_max) {
     c = {lookup_, std::min<uint32_t>(2, uint32_t(cont.size())), {}};
   else if (c.drafter != early_ && idle_rounds_[early_] >= kProbeAfterRounds)
     c = {early_, std::min<uint32_t>(2, k_max), {}};
+  else if (subset_ >= 0 && c.drafter != subset_ && idle_rounds_[size_t(subset_)] >= kProbeAfterRounds)
+    c = {subset_, std::min<uint32_t>(2, k_max), {}};
   if (c.drafter == lookup_) {
     cont.resize(c.k);
     c.lookup = std::move(cont);
@@ -128,7 +165,11 @@ Status SpeculativeDecoder::verify(int drafter, const Draft& d, std::vector<int32
   rows.reserve(n);
   rows.push_back(history_.back());
   rows.insert(rows.end(), d.tokens.begin(), d.tokens.end());
-  const runtime::LayerRange range{d.verify_from, 0, d.verify_from > 0 ? d.hidden.data() : nullptr, nullptr};
+  const runtime::LayerRange range{.first = d.verify_from,
+                                  .end = 0,
+                                  .hidden_in = d.verify_from > 0 ? d.hidden.data() : nullptr,
+                                  .hidden_out = nullptr,
+                                  .skip = {}};
   const auto t0 = Clock::now();
   STRATA_TRY(engine_.eval_layers(rows, pos, range, runtime::Logits::all, logits_));
   const double s = seconds_since(t0);
@@ -188,6 +229,13 @@ Status SpeculativeDecoder::verify(int drafter, const Draft& d, std::vector<int32
     ++ds.rounds;
     ds.drafted += k;
     ds.accepted += m;
+    ds.tokens += m + 1;
+    ds.verify_s += s;
+    if (drafter == subset_) {
+      chooser_->observe_acceptance(subset_arm_, k, m);
+      auto& as = ds.arms[subset_arm_];
+      ++as.rounds, as.drafted += k, as.accepted += m;
+    }
   }
   return {};
 }
@@ -212,17 +260,28 @@ Status SpeculativeDecoder::step(uint32_t max_new, std::vector<int32_t>& out) {
       draft_ = Draft{};
       draft_.tokens = std::move(c.lookup);
     } else {
+      if (c.drafter == subset_) pick_subset_arm(c.k);
       STRATA_TRY(drafters_[size_t(c.drafter)]->propose(history_, c.k, draft_));
     }
     const double s = seconds_since(td);
     ds.draft_s += s;
     ds.steps += draft_.engine_steps;
-    if (draft_.engine_steps) draft_step_cost_.observe(1, s / draft_.engine_steps);
+    if (draft_.engine_steps && c.drafter == early_) draft_step_cost_.observe(1, s / draft_.engine_steps);
+    if (draft_.engine_steps && c.drafter == subset_) {
+      chooser_->observe_step(subset_arm_, s / draft_.engine_steps);
+      // A first draft too unsure to propose wastes the step: counted as a rejected token, so a
+      // skip set whose head is never confident does not keep its prior acceptance.
+      if (draft_.tokens.empty()) chooser_->observe_acceptance(subset_arm_, 1, 0);
+    }
     if (draft_.tokens.empty() && draft_.verify_from == 0) STRATA_TRY(plain_step(out));
     else STRATA_TRY(verify(c.drafter, draft_, out));
   }
   stats_.tokens += out.size() - before;
   stats_.decode_s += seconds_since(t0);
+  if (subset_ >= 0) {
+    const uint32_t k = std::max(1u, cfg_.draft_max);
+    stats_.drafters[size_t(subset_)].chosen = chooser_->arm(chooser_->best(k, t_verify_full(k + 1), t_plain())).label;
+  }
   return {};
 }
 
@@ -232,10 +291,22 @@ double SpecStats::speedup_vs_plain_steps() const {
 
 nlohmann::json SpecStats::to_json() const {
   nlohmann::json d = nlohmann::json::array();
-  for (const auto& s : drafters)
-    d.push_back({{"name", s.name}, {"rounds", s.rounds}, {"drafted", s.drafted}, {"accepted", s.accepted},
-                 {"acceptance", s.acceptance()}, {"draft_steps", s.steps}, {"draft_s", s.draft_s},
-                 {"draft_step_ms", s.steps ? 1e3 * s.draft_s / double(s.steps) : 0.0}});
+  for (const auto& s : drafters) {
+    nlohmann::json j = {{"name", s.name}, {"rounds", s.rounds}, {"drafted", s.drafted}, {"accepted", s.accepted},
+                        {"acceptance", s.acceptance()}, {"tokens", s.tokens},
+                        {"tokens_per_verify", s.tokens_per_verify()}, {"draft_steps", s.steps},
+                        {"draft_s", s.draft_s}, {"draft_step_ms", s.steps ? 1e3 * s.draft_s / double(s.steps) : 0.0},
+                        {"verify_s", s.verify_s}, {"verify_ms", s.rounds ? 1e3 * s.verify_s / double(s.rounds) : 0.0}};
+    if (!s.arms.empty()) {
+      nlohmann::json arms = nlohmann::json::array();
+      for (const auto& a : s.arms)
+        arms.push_back({{"skip_set", a.label}, {"rounds", a.rounds}, {"drafted", a.drafted}, {"accepted", a.accepted},
+                        {"acceptance", a.acceptance()}});
+      j["skip_sets"] = arms;
+      j["chosen"] = s.chosen;
+    }
+    d.push_back(j);
+  }
   return {{"spec", spec}, {"tokens", tokens}, {"decode_s", decode_s}, {"tok_per_s", tokens_per_s()},
           {"plain_steps", plain_steps}, {"plain_step_ms", plain_steps ? 1e3 * plain_s / double(plain_steps) : 0.0},
           {"verify_passes", verify_passes}, {"verify_rows", verify_rows}, {"verify_s", verify_s},
@@ -252,10 +323,18 @@ std::string SpecStats::summary() const {
                               verify_passes ? 1e3 * verify_s / double(verify_passes) : 0.0, plain_steps,
                               plain_steps ? 1e3 * plain_s / double(plain_steps) : 0.0);
   if (speedup_vs_plain_steps() > 0) s += fmt::format(" | x{:.2f} vs those plain steps", speedup_vs_plain_steps());
-  for (const auto& d : drafters)
-    s += fmt::format("\n  {}: {} rounds, {}/{} drafted tokens accepted ({:.1f}%), {} draft steps ({:.3f} ms each)",
-                     d.name, d.rounds, d.accepted, d.drafted, 100 * d.acceptance(), d.steps,
-                     d.steps ? 1e3 * d.draft_s / double(d.steps) : 0.0);
+  for (const auto& d : drafters) {
+    s += fmt::format("\n  {}: {} rounds, {}/{} drafted tokens accepted ({:.1f}%), {:.2f} tokens per verify, {} draft "
+                     "steps ({:.3f} ms each), verify {:.2f} ms each",
+                     d.name, d.rounds, d.accepted, d.drafted, 100 * d.acceptance(), d.tokens_per_verify(), d.steps,
+                     d.steps ? 1e3 * d.draft_s / double(d.steps) : 0.0,
+                     d.rounds ? 1e3 * d.verify_s / double(d.rounds) : 0.0);
+    if (!d.chosen.empty()) s += fmt::format("; best skip set {}", d.chosen);
+    for (const auto& a : d.arms)
+      if (a.rounds)
+        s += fmt::format("\n    {}: {} rounds, {}/{} accepted ({:.1f}%)", a.label, a.rounds, a.accepted, a.drafted,
+                         100 * a.acceptance());
+  }
   return s;
 }
 

@@ -13,11 +13,17 @@
 //   tokens per second = expected_tokens(a, k) / (draft cost + t_verify(k + 1))
 // over: plain decoding (k = 0, rate 1 / t_plain); prompt lookup when it has a continuation
 // (draft cost 0, k up to the continuation's length); early exit for k = 1..draft_max (draft cost
-// (k + 1) t_step: k drafts plus the last one's pass to layer d). a is each
-// drafter's running acceptance, t_* the running measured costs (adaptive.h; before a cost is
-// measured it is derived from the plain step by layer fraction). A drafter not chosen for 32
-// rounds gets one probe round of 2 tokens, and plain decoding one plain step, so that a stale
-// estimate can recover.
+// (k + 1) t_step: k drafts plus the last one's pass to layer d); layer subset for k =
+// 1..draft_max with the subset chooser's best skip set (draft cost k t_step(set), verification
+// from layer 0; when subset wins the round, the chooser's policy picks the set actually run, so
+// it explores only in rounds given to it). a is each drafter's (each skip set's) running
+// acceptance, t_* the running measured costs (adaptive.h; before a cost is measured it is
+// derived from the plain step by layer fraction). A drafter not chosen for 32 rounds gets one
+// probe round of 2 tokens, and plain decoding one plain step, so that a stale estimate can
+// recover.
+//
+// `subset` drafts k = draft_max tokens each round (fewer when the draft's head is unsure) with
+// the skip set the chooser picks (subset_chooser.h: candidates, exploration budget, settling).
 //
 // Not thread-safe; one sequence. The engine and sampler must outlive the decoder.
 #pragma once
@@ -34,17 +40,30 @@
 #include "spec/adaptive.h"
 #include "spec/drafter.h"
 #include "spec/spec_config.h"
+#include "spec/subset_chooser.h"
 
 namespace strata::spec {
+
+// One skip set of the layer-subset drafter.
+struct ArmStats {
+  std::string label;         // SkipSet::label
+  uint64_t rounds = 0, drafted = 0, accepted = 0;
+  double acceptance() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
+};
 
 struct DrafterStats {
   std::string name;
   uint64_t rounds = 0;       // verify passes with this drafter's tokens
   uint64_t drafted = 0;      // tokens proposed
   uint64_t accepted = 0;     // of which accepted
+  uint64_t tokens = 0;       // emitted by those verify passes (accepted + the verifier's own)
   uint64_t steps = 0;        // forward passes drafting cost (0 for lookup)
   double draft_s = 0;        // time drafting
+  double verify_s = 0;       // time in those verify passes
+  std::vector<ArmStats> arms = {};  // layer subset: per skip set
+  std::string chosen = {};         // layer subset: the skip set rated best at the end
   double acceptance() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
+  double tokens_per_verify() const { return rounds ? double(tokens) / double(rounds) : 0.0; }
 };
 
 struct SpecStats {
@@ -88,6 +107,11 @@ class SpeculativeDecoder {
     std::vector<int32_t> lookup;  // lookup's continuation, when chosen
   };
   Choice choose(uint32_t k_max);
+  // Measured (or, before any measurement, derived) costs the choices weigh.
+  double t_plain() const;
+  double t_verify_full(uint32_t rows) const;
+  // Picks the skip set for a subset round of k drafts and hands it to the drafter.
+  void pick_subset_arm(uint32_t k);
   Status plain_step(std::vector<int32_t>& out);
   Status verify(int drafter, const Draft& d, std::vector<int32_t>& out);
 
@@ -96,7 +120,9 @@ class SpeculativeDecoder {
   SpecConfig cfg_;
   Rng rng_;
   std::vector<std::unique_ptr<Drafter>> drafters_;
-  int early_ = -1, lookup_ = -1;  // indices into drafters_
+  int early_ = -1, lookup_ = -1, subset_ = -1;  // indices into drafters_
+  std::unique_ptr<SubsetChooser> chooser_;        // when subset_ >= 0
+  size_t subset_arm_ = 0;                         // the skip set of the current subset round
   std::vector<AcceptanceEstimate> accept_;
   std::vector<uint32_t> idle_rounds_;
   uint32_t plain_idle_rounds_ = 0;

@@ -128,9 +128,10 @@ TEST_CASE("generate --spec: greedy text equals plain decoding's; statistics on s
                           "-n 24 --temp 0 --ignore-eos";
   const auto plain = run_strata(cmd);
   REQUIRE(plain.code == 0);
-  for (const char* spec : {"lookup", "early:d=4", "auto"}) {
+  int run = 0;
+  for (const std::string spec : {"lookup", "early:d=4", "subset", "subset:skip=0.5", "auto"}) {
     INFO(spec);
-    const std::string json = (dir / (std::string("run-") + spec[0] + ".json")).string();
+    const std::string json = (dir / ("run-" + std::to_string(run++) + ".json")).string();
     const auto r = run_strata(cmd + " --spec " + spec + " --draft-max 6 --json " + json);
     INFO(r.err);
     REQUIRE(r.code == 0);
@@ -141,6 +142,14 @@ TEST_CASE("generate --spec: greedy text equals plain decoding's; statistics on s
     CHECK(j["n_gen"] == 24);
     CHECK(j["speculative"]["tokens"] == 23);  // the first token comes from the prompt's logits
     CHECK(j["speculative"]["drafters"].size() >= 1);
+    if (spec.starts_with("subset")) {
+      // Per skip set statistics, and the one rated best.
+      const auto& d = j["speculative"]["drafters"][0];
+      CHECK(d["name"] == "subset");
+      CHECK(d["skip_sets"].size() == (spec == "subset" ? 9u : 3u));
+      CHECK(d["chosen"].get<std::string>().find("skip") != std::string::npos);
+      CHECK(has(r.err, "best skip set"));
+    }
   }
 }
 
@@ -233,8 +242,9 @@ TEST_CASE("model commands reject bad input with one clear line", "[cli]") {
       {"generate -m " + strata::test::testdata("models/gemma3-swa/model.gguf") + " -p hi -ctv q4", 1,
        "V: KV cache type q4 quantises groups of 32 values within a head, but head_dim is 48"},
       {"generate -m " + model + " -p hi --spec early:d=99", 2, "--spec early: depth d=99 must be in [1, "},
-      {"generate -m " + model + " -p hi --spec medusa", 2, "--spec 'medusa': expected none, early:d=N, lookup or auto"},
+      {"generate -m " + model + " -p hi --spec medusa", 2, "--spec 'medusa': expected none, early:d=N, subset[:skip=R], lookup or auto"},
       {"generate -m " + model + " -p hi --spec lookup --draft-max 16", 2, "--draft-max must be in [1, 15]"},
+      {"generate -m " + model + " -p hi --spec subset:skip=2", 2, "--spec subset: skip=2 must be in (0, 1)"},
   };
   for (const auto& c : cases) {
     INFO(c.args);

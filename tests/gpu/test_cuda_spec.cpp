@@ -1,5 +1,6 @@
 // Greedy speculative decoding on the CUDA engine gives exactly the CUDA engine's plain greedy
-// text, for every drafter, resident and with streamed weight blocks. This relies on
+// text, for every drafter (layer subset included: its skip mask also drops the skipped layers'
+// blocks from the streaming schedule), resident and with streamed weight blocks. This relies on
 // CudaForward::eval_layers computing each verify row as a decode step does (multi-column GEMV
 // with the same per-column reduction as one column; attention one query at a time). Skips
 // without a GPU.
@@ -57,7 +58,7 @@ TEST_CASE("GPU greedy speculative decoding equals GPU plain greedy decoding", "[
         const uint32_t n = p % 10 == 0 ? 120 : 24;  // 120: the sliding rings (16 + 16 slots) wrap
         INFO(ggml_type_info(type).name << (streamed ? " streamed" : " resident") << " prompt " << p);
         const auto want = test::generate(**gpu, prompt, n, config("none", n_layer), test::greedy_params());
-        for (const char* m : {"lookup", "early:d=1", "early:d=2", "auto:d=2"}) {
+        for (const char* m : {"lookup", "early:d=1", "early:d=2", "subset", "subset:skip=0.5", "auto:d=2"}) {
           INFO(m);
           CHECK(test::generate(**gpu, prompt, n, config(m, n_layer), test::greedy_params()) == want);
         }
@@ -84,10 +85,51 @@ TEST_CASE("GPU greedy speculative decoding on strata-tiny gives the plain text",
       "directory is the top of the tree.\n\nSummary:", true, false);
   // 400 tokens: past the 256-token window, so the rings wrap during speculation.
   const auto want = test::generate(**gpu, prompt, 400, config("none", n_layer), test::greedy_params());
-  for (const char* m : {"lookup", "early:d=4", "early:d=8", "auto"}) {
+  for (const char* m : {"lookup", "early:d=4", "early:d=8", "subset", "auto"}) {
     INFO(m);
     spec::SpecStats st;
     CHECK(test::generate(**gpu, prompt, 400, config(m, n_layer), test::greedy_params(), &st) == want);
     WARN(m << ": " << st.summary());
+  }
+}
+
+TEST_CASE("GPU eval_layers with a skip mask equals the composition of two layer ranges", "[gpu][spec]") {
+  if (kernels::cuda::devices().empty()) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  const std::string path = test::small_spec_model(33, GgmlType::Q8_0);
+  auto model = runtime::Model::load(path);
+  REQUIRE(model.is_ok());
+  const uint32_t n_layer = (*model)->spec.hp.n_layer, n_embd = (*model)->spec.hp.n_embd;
+  for (bool streamed : {false, true}) {
+    INFO((streamed ? "streamed" : "resident"));
+    runtime::ForwardOptions opt{.n_ctx = 64, .ubatch = 16, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .residency = {}, .trace = {}};
+    if (streamed) opt.residency = stream_odd_layers(n_layer);
+    auto ref = runtime::CudaForward::create(*model, opt);
+    auto masked = runtime::CudaForward::create(*model, opt);
+    REQUIRE(ref.is_ok());
+    REQUIRE(masked.is_ok());
+    const std::vector<int32_t> prompt = {1, 17, 40, 200, 9, 33, 12};
+    const std::vector<int32_t> next = {33, 34, 35, 36, 37, 38};
+    std::vector<float> want, got, none;
+    REQUIRE((*ref)->eval(prompt, runtime::Logits::last, want).is_ok());
+    REQUIRE((*masked)->eval(prompt, runtime::Logits::last, got).is_ok());
+    const uint32_t pos = (*ref)->n_past();
+    for (uint32_t j = 1; j + 1 < n_layer; ++j) {
+      INFO("skipping layer " << j);
+      std::vector<float> hidden(next.size() * n_embd);
+      REQUIRE((*ref)->eval_layers(next, pos, {.first = 0, .end = j, .hidden_in = nullptr, .hidden_out = hidden.data(), .skip = {}},
+                                  runtime::Logits::none, none).is_ok());
+      REQUIRE((*ref)->eval_layers(next, pos, {.first = j + 1, .end = 0, .hidden_in = hidden.data(), .hidden_out = nullptr, .skip = {}},
+                                  runtime::Logits::all, want).is_ok());
+      (*ref)->truncate(pos);
+      std::vector<uint8_t> skip(n_layer, 0);
+      skip[j] = 1;
+      REQUIRE((*masked)->eval_layers(next, pos, {.first = 0, .end = 0, .hidden_in = nullptr, .hidden_out = nullptr, .skip = skip},
+                                     runtime::Logits::all, got).is_ok());
+      CHECK(got == want);
+      CHECK((*masked)->n_past() == pos);
+    }
   }
 }

@@ -42,8 +42,18 @@ TEST_CASE("spec flag parsing: modes, default depth and one-line errors", "[spec]
   CHECK(spec::parse_spec("early:d=99", 8, 12).message().find("d=99 must be in [1, 12)") != std::string::npos);
   CHECK(spec::parse_spec("early:d=12", 8, 12).message().find("must be in [1, 12)") != std::string::npos);
   CHECK(spec::parse_spec("early:d=x", 8, 12).message().find("expected early:d=N") != std::string::npos);
-  CHECK(spec::parse_spec("subset", 8, 12).message().find("not implemented") != std::string::npos);
-  CHECK(spec::parse_spec("medusa", 8, 12).message().find("expected none, early:d=N, lookup or auto") != std::string::npos);
+  CHECK(spec::parse_spec("subset", 8, 12)->mode == spec::SpecMode::subset);
+  CHECK(spec::parse_spec("subset", 8, 12)->skip_ratio == 0);
+  CHECK(spec::parse_spec("subset", 8, 12)->text() == "subset");
+  CHECK(spec::parse_spec("subset:skip=0.5", 8, 12)->skip_ratio == 0.5);
+  CHECK(spec::parse_spec("subset:skip=0.25", 8, 12)->text() == "subset:skip=0.25");
+  CHECK(spec::parse_spec("subset:skip=1", 8, 12).message().find("must be in (0, 1)") != std::string::npos);
+  CHECK(spec::parse_spec("subset:skip=0", 8, 12).message().find("must be in (0, 1)") != std::string::npos);
+  CHECK(spec::parse_spec("subset:d=3", 8, 12).message().find("expected subset:skip=R") != std::string::npos);
+  CHECK(spec::parse_spec("subset:skip=0.5x", 8, 12).message().find("expected subset:skip=R") != std::string::npos);
+  CHECK(spec::parse_spec("subset", 8, 2).message().find("at least 3 layers") != std::string::npos);
+  CHECK(spec::parse_spec("medusa", 8, 12).message().find("expected none, early:d=N, subset[:skip=R], lookup or auto") !=
+        std::string::npos);
   CHECK(spec::parse_spec("lookup:d=3", 8, 12).message().find("takes no argument") != std::string::npos);
   CHECK(spec::parse_spec("lookup", 0, 12).message().find("--draft-max must be in [1, 15]") != std::string::npos);
   CHECK(spec::parse_spec("lookup", 16, 12).message().find("--draft-max") != std::string::npos);
@@ -86,13 +96,13 @@ TEST_CASE("eval_layers: a draft to layer d plus verification from d equals plain
   const uint32_t pos = split->n_past(), d = 2;
   std::vector<float> hidden(next.size() * n_embd), none;
   for (size_t i = 0; i < next.size(); ++i) {
-    runtime::LayerRange r{0, d, nullptr, hidden.data() + i * n_embd};
+    runtime::LayerRange r{0, d, nullptr, hidden.data() + i * n_embd, {}};
     REQUIRE(split->eval_layers(std::span(&next[i], 1), pos + uint32_t(i), r, runtime::Logits::none, none).is_ok());
     CHECK(split->n_past() == pos);
   }
   // Verify: layers [d, L) over all rows at once.
   std::vector<float> got;
-  REQUIRE(split->eval_layers(next, pos, {d, 0, hidden.data(), nullptr}, runtime::Logits::all, got).is_ok());
+  REQUIRE(split->eval_layers(next, pos, {d, 0, hidden.data(), nullptr, {}}, runtime::Logits::all, got).is_ok());
   CHECK(split->n_past() == pos + next.size());
   REQUIRE(got.size() == next.size() * n_vocab);
   CHECK(got == want);
@@ -104,11 +114,11 @@ TEST_CASE("eval_layers: a draft to layer d plus verification from d equals plain
 
   // Errors: empty or out-of-model ranges, a missing stream, too many rows, too far ahead.
   std::vector<float> x(16 * n_embd);
-  CHECK(split->eval_layers(next, pos, {3, 2, x.data(), nullptr}, runtime::Logits::none, got).message().find("empty") !=
+  CHECK(split->eval_layers(next, pos, {3, 2, x.data(), nullptr, {}}, runtime::Logits::none, got).message().find("empty") !=
         std::string::npos);
-  CHECK(split->eval_layers(next, pos, {0, 9, nullptr, nullptr}, runtime::Logits::none, got).message().find("beyond") !=
+  CHECK(split->eval_layers(next, pos, {0, 9, nullptr, nullptr, {}}, runtime::Logits::none, got).message().find("beyond") !=
         std::string::npos);
-  CHECK(split->eval_layers(next, pos, {1, 0, nullptr, nullptr}, runtime::Logits::none, got).message().find(
+  CHECK(split->eval_layers(next, pos, {1, 0, nullptr, nullptr, {}}, runtime::Logits::none, got).message().find(
             "residual stream") != std::string::npos);
   const std::vector<int32_t> many(17, 3);
   CHECK(!split->eval_layers(many, pos, {}, runtime::Logits::none, got).is_ok());
@@ -116,8 +126,63 @@ TEST_CASE("eval_layers: a draft to layer d plus verification from d equals plain
         std::string::npos);
 }
 
+TEST_CASE("eval_layers with a skip mask: no skips is the full pass, skipping layer j composes ranges", "[spec]") {
+  const std::string path = test::small_spec_model(9, GgmlType::Q8_0);
+  auto ref = cpu_engine(path, 64, 16);
+  auto masked = cpu_engine(path, 64, 16);
+  const uint32_t n_layer = ref->model().spec.hp.n_layer, n_embd = ref->model().spec.hp.n_embd;
+  const std::vector<int32_t> prompt = {1, 17, 40, 200, 9, 33, 12};
+  const std::vector<int32_t> next = {33, 34, 35, 36, 37, 38};
+  std::vector<float> lr, lm;
+  REQUIRE(ref->eval(prompt, runtime::Logits::last, lr).is_ok());
+  REQUIRE(masked->eval(prompt, runtime::Logits::last, lm).is_ok());
+  const uint32_t pos = ref->n_past();
+
+  // An all-zero mask is no mask: the full pass bit for bit, and n_past moves.
+  const std::vector<uint8_t> none_skipped(n_layer, 0);
+  std::vector<float> want, got;
+  REQUIRE(ref->eval_layers(next, pos, {}, runtime::Logits::all, want).is_ok());
+  REQUIRE(masked->eval_layers(next, pos, {.first = 0, .end = 0, .hidden_in = nullptr, .hidden_out = nullptr,
+                                          .skip = none_skipped},
+                              runtime::Logits::all, got)
+              .is_ok());
+  CHECK(got == want);
+  CHECK(masked->n_past() == pos + next.size());
+  ref->truncate(pos);
+  masked->truncate(pos);
+
+  for (uint32_t j = 1; j + 1 < n_layer; ++j) {
+    INFO("skipping layer " << j);
+    // Reference: layers [0, j), then [j + 1, L) on the stream leaving layer j - 1.
+    std::vector<float> hidden(next.size() * n_embd), none;
+    REQUIRE(ref->eval_layers(next, pos, {.first = 0, .end = j, .hidden_in = nullptr, .hidden_out = hidden.data(), .skip = {}},
+                             runtime::Logits::none, none)
+                .is_ok());
+    REQUIRE(ref->eval_layers(next, pos, {.first = j + 1, .end = 0, .hidden_in = hidden.data(), .hidden_out = nullptr, .skip = {}},
+                             runtime::Logits::all, want)
+                .is_ok());
+    ref->truncate(pos);
+    std::vector<uint8_t> skip(n_layer, 0);
+    skip[j] = 1;
+    REQUIRE(masked->eval_layers(next, pos, {.first = 0, .end = 0, .hidden_in = nullptr, .hidden_out = nullptr, .skip = skip},
+                                runtime::Logits::all, got)
+                .is_ok());
+    CHECK(got == want);
+    CHECK(masked->n_past() == pos);  // a masked pass is a draft: it never completes positions
+  }
+  // The masked pass's KV is overwritten by a full pass from layer 0: the same logits as never masked.
+  REQUIRE(ref->eval_layers(next, pos, {}, runtime::Logits::all, want).is_ok());
+  REQUIRE(masked->eval_layers(next, pos, {}, runtime::Logits::all, got).is_ok());
+  CHECK(got == want);
+  const std::vector<uint8_t> short_mask(n_layer - 1, 1);
+  CHECK(masked->eval_layers(next, pos, {.first = 0, .end = 0, .hidden_in = nullptr, .hidden_out = nullptr, .skip = short_mask},
+                            runtime::Logits::none, got)
+            .message()
+            .find("skip mask has") != std::string::npos);
+}
+
 TEST_CASE("greedy speculative decoding equals plain greedy decoding on synthetic models", "[spec]") {
-  const std::vector<std::string> modes = {"lookup", "early:d=1", "early:d=3", "auto:d=2"};
+  const std::vector<std::string> modes = {"lookup", "early:d=1", "early:d=3", "subset", "subset:skip=0.5", "auto:d=2"};
   std::map<std::string, std::pair<uint64_t, uint64_t>> accepted_drafted;
   for (auto [seed, type] : {std::pair{11u, GgmlType::Q8_0}, std::pair{12u, GgmlType::F32}, std::pair{13u, GgmlType::Q4_0}}) {
     const std::string path = test::small_spec_model(seed, type);
@@ -168,7 +233,7 @@ TEST_CASE("greedy speculative decoding equals plain greedy decoding on strata-ti
                            "Summary:"}) {
     const auto prompt = tok->encode(text, true, false);
     const auto want = test::generate(*e, prompt, 32, config("none", 8, n_layer), test::greedy_params());
-    for (const char* m : {"lookup", "early:d=4", "auto"}) {
+    for (const char* m : {"lookup", "early:d=4", "subset", "auto"}) {
       INFO(text << " | " << m);
       spec::SpecStats st;
       CHECK(test::generate(*e, prompt, 32, config(m, 8, n_layer), test::greedy_params(), &st) == want);
@@ -183,7 +248,7 @@ TEST_CASE("drafts are capped by the engine's ubatch (the ring margin) and the co
   const std::vector<int32_t> prompt = {1, 5, 6, 7, 5, 6, 7, 5, 6};
   const uint32_t n = 48 - uint32_t(prompt.size()) + 1;  // fills the context exactly
   const auto want = test::generate(*e, prompt, n, config("none", 15, n_layer), test::greedy_params());
-  for (const char* m : {"lookup", "early:d=2", "auto:d=1"}) {
+  for (const char* m : {"lookup", "early:d=2", "subset", "auto:d=1"}) {
     INFO(m);
     spec::SpecStats st;
     CHECK(test::generate(*e, prompt, n, config(m, 15, n_layer), test::greedy_params(), &st) == want);

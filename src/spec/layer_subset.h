@@ -1,0 +1,34 @@
+// Layer-subset drafting (SWIFT-style self-speculation, no training): the model itself with some
+// middle layers skipped (the residual stream passes them unchanged), then its final norm and head,
+// drafts greedily one token at a time. Each step writes the KV of the layers it runs at the
+// drafted position (ahead of n_past); the skipped layers have none there and the run layers saw
+// a different stream, so verification recomputes every layer from layer 0 (verify_from = 0) and
+// overwrites it all. Which layers to skip is chosen online (subset_chooser.h).
+#pragma once
+
+#include "runtime/engine.h"
+#include "spec/drafter.h"
+
+namespace strata::spec {
+
+class LayerSubset final : public Drafter {
+ public:
+  // min_confidence: as EarlyExit's (drafting stops before a token its head gives less probability).
+  LayerSubset(runtime::Engine& engine, float min_confidence) : engine_(engine), min_confidence_(min_confidence) {}
+  std::string_view name() const override { return "subset"; }
+  // The layers the next drafts skip: one entry per layer, at least one nonzero (an empty skip set
+  // would be a full pass, which moves n_past). The span must stay valid while drafting.
+  void set_skip(std::span<const uint8_t> skip) { skip_ = skip; }
+  Status propose(std::span<const int32_t> history, uint32_t k, Draft& out) override;
+
+ private:
+  runtime::Engine& engine_;
+  float min_confidence_;
+  std::span<const uint8_t> skip_;
+  std::vector<float> logits_;
+};
+
+// Softmax probability of the argmax `top` (shared with early exit's confidence cut).
+float top_probability(std::span<const float> logits, int32_t top);
+
+}  // namespace strata::spec
