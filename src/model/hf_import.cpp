@@ -1,23 +1,19 @@
 #include "model/hf_import.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <mutex>
-#include <thread>
 
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
-#include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
 
 #include "core/half.h"
 #include "core/progress.h"
 #include "kernels/cpu/quant_kernels.h"
+#include "model/gguf_parallel_write.h"
 #include "model/hf_export.h"
 
 namespace strata::model {
@@ -332,51 +328,25 @@ Result<uint64_t> write_hf_tensors(const HfModel& m, const HfImportOptions& o, gg
     index.push_back(w.add_tensor(tensor_name(t.role, t.layer), type, t.ne));
     total += w.tensor_bytes(index.back());
   }
-  const std::string partial = out_path + ".partial";
-  STRATA_TRY(w.begin(partial));
   Progress progress(fmt::format("convert {} -> {}", m.dir, out_path), total, "B", o.progress);
-  std::mutex mu;
-  Status first_error;
-  std::atomic<bool> failed{false};
-  const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  tbb::task_arena arena(threads);
-  arena.execute([&] {
-    tbb::parallel_for(size_t(0), m.tensors.size(), [&](size_t i) {
-      if (failed.load(std::memory_order_relaxed)) return;
-      const HfSourceTensor& t = m.tensors[i];
-      const uint64_t row = t.ne[0], rows = t.ne.size() > 1 ? t.ne[1] : 1, n = row * rows;
-      std::vector<float> f(n);
-      to_f32(t.dtype, t.data, f.data(), n);
-      if (m.arch == Arch::gemma3 && role_info(t.role).is_norm)
-        for (float& x : f) x += 1.0f;  // HF: x * (1 + w); GGUF stores w + 1
-      if (m.arch == Arch::llama && (t.role == TensorRole::attn_q || t.role == TensorRole::attn_k)) {
-        std::vector<float> p(n);
-        const uint32_t heads = t.role == TensorRole::attn_q ? m.hp.n_head : m.hp.n_head_kv;
-        permute_rope_rows(f.data(), p.data(), heads, m.hp.n_embd_head, row);
-        f.swap(p);
-      }
-      std::vector<uint8_t> out(ggml_row_bytes(types[i], row) * rows);
-      kernels::cpu::quant_kernels(types[i])->quantize(f.data(), out.data(), int64_t(n));
-      Status s = w.write_tensor(index[i], out.data(), out.size());
-      if (!s) {
-        std::lock_guard lock(mu);
-        if (first_error.is_ok()) first_error = s;
-        failed = true;
-        return;
-      }
-      progress.add(out.size());
-    });
-  });
-  progress.finish();
-  Status closed = w.finish(false);
-  if (first_error.is_ok() && !closed.is_ok()) first_error = closed;
-  std::error_code ec;
-  if (!first_error.is_ok()) {
-    fs::remove(partial, ec);
-    return first_error;
-  }
-  fs::rename(partial, out_path, ec);
-  if (ec) return Status::error("{}: cannot rename from {}: {}", out_path, partial, ec.message());
+  STRATA_TRY(write_gguf_in_pieces(w, out_path, m.tensors.size(), o.threads, progress, [&](size_t i) -> Result<uint64_t> {
+    const HfSourceTensor& t = m.tensors[i];
+    const uint64_t row = t.ne[0], rows = t.ne.size() > 1 ? t.ne[1] : 1, n = row * rows;
+    std::vector<float> f(n);
+    to_f32(t.dtype, t.data, f.data(), n);
+    if (m.arch == Arch::gemma3 && role_info(t.role).is_norm)
+      for (float& x : f) x += 1.0f;  // HF: x * (1 + w); GGUF stores w + 1
+    if (m.arch == Arch::llama && (t.role == TensorRole::attn_q || t.role == TensorRole::attn_k)) {
+      std::vector<float> p(n);
+      const uint32_t heads = t.role == TensorRole::attn_q ? m.hp.n_head : m.hp.n_head_kv;
+      permute_rope_rows(f.data(), p.data(), heads, m.hp.n_embd_head, row);
+      f.swap(p);
+    }
+    std::vector<uint8_t> out(ggml_row_bytes(types[i], row) * rows);
+    kernels::cpu::quant_kernels(types[i])->quantize(f.data(), out.data(), int64_t(n));
+    STRATA_TRY(w.write_tensor(index[i], out.data(), out.size()));
+    return uint64_t(out.size());
+  }));
   return w.total_bytes();
 }
 

@@ -1,20 +1,15 @@
 #include "model/quantize.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <filesystem>
-#include <mutex>
-#include <thread>
 #include <vector>
 
-#include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
 
 #include "core/log.h"
 #include "core/progress.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "model/gguf_file.h"
+#include "model/gguf_parallel_write.h"
 #include "model/gguf_writer.h"
 #include "model/model_spec.h"
 #include "model/quant_mix.h"
@@ -114,56 +109,29 @@ Result<QuantizeSummary> quantize_model(const std::string& in_path, const std::st
     for (uint64_t r = 0; r < rows; r += per) chunks.push_back({i, r, std::min(per, rows - r)});
   }
 
-  const std::string partial = out_path + ".partial";
-  STRATA_TRY(w.begin(partial));
   Progress progress(fmt::format("quantize {} -> {}", in_path, target.name), file->file_size(), "B", opt.progress);
-  std::mutex error_mu;
-  Status first_error;
-  std::atomic<bool> failed{false};
-  const int threads = opt.threads > 0 ? opt.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  tbb::task_arena arena(threads);
-  arena.execute([&] {
-    tbb::parallel_for(size_t(0), chunks.size(), [&](size_t ci) {
-      if (failed.load(std::memory_order_relaxed)) return;
-      const Chunk& c = chunks[ci];
-      const Planned& p = planned[c.tensor];
-      const gguf::TensorInfo& t = *p.src;
-      const uint64_t n = t.ne[0];
-      const uint64_t in_row = ggml_row_bytes(t.type, n), out_row = ggml_row_bytes(p.type, n);
-      const uint8_t* src = t.data + c.row0 * in_row;
-      Status s;
-      if (p.copy) {
-        s = w.write_tensor_range(p.index, c.row0 * out_row, src, c.rows * out_row);
-      } else {
-        const auto* dec = kernels::cpu::quant_kernels(t.type);
-        const auto* enc = kernels::cpu::quant_kernels(p.type);
-        std::vector<float> f(c.rows * n);
-        std::vector<uint8_t> out(c.rows * out_row);
-        for (uint64_t r = 0; r < c.rows; ++r) {
-          dec->dequantize(src + r * in_row, f.data() + r * n, int64_t(n));
-          enc->quantize(f.data() + r * n, out.data() + r * out_row, int64_t(n));
-        }
-        s = w.write_tensor_range(p.index, c.row0 * out_row, out.data(), out.size());
+  STRATA_TRY(write_gguf_in_pieces(w, out_path, chunks.size(), opt.threads, progress, [&](size_t ci) -> Result<uint64_t> {
+    const Chunk& c = chunks[ci];
+    const Planned& p = planned[c.tensor];
+    const gguf::TensorInfo& t = *p.src;
+    const uint64_t n = t.ne[0];
+    const uint64_t in_row = ggml_row_bytes(t.type, n), out_row = ggml_row_bytes(p.type, n);
+    const uint8_t* src = t.data + c.row0 * in_row;
+    if (p.copy) {
+      STRATA_TRY(w.write_tensor_range(p.index, c.row0 * out_row, src, c.rows * out_row));
+    } else {
+      const auto* dec = kernels::cpu::quant_kernels(t.type);
+      const auto* enc = kernels::cpu::quant_kernels(p.type);
+      std::vector<float> f(c.rows * n);
+      std::vector<uint8_t> out(c.rows * out_row);
+      for (uint64_t r = 0; r < c.rows; ++r) {
+        dec->dequantize(src + r * in_row, f.data() + r * n, int64_t(n));
+        enc->quantize(f.data() + r * n, out.data() + r * out_row, int64_t(n));
       }
-      if (!s) {
-        std::lock_guard lock(error_mu);
-        if (first_error.is_ok()) first_error = s;
-        failed = true;
-        return;
-      }
-      progress.add(c.rows * in_row);
-    });
-  });
-  progress.finish();
-  Status closed = w.finish(false);
-  if (first_error.is_ok() && !closed.is_ok()) first_error = closed;
-  std::error_code ec;
-  if (!first_error.is_ok()) {
-    std::filesystem::remove(partial, ec);
-    return first_error;
-  }
-  std::filesystem::rename(partial, out_path, ec);
-  if (ec) return Status::error("{}: cannot rename from {}: {}", out_path, partial, ec.message());
+      STRATA_TRY(w.write_tensor_range(p.index, c.row0 * out_row, out.data(), out.size()));
+    }
+    return uint64_t(c.rows * in_row);
+  }));
   sum.in_bytes = file->file_size();
   sum.out_bytes = w.total_bytes();
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -1,19 +1,14 @@
 #include "model/synth.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <mutex>
-#include <thread>
 
-#include <tbb/parallel_for.h>
-#include <tbb/task_arena.h>
 
 #include "core/progress.h"
 #include "kernels/cpu/quant_kernels.h"
+#include "model/gguf_parallel_write.h"
 #include "model/gguf_writer.h"
 #include "model/quant_mix.h"
 #include "model/synth_vocab.h"
@@ -239,51 +234,24 @@ Result<SynthSummary> write_synthetic_model(const SynthOptions& o, const std::str
     n_params += rows * t.ne[0];
   }
 
-  const std::string partial = path + ".partial";
-  STRATA_TRY(w.begin(partial));
   Progress progress(fmt::format("synth {}", path), w.total_bytes(), "B", o.progress);
-  std::mutex error_mu;
-  Status first_error;
-  std::atomic<bool> failed{false};
-  const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  tbb::task_arena arena(threads);
-  arena.execute([&] {
-    tbb::parallel_for(size_t(0), chunks.size(), [&](size_t ci) {
-      if (failed.load(std::memory_order_relaxed)) return;
-      const Chunk& c = chunks[ci];
-      const PlannedTensor& t = planned[c.tensor];
-      const uint64_t row_bytes = ggml_row_bytes(t.type, t.ne[0]);
-      std::vector<uint8_t> buf(c.rows * row_bytes);
-      const auto* k = kernels::cpu::quant_kernels(t.type);
-      const bool norm = role_info(t.role).is_norm;
-      Rng rng(o.seed, (uint64_t(c.tensor) << 32) | (c.row0 & 0xffffffffu));
-      if (norm) {
-        // Norm weights near 1 (gemma3 GGUFs store 1 + w already, so ~1 is right there too).
-        auto* f = reinterpret_cast<float*>(buf.data());
-        for (uint64_t i = 0; i < c.rows * t.ne[0]; ++i) f[i] = rng.uniform(0.8f, 1.2f);
-      } else {
-        k->fill_random(buf.data(), int64_t(c.rows * t.ne[0]), rng, t.std);
-      }
-      Status s = w.write_tensor_range(t.index, c.row0 * row_bytes, buf.data(), buf.size());
-      if (!s) {
-        std::lock_guard lock(error_mu);
-        if (first_error.is_ok()) first_error = s;
-        failed = true;
-        return;
-      }
-      progress.add(buf.size());
-    });
-  });
-  progress.finish();
-  Status closed = w.finish(false);
-  if (first_error.is_ok() && !closed.is_ok()) first_error = closed;
-  std::error_code ec;
-  if (!first_error.is_ok()) {
-    std::filesystem::remove(partial, ec);
-    return first_error;
-  }
-  std::filesystem::rename(partial, path, ec);
-  if (ec) return Status::error("{}: cannot rename from {}: {}", path, partial, ec.message());
+  STRATA_TRY(write_gguf_in_pieces(w, path, chunks.size(), o.threads, progress, [&](size_t ci) -> Result<uint64_t> {
+    const Chunk& c = chunks[ci];
+    const PlannedTensor& t = planned[c.tensor];
+    const uint64_t row_bytes = ggml_row_bytes(t.type, t.ne[0]);
+    std::vector<uint8_t> buf(c.rows * row_bytes);
+    const auto* k = kernels::cpu::quant_kernels(t.type);
+    Rng rng(o.seed, (uint64_t(c.tensor) << 32) | (c.row0 & 0xffffffffu));
+    if (role_info(t.role).is_norm) {
+      // Norm weights near 1 (gemma3 GGUFs store 1 + w already, so ~1 is right there too).
+      auto* f = reinterpret_cast<float*>(buf.data());
+      for (uint64_t i = 0; i < c.rows * t.ne[0]; ++i) f[i] = rng.uniform(0.8f, 1.2f);
+    } else {
+      k->fill_random(buf.data(), int64_t(c.rows * t.ne[0]), rng, t.std);
+    }
+    STRATA_TRY(w.write_tensor_range(t.index, c.row0 * row_bytes, buf.data(), buf.size()));
+    return uint64_t(buf.size());
+  }));
 
   sum.n_params = n_params;
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
