@@ -429,9 +429,9 @@ TEST_CASE("batch --batch 3: sessions decode together and the results equal --bat
   CHECK(outputs(out) == ref);  // greedy and seeded sampled jobs alike
   const json first = json::parse(slurp(out).substr(0, slurp(out).find('\n')));
   CHECK(first["placement"]["sessions"] == 3);
-  // The default on the CPU is one session (measured: batching does not pay there, see README).
+  // The default on the CPU is one session (measured: batching pays little there, see README).
   const fs::path out1 = dir / "r1.jsonl";
-  auto d = run(fx.batch_args(out1, {"--shard", "0/8"}));
+  auto d = run(fx.batch_args(out1, {"--shard", "0/8", "--device", "cpu"}));
   INFO(d.err);
   REQUIRE(d.code == 0);
   CHECK(has(d.err, "1 session decoding together"));
