@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include <unistd.h>
-
 #include "cli/output_file.h"
 #include "core/log.h"
 #include "core/units.h"
@@ -107,12 +105,6 @@ double predicted_aggregate_tps(const runtime::ExecutorPlan& e, uint32_t n) {
   const auto c = offload::sweep_cost(e.blocks, e.profile, e.plan.placement, e.shape, 0, e.blocks.n_layer, true, n,
                                      e.shape.decode_pos(), false);
   return c.total_s() > 0 ? double(n) / c.total_s() : 0.0;
-}
-
-// Physical memory of this machine (0 when unknown).
-uint64_t host_ram_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
 }
 
 }  // namespace
@@ -234,28 +226,26 @@ Result<std::unique_ptr<runtime::Engine>> ModelArgs::open(uint32_t n_ctx_hint, ui
   } else if (n_seq == 0) {
     // No budget: as many sessions (up to kMaxAutoSessions) as leave room beside the weights.
     const uint64_t weights = (*m)->file.bytes().size();
-    uint64_t room = 0;
-    std::string where;
     if (dev == runtime::Device::cuda) {
       auto mi = kernels::cuda::mem_info();
       if (!mi) return mi.status();
       // What the engine needs besides weights and KV (activations, logits, kernel and cuBLAS
       // scratch): a generous 1 GiB plus 5% of the card.
       const uint64_t reserve = weights + (1ull << 30) + mi->total_bytes / 20;
-      room = mi->free_bytes > reserve ? mi->free_bytes - reserve : 0;
-      where = fmt::format("{} free on the GPU", format_bytes(mi->free_bytes));
+      const uint64_t room = mi->free_bytes > reserve ? mi->free_bytes - reserve : 0;
       n_seq = uint32_t(std::clamp<uint64_t>(per_seq ? room / per_seq : max_auto, 1, max_auto));
-      sessions_reason = fmt::format("{} KV per session, {} beside {} of weights", format_bytes(per_seq), where,
-                                    format_bytes(weights));
+      sessions_reason = fmt::format("{} of KV per session; {} free on the GPU beside {} of weights",
+                                    format_bytes(per_seq), format_bytes(mi->free_bytes), format_bytes(weights));
     } else {
+      // Measured: the CPU dot kernels decode the weights again for every row, so N sessions
+      // stepping together gain little over one (README); --batch N still asks for them.
       n_seq = 1;
-      sessions_reason = "the CPU engine runs one session at a time unless --batch says otherwise";
+      sessions_reason = "the CPU engine gains little from batching; --batch N asks for N";
     }
     fo.n_seq = n_seq;
   } else {
     fo.n_seq = n_seq;
   }
-  (void)host_ram_bytes;
   return runtime::make_engine(m.value(), fo, dev);
 }
 
