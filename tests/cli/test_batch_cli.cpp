@@ -429,6 +429,13 @@ TEST_CASE("batch --batch 3: sessions decode together and the results equal --bat
   CHECK(outputs(out) == ref);  // greedy and seeded sampled jobs alike
   const json first = json::parse(slurp(out).substr(0, slurp(out).find('\n')));
   CHECK(first["placement"]["sessions"] == 3);
+  // More sessions than one batched step takes (16 rows): steps go in groups; same results.
+  const fs::path out20 = dir / "r20.jsonl";
+  auto r20 = run(fx.batch_args(out20, {"--batch", "20", "-c", "256"}));
+  INFO(r20.err);
+  REQUIRE(r20.code == 0);
+  CHECK(has(r20.err, "20 sessions decoding together"));
+  CHECK(outputs(out20) == ref);
   // The default on the CPU is one session (measured: batching pays little there, see README).
   const fs::path out1 = dir / "r1.jsonl";
   auto d = run(fx.batch_args(out1, {"--shard", "0/8", "--device", "cpu"}));
@@ -490,7 +497,7 @@ TEST_CASE("batch --batch 2: long inputs (map-reduce, truncate) and failing jobs 
   jobs << "{\"id\":\"long\",\"input\":{\"file\":\"long.txt\"},\"max_tokens\":8}\n"
        << "{\"id\":\"gone\",\"input\":{\"file\":\"missing.txt\"},\"max_tokens\":8}\n";
   for (int i = 0; i < 5; ++i)
-    jobs << json{{"id", "s" + std::to_string(i)}, {"input", "brief note " + std::to_string(i)}, {"max_tokens", 4 + 3 * i}}
+    jobs << json{{"id", fmt::format("s{}", i)}, {"input", fmt::format("brief note {}", i)}, {"max_tokens", 4 + 3 * i}}
                 .dump()
          << "\n";
   jobs.close();

@@ -85,17 +85,20 @@ TEST_CASE("GPU eval_batch rows are bit-identical to GPU single-sequence decoding
       for (bool streamed : {false, true}) {
         INFO(ggml_type_info(w).name << " weights, " << ggml_type_info(kv).name << " KV"
                                     << (streamed ? ", streamed" : ", resident"));
-        auto o1 = options(1, kv), o6 = options(6, kv);
-        if (streamed) o1.residency = o6.residency = stream_odd_layers(n_layer);
+        auto o1 = options(1, kv), o10 = options(10, kv);
+        if (streamed) o1.residency = o10.residency = stream_odd_layers(n_layer);
         auto ref = cuda_engine(*model, o1);
-        auto e = cuda_engine(*model, o6);
+        auto e = cuda_engine(*model, o10);
         Rng rng(uint64_t(w) * 7 + uint64_t(kv) * 3 + streamed);
         using test::random_prompt;
-        // Different prompt lengths, starts and lengths; 70+ positions wrap the 16 + 16 slot rings.
+        // Different prompt lengths, starts and lengths; 70+ positions wrap the 16 + 16 slot rings;
+        // up to 10 rows a step (multi-column GEMV of 1..10 columns).
         const std::vector<test::BatchPlan> plans = {
             {random_prompt(rng, 1, n_vocab), 0, 75},  {random_prompt(rng, 9, n_vocab), 0, 20},
             {random_prompt(rng, 24, n_vocab), 3, 60}, {random_prompt(rng, 5, n_vocab), 7, 12},
-            {random_prompt(rng, 17, n_vocab), 21, 40}, {random_prompt(rng, 2, n_vocab), 22, 1}};
+            {random_prompt(rng, 17, n_vocab), 21, 40}, {random_prompt(rng, 2, n_vocab), 22, 1},
+            {random_prompt(rng, 6, n_vocab), 0, 50},  {random_prompt(rng, 3, n_vocab), 1, 45},
+            {random_prompt(rng, 12, n_vocab), 2, 33}, {random_prompt(rng, 4, n_vocab), 5, 50}};
         test::check_batched(*e, *ref, plans, 5);
       }
     }
