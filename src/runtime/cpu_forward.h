@@ -38,17 +38,20 @@ class CpuForward final : public Engine {
   // read once per step), and per row the attention of a one-token eval over its own cache.
   Status eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) override;
   uint32_t n_seq() const override { return uint32_t(kv_.size()); }
-  uint32_t n_past(uint32_t seq) const override { return kv_.at(seq).n_tokens(); }
+  uint32_t n_past(uint32_t seq) const override { return kv(seq).n_tokens(); }
   void truncate(uint32_t seq, uint32_t n) override {
-    auto& kv = kv_.at(seq);
-    kv.set_n_tokens(std::min(n, kv.n_tokens()));
+    STRATA_CHECK(seq < kv_.size(), "truncate: sequence {} of {}", seq, kv_.size());
+    kv_[seq].set_n_tokens(std::min(n, kv_[seq].n_tokens()));
   }
   uint64_t kv_bytes_per_seq() const override { return kv_.front().bytes(); }
   uint32_t n_ctx() const override { return kv_.front().n_ctx(); }
   uint32_t ubatch() const override { return opt_.ubatch; }
   const Model& model() const override { return *model_; }
   std::string_view device_name() const override { return "cpu"; }
-  const kv::KvCache& kv(uint32_t seq = 0) const { return kv_.at(seq); }
+  const kv::KvCache& kv(uint32_t seq = 0) const {
+    STRATA_CHECK(seq < kv_.size(), "sequence {} of {}", seq, kv_.size());
+    return kv_[seq];
+  }
 
  private:
   CpuForward(std::shared_ptr<const Model> model, ForwardOptions options, std::vector<kv::KvCache> kv);

@@ -42,10 +42,13 @@ class CudaForward final : public Engine {
   // row runs as eval() of its sequence (its decode graph).
   Status eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) override;
   uint32_t n_seq() const override { return uint32_t(n_past_.size()); }
-  uint32_t n_past(uint32_t seq) const override { return n_past_.at(seq); }
+  uint32_t n_past(uint32_t seq) const override {
+    STRATA_CHECK(seq < n_past_.size(), "sequence {} of {}", seq, n_past_.size());
+    return n_past_[seq];
+  }
   void truncate(uint32_t seq, uint32_t n) override {
-    auto& p = n_past_.at(seq);
-    p = std::min(n, p);
+    STRATA_CHECK(seq < n_past_.size(), "truncate: sequence {} of {}", seq, n_past_.size());
+    n_past_[seq] = std::min(n, n_past_[seq]);
   }
   uint64_t kv_bytes_per_seq() const override;
   uint32_t n_ctx() const override { return opt_.n_ctx; }
