@@ -1,6 +1,7 @@
 // strata batch: many prompts or documents through one loaded model, with results that survive
 // crashes (see batch/journal.h), resume by rerunning the same command, and split across machines
 // with --shard. Results go to the -o file only; progress and messages to stderr.
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <memory>
@@ -21,7 +22,7 @@ namespace {
 struct BatchArgs {
   ModelArgs m;
   std::string jobs, output, instruction, long_mode = "map-reduce", shard;
-  uint32_t max_tokens = 256, overlap = 64, batch = 1;
+  uint32_t max_tokens = 256, overlap = 64, batch = 0;  // batch 0: chosen from the budget
   batch::JobSampling sampling;
   uint64_t seed = 0;
   bool chat = false, no_progress = false;
@@ -98,16 +99,17 @@ int run_batch(BatchArgs a) {
     log::info("batch: all {} jobs{} already have results in {}; nothing to do", mine.size(), shard_note, a.output);
     return 0;
   }
-  if (a.batch > 1)
-    log::warn("--batch {}: the engine decodes one session at a time for now; jobs run one after another", a.batch);
   if (interrupted()) return interrupt_exit_code();
 
-  auto engine = a.m.open();
+  // Never more sessions than jobs to run.
+  const uint32_t want = a.batch ? uint32_t(std::min<size_t>(a.batch, todo.size())) : 0;
+  auto engine = a.m.open(0, want, uint32_t(std::min<size_t>(todo.size(), kMaxAutoSessions)));
   if (!engine) {
     log::error("{}", engine.message());
     return 1;
   }
   auto& e = **engine;
+  const uint32_t sessions = uint32_t(std::min<size_t>(e.n_seq(), todo.size()));
   auto tok = tokenizer::Tokenizer::from_gguf(e.model().file);
   if (!tok) {
     log::error("{}", tok.message());
@@ -120,30 +122,53 @@ int run_batch(BatchArgs a) {
   }
   log::info("batch: {} jobs{}, {} already done, {} to run | {} | ctx {} | {}", mine.size(), shard_note, skipped,
             todo.size(), e.model().spec.summary(), e.n_ctx(), e.device_name());
+  log::info("batch: {} session{} decoding together ({}){}", sessions, sessions == 1 ? "" : "s",
+            a.batch ? "--batch" : a.m.sessions_reason.empty() ? "default" : a.m.sessions_reason,
+            sessions > 1 ? "; speculative decoding is off in throughput mode" : "");
 
   batch::BatchProgress progress(todo.size(), skipped, !a.no_progress);
   JobRunner runner(e, *tok, ro, &progress);
+  runner.set_sessions(sessions);
   size_t written = 0, failed = 0;
-  for (const batch::Job* job : todo) {
-    if (interrupted()) break;
-    auto r = runner.run(*job);
+  bool journal_failed = false;
+  // A finished job: its result line appended (durable before the next job starts), or its error
+  // reported. A job that cannot run (unreadable or too long input) is reported and skipped; it has
+  // no result line, so merge reports it missing and a rerun tries it again.
+  auto done = [&](const batch::Job& job, Result<JobResult> r) -> bool {
     if (!r) {
-      // A job that cannot run (unreadable or too long input) is reported and skipped; it has no
-      // result line, so merge reports it missing and a rerun tries it again.
       progress.clear();
       log::error("{}", r.message());
       progress.job_failed();
       ++failed;
-      continue;
+      return true;
     }
-    if (r->interrupted) break;  // the in-flight job is dropped; it reruns on resume
-    if (Status s = journal->append(job->id, r->line); !s) {
+    if (Status s = journal->append(job.id, r->line); !s) {
       progress.clear();
       log::error("{}", s.message());
-      return 1;
+      journal_failed = true;
+      return false;
     }
     ++written;
     progress.job_done();
+    return true;
+  };
+  if (sessions <= 1) {
+    for (const batch::Job* job : todo) {
+      if (interrupted()) break;
+      auto r = runner.run(*job);
+      if (r && r->interrupted) break;  // the in-flight job is dropped; it reruns on resume
+      if (!done(*job, std::move(r))) return 1;
+    }
+  } else {
+    size_t next = 0;
+    BatchScheduler sched(runner);
+    Status st = sched.run([&]() -> const batch::Job* { return next < todo.size() ? todo[next++] : nullptr; }, done);
+    if (journal_failed) return 1;
+    if (!st) {
+      progress.clear();
+      log::error("{}", st.message());
+      return 1;
+    }
   }
   progress.finish();
   if (interrupted()) {
@@ -173,8 +198,13 @@ Command add_batch(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--overlap", a->overlap, "map-reduce: tokens shared by neighbouring chunks")->capture_default_str();
   sub->add_option("--shard", a->shard, "Run only shard i of N (i/N, 0-based; by hash of the job id)");
-  sub->add_option("--batch", a->batch, "Sessions decoding together (currently 1: jobs run one after another)")
-      ->capture_default_str()->check(CLI::Range(1u, 4096u));
+  sub->add_option("--batch", a->batch,
+                  "Sessions decoding together (throughput mode): up to N jobs in flight, each prefilled alone, "
+                  "then all decoding one token per step in one sweep over the weights; results as with 1. "
+                  "Default: chosen from the budget (under --vram the planner's fastest N <= 8; on a GPU without "
+                  "--vram as many as fit, up to 8; 1 on the CPU). Map-reduce jobs run alone; speculative "
+                  "decoding is off in this mode")
+      ->check(CLI::Range(1u, 64u));
   sub->add_flag("--chat", a->chat, "Wrap each prompt in the model's chat template (gemma, llama3, chatml)");
   sub->add_option("--temp", a->sampling.temperature, "Default temperature (0: greedy)")->capture_default_str();
   sub->add_option("--top-k", a->sampling.top_k, "Default top-k (0: off)")->capture_default_str();

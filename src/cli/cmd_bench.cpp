@@ -2,6 +2,9 @@
 //   strata bench decode -m M.gguf: decode tok/s and the weight bytes it reads per token, against
 //   the roofline measured in the same run (decode at batch 1 is bound by reading the weights: host
 //   memory on the CPU; device memory and, for streamed blocks, PCIe on the GPU); prefill tok/s.
+//   --batch N adds the aggregate decode rate of N sessions stepping together (Engine::eval_batch:
+//   one sweep over the weights per step for all N) against the one session's.
+//   --compare old.json prints every figure old -> new (cli/bench_compare.h).
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -11,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <tbb/global_control.h>
 
+#include "cli/bench_compare.h"
 #include "cli/bench_kernels.h"
 #include "cli/bench_kv_quality.h"
 #include "cli/command.h"
@@ -33,6 +37,8 @@ struct BenchDecodeArgs {
   uint32_t n_gen = 64;
   std::string json_out;
   int reps = 3;
+  uint32_t batch = 1;
+  BenchCompare compare;
 };
 
 // Bytes of weights one decode step reads: every layer matrix, the head, one embedding row.
@@ -58,7 +64,7 @@ Result<Roofline> measure_roofline(const ModelArgs& m, const runtime::Engine& f, 
   if (f.device_name() != "cuda") {
     const uint64_t probe = std::clamp<uint64_t>(4 * per_token, kGiB, 8 * kGiB);
     log::info("measuring host read bandwidth ({} buffer, {} threads)...", format_bytes(probe), threads);
-    const double host = kernels::cpu::measure_read_bandwidth(probe, 5);
+    const double host = kernels::cpu::measure_read_bandwidth(probe, 5) * 1e9;  // GB/s -> bytes/s
     r.what = fmt::format("host read {:.2f} GB/s", host / 1e9);
     r.seconds_per_token = double(per_token) / host;
     r.ceilings = {{"host_read_gb_s", host / 1e9}};
@@ -130,11 +136,47 @@ double flops_per_token(const runtime::Model& model) {
   return 2 * e;
 }
 
-int run_bench_decode(const BenchDecodeArgs& a) {
+// N sessions, each prefilled with its own prompt, then decoding together: aggregate tokens/s of
+// the batched steps (the best of `reps`).
+Result<std::vector<double>> bench_batched(runtime::Engine& f, uint32_t n_prompt, uint32_t n_gen, int reps) {
+  const uint32_t n = f.n_seq(), n_vocab = f.model().spec.hp.n_vocab;
+  Rng rng(2);
+  std::vector<std::vector<int32_t>> prompts(n, std::vector<int32_t>(std::max<uint32_t>(1, n_prompt)));
+  for (auto& p : prompts)
+    for (auto& t : p) t = int32_t(rng.next_u32() % n_vocab);
+  std::vector<double> runs;
+  std::vector<runtime::BatchRow> rows(n);
+  std::vector<float> logits, all;
+  for (int r = 0; r < reps; ++r) {
+    for (uint32_t s = 0; s < n; ++s) {
+      f.truncate(s, 0);
+      STRATA_TRY(f.eval(s, prompts[s], runtime::Logits::last, logits));
+      rows[s] = {s, runtime::argmax(logits)};
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    for (uint32_t i = 0; i < n_gen; ++i) {
+      for (uint32_t r0 = 0; r0 < n; r0 += runtime::kMaxExactRows) {
+        const uint32_t nr = std::min(runtime::kMaxExactRows, n - r0);
+        STRATA_TRY(f.eval_batch(std::span(rows).subspan(r0, nr), all));
+        for (uint32_t k = 0; k < nr; ++k)
+          rows[r0 + k].token = runtime::argmax(std::span<const float>(all).subspan(size_t(k) * n_vocab, n_vocab));
+      }
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    runs.push_back(double(n) * n_gen / s);
+  }
+  return runs;
+}
+
+int run_bench_decode(BenchDecodeArgs& a) {
   const auto limit = a.m.thread_limit();
   const int threads = a.m.threads > 0 ? a.m.threads
                                       : int(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism));
-  auto fwd = a.m.open(a.n_prompt + a.n_gen + 1);
+  if (Status s = a.compare.load("decode"); !s) {
+    log::error("{}", s.message());
+    return 2;
+  }
+  auto fwd = a.m.open(a.n_prompt + a.n_gen + 1, a.batch);
   if (!fwd) {
     log::error("{}", fwd.message());
     return 1;
@@ -185,6 +227,15 @@ int run_bench_decode(const BenchDecodeArgs& a) {
     }
     best_tps = std::max(best_tps, a.n_gen / s);
   }
+  std::vector<double> batch_runs;
+  if (a.batch > 1) {
+    auto b = bench_batched(f, a.n_prompt, a.n_gen, a.reps);
+    if (!b) {
+      log::error("{}", b.message());
+      return 1;
+    }
+    batch_runs = std::move(b.value());
+  }
   const double roof_tps = 1.0 / roof->seconds_per_token;
   const double pp_flops = best_pp * flops_per_token(f.model());
   nlohmann::json j = {
@@ -196,6 +247,15 @@ int run_bench_decode(const BenchDecodeArgs& a) {
       {"prefill_tok_per_s", best_pp}, {"prefill_tflops", pp_flops / 1e12},
       {"vram_peak_bytes", f.vram_peak_bytes()},
   };
+  j["batch"] = a.batch;
+  if (!batch_runs.empty()) {
+    const double best = *std::max_element(batch_runs.begin(), batch_runs.end());
+    j["batch_tok_per_s_runs"] = batch_runs;
+    j["batch_tok_per_s"] = best;  // all sessions together
+    j["batch_tok_per_s_per_session"] = best / a.batch;
+    j["batch_speedup"] = best_tps > 0 ? best / best_tps : 0.0;
+    j["batch_kv_bytes_per_session"] = f.kv_bytes_per_seq();
+  }
   if (gemm_flops > 0) {
     j["ceilings"]["gemm_bf16_tflops"] = gemm_flops / 1e12;
     j["prefill_fraction_of_gemm"] = pp_flops / gemm_flops;
@@ -224,9 +284,14 @@ int run_bench_decode(const BenchDecodeArgs& a) {
              gemm_flops > 0 ? fmt::format(" ({:.0f}% of bf16 GEMM {:.0f} TFLOP/s)", 100 * pp_flops / gemm_flops,
                                           gemm_flops / 1e12)
                             : std::string());
+  if (!batch_runs.empty())
+    fmt::print("batch {}: {:.2f} tok/s in all ({:.2f} per session) = x{:.2f} the one session's {:.2f} tok/s\n", a.batch,
+               j["batch_tok_per_s"].get<double>(), j["batch_tok_per_s_per_session"].get<double>(),
+               j["batch_speedup"].get<double>(), best_tps);
   if (a.m.executor_plan) {
     a.m.report_measured(f, best_tps, uint64_t(h2d_gbps * 1e9), 1.0);
   }
+  a.compare.print(j);
   if (!a.json_out.empty()) {
     if (Status s = write_output_file(a.json_out, j.dump(2) + "\n"); !s) {
       log::error("{}", s.message());
@@ -253,6 +318,10 @@ Command add_bench(CLI::App& app) {
   dec->add_option("-n,--n-gen", a->n_gen, "Tokens to decode per run")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   dec->add_option("-r,--reps", a->reps, "Runs (the best counts)")->capture_default_str()->check(CLI::Range(1, 100));
   dec->add_option("--json", a->json_out, "Write the result as JSON to this file");
+  dec->add_option("--batch", a->batch, "Also decode N sessions together (one sweep over the weights per step) and "
+                                       "report their aggregate tok/s against the one session's")
+      ->capture_default_str()->check(CLI::Range(1u, 64u));
+  a->compare.add_to(dec);
   auto kernels_run = add_bench_kernels(sub);
   auto kv_quality_run = add_bench_kv_quality(sub);
   auto spec_run = add_bench_spec(sub);

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_compare.h"
 #include "cli/bench_kernels.h"
 #include "cli/output_file.h"
 #include "core/half.h"
@@ -37,6 +38,7 @@ struct BenchKernelsArgs {
   int iters = 5;
   bool quick = false;  // one shape per type, smaller context: a smoke run
   std::string json_out;
+  BenchCompare compare;
 };
 
 // Device buffers freed on scope exit.
@@ -180,7 +182,11 @@ Result<nlohmann::json> bench_attention(uint32_t ctx, const BenchKernelsArgs& a, 
                         {"fraction_of_read", gbps * 1e9 / read_bw}};
 }
 
-int run(const BenchKernelsArgs& a) {
+int run(BenchKernelsArgs& a) {
+  if (Status s = a.compare.load("kernels"); !s) {
+    log::error("{}", s.message());
+    return 2;
+  }
   std::string why;
   const auto devs = cuda::devices(&why);
   if (devs.empty()) {
@@ -245,6 +251,7 @@ int run(const BenchKernelsArgs& a) {
       return 1;
     }
   }
+  a.compare.print(j);
   return 0;
 }
 
@@ -262,6 +269,7 @@ std::function<int()> add_bench_kernels(CLI::App* bench) {
       ->capture_default_str();
   sub->add_flag("--quick", a->quick, "One shape per type and a 4K context (smoke run)");
   sub->add_option("--json", a->json_out, "Write the results as JSON to this file");
+  a->compare.add_to(sub);
   return [a, sub]() -> int { return sub->parsed() ? run(*a) : -1; };
 }
 

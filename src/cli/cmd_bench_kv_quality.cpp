@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_compare.h"
 #include "cli/bench_kv_quality.h"
 #include "cli/model_args.h"
 #include "cli/output_file.h"
@@ -29,6 +30,7 @@ struct KvQualityArgs {
   std::string ctx_list = "4096", types = "q8,q4", text, json_out;
   bool past_train = false;
   uint64_t seed = 1;
+  BenchCompare compare;
 };
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -63,7 +65,11 @@ Result<std::vector<int32_t>> make_tokens(const KvQualityArgs& a, const runtime::
   return ids;
 }
 
-int run(const KvQualityArgs& a) {
+int run(KvQualityArgs& a) {
+  if (Status s = a.compare.load("kv-quality"); !s) {
+    log::error("{}", s.message());
+    return 2;
+  }
   const auto limit = a.m.thread_limit();
   if (!a.m.vram.empty()) {
     log::error("kv-quality runs resident engines (drop --vram)");
@@ -199,20 +205,21 @@ int run(const KvQualityArgs& a) {
                r["type"].get<std::string>(), r["kl_mean"].get<double>(), r["kl_max"].get<double>(),
                100 * r["top1_agreement"].get<double>(), r["kl_mean_last_quarter"].get<double>(),
                100 * r["top1_agreement_last_quarter"].get<double>());
+  const nlohmann::json j = {{"bench", "kv-quality"},
+                            {"model", a.m.model},
+                            {"device", device_name},
+                            {"reference", "f16"},
+                            {"tokens", a.text.empty() ? "random" : a.text},
+                            {"seed", a.seed},
+                            {"past_train", a.past_train},
+                            {"results", results}};
   if (!a.json_out.empty()) {
-    const nlohmann::json j = {{"bench", "kv-quality"},
-                              {"model", a.m.model},
-                              {"device", device_name},
-                              {"reference", "f16"},
-                              {"tokens", a.text.empty() ? "random" : a.text},
-                              {"seed", a.seed},
-                              {"past_train", a.past_train},
-                              {"results", results}};
     if (Status s = write_output_file(a.json_out, j.dump(2) + "\n"); !s) {
       log::error("{}", s.message());
       return 1;
     }
   }
+  a.compare.print(j);
   return 0;
 }
 
@@ -232,6 +239,7 @@ std::function<int()> add_bench_kv_quality(CLI::App* bench) {
   sub->add_option("-b,--ubatch", a->m.ubatch, "Tokens per chunk")->capture_default_str()->check(CLI::Range(1, 65536));
   sub->add_option("--device", a->m.device, "Where to run: auto, cpu, cuda")->capture_default_str();
   sub->add_option("--json", a->json_out, "Write the results as JSON to this file");
+  a->compare.add_to(sub);
   return [a, sub]() -> int { return sub->parsed() ? run(*a) : -1; };
 }
 

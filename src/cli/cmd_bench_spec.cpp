@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_compare.h"
 #include "cli/bench_kernels.h"
 #include "cli/model_args.h"
 #include "cli/output_file.h"
@@ -33,6 +34,7 @@ struct BenchSpecArgs {
   uint32_t draft_max = 8;
   int reps = 2;
   std::string json_out;
+  BenchCompare compare;
 };
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -45,6 +47,10 @@ std::vector<std::string> split_commas(const std::string& s) {
 
 int run(BenchSpecArgs a) {
   const auto limit = a.m.thread_limit();
+  if (Status s = a.compare.load("spec"); !s) {
+    log::error("{}", s.message());
+    return 2;
+  }
   if (!a.file.empty()) {
     std::ifstream in(a.file, std::ios::binary);
     if (!in) {
@@ -129,15 +135,16 @@ int run(BenchSpecArgs a) {
                same ? "same text" : "TEXT DIFFERS FROM PLAIN");
     if (configs[i].mode != spec::SpecMode::none) fmt::print("  {}\n", best[i].summary());
   }
+  const nlohmann::json j = {{"bench", "spec"}, {"model", a.m.model}, {"device", std::string(f.device_name())},
+                            {"n_prompt", prompt.size()}, {"n_gen", a.n_gen}, {"draft_max", a.draft_max},
+                            {"reps", a.reps}, {"runs", runs}};
   if (!a.json_out.empty()) {
-    nlohmann::json j = {{"bench", "spec"}, {"model", a.m.model}, {"device", std::string(f.device_name())},
-                        {"n_prompt", prompt.size()}, {"n_gen", a.n_gen}, {"draft_max", a.draft_max},
-                        {"reps", a.reps}, {"runs", runs}};
     if (Status s = write_output_file(a.json_out, j.dump(2) + "\n"); !s) {
       log::error("{}", s.message());
       return 1;
     }
   }
+  a.compare.print(j);
   for (const auto& r : runs)
     if (!r["same_text_as_plain"].get<bool>()) return 1;  // greedy speculation must not change the text
   return 0;
@@ -158,6 +165,7 @@ std::function<int()> add_bench_spec(CLI::App* bench) {
   sub->add_option("--draft-max", a->draft_max, "Most tokens drafted per verify pass (1..15)")->capture_default_str();
   sub->add_option("-r,--reps", a->reps, "Runs per mode (the fastest counts)")->capture_default_str()->check(CLI::Range(1, 100));
   sub->add_option("--json", a->json_out, "Write the results as JSON to this file");
+  a->compare.add_to(sub);
   return [a, sub]() -> int { return sub->parsed() ? run(*a) : -1; };
 }
 

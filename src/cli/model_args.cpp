@@ -53,8 +53,11 @@ offload::KvDtype planner_kv_dtype(GgmlType t) {
 
 namespace {
 
-// Plans the placement for a --vram budget and sets the engine's residency.
-Result<runtime::ExecutorPlan> plan_budget(const ModelArgs& a, const runtime::Model& m, runtime::ForwardOptions& fo) {
+// Plans the placement for a --vram budget and sets the engine's residency. extra_vram: bytes the
+// engine allocates beyond one session's (the KV caches of more sessions): the planner places the
+// weights in the budget less those, and the engine's arena gets them back.
+Result<runtime::ExecutorPlan> plan_budget(const ModelArgs& a, const runtime::Model& m, runtime::ForwardOptions& fo,
+                                          uint64_t extra_vram = 0) {
   offload::HardwareProfile prof;
   if (!a.profile.empty()) {
     auto p = offload::load_profile(a.profile);
@@ -73,6 +76,11 @@ Result<runtime::ExecutorPlan> plan_budget(const ModelArgs& a, const runtime::Mod
     b.pinned = *p;
     b.host = std::max(b.host, b.pinned);
   }
+  if (extra_vram >= b.vram)
+    return Status::error("--vram {}: the KV caches of {} sessions alone take {}", format_bytes(b.vram), fo.n_seq,
+                         format_bytes(extra_vram + runtime::kv_bytes_per_seq(m.spec, fo.n_ctx, fo.ubatch, fo.k_type,
+                                                                             fo.v_type)));
+  b.vram -= extra_vram;
   offload::RunShape r;
   r.ctx = fo.n_ctx;
   r.kv = planner_kv_dtype(fo.k_type);
@@ -81,9 +89,22 @@ Result<runtime::ExecutorPlan> plan_budget(const ModelArgs& a, const runtime::Mod
   r.prefetch_depth = a.prefetch;
   r.draft_depth = 0;
   auto e = runtime::plan_for_executor(m, std::move(prof), b, r);
-  if (!e) return e.status();
+  if (!e) {
+    if (extra_vram == 0) return e.status();
+    return Status::error("{} sessions: with {} of KV for the {} beyond the first: {}", fo.n_seq,
+                         format_bytes(extra_vram), fo.n_seq - 1, e.message());
+  }
+  e->residency.vram_budget += extra_vram;
+  e->budgets.vram += extra_vram;
   fo.residency = e->residency;
   return e;
+}
+
+// Aggregate decode tokens/s the cost model predicts for n sessions stepping together on a plan.
+double predicted_aggregate_tps(const runtime::ExecutorPlan& e, uint32_t n) {
+  const auto c = offload::sweep_cost(e.blocks, e.profile, e.plan.placement, e.shape, 0, e.blocks.n_layer, true, n,
+                                     e.shape.decode_pos(), false);
+  return c.total_s() > 0 ? double(n) / c.total_s() : 0.0;
 }
 
 }  // namespace
@@ -136,7 +157,8 @@ Result<std::pair<GgmlType, GgmlType>> ModelArgs::kv_types() const {
   return std::pair{*k, *v};
 }
 
-Result<std::unique_ptr<runtime::Engine>> ModelArgs::open(uint32_t n_ctx_hint) const {
+Result<std::unique_ptr<runtime::Engine>> ModelArgs::open(uint32_t n_ctx_hint, uint32_t n_seq, uint32_t max_auto) const {
+  max_auto = std::clamp<uint32_t>(max_auto, 1, kMaxAutoSessions);
   runtime::ForwardOptions fo;
   if (!trace_path.empty()) {
     trace = std::make_shared<Trace>();
@@ -158,13 +180,71 @@ Result<std::unique_ptr<runtime::Engine>> ModelArgs::open(uint32_t n_ctx_hint) co
   if (device == "cpu") dev = runtime::Device::cpu;
   else if (device == "cuda") dev = runtime::Device::cuda;
   else if (device != "auto") return Status::error("unknown --device '{}' (auto, cpu, cuda)", device);
+  if (dev == runtime::Device::automatic)
+    dev = kernels::cuda::devices().empty() ? runtime::Device::cpu : runtime::Device::cuda;
   executor_plan.reset();
+  sessions_reason.clear();
+  const uint64_t per_seq = runtime::kv_bytes_per_seq((*m)->spec, fo.n_ctx, fo.ubatch, fo.k_type, fo.v_type);
   if (budget) {
     if (kernels::cuda::devices().empty()) return Status::error("--vram needs a CUDA GPU, and none is usable here");
     dev = runtime::Device::cuda;
-    auto e = plan_budget(*this, **m, fo);
-    if (!e) return e.status();
-    executor_plan = std::move(e.value());
+    if (n_seq == 0) {
+      // The planner's choice: for each n, the best placement of the weights beside n KV caches and
+      // the aggregate decode rate the cost model predicts for n sessions stepping together; the
+      // fastest n wins (a larger n only when it is predicted at least 2% faster).
+      double best = 0;
+      std::optional<runtime::ExecutorPlan> chosen;
+      uint32_t best_n = 1;
+      for (uint32_t n = 1; n <= max_auto; ++n) {
+        runtime::ForwardOptions f = fo;
+        f.n_seq = n;
+        auto e = plan_budget(*this, **m, f, uint64_t(n - 1) * per_seq);
+        if (!e) {
+          if (n == 1) return e.status();
+          break;  // more sessions leave even less room
+        }
+        const double tps = predicted_aggregate_tps(*e, n);
+        if (!chosen || tps > best * 1.02) {
+          best = tps;
+          best_n = n;
+          chosen = std::move(e.value());
+        }
+      }
+      n_seq = best_n;
+      sessions_reason = fmt::format("the planner's choice under --vram {}: {:.1f} tok/s predicted in all ({} of KV "
+                                    "per session)",
+                                    vram, best, format_bytes(per_seq));
+      fo.n_seq = n_seq;
+      fo.residency = chosen->residency;
+      executor_plan = std::move(chosen);
+    } else {
+      fo.n_seq = n_seq;
+      auto e = plan_budget(*this, **m, fo, uint64_t(n_seq - 1) * per_seq);
+      if (!e) return e.status();
+      executor_plan = std::move(e.value());
+    }
+  } else if (n_seq == 0) {
+    // No budget: as many sessions (up to kMaxAutoSessions) as leave room beside the weights.
+    const uint64_t weights = (*m)->file.bytes().size();
+    if (dev == runtime::Device::cuda) {
+      auto mi = kernels::cuda::mem_info();
+      if (!mi) return mi.status();
+      // What the engine needs besides weights and KV (activations, logits, kernel and cuBLAS
+      // scratch): a generous 1 GiB plus 5% of the card.
+      const uint64_t reserve = weights + (1ull << 30) + mi->total_bytes / 20;
+      const uint64_t room = mi->free_bytes > reserve ? mi->free_bytes - reserve : 0;
+      n_seq = uint32_t(std::clamp<uint64_t>(per_seq ? room / per_seq : max_auto, 1, max_auto));
+      sessions_reason = fmt::format("{} of KV per session; {} free on the GPU beside {} of weights",
+                                    format_bytes(per_seq), format_bytes(mi->free_bytes), format_bytes(weights));
+    } else {
+      // Measured: the CPU dot kernels decode the weights again for every row, so N sessions
+      // stepping together gain little over one (README); --batch N still asks for them.
+      n_seq = 1;
+      sessions_reason = "the CPU engine gains little from batching; --batch N asks for N";
+    }
+    fo.n_seq = n_seq;
+  } else {
+    fo.n_seq = n_seq;
   }
   return runtime::make_engine(m.value(), fo, dev);
 }

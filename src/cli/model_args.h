@@ -21,6 +21,9 @@ namespace strata::cli {
 // The planner's name for a KV cache type (offload/model_blocks.h).
 offload::KvDtype planner_kv_dtype(GgmlType t);
 
+// The most sessions open(n_seq = 0) chooses.
+inline constexpr uint32_t kMaxAutoSessions = 8;
+
 struct ModelArgs {
   std::string model;
   uint32_t n_ctx = 0;   // 0: min(model's training context, 4096)
@@ -43,8 +46,14 @@ struct ModelArgs {
   // K and V types after defaults. Error: a name other than f32, f16, q8 (q8_0), q4 (q4_1).
   Result<std::pair<GgmlType, GgmlType>> kv_types() const;
   // Loads the model and makes a forward pass; prints nothing. n_ctx_hint: the context the caller
-  // needs at least (prompt + generation) when -c was not given.
-  Result<std::unique_ptr<runtime::Engine>> open(uint32_t n_ctx_hint = 0) const;
+  // needs at least (prompt + generation) when -c was not given. n_seq: sequences the engine holds
+  // (throughput mode), each with its own KV cache; 0: chosen by choose_sessions() (the engine's
+  // n_seq() says which, at most max_auto). Under --vram the planner places the weights in what
+  // the budget leaves beside the n_seq caches.
+  Result<std::unique_ptr<runtime::Engine>> open(uint32_t n_ctx_hint = 0, uint32_t n_seq = 1,
+                                                uint32_t max_auto = kMaxAutoSessions) const;
+  // Why open() chose its n_seq (one line for the log), when it chose.
+  mutable std::string sessions_reason;
   // With a planned budget: the placement report (stderr) before the run, and after it the
   // predicted vs measured decode speed and the VRAM peak.
   void report_plan() const;

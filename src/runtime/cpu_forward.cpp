@@ -22,15 +22,20 @@ Result<std::unique_ptr<CpuForward>> CpuForward::create(std::shared_ptr<const Mod
   if (opt.ubatch == 0) return Status::error("ubatch must be positive");
   std::vector<kv::LayerShape> shapes;
   for (uint32_t il = 0; il < spec.hp.n_layer; ++il) shapes.push_back({spec.kv_width(), spec.window(il), spec.hp.n_embd_head});
-  auto kv = kv::KvCache::create(shapes, opt.n_ctx, opt.ubatch, opt.k_type, opt.v_type);
-  if (!kv) return kv.status();
-  return std::unique_ptr<CpuForward>(new CpuForward(std::move(model), opt, std::move(kv.value())));
+  if (opt.n_seq == 0) return Status::error("the number of sequences must be positive");
+  std::vector<kv::KvCache> caches;
+  for (uint32_t i = 0; i < opt.n_seq; ++i) {
+    auto kv = kv::KvCache::create(shapes, opt.n_ctx, opt.ubatch, opt.k_type, opt.v_type);
+    if (!kv) return opt.n_seq > 1 ? Status::error("sequence {} of {}: {}", i, opt.n_seq, kv.message()) : kv.status();
+    caches.push_back(std::move(kv.value()));
+  }
+  return std::unique_ptr<CpuForward>(new CpuForward(std::move(model), opt, std::move(caches)));
 }
 
-CpuForward::CpuForward(std::shared_ptr<const Model> model, ForwardOptions options, kv::KvCache kv)
+CpuForward::CpuForward(std::shared_ptr<const Model> model, ForwardOptions options, std::vector<kv::KvCache> kv)
     : model_(std::move(model)), opt_(options), kv_(std::move(kv)) {
   const auto& s = model_->spec;
-  const size_t n = opt_.ubatch;
+  const size_t n = max_chunk_rows(opt_);
   x_.resize(n * s.hp.n_embd);
   h_.resize(n * s.hp.n_embd);
   q_.resize(n * s.q_width());
@@ -40,16 +45,18 @@ CpuForward::CpuForward(std::shared_ptr<const Model> model, ForwardOptions option
   gate_.resize(n * s.hp.n_ff);
   up_.resize(n * s.hp.n_ff);
   pos_.resize(n);
+  seqs_.resize(kMaxExactRows);
 }
 
-Status CpuForward::eval(std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) {
+Status CpuForward::eval(uint32_t seq, std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) {
   const auto& hp = model_->spec.hp;
+  if (seq >= n_seq()) return Status::error("sequence {} is out of range (the engine holds {})", seq, n_seq());
   if (tokens.empty()) return Status::error("nothing to evaluate (empty token list)");
   for (size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] < 0 || uint32_t(tokens[i]) >= hp.n_vocab)
       return Status::error("token id {} at index {} is out of range (vocabulary has {} tokens)", tokens[i], i,
                            hp.n_vocab);
-  const uint32_t pos0 = n_past();
+  const uint32_t pos0 = n_past(seq);
   if (uint64_t(pos0) + tokens.size() > opt_.n_ctx)
     return Status::error("context full: {} tokens already, {} more would exceed the context of {}", pos0,
                          tokens.size(), opt_.n_ctx);
@@ -59,9 +66,9 @@ Status CpuForward::eval(std::span<const int32_t> tokens, Logits which, std::vect
     const bool last_chunk = done + n == tokens.size();
     float* out = which == Logits::all ? logits.data() + done * hp.n_vocab : logits.data();
     TraceScope step(opt_.trace.get(), "host", n == 1 ? "decode step" : fmt::format("prefill {} tokens", n));
-    run_chunk(tokens.data() + done, n, pos0 + uint32_t(done),
-              which == Logits::all ? Logits::all : (last_chunk ? which : Logits::none), out);
-    kv_.set_n_tokens(pos0 + uint32_t(done) + n);
+    run_chunk(tokens.data() + done, n, RowMap{seq, pos0 + uint32_t(done)},
+              which == Logits::all ? Logits::all : (last_chunk ? which : Logits::none), out, nullptr, false);
+    kv_[seq].set_n_tokens(pos0 + uint32_t(done) + n);
     done += n;
   }
   return {};
@@ -73,22 +80,42 @@ Status CpuForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, c
   if (!range) return range.status();
   const uint32_t n = uint32_t(tokens.size()), n_vocab = model_->spec.hp.n_vocab;
   logits.resize(which == Logits::all ? n * n_vocab : which == Logits::last ? n_vocab : 0);
-  run_chunk(tokens.data(), n, pos0, which, logits.data(), &*range);
-  if (range->end == model_->spec.hp.n_layer && range->skip.empty()) kv_.set_n_tokens(pos0 + n);
+  run_chunk(tokens.data(), n, RowMap{0, pos0}, which, logits.data(), &*range, true);
+  if (range->end == model_->spec.hp.n_layer && range->skip.empty()) kv_[0].set_n_tokens(pos0 + n);
+  return {};
+}
+
+Status CpuForward::eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) {
+  std::vector<uint32_t> past(kv_.size());
+  for (size_t i = 0; i < kv_.size(); ++i) past[i] = kv_[i].n_tokens();
+  auto pos = check_batch_rows(model_->spec, rows, past, opt_.n_ctx, opt_.ubatch);
+  if (!pos) return pos.status();
+  const uint32_t n = uint32_t(rows.size());
+  std::vector<int32_t> tokens(n);
+  for (uint32_t t = 0; t < n; ++t) {
+    tokens[t] = rows[t].token;
+    seqs_[t] = rows[t].seq;
+  }
+  logits.resize(size_t(n) * model_->spec.hp.n_vocab);
+  TraceScope step(opt_.trace.get(), "host", fmt::format("decode step x{}", n));
+  run_chunk(tokens.data(), n, RowMap{0, 0, seqs_.data(), pos->data()}, Logits::all, logits.data(), nullptr, true);
+  for (uint32_t t = 0; t < n; ++t)
+    kv_[rows[t].seq].set_n_tokens(std::max<uint32_t>(kv_[rows[t].seq].n_tokens(), uint32_t((*pos)[t]) + 1));
   return {};
 }
 
 namespace {
 
-// The CPU kernels as forward_pass.h's Ops policy: host buffers, the sequence's KvCache.
+// The CPU kernels as forward_pass.h's Ops policy: host buffers, a KvCache per sequence.
 struct CpuOps {
   const model::ModelWeights& w;
-  kv::KvCache& kv;
-  std::vector<int32_t>& pos;
+  std::vector<kv::KvCache>& kv;
+  std::vector<int32_t>& pos;  // the chunk's positions, per row
   float* out = nullptr;  // logits (rows, n_vocab)
   int64_t n_vocab = 0;
-  uint32_t pos0 = 0;
-  const LayerRange* range = nullptr;  // eval_layers: hidden in/out, and every matmul by dot kernels
+  const LayerRange* range = nullptr;  // eval_layers: hidden in/out
+  bool exact = false;                 // every matmul by the dot kernels (eval_layers, eval_batch)
+  RowMap map;
 
   uint32_t logit_rows() const { return UINT32_MAX; }  // the caller's buffer holds them all
   float* logits(uint32_t r0) { return out + r0 * n_vocab; }
@@ -104,9 +131,9 @@ struct CpuOps {
   void end_block(Block b, uint32_t il) {
     if (trace) trace->span_until_now("cpu compute", block_label(b, il), block_start_us);
   }
-  void begin_chunk(const int32_t*, uint32_t n, uint32_t first, Layers, bool) {
-    pos0 = first;
-    for (uint32_t t = 0; t < n; ++t) pos[t] = int32_t(first + t);
+  void begin_chunk(const int32_t*, uint32_t n, const RowMap& m, Layers, bool) {
+    map = m;
+    for (uint32_t t = 0; t < n; ++t) pos[t] = m.pos_of(t);
   }
   void embed(const int32_t* tokens, uint32_t n, float scale, float* x) {
     const int64_t d = w.token_embd.n_in;
@@ -122,21 +149,30 @@ struct CpuOps {
     for (int64_t v = 0; v < n_vec; ++v) cpu::rms_norm(x + v * dim, weight, dim, eps, out + v * dim);
   }
   void matmul(const kernels::WeightView& m, const float* x, uint32_t n, float* y) {
-    if (range) cpu::matmul_dot(m, x, n, y);  // per-row identical to n = 1
+    if (exact) cpu::matmul_dot(m, x, n, y);  // per-row identical to n = 1
     else cpu::matmul(m, x, n, y);
   }
   void rope(float* x, uint32_t n, int64_t n_heads, int64_t hd, float base, float lin, const float* freq_div,
             bool neox) {
     for (uint32_t t = 0; t < n; ++t)
       for (int64_t h = 0; h < n_heads; ++h)
-        cpu::rope(x + (int64_t(t) * n_heads + h) * hd, hd, float(pos0 + t) / lin, base, freq_div, neox);
+        cpu::rope(x + (int64_t(t) * n_heads + h) * hd, hd, float(pos[t]) / lin, base, freq_div, neox);
   }
-  void kv_write(uint32_t il, const float* k, const float* v, uint32_t n, uint32_t first) {
+  void kv_write(uint32_t il, const float* k, const float* v, uint32_t n) {
     const int64_t width = int64_t(w.layers[il].wk.n_out);
-    for (uint32_t t = 0; t < n; ++t) kv.write(il, first + t, k + t * width, v + t * width);
+    for (uint32_t t = 0; t < n; ++t) kv[map.seq_of(t)].write(il, uint32_t(pos[t]), k + t * width, v + t * width);
   }
   void attention(uint32_t il, const float* q, uint32_t n, const cpu::AttentionShape& s, float* out) {
-    cpu::attention(q, pos.data(), n, kv.view(il), s, out);
+    if (!map.batched()) return cpu::attention(q, pos.data(), n, kv[map.seq].view(il), s, out);
+    // Each query over its own sequence's cache (the kernel computes every query independently, so
+    // a row equals its one-token eval). Runs of rows of one sequence go in one call.
+    const int64_t row = s.n_head * s.head_dim;
+    for (uint32_t t0 = 0; t0 < n;) {
+      uint32_t t1 = t0 + 1;
+      while (t1 < n && map.seq_of(t1) == map.seq_of(t0)) ++t1;
+      cpu::attention(q + t0 * row, pos.data() + t0, t1 - t0, kv[map.seq_of(t0)].view(il), s, out + t0 * row);
+      t0 = t1;
+    }
   }
   void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count) {
     if (act == model::FfnActivation::gelu_tanh) cpu::gelu_tanh_mul(gate, up, count);
@@ -147,16 +183,16 @@ struct CpuOps {
 
 }  // namespace
 
-void CpuForward::run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, Logits which, float* logits,
-                           const LayerRange* range) {
-  CpuOps ops{model_->weights, kv_, pos_, logits, int64_t(model_->spec.hp.n_vocab), 0, range};
+void CpuForward::run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map, Logits which, float* logits,
+                           const LayerRange* range, bool exact) {
+  CpuOps ops{model_->weights, kv_, pos_, logits, int64_t(model_->spec.hp.n_vocab), range, exact, {}};
   ops.trace = opt_.trace.get();
   const ForwardBuffers b{x_.data(), h_.data(), q_.data(), k_.data(), v_.data(), att_.data(), gate_.data(), up_.data()};
   const uint32_t rows = which == Logits::none ? 0 : which == Logits::last ? 1 : n;
   const Layers layers = range ? Layers{range->first, range->end, range->hidden_out != nullptr,
                                        range->skip.empty() ? nullptr : range->skip.data()}
                               : Layers{0, model_->spec.hp.n_layer, false, nullptr};
-  forward_chunk(ops, model_->spec, model_->weights, b, tokens, n, pos0, rows, layers);
+  forward_chunk(ops, model_->spec, model_->weights, b, tokens, n, map, rows, layers);
 }
 
 }  // namespace strata::runtime

@@ -2,8 +2,9 @@
 // data in ModelSpec: norms, activation, RoPE style, embedding scale, sliding layers). It is the
 // reference every other backend is compared against, so it computes in f32 with exact weights.
 //
-// One instance serves one sequence: it owns the activation scratch and writes that sequence's
-// KV cache. Not thread-safe; internally parallel (oneTBB).
+// One instance holds ForwardOptions::n_seq sequences, each with its own KV cache, and one
+// activation scratch: prefill runs on one sequence at a time, eval_batch() decodes a token of
+// several sequences in one pass over the weights. Not thread-safe; internally parallel (oneTBB).
 #pragma once
 
 #include <algorithm>
@@ -19,31 +20,48 @@
 
 namespace strata::runtime {
 
+struct RowMap;  // forward_pass.h
+
 class CpuForward final : public Engine {
  public:
   static Result<std::unique_ptr<CpuForward>> create(std::shared_ptr<const Model> model, ForwardOptions options);
 
-  Status eval(std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) override;
+  using Engine::eval;
+  using Engine::n_past;
+  using Engine::truncate;
+  Status eval(uint32_t seq, std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) override;
   // Every row through the dot kernels (kernels/cpu/matmul.h matmul_dot), whatever n: the SGEMM
   // path that eval() takes from kGemmMinTokens rows sums in another order.
   Status eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
                      std::vector<float>& logits) override;
-  uint32_t n_past() const override { return kv_.n_tokens(); }
-  void truncate(uint32_t n) override { kv_.set_n_tokens(std::min(n, kv_.n_tokens())); }
-  uint32_t n_ctx() const override { return kv_.n_ctx(); }
+  // The dot kernels too (rows of one matrix row are dotted while it is in cache: the weights are
+  // read once per step), and per row the attention of a one-token eval over its own cache.
+  Status eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) override;
+  uint32_t n_seq() const override { return uint32_t(kv_.size()); }
+  uint32_t n_past(uint32_t seq) const override { return kv(seq).n_tokens(); }
+  void truncate(uint32_t seq, uint32_t n) override {
+    STRATA_CHECK(seq < kv_.size(), "truncate: sequence {} of {}", seq, kv_.size());
+    kv_[seq].set_n_tokens(std::min(n, kv_[seq].n_tokens()));
+  }
+  uint64_t kv_bytes_per_seq() const override { return kv_.front().bytes(); }
+  uint32_t n_ctx() const override { return kv_.front().n_ctx(); }
   uint32_t ubatch() const override { return opt_.ubatch; }
   const Model& model() const override { return *model_; }
   std::string_view device_name() const override { return "cpu"; }
-  const kv::KvCache& kv() const { return kv_; }
+  const kv::KvCache& kv(uint32_t seq = 0) const {
+    STRATA_CHECK(seq < kv_.size(), "sequence {} of {}", seq, kv_.size());
+    return kv_[seq];
+  }
 
  private:
-  CpuForward(std::shared_ptr<const Model> model, ForwardOptions options, kv::KvCache kv);
-  void run_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, Logits which, float* logits,
-                 const LayerRange* range = nullptr);
+  CpuForward(std::shared_ptr<const Model> model, ForwardOptions options, std::vector<kv::KvCache> kv);
+  // exact: every matmul by the dot kernels (eval_layers, eval_batch).
+  void run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map, Logits which, float* logits,
+                 const LayerRange* range, bool exact);
 
   std::shared_ptr<const Model> model_;
   ForwardOptions opt_;
-  kv::KvCache kv_;
+  std::vector<kv::KvCache> kv_;  // per sequence
   // Activation scratch, sized for one chunk of `ubatch` tokens.
   std::vector<float> x_;    // (n, n_embd) residual stream
   std::vector<float> h_;    // (n, n_embd) normed input of a block / block output
@@ -53,6 +71,7 @@ class CpuForward final : public Engine {
   std::vector<float> att_;  // (n, n_head * head_dim)
   std::vector<float> gate_, up_;  // (n, n_ff)
   std::vector<int32_t> pos_;
+  std::vector<uint32_t> seqs_;  // eval_batch: per row
 };
 
 }  // namespace strata::runtime

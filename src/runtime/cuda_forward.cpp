@@ -37,18 +37,19 @@ struct CudaForward::Impl {
   bool host_embed = false;  // token_embd stays in host memory: rows gathered on the CPU
   float* pinned_x = nullptr;  // host gather staging (ubatch x n_embd)
   struct LayerKv { cuda::KvStoreDev store; };
-  std::vector<LayerKv> kv;
+  std::vector<std::vector<LayerKv>> kv;  // [sequence][layer]
   ForwardBuffers buf{};
   int32_t* d_tokens = nullptr;
   int32_t* d_pos = nullptr;
-  std::vector<int32_t> host_pos;  // positions of the current chunk (ubatch entries)
+  std::vector<int32_t> host_pos;  // positions of the current chunk (max_chunk_rows entries)
   float* d_logits = nullptr;
   cuda::Workspace ws;
   void* d_cublas_ws = nullptr;
-  // The single-token decode step as a CUDA graph (resident engines only: a streamed block's
-  // slot changes from step to step). Captured on the first decode step; inputs (token, position)
-  // are copied before each launch and the logits after it, outside the graph.
-  cuda::Graph decode_graph = nullptr;
+  // The single-token decode step as a CUDA graph per sequence (resident engines only: a streamed
+  // block's slot changes from step to step). Captured on a sequence's first decode step (its KV
+  // stores are baked in); inputs (token, position) are copied before each launch and the logits
+  // after it, outside the graph.
+  std::vector<cuda::Graph> decode_graph;
   bool graphs_enabled = true;   // off after a failed capture, or by STRATA_CUDA_GRAPHS=0
   bool capturing = false;
   Status first_error;  // the first failed kernel of the current eval (ops cannot return one)
@@ -57,7 +58,7 @@ struct CudaForward::Impl {
   bool trace_ops = false;                          // STRATA_TRACE_OPS=1: a span per kernel call too
 
   ~Impl() {
-    cuda::graph_destroy(decode_graph);
+    for (auto g : decode_graph) cuda::graph_destroy(g);
     timeline.reset();
     store.reset();  // waits for the streams before the ring goes
     if (stream) (void)cuda::synchronize(stream);
@@ -87,13 +88,16 @@ struct CudaForward::Impl {
 };
 
 CudaForward::CudaForward(std::shared_ptr<const Model> model, ForwardOptions options)
-    : model_(std::move(model)), opt_(options), impl_(std::make_unique<Impl>()) {}
+    : model_(std::move(model)), opt_(options), n_past_(options.n_seq, 0), impl_(std::make_unique<Impl>()) {
+  impl_->decode_graph.assign(options.n_seq, nullptr);
+}
 
 CudaForward::~CudaForward() = default;
 
 Result<std::unique_ptr<CudaForward>> CudaForward::create(std::shared_ptr<const Model> model, ForwardOptions opt) {
   const auto& spec = model->spec;
   if (opt.n_ctx == 0 || opt.ubatch == 0) return Status::error("context and ubatch must be positive");
+  if (opt.n_seq == 0) return Status::error("the number of sequences must be positive");
   if (opt.n_ctx > spec.hp.n_ctx_train && spec.hp.n_ctx_train > 0)
     return Status::error("context {} is longer than the model allows ({} tokens)", opt.n_ctx, spec.hp.n_ctx_train);
   if (Status st = kv::check_kv_type(opt.k_type, spec.hp.n_embd_head); !st) return Status::error("K: {}", st.message());
@@ -217,18 +221,23 @@ Status CudaForward::allocate() {
 
   // KV: a ring of window + ubatch slots for sliding layers, n_ctx slots otherwise; each slot one
   // row of K (V) in k_type (v_type): f32, f16 or Q8_0/Q4_1 blocks (kv/kv_quant.h).
+  // One cache per sequence (n_seq of them, all inside the arena's budget).
   const size_t k_row = kv::kv_row_bytes(opt_.k_type, s.kv_width()), v_row = kv::kv_row_bytes(opt_.v_type, s.kv_width());
-  for (uint32_t il = 0; il < n_layer; ++il) {
-    const uint32_t w = s.window(il);
-    const int64_t cap = w ? std::min<int64_t>(opt_.n_ctx, int64_t(w) + opt_.ubatch) : opt_.n_ctx;
-    auto k = im.alloc(size_t(cap) * k_row, "kv K " + std::to_string(il));
-    if (!k) return k.status();
-    auto v = im.alloc(size_t(cap) * v_row, "kv V " + std::to_string(il));
-    if (!v) return v.status();
-    im.kv.push_back({{*k, *v, opt_.k_type, opt_.v_type, cap}});
+  im.kv.resize(opt_.n_seq);
+  for (uint32_t sq = 0; sq < opt_.n_seq; ++sq) {
+    const std::string tag = opt_.n_seq > 1 ? fmt::format("seq {} layer ", sq) : std::string();
+    for (uint32_t il = 0; il < n_layer; ++il) {
+      const uint32_t w = s.window(il);
+      const int64_t cap = w ? std::min<int64_t>(opt_.n_ctx, int64_t(w) + opt_.ubatch) : opt_.n_ctx;
+      auto k = im.alloc(size_t(cap) * k_row, "kv K " + tag + std::to_string(il));
+      if (!k) return k.status();
+      auto v = im.alloc(size_t(cap) * v_row, "kv V " + tag + std::to_string(il));
+      if (!v) return v.status();
+      im.kv[sq].push_back({{*k, *v, opt_.k_type, opt_.v_type, cap}});
+    }
   }
-  // Activations for one chunk.
-  const size_t n = opt_.ubatch;
+  // Activations for one chunk (a prefill chunk or a batched step).
+  const size_t n = max_chunk_rows(opt_);
   auto fbuf = [&](size_t count) -> float* {
     if (!err.is_ok()) return nullptr;
     auto p = im.alloc(count * sizeof(float), "activations");
@@ -311,11 +320,12 @@ struct Ops {
   const model::ModelSpec& spec;
   float* host_logits = nullptr;  // (rows, n_vocab) of the current chunk
   const LayerRange* range = nullptr;  // eval_layers: hidden in/out, attention one query at a time
+  RowMap map;                         // the chunk's rows (begin_chunk)
 
   uint32_t logit_rows() const { return offload::kLogitRows; }
   float* logits(uint32_t) { return im.d_logits; }
-  void copy_inputs(const int32_t* tokens, uint32_t n, uint32_t pos0) {
-    for (uint32_t t = 0; t < n; ++t) im.host_pos[t] = int32_t(pos0 + t);
+  void copy_inputs(const int32_t* tokens, uint32_t n, const RowMap& m) {
+    for (uint32_t t = 0; t < n; ++t) im.host_pos[t] = m.pos_of(t);
     im.check(cuda::copy_to_device(im.d_tokens, tokens, n * sizeof(int32_t), im.stream));
     im.check(cuda::copy_to_device(im.d_pos, im.host_pos.data(), n * sizeof(int32_t), im.stream));
   }
@@ -325,10 +335,11 @@ struct Ops {
     im.check(cuda::copy_to_host(host_logits + r0 * nv, im.d_logits, rows * nv * sizeof(float), im.stream));
   }
 
-  void begin_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, Layers L, bool head) {
+  void begin_chunk(const int32_t* tokens, uint32_t n, const RowMap& m, Layers L, bool head) {
+    map = m;
     // Host sources outlive the copies: the caller's tokens and im.host_pos stay untouched until
     // eval() synchronizes at the end of the chunk, so no wait (and no allocation) per token here.
-    if (!im.capturing) copy_inputs(tokens, n, pos0);
+    if (!im.capturing) copy_inputs(tokens, n, m);
     if (im.store) {
       std::vector<uint32_t> order;
       for (uint32_t il = L.first; il < L.end; ++il) {
@@ -417,18 +428,32 @@ struct Ops {
     OpSpan op(im, [&] { return fmt::format("rope n={}", n); });
     im.check(cuda::rope(x, im.d_pos, n, n_heads, hd, base, lin, freq_div, neox, im.stream));
   }
-  void kv_write(uint32_t il, const float* k, const float* v, uint32_t n, uint32_t) {
+  void kv_write(uint32_t il, const float* k, const float* v, uint32_t n) {
     OpSpan op(im, [&] { return fmt::format("kv_write n={}", n); });
-    im.check(cuda::kv_write(k, v, im.d_pos, n, spec.kv_width(), im.kv[il].store, im.stream));
+    if (!map.batched())
+      return im.check(cuda::kv_write(k, v, im.d_pos, n, spec.kv_width(), im.kv[map.seq][il].store, im.stream));
+    // A batched step: runs of rows of one sequence into that sequence's cache (the kernel converts
+    // element by element, so splitting the rows changes nothing in what is stored).
+    const int64_t width = spec.kv_width();
+    for (uint32_t t0 = 0; t0 < n;) {
+      uint32_t t1 = t0 + 1;
+      while (t1 < n && map.seq_of(t1) == map.seq_of(t0)) ++t1;
+      im.check(cuda::kv_write(k + t0 * width, v + t0 * width, im.d_pos + t0, t1 - t0, width,
+                              im.kv[map.seq_of(t0)][il].store, im.stream));
+      t0 = t1;
+    }
   }
   void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out) {
     OpSpan op(im, [&] { return fmt::format("attention n={} window={}", n, s.window); });
     const cuda::AttentionShapeDev shape{s.n_head, s.n_head_kv, s.head_dim, s.window, s.scale};
-    if (!range) return im.check(cuda::attention(q, im.d_pos, n, im.kv[il].store, shape, out, im.ws, im.stream));
-    // Verification: each query exactly as a decode step computes it (same splits, same key tiles).
+    if (!range && !map.batched())
+      return im.check(cuda::attention(q, im.d_pos, n, im.kv[map.seq][il].store, shape, out, im.ws, im.stream));
+    // Verification and batched steps: each query exactly as a decode step computes it (same
+    // splits, same key tiles), over its own sequence's cache.
     const int64_t row = s.n_head * s.head_dim;
     for (uint32_t t = 0; t < n; ++t)
-      im.check(cuda::attention(q + t * row, im.d_pos + t, 1, im.kv[il].store, shape, out + t * row, im.ws, im.stream));
+      im.check(cuda::attention(q + t * row, im.d_pos + t, 1, im.kv[map.seq_of(t)][il].store, shape, out + t * row,
+                               im.ws, im.stream));
   }
   void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count) {
     OpSpan op(im, [&] { return fmt::format("gated_act {}", count); });
@@ -455,24 +480,30 @@ bool graphs_wanted() {
 
 }  // namespace
 
-void CudaForward::run_decode_graph(void* ops_ptr, int32_t token) {
+uint64_t CudaForward::kv_bytes_per_seq() const {
+  return runtime::kv_bytes_per_seq(model_->spec, opt_.n_ctx, opt_.ubatch, opt_.k_type, opt_.v_type);
+}
+
+void CudaForward::run_decode_graph(void* ops_ptr, uint32_t seq, int32_t token) {
   Ops& ops = *static_cast<Ops*>(ops_ptr);
   Impl& im = *impl_;
   const auto& s = model_->spec;
-  ops.copy_inputs(&token, 1, n_past_);
-  if (!im.decode_graph) {
+  const RowMap map{seq, n_past_[seq]};
+  ops.copy_inputs(&token, 1, map);
+  cuda::Graph& graph = im.decode_graph[seq];
+  if (!graph) {
     if (!graphs_wanted()) {
       im.graphs_enabled = false;
-      forward_chunk(ops, s, im.dev, im.buf, &token, 1, n_past_, 1);
+      forward_chunk(ops, s, im.dev, im.buf, &token, 1, seq, n_past_[seq], 1);
       return;
     }
     im.check(cuda::synchronize(im.stream));  // the input copies are not part of the graph
     im.capturing = true;
     Status st = cuda::capture_begin(im.stream);
     if (st.is_ok()) {
-      forward_chunk(ops, s, im.dev, im.buf, &token, 1, n_past_, 1);
+      forward_chunk(ops, s, im.dev, im.buf, &token, 1, seq, n_past_[seq], 1);
       auto g = cuda::capture_end(im.stream);
-      if (g) im.decode_graph = *g;
+      if (g) graph = *g;
       else st = g.status();
     }
     im.capturing = false;
@@ -482,20 +513,20 @@ void CudaForward::run_decode_graph(void* ops_ptr, int32_t token) {
                  st.is_ok() ? im.first_error.message() : st.message());
       im.graphs_enabled = false;
       im.first_error = Status();
-      if (im.decode_graph) cuda::graph_destroy(im.decode_graph);
-      im.decode_graph = nullptr;
-      forward_chunk(ops, s, im.dev, im.buf, &token, 1, n_past_, 1);
+      if (graph) cuda::graph_destroy(graph);
+      graph = nullptr;
+      forward_chunk(ops, s, im.dev, im.buf, &token, 1, seq, n_past_[seq], 1);
       return;
     }
   }
-  im.check(cuda::graph_launch(im.decode_graph, im.stream));
+  im.check(cuda::graph_launch(graph, im.stream));
   ops.logits_done(0, 1);
 }
 
 Status CudaForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
                                 std::vector<float>& logits) {
   const auto& s = model_->spec;
-  auto range = check_layer_range(s, tokens, pos0, r, n_past_, opt_.n_ctx, opt_.ubatch);
+  auto range = check_layer_range(s, tokens, pos0, r, n_past_[0], opt_.n_ctx, opt_.ubatch);
   if (!range) return range.status();
   Impl& im = *impl_;
   im.first_error = Status();
@@ -503,33 +534,64 @@ Status CudaForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, 
     return ws.with_context("CUDA forward");
   const uint32_t n = uint32_t(tokens.size()), n_vocab = s.hp.n_vocab;
   logits.resize(which == Logits::all ? n * n_vocab : which == Logits::last ? n_vocab : 0);
-  Ops ops{im, s, logits.empty() ? nullptr : logits.data(), &*range};
+  Ops ops{im, s, logits.empty() ? nullptr : logits.data(), &*range, {}};
   const uint32_t rows = which == Logits::all ? n : which == Logits::last ? 1 : 0;
-  forward_chunk(ops, s, im.dev, im.buf, tokens.data(), n, pos0, rows,
+  forward_chunk(ops, s, im.dev, im.buf, tokens.data(), n, RowMap{0, pos0}, rows,
                 Layers{range->first, range->end, range->hidden_out != nullptr,
                        range->skip.empty() ? nullptr : range->skip.data()});
   im.check(cuda::synchronize(im.stream));
   if (!im.first_error.is_ok()) return im.first_error.with_context("CUDA forward (layer range)");
-  if (range->end == s.hp.n_layer && range->skip.empty()) n_past_ = pos0 + n;
+  if (range->end == s.hp.n_layer && range->skip.empty()) n_past_[0] = pos0 + n;
   return {};
 }
 
-Status CudaForward::eval(std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) {
+Status CudaForward::eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) {
+  const auto& s = model_->spec;
+  auto pos = check_batch_rows(s, rows, n_past_, opt_.n_ctx, opt_.ubatch);
+  if (!pos) return pos.status();
+  if (rows.size() == 1) return eval(rows[0].seq, std::span(&rows[0].token, 1), Logits::last, logits);
+  Impl& im = *impl_;
+  im.first_error = Status();
+  if (Status ws = cuda::set_matmul_workspace(im.d_cublas_ws, cuda::kCublasWorkspaceBytes); !ws)
+    return ws.with_context("CUDA forward (batched step)");
+  const uint32_t n = uint32_t(rows.size());
+  std::vector<int32_t> tokens(n);
+  std::vector<uint32_t> seqs(n);
+  for (uint32_t t = 0; t < n; ++t) {
+    tokens[t] = rows[t].token;
+    seqs[t] = rows[t].seq;
+  }
+  logits.resize(size_t(n) * s.hp.n_vocab);
+  Ops ops{im, s, logits.data(), nullptr, {}};
+  TraceScope host_span(opt_.trace.get(), "host", fmt::format("decode step x{}", n));
+  // tokens, seqs and pos outlive the asynchronous input copies: synchronized below.
+  forward_chunk(ops, s, im.dev, im.buf, tokens.data(), n, RowMap{0, 0, seqs.data(), pos->data()}, n,
+                Layers{0, s.hp.n_layer, false, nullptr});
+  im.check(cuda::synchronize(im.stream));
+  if (im.timeline && im.first_error.is_ok()) im.check(im.timeline->flush());
+  if (!im.first_error.is_ok()) return im.first_error.with_context("CUDA forward (batched step)");
+  for (uint32_t t = 0; t < n; ++t) n_past_[seqs[t]] = std::max<uint32_t>(n_past_[seqs[t]], uint32_t((*pos)[t]) + 1);
+  return {};
+}
+
+Status CudaForward::eval(uint32_t seq, std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) {
   const auto& s = model_->spec;
   const uint32_t n_vocab = s.hp.n_vocab;
+  if (seq >= n_seq()) return Status::error("sequence {} is out of range (the engine holds {})", seq, n_seq());
   if (tokens.empty()) return Status::error("nothing to evaluate (empty token list)");
   for (size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] < 0 || uint32_t(tokens[i]) >= n_vocab)
       return Status::error("token id {} at index {} is out of range (vocabulary has {} tokens)", tokens[i], i, n_vocab);
-  if (uint64_t(n_past_) + tokens.size() > opt_.n_ctx)
-    return Status::error("context full: {} tokens already, {} more would exceed the context of {}", n_past_,
+  uint32_t& past = n_past_[seq];
+  if (uint64_t(past) + tokens.size() > opt_.n_ctx)
+    return Status::error("context full: {} tokens already, {} more would exceed the context of {}", past,
                          tokens.size(), opt_.n_ctx);
   Impl& im = *impl_;
   im.first_error = Status();
   // cuBLAS's scratch comes from this engine's arena (another engine may have set its own).
   if (Status ws = cuda::set_matmul_workspace(im.d_cublas_ws, cuda::kCublasWorkspaceBytes); !ws)
     return ws.with_context("CUDA forward");
-  Ops ops{im, s};
+  Ops ops{im, s, nullptr, nullptr, {}};
   logits.resize(which == Logits::all ? tokens.size() * n_vocab : which == Logits::last ? n_vocab : 0);
   for (size_t done = 0; done < tokens.size();) {
     const uint32_t n = uint32_t(std::min<size_t>(opt_.ubatch, tokens.size() - done));
@@ -539,14 +601,14 @@ Status CudaForward::eval(std::span<const int32_t> tokens, Logits which, std::vec
     const bool graph = n == 1 && rows == 1 && !im.store && !im.host_embed && im.graphs_enabled && !im.timeline;
     TraceScope host_span(opt_.trace.get(), "host", n == 1 ? "decode step" : fmt::format("prefill {} tokens", n));
     if (graph) {
-      run_decode_graph(&ops, tokens[done]);
+      run_decode_graph(&ops, seq, tokens[done]);
     } else {
-      forward_chunk(ops, s, im.dev, im.buf, tokens.data() + done, n, n_past_, rows);
+      forward_chunk(ops, s, im.dev, im.buf, tokens.data() + done, n, seq, past, rows);
     }
     im.check(cuda::synchronize(im.stream));
     if (im.timeline && im.first_error.is_ok()) im.check(im.timeline->flush());
     if (!im.first_error.is_ok()) return im.first_error.with_context("CUDA forward");
-    n_past_ += n;
+    past += n;
     done += n;
   }
   return {};

@@ -3,8 +3,9 @@
 // same forward_pass.h as the CPU engine over the CUDA kernels (kernels/cuda/cuda_api.h). Weights
 // are uploaded (or pinned, when streamed) once at create().
 //
-// One instance serves one sequence. Not thread-safe. All work runs on one CUDA stream; eval()
-// returns when the logits are on the host.
+// One instance holds ForwardOptions::n_seq sequences, each with its own KV cache in VRAM (all
+// allocated at create(), inside the VRAM budget), and one activation scratch. Not thread-safe.
+// All work runs on one CUDA stream; eval() returns when the logits are on the host.
 #pragma once
 
 #include <algorithm>
@@ -27,14 +28,29 @@ class CudaForward final : public Engine {
   CudaForward(const CudaForward&) = delete;
   CudaForward& operator=(const CudaForward&) = delete;
 
-  Status eval(std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) override;
+  using Engine::eval;
+  using Engine::n_past;
+  using Engine::truncate;
+  Status eval(uint32_t seq, std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) override;
   // Multi-column GEMV (n <= kMaxExactRows) and, per row, the one-query attention call a decode
   // step makes (the multi-query attention tiles keys by the batch's positions: another summation
   // order). Never a CUDA graph; streamed blocks are acquired as in eval().
   Status eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
                      std::vector<float>& logits) override;
-  uint32_t n_past() const override { return n_past_; }
-  void truncate(uint32_t n) override { n_past_ = std::min(n, n_past_); }
+  // Multi-column GEMV over all rows, then per row the KV write and one-query attention call of a
+  // decode step on the row's own cache (as eval_layers). Never a CUDA graph, except that a single
+  // row runs as eval() of its sequence (its decode graph).
+  Status eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) override;
+  uint32_t n_seq() const override { return uint32_t(n_past_.size()); }
+  uint32_t n_past(uint32_t seq) const override {
+    STRATA_CHECK(seq < n_past_.size(), "sequence {} of {}", seq, n_past_.size());
+    return n_past_[seq];
+  }
+  void truncate(uint32_t seq, uint32_t n) override {
+    STRATA_CHECK(seq < n_past_.size(), "truncate: sequence {} of {}", seq, n_past_.size());
+    n_past_[seq] = std::min(n, n_past_[seq]);
+  }
+  uint64_t kv_bytes_per_seq() const override;
   uint32_t n_ctx() const override { return opt_.n_ctx; }
   uint32_t ubatch() const override { return opt_.ubatch; }
   const Model& model() const override { return *model_; }
@@ -49,11 +65,11 @@ class CudaForward final : public Engine {
  private:
   CudaForward(std::shared_ptr<const Model> model, ForwardOptions options);
   Status allocate();
-  void run_decode_graph(void* ops, int32_t token);  // ops: the eval's Ops (cuda_forward.cpp)
+  void run_decode_graph(void* ops, uint32_t seq, int32_t token);  // ops: the eval's Ops (cuda_forward.cpp)
 
   std::shared_ptr<const Model> model_;
   ForwardOptions opt_;
-  uint32_t n_past_ = 0;
+  std::vector<uint32_t> n_past_;  // per sequence
   uint64_t device_bytes_ = 0;
   std::unique_ptr<Impl> impl_;
 };

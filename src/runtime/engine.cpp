@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/device_info.h"
+#include "kv/kv_quant.h"
 #include "runtime/cpu_forward.h"
 #include "runtime/cuda_forward.h"
 
@@ -40,6 +41,41 @@ Result<LayerRange> check_layer_range(const model::ModelSpec& spec, std::span<con
   if (end_pos > uint64_t(n_past) + ubatch)
     return Status::error("positions up to {} are more than ubatch ({}) past the {} evaluated", end_pos, ubatch, n_past);
   return out;
+}
+
+Result<std::vector<int32_t>> check_batch_rows(const model::ModelSpec& spec, std::span<const BatchRow> rows,
+                                              std::span<const uint32_t> n_past, uint32_t n_ctx, uint32_t ubatch) {
+  if (rows.empty() || rows.size() > kMaxExactRows)
+    return Status::error("eval_batch takes 1..{} rows (got {})", kMaxExactRows, rows.size());
+  std::vector<uint32_t> count(n_past.size(), 0);
+  std::vector<int32_t> pos(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const BatchRow& r = rows[i];
+    if (r.seq >= n_past.size())
+      return Status::error("row {}: sequence {} is out of range (the engine holds {})", i, r.seq, n_past.size());
+    if (r.token < 0 || uint32_t(r.token) >= spec.hp.n_vocab)
+      return Status::error("row {}: token id {} is out of range (vocabulary has {} tokens)", i, r.token,
+                           spec.hp.n_vocab);
+    const uint64_t p = uint64_t(n_past[r.seq]) + count[r.seq];
+    if (p >= n_ctx)
+      return Status::error("row {}: context of sequence {} full ({} tokens, context {})", i, r.seq, p, n_ctx);
+    // Like eval_layers: a sliding layer's ring holds window + ubatch slots.
+    if (++count[r.seq] > ubatch)
+      return Status::error("row {}: more than ubatch ({}) rows of sequence {} in one step", i, ubatch, r.seq);
+    pos[i] = int32_t(p);
+  }
+  return pos;
+}
+
+uint64_t kv_bytes_per_seq(const model::ModelSpec& spec, uint32_t n_ctx, uint32_t ubatch, GgmlType k_type,
+                          GgmlType v_type) {
+  const uint64_t row = kv::kv_row_bytes(k_type, spec.kv_width()) + kv::kv_row_bytes(v_type, spec.kv_width());
+  uint64_t slots = 0;
+  for (uint32_t il = 0; il < spec.hp.n_layer; ++il) {
+    const uint32_t w = spec.window(il);
+    slots += w ? std::min<uint64_t>(n_ctx, uint64_t(w) + ubatch) : n_ctx;
+  }
+  return slots * row;
 }
 
 Result<std::unique_ptr<Engine>> make_engine(std::shared_ptr<const Model> model, ForwardOptions options, Device device) {

@@ -1,7 +1,11 @@
-// An engine runs forward passes of one sequence on one device: the interface the CLI and (later)
-// the batch runner and speculative decoder use, whatever the backend.
+// An engine runs forward passes on one device: the interface the CLI, the batch runner and the
+// speculative decoder use, whatever the backend. It holds ForwardOptions::n_seq sequences, each
+// with its own KV cache; the single-sequence calls (eval, eval_layers, n_past(), truncate(n))
+// work on sequence 0, and eval_batch() decodes one token of several sequences in one sweep over
+// the weights (throughput mode: `strata batch --batch N`).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -43,6 +47,9 @@ struct ForwardOptions {
   // copies; per eval: the host's view). The CUDA engine then runs without CUDA graphs, so that
   // every block of the decode step is visible.
   std::shared_ptr<Trace> trace;
+  // Sequences (sessions) the engine holds, each with its own KV cache of n_ctx positions,
+  // allocated up front (n_seq times the KV memory; the CUDA engine counts it against its budget).
+  uint32_t n_seq = 1;
 };
 
 enum class Device { cpu, cuda, automatic };
@@ -50,6 +57,12 @@ enum class Device { cpu, cuda, automatic };
 // Rows eval_layers() computes at once: the CUDA engine's multi-column GEMV limit, so that every
 // row goes through the same kernels as a one-token decode step (kernels::cuda::kMaxGemvCols).
 inline constexpr uint32_t kMaxExactRows = 16;
+
+// Rows one forward pass may carry: a prefill chunk (ubatch) or a batched step (eval_batch: up to
+// kMaxExactRows rows of n_seq sequences, at most ubatch per sequence). Scratch is sized for it.
+inline uint32_t max_chunk_rows(const ForwardOptions& o) {
+  return uint32_t(std::max<uint64_t>(o.ubatch, std::min<uint64_t>(kMaxExactRows, uint64_t(o.n_seq) * o.ubatch)));
+}
 
 // A slice of the forward pass, for self-speculative decoding: an early-exit draft runs layers
 // [0, d) and the head; verification continues the drafted positions from layer d with the
@@ -65,13 +78,24 @@ struct LayerRange {
   std::span<const uint8_t> skip = {};
 };
 
+// One row of a batched step: the next token of sequence `seq`. Its position is n_past(seq), plus
+// the number of earlier rows of the same call that belong to the same sequence.
+struct BatchRow {
+  uint32_t seq = 0;
+  int32_t token = 0;
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
   // Runs `tokens` at positions [n_past(), n_past() + size), appending to the KV cache. logits
   // receives n_vocab floats for the last token (Logits::last) or every token (Logits::all).
   // Errors (token id out of range, context full, device failure) leave n_past() unchanged.
-  virtual Status eval(std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) = 0;
+  Status eval(std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) {
+    return eval(0, tokens, which, logits);
+  }
+  // The same on sequence `seq` (prefill of one session in throughput mode). seq < n_seq().
+  virtual Status eval(uint32_t seq, std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) = 0;
   // Runs tokens at positions [pos0, pos0 + n) through layers [r.first, r.end), writing those
   // layers' KV, then (which != none) the final norm and head on the stream after layer end - 1.
   // Every row is computed exactly as a one-token eval() computes it (same kernels, same reduction
@@ -86,9 +110,27 @@ class Engine {
   // sliding-window ring would overwrite entries still needed), device failure.
   virtual Status eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
                              std::vector<float>& logits) = 0;
-  virtual uint32_t n_past() const = 0;
-  // Forgets positions >= n (speculative rollback, or restarting the sequence with n = 0).
-  virtual void truncate(uint32_t n) = 0;
+  // Sequence 0's length: the single-sequence API.
+  uint32_t n_past() const { return n_past(0); }
+  // Forgets positions >= n of sequence 0 (speculative rollback, or restarting with n = 0).
+  void truncate(uint32_t n) { truncate(0, n); }
+
+  // ---- several sequences (ForwardOptions::n_seq) ----
+  virtual uint32_t n_seq() const = 0;
+  virtual uint32_t n_past(uint32_t seq) const = 0;
+  // Forgets positions >= n of one sequence; the others are untouched. seq < n_seq() (asserted).
+  virtual void truncate(uint32_t seq, uint32_t n) = 0;
+  // Runs every row in one pass over the weights (each weight matrix is read once for all rows);
+  // each row's KV write and attention use its own sequence. logits receives n_vocab floats per row,
+  // in row order. Every row is computed exactly as a one-token eval() of that sequence alone
+  // computes it (the kernels of eval_layers()), so results are bit-identical to decoding the
+  // sequences one after another; hence rows.size() <= kMaxExactRows. Each sequence's n_past grows
+  // by its number of rows. Errors (no rows, too many, a sequence or token out of range, a
+  // sequence's context full or more than ubatch rows for one sequence, device failure) leave every
+  // n_past unchanged.
+  virtual Status eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) = 0;
+  // Bytes of one sequence's KV cache (what each extra sequence costs).
+  virtual uint64_t kv_bytes_per_seq() const = 0;
   virtual uint32_t n_ctx() const = 0;
   // Tokens per chunk, and how far eval_layers may write ahead of n_past() (ForwardOptions::ubatch).
   virtual uint32_t ubatch() const = 0;
@@ -106,6 +148,16 @@ class Engine {
 // the range with `end` resolved (0 -> n_layer) and an all-zero skip mask cleared.
 Result<LayerRange> check_layer_range(const model::ModelSpec& spec, std::span<const int32_t> tokens, uint32_t pos0,
                                      const LayerRange& r, uint32_t n_past, uint32_t n_ctx, uint32_t ubatch);
+
+// For engine implementations: checks eval_batch's arguments (the errors listed there) and returns
+// each row's position. n_past: per sequence.
+Result<std::vector<int32_t>> check_batch_rows(const model::ModelSpec& spec, std::span<const BatchRow> rows,
+                                              std::span<const uint32_t> n_past, uint32_t n_ctx, uint32_t ubatch);
+
+// KV cache bytes of one sequence: K and V rows of every layer, n_ctx slots for full-attention
+// layers and a ring of min(n_ctx, window + ubatch) for sliding ones (how both engines size it).
+uint64_t kv_bytes_per_seq(const model::ModelSpec& spec, uint32_t n_ctx, uint32_t ubatch, GgmlType k_type,
+                          GgmlType v_type);
 
 // automatic: CUDA when built with it and a device is present, else CPU.
 Result<std::unique_ptr<Engine>> make_engine(std::shared_ptr<const Model> model, ForwardOptions options, Device device);

@@ -3,8 +3,9 @@
 // which kernels run. The architecture differences are data in ModelSpec.
 //
 // Ops must provide (pointers are host or device memory as the policy decides; `n` tokens):
-//   void begin_chunk(const int32_t* tokens, uint32_t n, uint32_t pos0, Layers layers, bool head);
-//                          // positions pos0 + t; layers run; head: the chunk ends with norm + head
+//   void begin_chunk(const int32_t* tokens, uint32_t n, const RowMap& rows, Layers layers, bool head);
+//                          // each row's sequence and position; layers run; head: the chunk ends
+//                          // with norm + head
 //   void begin_block(Block b, uint32_t il);  // before a block's first weight is used, and
 //   void end_block(Block b, uint32_t il);    // after its last (where an executor streams weights)
 //   void embed(const int32_t* tokens, uint32_t n, float scale, float* x);
@@ -14,8 +15,9 @@
 //   void matmul(const kernels::WeightView& w, const float* x, uint32_t n, float* y);
 //   void rope(float* x, uint32_t n, int64_t n_heads, int64_t head_dim, float base, float linear_scale,
 //             const float* freq_div, bool neox);
-//   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n, uint32_t pos0);
+//   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n);   // row t into its
 //   void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out);
+//                          // sequence's cache at its position; attention of row t over its sequence
 //   void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count);
 //   void add(float* x, const float* y, int64_t count);
 //   uint32_t logit_rows(); float* logits(uint32_t r0); void logits_done(uint32_t r0, uint32_t rows);
@@ -43,6 +45,19 @@ struct ForwardBuffers {
   float* up;    // (n, n_ff)
 };
 
+// Which sequence and position each row of a chunk belongs to. A plain chunk (prefill, decode,
+// eval_layers) is one sequence at consecutive positions from pos0; a batched step (eval_batch) gives
+// per-row arrays: rows of several sequences share every matmul, and the policy's kv_write and
+// attention send each row to its own sequence's cache.
+struct RowMap {
+  uint32_t seq = 0, pos0 = 0;
+  const uint32_t* seqs = nullptr;      // batched: n entries, else null
+  const int32_t* positions = nullptr;  // batched: n entries, else null
+  bool batched() const { return seqs != nullptr; }
+  uint32_t seq_of(uint32_t t) const { return seqs ? seqs[t] : seq; }
+  int32_t pos_of(uint32_t t) const { return positions ? positions[t] : int32_t(pos0 + t); }
+};
+
 // Layers [first, end) of a chunk; the rest of the pass is skipped (speculative drafts and
 // verification, engine.h LayerRange). store_hidden: the policy wants the stream after end - 1.
 // skip: null, or one entry per model layer; a layer with a nonzero entry is not run (its
@@ -65,7 +80,7 @@ inline std::string block_label(Block b, uint32_t il) {
 
 template <typename Ops>
 void attention_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
-                     uint32_t il, uint32_t n, uint32_t pos0) {
+                     uint32_t il, uint32_t n) {
   ops.begin_block(Block::attention, il);
   const auto& l = w.layers[il];
   const int64_t d = s.hp.n_embd, hd = s.hp.n_embd_head;
@@ -81,7 +96,7 @@ void attention_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeig
   const bool neox = s.rope_style == model::RopeStyle::neox;
   ops.rope(b.q, n, s.hp.n_head, hd, s.rope_base(il), s.rope_linear_scale(il), w.rope_freqs, neox);
   ops.rope(b.k, n, s.hp.n_head_kv, hd, s.rope_base(il), s.rope_linear_scale(il), w.rope_freqs, neox);
-  ops.kv_write(il, b.k, b.v, n, pos0);
+  ops.kv_write(il, b.k, b.v, n);
   const kernels::cpu::AttentionShape shape{s.hp.n_head, s.hp.n_head_kv, hd, s.window(il), s.attention_scale};
   ops.attention(il, b.q, n, shape, b.att);
   ops.matmul(l.wo, b.att, n, b.h);
@@ -107,22 +122,22 @@ void ffn_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w
   ops.add(b.x, b.h, int64_t(n) * d);
 }
 
-// Runs n tokens at positions [pos0, pos0 + n) through layers [L.first, L.end) but those L.skip
-// marks (from the embedding
+// Runs n tokens at the positions of `map` through layers [L.first, L.end) but those L.skip marks
+// (from the embedding
 // when L.first == 0, else from ops.load_hidden); then, when `rows` > 0, the final norm and head
 // for the last `rows` tokens, in groups of at most ops.logit_rows() rows:
 // group r0 is written to ops.logits(r0) and handed over by ops.logits_done(r0, rows_in_group)
 // (so a device policy holds a few rows of a 262K-entry vocabulary, not a whole chunk's).
 template <typename Ops>
 void forward_chunk(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
-                   const int32_t* tokens, uint32_t n, uint32_t pos0, uint32_t rows, Layers L) {
+                   const int32_t* tokens, uint32_t n, const RowMap& map, uint32_t rows, Layers L) {
   const int64_t d = s.hp.n_embd;
-  ops.begin_chunk(tokens, n, pos0, L, rows > 0);
+  ops.begin_chunk(tokens, n, map, L, rows > 0);
   if (L.first == 0) ops.embed(tokens, n, s.embedding_scale, b.x);
   else ops.load_hidden(b.x, n);
   for (uint32_t il = L.first; il < L.end; ++il) {
     if (!L.runs(il)) continue;
-    attention_block(ops, s, w, b, il, n, pos0);
+    attention_block(ops, s, w, b, il, n);
     ffn_block(ops, s, w, b, il, n);
   }
   if (L.store_hidden) ops.store_hidden(b.x, n);
@@ -137,11 +152,11 @@ void forward_chunk(Ops& ops, const model::ModelSpec& s, const model::ModelWeight
   ops.end_block(Block::head, 0);
 }
 
-// The whole model.
+// The whole model, one sequence at positions [pos0, pos0 + n).
 template <typename Ops>
 void forward_chunk(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
-                   const int32_t* tokens, uint32_t n, uint32_t pos0, uint32_t rows) {
-  forward_chunk(ops, s, w, b, tokens, n, pos0, rows, Layers{0, s.hp.n_layer, false, nullptr});
+                   const int32_t* tokens, uint32_t n, uint32_t seq, uint32_t pos0, uint32_t rows) {
+  forward_chunk(ops, s, w, b, tokens, n, RowMap{seq, pos0}, rows, Layers{0, s.hp.n_layer, false, nullptr});
 }
 
 }  // namespace strata::runtime

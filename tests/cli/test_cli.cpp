@@ -335,3 +335,54 @@ TEST_CASE("stress ramps the context, reports each length and stops at the first 
   CHECK(bad.code == 2);
   CHECK(has(bad.err, "LO:HI"));
 }
+
+TEST_CASE("bench decode --batch and --compare: figures old -> new, bad files refused in one line", "[cli]") {
+  const auto dir = strata::test::temp_dir("cli-bench-compare");
+  const std::string model = (dir / "tiny.gguf").string();
+  REQUIRE(run_strata("synth --arch llama --preset tiny --type q8_0 --no-progress -o " + model).code == 0);
+  const std::string base = "bench decode -m " + model + " --device cpu -t 1 -p 4 -n 8 -r 1 ";
+  const std::string old_json = (dir / "old.json").string();
+  auto first = run_strata(base + "--batch 3 --json " + old_json);
+  INFO(first.err);
+  REQUIRE(first.code == 0);
+  CHECK(has(first.out, "batch 3: "));
+  std::ifstream in(old_json);
+  const auto j = nlohmann::json::parse(in);
+  CHECK(j["bench"] == "decode");
+  CHECK(j["batch"] == 3);
+  CHECK(j["batch_tok_per_s"].get<double>() > 0);
+  CHECK(j["batch_speedup"].get<double>() > 0);
+  CHECK(j["batch_tok_per_s_runs"].size() == 1);
+
+  auto again = run_strata(base + "--batch 3 --compare " + old_json);
+  INFO(again.err);
+  REQUIRE(again.code == 0);
+  CHECK(has(again.out, "compared with " + old_json + " (bench decode):"));
+  CHECK(has(again.out, "tok_per_s "));
+  CHECK(has(again.out, "batch_tok_per_s "));
+  CHECK(has(again.out, "ceilings.host_read_gb_s"));
+  CHECK(has(again.out, " -> "));
+  CHECK(has(again.out, "%"));
+  auto fewer = run_strata(base + "--compare " + old_json);  // no batch figures this time
+  REQUIRE(fewer.code == 0);
+  CHECK(has(fewer.out, "only in the old"));
+
+  std::ofstream(dir / "notjson.json") << "{\"bench\": \"decode\", ";
+  std::ofstream(dir / "plain.json") << "{\"tok_per_s\": 3}";
+  std::ofstream(dir / "spec.json") << "{\"bench\": \"spec\", \"runs\": []}";
+  struct Case { std::string file, expect; };
+  const Case cases[] = {
+      {(dir / "missing.json").string(), "cannot open the file"},
+      {(dir / "notjson.json").string(), "not a JSON file"},
+      {(dir / "plain.json").string(), "not a strata bench result"},
+      {(dir / "spec.json").string(), "a 'bench spec' result, not 'bench decode'"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.file);
+    auto r = run_strata(base + "--compare " + c.file);
+    CHECK(r.code == 2);
+    CHECK(has(r.err, "--compare " + c.file + ": " + c.expect));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.out.empty());  // refused before the run
+  }
+}
