@@ -4,7 +4,8 @@
 # HF transformers comparison. Results (logs, JSON) go to $1 (default $OUT), packed into one
 # results.tgz so the device tool returns them as a single file.
 #   tools/device/run_suite.sh [OUT_DIR] [STEPS...]
-#   STEPS: tests bench probe hf synth27b kernels offload27b disk27b prefill27b profile spec kv stress128k (default: all but the last four)
+#   STEPS: tests bench probe hf synth27b kernels offload27b disk27b prefill27b profile spec batch kv stress128k
+#   (default: the first nine)
 set -uo pipefail
 out=${1:-${OUT:-$PWD/device-out}}
 shift || true
@@ -102,6 +103,32 @@ if has spec; then
   strata bench spec -m models/strata-tiny-q4_k.gguf --device cuda -n 128 -r 3 --json "$res/bench_spec_tiny.json" \
     > "$res/bench_spec_tiny.txt" 2>&1
   echo "bench spec rc=$?"; tail -12 "$res/bench_spec_tiny.txt"
+fi
+if has batch; then
+  # Throughput mode: N sessions stepping together vs one, on the embedded model and (streaming-bound)
+  # the 27B-shaped model at --vram 12GiB; and batch results with --batch 8 identical to --batch 1.
+  for n in 4 8 16; do
+    strata bench decode -m models/strata-tiny-q4_k.gguf --device cuda -p 128 -n 64 -r 2 --batch $n \
+      --json "$res/bench_batch_tiny_b$n.json" 2>&1 | tail -2 | tee -a "$res/bench_batch.txt"
+  done
+  [ -f "$work/27b.gguf" ] || strata synth --preset 27b --mix q3_k_m --no-progress -o "$work/27b.gguf" >/dev/null 2>&1
+  strata bench decode -m "$work/27b.gguf" --vram 12GiB --profile configs/hw/h200-probed.toml -c 4096 -p 256 -n 16 \
+    -r 1 --batch 8 --json "$res/bench_batch_27b_b8.json" 2>&1 | tail -3 | tee -a "$res/bench_batch.txt"
+  for i in $(seq 1 12); do
+    printf '{"id":"j%d","input":"Document %d. The kernel schedules tasks by priority; the scheduler picks the next task.","instruction":"Summarise:","max_tokens":%d}\n' \
+      "$i" "$i" $((16 + 8 * (i % 4)))
+  done > "$work/jobs.jsonl"
+  rm -f "$work/r1.jsonl" "$work/r8.jsonl"
+  strata batch "$work/jobs.jsonl" -o "$work/r1.jsonl" -m models/strata-tiny-q4_k.gguf --device cuda --temp 0 --batch 1 \
+    --no-progress > "$res/batch_b1.txt" 2>&1
+  strata batch "$work/jobs.jsonl" -o "$work/r8.jsonl" -m models/strata-tiny-q4_k.gguf --device cuda --temp 0 --batch 8 \
+    --no-progress > "$res/batch_b8.txt" 2>&1
+  python3 - "$work/r1.jsonl" "$work/r8.jsonl" <<'PY' | tee -a "$res/bench_batch.txt"
+import json, sys
+a, b = ({j["id"]: j["output"] for j in map(json.loads, open(p))} for p in sys.argv[1:3])
+same = sum(a[k] == b.get(k) for k in a)
+print(f"batch --batch 8 vs --batch 1 (GPU, greedy): {same}/{len(a)} outputs identical, ids {sorted(a) == sorted(b)}")
+PY
 fi
 if has kv; then
   # KV quantisation: quality (1b-shaped synthetic, tiny model) and decode attention bandwidth.
