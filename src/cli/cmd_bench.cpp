@@ -72,7 +72,8 @@ Result<Roofline> measure_roofline(const ModelArgs& m, const runtime::Engine& f, 
     const auto& e = *m.executor_plan;
     const auto& pl = e.plan.placement;
     auto add = [&](offload::Tier t, uint64_t bytes) {
-      if (t != offload::Tier::gpu) streamed += bytes;
+      // cpu-tier blocks never cross PCIe (their compute time is not part of this roofline).
+      if (t == offload::Tier::stream || t == offload::Tier::disk) streamed += bytes;
       if (t == offload::Tier::disk) from_disk += bytes;
     };
     for (uint32_t il = 0; il < e.blocks.n_layer; ++il) {
@@ -217,6 +218,15 @@ int run_bench_decode(const BenchDecodeArgs& a) {
     j["predicted_tok_per_s"] = p.decode_tps;
     j["fraction_of_prediction"] = p.decode_tps > 0 ? best_tps / p.decode_tps : 0.0;
     j["vram_budget_bytes"] = a.m.executor_plan->budgets.vram;
+    // Where the host-side tiers put things (compare runs with --kv-host none / all, --cpu-blocks).
+    const auto& res = a.m.executor_plan->residency;
+    const auto& pl = a.m.executor_plan->plan.placement;
+    j["kv_host"] = a.m.kv_host;
+    j["kv_host_layers"] = res.n_kv_host();
+    j["host_kv_bytes"] = a.m.executor_plan->plan.usage.host_kv;
+    j["cpu_blocks"] = uint64_t(std::count(pl.attention.begin(), pl.attention.end(), offload::Tier::cpu) +
+                               std::count(pl.ffn.begin(), pl.ffn.end(), offload::Tier::cpu) +
+                               (pl.head == offload::Tier::cpu ? 1 : 0));
   }
   fmt::print("decode: {:.2f} tok/s | {} of weights per token | roofline {:.2f} tok/s ({}) | {:.0f}% of roofline\n",
              best_tps, format_bytes(per_token), roof_tps, roof->what, 100 * best_tps / roof_tps);

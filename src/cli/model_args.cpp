@@ -1,6 +1,7 @@
 #include "cli/model_args.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 
 #include "cli/output_file.h"
@@ -37,6 +38,12 @@ void ModelArgs::add_to(CLI::App* sub) {
                                           "this many + 1 slots)")
       ->capture_default_str()
       ->check(CLI::Range(1, 16));
+  sub->add_flag("--cpu-blocks", cpu_blocks, "With --vram: let the planner put weight blocks on the cpu tier (kept in "
+                                            "host RAM and computed there by the CPU; only activations cross PCIe)");
+  sub->add_option("--kv-host", kv_host, "With --vram: full-attention layers whose KV lives in host RAM, attention "
+                                        "computed on the CPU: none, auto (the planner decides), all, or a count N "
+                                        "(the deepest N layers)")
+      ->capture_default_str();
   sub->add_option("--trace", trace_path, "Write a Chrome/Perfetto trace of the run to this file (open it in "
                                          "ui.perfetto.dev): compute per weight block on the CPU or GPU, streamed "
                                          "copies, host steps. The decode step then runs without CUDA graphs.");
@@ -80,7 +87,10 @@ Result<runtime::ExecutorPlan> plan_budget(const ModelArgs& a, const runtime::Mod
   r.prefill_chunk = fo.ubatch;
   r.prefetch_depth = a.prefetch;
   r.draft_depth = 0;
-  auto e = runtime::plan_for_executor(m, std::move(prof), b, r);
+  b.allow_cpu = a.cpu_blocks;
+  auto kv_host = a.kv_host_layers();
+  if (!kv_host) return kv_host.status();
+  auto e = runtime::plan_for_executor(m, std::move(prof), b, r, *kv_host);
   if (!e) return e.status();
   fo.residency = e->residency;
   return e;
@@ -119,6 +129,17 @@ std::unique_ptr<tbb::global_control> ModelArgs::thread_limit() const {
   return std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, size_t(threads));
 }
 
+Result<std::optional<uint32_t>> ModelArgs::kv_host_layers() const {
+  if (kv_host == "auto") return std::optional<uint32_t>();
+  if (kv_host == "none") return std::optional<uint32_t>(0);
+  if (kv_host == "all") return std::optional<uint32_t>(runtime::kAllKvLayers);
+  uint32_t n = 0;
+  const auto [end, ec] = std::from_chars(kv_host.data(), kv_host.data() + kv_host.size(), n);
+  if (ec != std::errc() || end != kv_host.data() + kv_host.size() || kv_host.empty())
+    return Status::error("--kv-host: '{}' is not none, auto, all or a layer count", kv_host);
+  return std::optional<uint32_t>(n);
+}
+
 Result<std::pair<GgmlType, GgmlType>> ModelArgs::kv_types() const {
   // f16 under a budget: the planner's VRAM accounting assumes it unless asked otherwise.
   const GgmlType def = vram.empty() ? GgmlType::F32 : GgmlType::F16;
@@ -148,6 +169,9 @@ Result<std::unique_ptr<runtime::Engine>> ModelArgs::open(uint32_t n_ctx_hint) co
   fo.v_type = types->second;
   const bool budget = !vram.empty();
   if (budget && device == "cpu") return Status::error("--vram needs the CUDA engine (drop --device cpu)");
+  if (!budget && (cpu_blocks || kv_host != "none"))
+    return Status::error("--cpu-blocks and --kv-host place blocks under a budget: give --vram too");
+  if (auto k = kv_host_layers(); !k) return k.status();
   auto m = runtime::Model::load(model);
   if (!m) return m.status();
   const uint32_t train = (*m)->spec.hp.n_ctx_train;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <unordered_map>
 
 #include "core/half.h"
 #include "core/log.h"
@@ -17,6 +18,7 @@
 #include "offload/vram_arena.h"
 #include "offload/weight_store.h"
 #include "runtime/forward_pass.h"
+#include "runtime/host_compute.h"
 #include "runtime/weight_loader.h"
 
 namespace strata::runtime {
@@ -33,6 +35,10 @@ struct CudaForward::Impl {
   std::vector<std::vector<Patch>> patches;
   std::vector<int32_t> attention_block, ffn_block;  // per layer: block id in the store, or -1
   int32_t head_block = -1;
+  // cpu-tier blocks and host KV (null: nothing runs on the host). The device views of a cpu
+  // block's matrices have no data; host_view maps each to the model's host view the CPU reads.
+  std::unique_ptr<HostCompute> host;
+  std::unordered_map<const kernels::WeightView*, const kernels::WeightView*> host_view;
   bool host_embed = false;  // token_embd stays in host memory: rows gathered on the CPU
   float* pinned_x = nullptr;  // host gather staging (ubatch x n_embd)
   struct LayerKv { cuda::KvStoreDev store; };
@@ -60,6 +66,7 @@ struct CudaForward::Impl {
     timeline.reset();
     store.reset();  // waits for the streams before the ring goes
     if (stream) (void)cuda::synchronize(stream);
+    host.reset();  // after the sync: no upload still reads its staging
     if (pinned_x) cuda::pinned_free(pinned_x);
     arena.reset();
     if (stream) cuda::stream_destroy(stream);
@@ -130,11 +137,24 @@ Status CudaForward::allocate() {
       im.ffn_block[il] = new_block(block_label(Block::ffn, il), streamed(res.ffn_disk, il));
   }
   if (res.head_streamed) im.head_block = new_block(block_label(Block::head, 0), res.head_disk);
+  for (uint32_t il = 0; il < n_layer; ++il)
+    if ((streamed(res.attention_streamed, il) && streamed(res.attention_cpu, il)) ||
+        (streamed(res.ffn_streamed, il) && streamed(res.ffn_cpu, il)))
+      return Status::error("layer {}: a block is both streamed and on the cpu tier", il);
+  if (res.head_streamed && res.head_cpu) return Status::error("the head is both streamed and on the cpu tier");
   const bool tied = s.hp.tied_output;
   // The embedding table is on the GPU only when it is resident anyway (as the tied head) or when
-  // nothing streams (the resident engine); otherwise rows are gathered on the host (the planner
-  // never places the embedding, model_blocks.h).
-  im.host_embed = tied ? res.head_streamed : res.any_streamed();
+  // every block is resident (the resident engine); otherwise rows are gathered on the host (the
+  // planner never places the embedding, model_blocks.h).
+  im.host_embed = tied ? res.head_streamed || res.head_cpu : res.any_streamed() || res.any_cpu();
+  if (res.any_cpu() || res.any_kv_host()) {
+    HostCompute::Options ho{opt_.n_ctx, opt_.ubatch, opt_.k_type, opt_.v_type, res.kv_host, res.head_cpu,
+                            offload::kLogitRows};
+    auto h = HostCompute::create(s, ho);
+    if (!h) return h.status();
+    im.host = std::move(h.value());
+    im.host->set_trace(opt_.trace.get());
+  }
 
   Status err;
   auto upload = [&](const void* src, size_t bytes, const std::string& what) -> Result<void*> {
@@ -145,10 +165,17 @@ Status CudaForward::allocate() {
   };
   // Weight matrices (nearly all the bytes) are read from the file by the loader at the end.
   std::vector<LoadItem> loads;
-  // `block` >= 0: the view goes into that streamed block instead of VRAM.
+  // `block` >= 0: the view goes into that streamed block instead of VRAM; kCpuBlock: it stays in
+  // host memory, computed by im.host.
+  constexpr int32_t kCpuBlock = -2;
   auto matrix = [&](const kernels::WeightView& v, kernels::WeightView& out, int32_t block, const char* what) {
     out = v;
     if (v.empty() || !err.is_ok()) return;
+    if (block == kCpuBlock) {
+      im.host_view[&out] = &v;  // v: the model's own view, alive as long as model_
+      out.data = nullptr;       // never read on the device
+      return;
+    }
     const uint64_t bytes = v.row_bytes * uint64_t(v.n_out);
     if (block >= 0) {
       const auto map = model_->file.bytes();
@@ -176,11 +203,16 @@ Status CudaForward::allocate() {
     return static_cast<const float*>(*p);
   };
   const uint32_t d = s.hp.n_embd, hd = s.hp.n_embd_head;
+  // Which block a matrix goes to: streamed (id), cpu, or resident (-1).
+  auto where = [&](int32_t block, const std::vector<bool>& cpu, uint32_t il) {
+    return streamed(cpu, il) ? kCpuBlock : block;
+  };
+  const int32_t head_where = res.head_cpu ? kCpuBlock : im.head_block;
   if (tied) {
-    matrix(host.token_embd, im.dev.output, im.head_block, "token_embd");  // the head
+    matrix(host.token_embd, im.dev.output, head_where, "token_embd");  // the head
     im.dev.token_embd = im.host_embed ? host.token_embd : im.dev.output;
   } else {
-    matrix(host.output, im.dev.output, im.head_block, "output");
+    matrix(host.output, im.dev.output, head_where, "output");
     if (im.host_embed) im.dev.token_embd = host.token_embd;  // host pointer: gathered on the CPU
     else matrix(host.token_embd, im.dev.token_embd, -1, "token_embd");
   }
@@ -190,7 +222,8 @@ Status CudaForward::allocate() {
   for (uint32_t il = 0; il < n_layer && err.is_ok(); ++il) {
     const auto& h = host.layers[il];
     auto& l = im.dev.layers[il];
-    const int32_t ab = im.attention_block[il], fb = im.ffn_block[il];
+    const int32_t ab = where(im.attention_block[il], res.attention_cpu, il);
+    const int32_t fb = where(im.ffn_block[il], res.ffn_cpu, il);
     l.attn_norm = vec(h.attn_norm, d);
     matrix(h.wq, l.wq, ab, "wq"); matrix(h.wk, l.wk, ab, "wk"); matrix(h.wv, l.wv, ab, "wv"); matrix(h.wo, l.wo, ab, "wo");
     l.q_norm = vec(h.q_norm, hd); l.k_norm = vec(h.k_norm, hd);
@@ -205,7 +238,12 @@ Status CudaForward::allocate() {
   // KV: a ring of window + ubatch slots for sliding layers, n_ctx slots otherwise; each slot one
   // row of K (V) in k_type (v_type): f32, f16 or Q8_0/Q4_1 blocks (kv/kv_quant.h).
   const size_t k_row = kv::kv_row_bytes(opt_.k_type, s.kv_width()), v_row = kv::kv_row_bytes(opt_.v_type, s.kv_width());
+  // Host-KV layers get no VRAM here (the plan counted their KV in host RAM).
   for (uint32_t il = 0; il < n_layer; ++il) {
+    if (im.host && im.host->kv_on_host(il)) {
+      im.kv.push_back({});
+      continue;
+    }
     const uint32_t w = s.window(il);
     const int64_t cap = w ? std::min<int64_t>(opt_.n_ctx, int64_t(w) + opt_.ubatch) : opt_.n_ctx;
     auto k = im.alloc(size_t(cap) * k_row, "kv K " + std::to_string(il));
@@ -298,6 +336,12 @@ struct Ops {
   const model::ModelSpec& spec;
   float* host_logits = nullptr;  // (rows, n_vocab) of the current chunk
   const LayerRange* range = nullptr;  // eval_layers: hidden in/out, attention one query at a time
+  std::string block_name;             // the current block ("attn 3"): host compute spans in the trace
+
+  // Before every device op: it may change the activations the host copied for a cpu-tier matmul.
+  void device_op() {
+    if (im.host) im.host->forget_input();
+  }
 
   uint32_t logit_rows() const { return offload::kLogitRows; }
   float* logits(uint32_t) { return im.d_logits; }
@@ -327,6 +371,7 @@ struct Ops {
     }
   }
   void begin_block(Block b, uint32_t il) {
+    if (im.host) block_name = block_label(b, il);
     const int32_t id = im.store ? im.block_id(b, il) : -1;
     if (id >= 0) {
       auto base = im.store->acquire(uint32_t(id));
@@ -350,6 +395,7 @@ struct Ops {
     if (id >= 0) im.check(im.store->release(uint32_t(id)));
   }
   void embed(const int32_t* tokens, uint32_t n, float scale, float* x) {
+    device_op();
     if (!im.host_embed) return im.check(cuda::get_rows(im.dev.token_embd, im.d_tokens, n, scale, x, im.stream));
     // Rows of the host-resident table, decoded on the CPU; only n x n_embd floats cross PCIe.
     const auto& t = im.dev.token_embd;
@@ -362,6 +408,7 @@ struct Ops {
     im.check(cuda::copy_to_device(x, im.pinned_x, size_t(n) * t.n_in * sizeof(float), im.stream));
   }
   void load_hidden(float* x, uint32_t n) {
+    device_op();
     im.check(cuda::copy_to_device(x, range->hidden_in, size_t(n) * spec.hp.n_embd * sizeof(float), im.stream));
   }
   void store_hidden(const float* x, uint32_t n) {
@@ -390,23 +437,35 @@ struct Ops {
   };
   void norm(const float* x, const float* w, int64_t n_vec, int64_t dim, float eps, float* out) {
     OpSpan op(im, [&] { return fmt::format("norm {}x{}", n_vec, dim); });
+    device_op();
     im.check(cuda::rms_norm(x, w, n_vec, dim, eps, out, im.stream));
   }
   void matmul(const kernels::WeightView& w, const float* x, uint32_t n, float* y) {
+    if (im.host) {
+      if (auto it = im.host_view.find(&w); it != im.host_view.end())
+        return im.check(im.host->matmul(*it->second, x, n, y, range != nullptr, im.stream, block_name));
+    }
+    device_op();
     OpSpan op(im, [&] { return fmt::format("matmul {} {}x{} n={}", ggml_type_info(w.type).name, w.n_in, w.n_out, n); });
     im.check(cuda::matmul(w, x, int(n), y, im.ws, im.stream));
   }
   void rope(float* x, uint32_t n, int64_t n_heads, int64_t hd, float base, float lin, const float* freq_div,
             bool neox) {
     OpSpan op(im, [&] { return fmt::format("rope n={}", n); });
+    device_op();
     im.check(cuda::rope(x, im.d_pos, n, n_heads, hd, base, lin, freq_div, neox, im.stream));
   }
   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n, uint32_t) {
     OpSpan op(im, [&] { return fmt::format("kv_write n={}", n); });
+    if (im.host && im.host->kv_on_host(il))
+      return im.check(im.host->kv_write(il, k, v, im.host_pos.data(), n, im.stream));
     im.check(cuda::kv_write(k, v, im.d_pos, n, spec.kv_width(), im.kv[il].store, im.stream));
   }
   void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out) {
     OpSpan op(im, [&] { return fmt::format("attention n={} window={}", n, s.window); });
+    if (im.host && im.host->kv_on_host(il))
+      return im.check(im.host->attention(il, q, im.host_pos.data(), n, s, out, range != nullptr, im.stream));
+    device_op();
     const cuda::AttentionShapeDev shape{s.n_head, s.n_head_kv, s.head_dim, s.window, s.scale};
     if (!range) return im.check(cuda::attention(q, im.d_pos, n, im.kv[il].store, shape, out, im.ws, im.stream));
     // Verification: each query exactly as a decode step computes it (same splits, same key tiles).
@@ -416,11 +475,13 @@ struct Ops {
   }
   void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count) {
     OpSpan op(im, [&] { return fmt::format("gated_act {}", count); });
+    device_op();
     im.check(act == model::FfnActivation::gelu_tanh ? cuda::gelu_tanh_mul(gate, up, count, im.stream)
                                                     : cuda::silu_mul(gate, up, count, im.stream));
   }
   void add(float* x, const float* y, int64_t count) {
     OpSpan op(im, [&] { return fmt::format("add {}", count); });
+    device_op();
     im.check(cuda::add(x, y, count, im.stream));
   }
 };
@@ -517,7 +578,10 @@ Status CudaForward::eval(std::span<const int32_t> tokens, Logits which, std::vec
     const bool last = done + n == tokens.size();
     const uint32_t rows = which == Logits::all ? n : (last && which == Logits::last ? 1 : 0);
     ops.host_logits = rows == 0 ? nullptr : which == Logits::all ? logits.data() + done * n_vocab : logits.data();
-    const bool graph = n == 1 && rows == 1 && !im.store && !im.host_embed && im.graphs_enabled && !im.timeline;
+    // A CUDA graph replays device work only: a step with host work in it (cpu-tier blocks, host
+    // KV, gathered embedding rows) or streamed blocks (a different slot each step) runs eagerly.
+    const bool graph = n == 1 && rows == 1 && !im.store && !im.host && !im.host_embed && im.graphs_enabled &&
+                       !im.timeline;
     TraceScope host_span(opt_.trace.get(), "host", n == 1 ? "decode step" : fmt::format("prefill {} tokens", n));
     if (graph) {
       run_decode_graph(&ops, tokens[done]);
