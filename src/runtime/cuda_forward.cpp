@@ -39,6 +39,17 @@ struct CudaForward::Impl {
   // block's matrices have no data; host_view maps each to the model's host view the CPU reads.
   std::unique_ptr<HostCompute> host;
   std::unordered_map<const kernels::WeightView*, const kernels::WeightView*> host_view;
+  std::vector<bool> attention_cpu, ffn_cpu;  // per layer: a cpu-tier block (its id is in *_block)
+  bool head_cpu = false;
+  bool cpu_blocks_on_gpu = false;  // this chunk runs the cpu-tier blocks on the GPU (prefill)
+  bool is_cpu(Block b, uint32_t il) const {
+    return b == Block::head ? head_cpu : b == Block::attention ? attention_cpu[il] : ffn_cpu[il];
+  }
+  // The store block acquired for (b, il) in this chunk, or -1 (resident, or computed on the CPU).
+  int32_t acquired_block(Block b, uint32_t il) const {
+    if (!store || (is_cpu(b, il) && !cpu_blocks_on_gpu)) return -1;
+    return block_id(b, il);
+  }
   bool host_embed = false;  // token_embd stays in host memory: rows gathered on the CPU
   float* pinned_x = nullptr;  // host gather staging (ubatch x n_embd)
   struct LayerKv { cuda::KvStoreDev store; };
@@ -123,25 +134,34 @@ Status CudaForward::allocate() {
   // views are patched with the slot address at each acquire.
   std::vector<offload::StreamedBlockSpec> specs;
   std::vector<std::vector<std::pair<kernels::WeightView*, size_t>>> members;  // view, tensor index
-  auto new_block = [&](std::string label, bool on_disk) {
-    specs.push_back({std::move(label), {}, 0, on_disk});
+  auto new_block = [&](std::string label, bool on_disk, bool from_host) {
+    specs.push_back({std::move(label), {}, 0, on_disk, from_host});
     members.emplace_back();
     return int32_t(specs.size() - 1);
   };
-  im.attention_block.assign(n_layer, -1);
-  im.ffn_block.assign(n_layer, -1);
-  for (uint32_t il = 0; il < n_layer; ++il) {
-    if (streamed(res.attention_streamed, il))
-      im.attention_block[il] = new_block(block_label(Block::attention, il), streamed(res.attention_disk, il));
-    if (streamed(res.ffn_streamed, il))
-      im.ffn_block[il] = new_block(block_label(Block::ffn, il), streamed(res.ffn_disk, il));
-  }
-  if (res.head_streamed) im.head_block = new_block(block_label(Block::head, 0), res.head_disk);
   for (uint32_t il = 0; il < n_layer; ++il)
     if ((streamed(res.attention_streamed, il) && streamed(res.attention_cpu, il)) ||
         (streamed(res.ffn_streamed, il) && streamed(res.ffn_cpu, il)))
       return Status::error("layer {}: a block is both streamed and on the cpu tier", il);
   if (res.head_streamed && res.head_cpu) return Status::error("the head is both streamed and on the cpu tier");
+  // cpu-tier blocks are store blocks too (host-sourced, no pinned copy): a prefill chunk runs them
+  // on the GPU through the ring (the cost model's assumption: a chunk of hundreds of tokens is GEMM
+  // work); decode steps and verification rows compute them on the CPU.
+  im.attention_block.assign(n_layer, -1);
+  im.ffn_block.assign(n_layer, -1);
+  im.attention_cpu.assign(n_layer, false);
+  im.ffn_cpu.assign(n_layer, false);
+  for (uint32_t il = 0; il < n_layer; ++il) {
+    im.attention_cpu[il] = streamed(res.attention_cpu, il);
+    im.ffn_cpu[il] = streamed(res.ffn_cpu, il);
+    if (streamed(res.attention_streamed, il) || im.attention_cpu[il])
+      im.attention_block[il] =
+          new_block(block_label(Block::attention, il), streamed(res.attention_disk, il), im.attention_cpu[il]);
+    if (streamed(res.ffn_streamed, il) || im.ffn_cpu[il])
+      im.ffn_block[il] = new_block(block_label(Block::ffn, il), streamed(res.ffn_disk, il), im.ffn_cpu[il]);
+  }
+  im.head_cpu = res.head_cpu;
+  if (res.head_streamed || res.head_cpu) im.head_block = new_block(block_label(Block::head, 0), res.head_disk, res.head_cpu);
   const bool tied = s.hp.tied_output;
   // The embedding table is on the GPU only when it is resident anyway (as the tied head) or when
   // every block is resident (the resident engine); otherwise rows are gathered on the host (the
@@ -165,17 +185,12 @@ Status CudaForward::allocate() {
   };
   // Weight matrices (nearly all the bytes) are read from the file by the loader at the end.
   std::vector<LoadItem> loads;
-  // `block` >= 0: the view goes into that streamed block instead of VRAM; kCpuBlock: it stays in
-  // host memory, computed by im.host.
-  constexpr int32_t kCpuBlock = -2;
+  // `block` >= 0: the view goes into that streamed block instead of VRAM; a cpu-tier (host
+  // sourced) block's view is also computed by im.host from the model's own view.
   auto matrix = [&](const kernels::WeightView& v, kernels::WeightView& out, int32_t block, const char* what) {
     out = v;
     if (v.empty() || !err.is_ok()) return;
-    if (block == kCpuBlock) {
-      im.host_view[&out] = &v;  // v: the model's own view, alive as long as model_
-      out.data = nullptr;       // never read on the device
-      return;
-    }
+    if (block >= 0 && specs[block].from_host) im.host_view[&out] = &v;  // v lives as long as model_
     const uint64_t bytes = v.row_bytes * uint64_t(v.n_out);
     if (block >= 0) {
       const auto map = model_->file.bytes();
@@ -203,16 +218,11 @@ Status CudaForward::allocate() {
     return static_cast<const float*>(*p);
   };
   const uint32_t d = s.hp.n_embd, hd = s.hp.n_embd_head;
-  // Which block a matrix goes to: streamed (id), cpu, or resident (-1).
-  auto where = [&](int32_t block, const std::vector<bool>& cpu, uint32_t il) {
-    return streamed(cpu, il) ? kCpuBlock : block;
-  };
-  const int32_t head_where = res.head_cpu ? kCpuBlock : im.head_block;
   if (tied) {
-    matrix(host.token_embd, im.dev.output, head_where, "token_embd");  // the head
+    matrix(host.token_embd, im.dev.output, im.head_block, "token_embd");  // the head
     im.dev.token_embd = im.host_embed ? host.token_embd : im.dev.output;
   } else {
-    matrix(host.output, im.dev.output, head_where, "output");
+    matrix(host.output, im.dev.output, im.head_block, "output");
     if (im.host_embed) im.dev.token_embd = host.token_embd;  // host pointer: gathered on the CPU
     else matrix(host.token_embd, im.dev.token_embd, -1, "token_embd");
   }
@@ -222,8 +232,7 @@ Status CudaForward::allocate() {
   for (uint32_t il = 0; il < n_layer && err.is_ok(); ++il) {
     const auto& h = host.layers[il];
     auto& l = im.dev.layers[il];
-    const int32_t ab = where(im.attention_block[il], res.attention_cpu, il);
-    const int32_t fb = where(im.ffn_block[il], res.ffn_cpu, il);
+    const int32_t ab = im.attention_block[il], fb = im.ffn_block[il];
     l.attn_norm = vec(h.attn_norm, d);
     matrix(h.wq, l.wq, ab, "wq"); matrix(h.wk, l.wk, ab, "wk"); matrix(h.wv, l.wv, ab, "wv"); matrix(h.wo, l.wo, ab, "wo");
     l.q_norm = vec(h.q_norm, hd); l.k_norm = vec(h.k_norm, hd);
@@ -307,7 +316,7 @@ Status CudaForward::allocate() {
     if (!store) return store.status();
     im.store = std::move(store.value());
     for (size_t b = 0; b < im.store->n_blocks(); ++b)
-      if (!im.store->block(b).on_disk)
+      if (!im.store->block(b).on_disk && !im.store->block(b).from_host)
         for (const auto& t : im.store->block(b).tensors)
           loads.push_back({t.host_src, t.bytes, im.store->pinned(b) + t.offset, false});
     im.store->set_timeline(im.timeline.get());
@@ -360,19 +369,25 @@ struct Ops {
     // Host sources outlive the copies: the caller's tokens and im.host_pos stay untouched until
     // eval() synchronizes at the end of the chunk, so no wait (and no allocation) per token here.
     if (!im.capturing) copy_inputs(tokens, n, pos0);
+    // cpu-tier blocks: on the GPU for a prefill chunk (n > kMaxExactRows, never a verification),
+    // on the CPU otherwise, where a few rows cost less than moving the block over PCIe.
+    im.cpu_blocks_on_gpu = range == nullptr && n > kMaxExactRows;
     if (im.store) {
       std::vector<uint32_t> order;
+      auto add = [&](Block b, uint32_t il) {
+        if (const int32_t id = im.acquired_block(b, il); id >= 0) order.push_back(uint32_t(id));
+      };
       for (uint32_t il = L.first; il < L.end; ++il) {
-        if (im.attention_block[il] >= 0) order.push_back(uint32_t(im.attention_block[il]));
-        if (im.ffn_block[il] >= 0) order.push_back(uint32_t(im.ffn_block[il]));
+        add(Block::attention, il);
+        add(Block::ffn, il);
       }
-      if (head && im.head_block >= 0) order.push_back(uint32_t(im.head_block));
+      if (head) add(Block::head, 0);
       im.check(im.store->set_schedule(std::move(order)));
     }
   }
   void begin_block(Block b, uint32_t il) {
     if (im.host) block_name = block_label(b, il);
-    const int32_t id = im.store ? im.block_id(b, il) : -1;
+    const int32_t id = im.acquired_block(b, il);
     if (id >= 0) {
       auto base = im.store->acquire(uint32_t(id));
       if (!base) return im.check(base.status());
@@ -391,7 +406,7 @@ struct Ops {
       if (!m) return im.check(m.status());
       im.timeline->span("gpu compute", block_label(b, il), im.block_mark, *m);
     }
-    const int32_t id = im.store ? im.block_id(b, il) : -1;
+    const int32_t id = im.acquired_block(b, il);
     if (id >= 0) im.check(im.store->release(uint32_t(id)));
   }
   void embed(const int32_t* tokens, uint32_t n, float scale, float* x) {
@@ -441,7 +456,7 @@ struct Ops {
     im.check(cuda::rms_norm(x, w, n_vec, dim, eps, out, im.stream));
   }
   void matmul(const kernels::WeightView& w, const float* x, uint32_t n, float* y) {
-    if (im.host) {
+    if (im.host && !im.cpu_blocks_on_gpu) {
       if (auto it = im.host_view.find(&w); it != im.host_view.end())
         return im.check(im.host->matmul(*it->second, x, n, y, range != nullptr, im.stream, block_name));
     }

@@ -271,3 +271,57 @@ TEST_CASE("Host KV takes no VRAM; host tiers show as cpu compute spans in a trac
     if (il % 2 == 0) CHECK(cpu_spans[runtime::block_label(runtime::Block::ffn, il)] >= 3 * 9);
   }
 }
+
+TEST_CASE("cpu-tier blocks run prefill chunks on the GPU through the ring, bit-identical to resident", "[gpu][host-tiers]") {
+  if (kernels::cuda::devices().empty()) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  // Chunks of more than kMaxExactRows tokens copy cpu-tier blocks from the host mapping through a
+  // pinned bounce buffer into the staging ring: the same kernels on the same bytes as resident,
+  // so those rows' logits are bit-identical; smaller chunks and decode steps use the CPU.
+  for (const char* dir : {"gemma3-swa-q4k", "llama", "qwen3"}) {
+    const std::string base = test::testdata(std::string("models/") + dir + "/");
+    auto tokens = test::read_tokens(base + "tokens.txt");
+    const size_t n_prompt = tokens.size() - 8;
+    auto model = runtime::Model::load(base + "model.gguf");
+    REQUIRE(model.is_ok());
+    const auto& spec = (*model)->spec;
+    const uint32_t n_vocab = spec.hp.n_vocab, chunk = 20;
+    REQUIRE(chunk > runtime::kMaxExactRows);
+    runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = chunk, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}, .trace = {}};
+    auto resident = runtime::CudaForward::create(model.value(), opt);
+    REQUIRE(resident.is_ok());
+    const auto want = run(**resident, tokens, n_prompt);
+    for (bool with_stream : {false, true}) {
+      INFO(dir << (with_stream ? ": cpu blocks and streamed ones" : ": cpu blocks"));
+      opt.residency = cpu_blocks(spec.hp.n_layer, 0, 2, true, true, true);
+      if (with_stream) {
+        for (uint32_t il = 0; il < spec.hp.n_layer; ++il) {
+          opt.residency.attention_streamed.push_back(il % 2 == 1);
+          opt.residency.ffn_streamed.push_back(il % 2 == 1);
+        }
+        opt.residency.ring_slots = 2;
+      }
+      auto e = runtime::CudaForward::create(model.value(), opt);
+      INFO((e.is_ok() ? std::string() : e.message()));
+      REQUIRE(e.is_ok());
+      for (int pass = 0; pass < 2; ++pass) {  // again after truncate(0): the ring state carries over
+        (*e)->truncate(0);
+        const auto got = run(**e, tokens, n_prompt);
+        REQUIRE(got.size() == want.size());
+        size_t rows_gpu = 0;
+        for (size_t c0 = 0; c0 < n_prompt; c0 += chunk) {
+          const size_t rows = std::min<size_t>(chunk, n_prompt - c0);
+          if (rows <= runtime::kMaxExactRows) continue;  // on the CPU
+          rows_gpu += rows;
+          CHECK(std::memcmp(got.data() + c0 * n_vocab, want.data() + c0 * n_vocab, rows * n_vocab * sizeof(float)) == 0);
+        }
+        CHECK(rows_gpu > 0);
+        const auto diff = test::compare_logits(got, want, n_vocab, 5e-2);
+        CHECK(diff.top1_mismatch == 0);
+        CHECK(diff.kl_mean <= 1e-3);
+      }
+    }
+  }
+}
