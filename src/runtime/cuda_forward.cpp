@@ -168,8 +168,8 @@ Status CudaForward::allocate() {
   // planner never places the embedding, model_blocks.h).
   im.host_embed = tied ? res.head_streamed || res.head_cpu : res.any_streamed() || res.any_cpu();
   if (res.any_cpu() || res.any_kv_host()) {
-    HostCompute::Options ho{opt_.n_ctx, opt_.ubatch, opt_.k_type, opt_.v_type, res.kv_host, res.head_cpu,
-                            offload::kLogitRows};
+    // cpu-tier matmuls see at most kMaxExactRows rows (begin_chunk sends larger chunks to the GPU).
+    HostCompute::Options ho{opt_.n_ctx, opt_.ubatch, kMaxExactRows, opt_.k_type, opt_.v_type, res.kv_host, res.head_cpu};
     auto h = HostCompute::create(s, ho);
     if (!h) return h.status();
     im.host = std::move(h.value());
@@ -345,7 +345,7 @@ struct Ops {
   const model::ModelSpec& spec;
   float* host_logits = nullptr;  // (rows, n_vocab) of the current chunk
   const LayerRange* range = nullptr;  // eval_layers: hidden in/out, attention one query at a time
-  std::string block_name;             // the current block ("attn 3"): host compute spans in the trace
+  std::string block_name = {};        // the current block ("attn 3"): host compute spans in the trace
 
   // Before every device op: it may change the activations the host copied for a cpu-tier matmul.
   void device_op() {

@@ -25,12 +25,16 @@ Result<std::unique_ptr<HostCompute>> HostCompute::create(const model::ModelSpec&
     if (!kv) return kv.status().with_context("host KV");
     h->kv_ = std::make_unique<kv::KvCache>(std::move(kv.value()));
   }
-  const size_t n = o.ubatch;
-  // Down: a matmul input (n_embd, q_width or n_ff wide), q, or k and v together.
-  h->in_floats_ = n * std::max({size_t(hp.n_embd), size_t(spec.q_width()), size_t(hp.n_ff), 2 * size_t(spec.kv_width())});
-  // Up: a matmul output, an attention output, or the head's logit rows.
-  h->out_floats_ = n * std::max({size_t(hp.n_embd), size_t(spec.q_width()), size_t(hp.n_ff)});
-  if (o.head_on_host) h->out_floats_ = std::max(h->out_floats_, size_t(o.logit_rows) * hp.n_vocab);
+  const size_t n = o.ubatch, m = std::min(o.matmul_rows, o.ubatch);
+  const size_t widest = std::max({size_t(hp.n_embd), size_t(spec.q_width()), size_t(hp.n_ff)});
+  // Down: a matmul input; with host KV also q, or k and v together, of a whole chunk.
+  h->in_floats_ = m * widest;
+  // Up: a matmul output (the head's: n_vocab wide); with host KV an attention output.
+  h->out_floats_ = m * (o.head_on_host ? std::max(widest, size_t(hp.n_vocab)) : widest);
+  if (h->kv_) {
+    h->in_floats_ = std::max({h->in_floats_, n * spec.q_width(), 2 * n * spec.kv_width()});
+    h->out_floats_ = std::max(h->out_floats_, n * spec.q_width());
+  }
   for (auto [ptr, floats] : {std::pair{&h->in_, h->in_floats_}, std::pair{&h->out_, h->out_floats_}}) {
     auto p = cuda::pinned_alloc(floats * sizeof(float));
     if (!p) return Status::error("cannot pin {} bytes of host staging for CPU-computed work: {}", floats * sizeof(float),
@@ -56,7 +60,8 @@ Status HostCompute::fetch(const float* d_src, size_t floats, float* host, cuda::
 Status HostCompute::matmul(const kernels::WeightView& w, const float* d_x, uint32_t n, float* d_y, bool exact_rows,
                            cuda::Stream s, const std::string& label) {
   const size_t in = size_t(n) * w.n_in, out = size_t(n) * w.n_out;
-  STRATA_CHECK(out <= out_floats_, "host staging: {} floats up, room for {}", out, out_floats_);
+  STRATA_CHECK(in <= in_floats_ && out <= out_floats_, "host staging: {} floats down, {} up; room for {}, {}", in, out,
+               in_floats_, out_floats_);
   if (cached_src_ == d_x && cached_floats_ == in) {
     // Same input as the previous matmul (wq, wk, wv): only wait until out_ is free again.
     STRATA_TRY(cuda::synchronize(s));

@@ -18,7 +18,8 @@
 // and entry p lives in slot p % capacity, exactly like the device KV, so Engine::truncate needs no
 // work here: positions past n_past are never read and are overwritten by the next writes.
 //
-// One instance per engine; not thread-safe. Pinned staging is sized for `ubatch` tokens.
+// One instance per engine; not thread-safe. Pinned staging is sized for `matmul_rows` rows of a
+// cpu-tier block and `ubatch` rows of host-KV attention.
 #pragma once
 
 #include <cstdint>
@@ -40,11 +41,11 @@ namespace strata::runtime {
 class HostCompute {
  public:
   struct Options {
-    uint32_t n_ctx = 0, ubatch = 0;
+    uint32_t n_ctx = 0, ubatch = 0;  // KV positions; rows of a host-KV write or attention call
+    uint32_t matmul_rows = 0;        // rows of a cpu-tier matmul at most (larger chunks use the GPU)
     GgmlType k_type = GgmlType::F32, v_type = GgmlType::F32;
     std::vector<bool> kv_host;  // per layer (empty: none)
     bool head_on_host = false;  // the head is a cpu block: the staging holds its logit rows
-    uint32_t logit_rows = 0;    // rows of logits one head matmul produces at most
   };
   // Errors: pinned allocation refused, a KV type the CPU cache cannot hold.
   static Result<std::unique_ptr<HostCompute>> create(const model::ModelSpec& spec, const Options& o);
