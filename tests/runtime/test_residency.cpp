@@ -30,8 +30,6 @@ std::shared_ptr<const runtime::Model> load(const std::string& dir) {
   return m.value();
 }
 
-size_t count(const std::vector<bool>& v) { return size_t(std::count(v.begin(), v.end(), true)); }
-
 }  // namespace
 
 TEST_CASE("residency_from_plan maps every tier, cpu and host KV included", "[residency]") {
