@@ -504,6 +504,7 @@ struct Ops {
 }  // namespace
 
 uint64_t CudaForward::streamed_bytes() const { return impl_->store ? impl_->store->stats().bytes_copied : 0; }
+double CudaForward::host_compute_seconds() const { return impl_->host ? impl_->host->compute_seconds() : 0.0; }
 uint64_t CudaForward::disk_bytes() const { return impl_->store ? impl_->store->stats().disk_bytes : 0; }
 
 namespace {

@@ -1,12 +1,31 @@
 #include "runtime/host_compute.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "kernels/cpu/matmul.h"
 
 namespace strata::runtime {
 
 namespace cuda = kernels::cuda;
+
+class HostCompute::Timed {
+ public:
+  Timed(HostCompute& h, std::string label)
+      : h_(h), label_(std::move(label)), t0_(std::chrono::steady_clock::now()), trace_t0_(h.trace_ ? h.trace_->now_us() : 0) {}
+  ~Timed() {
+    h_.compute_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    if (h_.trace_) h_.trace_->span_until_now("cpu compute", std::move(label_), trace_t0_);
+  }
+  Timed(const Timed&) = delete;
+  Timed& operator=(const Timed&) = delete;
+
+ private:
+  HostCompute& h_;
+  std::string label_;
+  std::chrono::steady_clock::time_point t0_;
+  double trace_t0_;
+};
 
 Result<std::unique_ptr<HostCompute>> HostCompute::create(const model::ModelSpec& spec, const Options& o) {
   std::unique_ptr<HostCompute> h(new HostCompute());
@@ -70,10 +89,11 @@ Status HostCompute::matmul(const kernels::WeightView& w, const float* d_x, uint3
     cached_src_ = d_x;
     cached_floats_ = in;
   }
-  const double t0 = trace_ ? trace_->now_us() : 0;
-  if (exact_rows) kernels::cpu::matmul_dot(w, in_, n, out_);
-  else kernels::cpu::matmul(w, in_, n, out_);
-  if (trace_) trace_->span_until_now("cpu compute", label, t0);
+  {
+    Timed timed(*this, label);
+    if (exact_rows) kernels::cpu::matmul_dot(w, in_, n, out_);
+    else kernels::cpu::matmul(w, in_, n, out_);
+  }
   // The GPU may overwrite d_x next (e.g. q's norm in place): the cache stays valid only until the
   // owner's next device op, which calls forget_input().
   return cuda::copy_to_device(d_y, out_, out * sizeof(float), s);
@@ -86,11 +106,10 @@ Status HostCompute::kv_write(uint32_t il, const float* d_k, const float* d_v, co
   STRATA_CHECK(2 * floats <= in_floats_, "host staging: {} floats of K and V, room for {}", 2 * floats, in_floats_);
   STRATA_TRY(cuda::copy_to_host(in_, d_k, floats * sizeof(float), s));
   STRATA_TRY(fetch(d_v, floats, in_ + floats, s));
-  const double t0 = trace_ ? trace_->now_us() : 0;
+  Timed timed(*this, "kv_write " + std::to_string(il));
   const uint32_t idx = uint32_t(kv_index_[il]);
   for (uint32_t t = 0; t < n; ++t)
     kv_->write(idx, uint32_t(pos[t]), in_ + size_t(t) * kv_width_, in_ + floats + size_t(t) * kv_width_);
-  if (trace_) trace_->span_until_now("cpu compute", "kv_write " + std::to_string(il), t0);
   return Status::ok();
 }
 
@@ -102,14 +121,15 @@ Status HostCompute::attention(uint32_t il, const float* d_q, const int32_t* pos,
   STRATA_CHECK(size_t(n) * row <= out_floats_, "host staging: {} floats of attention, room for {}", size_t(n) * row,
                out_floats_);
   STRATA_TRY(fetch(d_q, size_t(n) * row, in_, s));
-  const double t0 = trace_ ? trace_->now_us() : 0;
-  const auto view = kv_->view(uint32_t(kv_index_[il]));
-  if (one_query_at_a_time) {
-    for (uint32_t t = 0; t < n; ++t) kernels::cpu::attention(in_ + t * row, pos + t, 1, view, shape, out_ + t * row);
-  } else {
-    kernels::cpu::attention(in_, pos, n, view, shape, out_);
+  {
+    Timed timed(*this, "attention " + std::to_string(il));
+    const auto view = kv_->view(uint32_t(kv_index_[il]));
+    if (one_query_at_a_time) {
+      for (uint32_t t = 0; t < n; ++t) kernels::cpu::attention(in_ + t * row, pos + t, 1, view, shape, out_ + t * row);
+    } else {
+      kernels::cpu::attention(in_, pos, n, view, shape, out_);
+    }
   }
-  if (trace_) trace_->span_until_now("cpu compute", "attention " + std::to_string(il), t0);
   return cuda::copy_to_device(d_out, out_, size_t(n) * row * sizeof(float), s);
 }
 

@@ -57,6 +57,8 @@ class HostCompute {
   uint64_t kv_bytes() const { return kv_ ? kv_->bytes() : 0; }
   uint64_t pinned_bytes() const { return pinned_bytes_; }
   void set_trace(Trace* t) { trace_ = t; }
+  // Host seconds spent computing (CPU matmuls, KV stores, attention), not waiting for the GPU.
+  double compute_seconds() const { return compute_s_; }
 
   // y (device, n x w.n_out) = w (host memory) x (device, n x w.n_in). exact_rows: every row by the
   // dot kernels, bit-identical to an n = 1 call (speculative verification); otherwise the CPU
@@ -88,6 +90,9 @@ class HostCompute {
   const float* cached_src_ = nullptr;
   size_t cached_floats_ = 0;
   Trace* trace_ = nullptr;
+  double compute_s_ = 0;
+  // Times one piece of host work: compute_s_, and a "cpu compute" span when tracing.
+  class Timed;
 };
 
 }  // namespace strata::runtime

@@ -126,11 +126,14 @@ if has kvhost; then
   # M6 host-tier KV: decode at long context with every full-attention layer's KV in VRAM (none) vs in
   # host RAM with attention on the CPU (all); --kv-host keeps the weight placement the same.
   [ -f "$work/27b.gguf" ] || strata synth --preset 27b --mix q3_k_m --no-progress -o "$work/27b.gguf" >/dev/null 2>&1
+  # Prefill attention of host-KV layers runs on the CPU too (cost grows with prompt^2): raise
+  # KVHOST_PROMPT with care.
   ctx=${KVHOST_CTX:-16384}
+  prompt=${KVHOST_PROMPT:-8192}
   for kvh in none all; do
     strata bench decode -m "$work/27b.gguf" --vram 12GiB --profile configs/hw/h200-probed.toml -c "$ctx" \
-      -p $((ctx - 64)) -n 32 -r 1 --kv-host $kvh --json "$res/bench_kvhost_$kvh.json" > "$res/bench_kvhost_$kvh.txt" 2>&1
-    echo "kv-host $kvh (ctx $ctx) rc=$?"; grep -E "^decode|^prefill|measured" "$res/bench_kvhost_$kvh.txt"
+      -p "$prompt" -n 32 -r 1 --kv-host $kvh --json "$res/bench_kvhost_$kvh.json" > "$res/bench_kvhost_$kvh.txt" 2>&1
+    echo "kv-host $kvh (ctx $ctx, prompt $prompt) rc=$?"; grep -E "^decode|^prefill|^host tiers|measured" "$res/bench_kvhost_$kvh.txt"
   done
 fi
 if has cpublocks; then
