@@ -458,7 +458,7 @@ struct Ops {
   void matmul(const kernels::WeightView& w, const float* x, uint32_t n, float* y) {
     if (im.host && !im.cpu_blocks_on_gpu) {
       if (auto it = im.host_view.find(&w); it != im.host_view.end())
-        return im.check(im.host->matmul(*it->second, x, n, y, range != nullptr, im.stream, block_name));
+        return im.check(im.host->matmul(*it->second, x, n, y, im.stream, block_name));
     }
     device_op();
     OpSpan op(im, [&] { return fmt::format("matmul {} {}x{} n={}", ggml_type_info(w.type).name, w.n_in, w.n_out, n); });
@@ -479,7 +479,7 @@ struct Ops {
   void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out) {
     OpSpan op(im, [&] { return fmt::format("attention n={} window={}", n, s.window); });
     if (im.host && im.host->kv_on_host(il))
-      return im.check(im.host->attention(il, q, im.host_pos.data(), n, s, out, range != nullptr, im.stream));
+      return im.check(im.host->attention(il, q, im.host_pos.data(), n, s, out, im.stream));
     device_op();
     const cuda::AttentionShapeDev shape{s.n_head, s.n_head_kv, s.head_dim, s.window, s.scale};
     if (!range) return im.check(cuda::attention(q, im.d_pos, n, im.kv[il].store, shape, out, im.ws, im.stream));

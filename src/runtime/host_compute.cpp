@@ -76,8 +76,8 @@ Status HostCompute::fetch(const float* d_src, size_t floats, float* host, cuda::
   return cuda::synchronize(s);
 }
 
-Status HostCompute::matmul(const kernels::WeightView& w, const float* d_x, uint32_t n, float* d_y, bool exact_rows,
-                           cuda::Stream s, const std::string& label) {
+Status HostCompute::matmul(const kernels::WeightView& w, const float* d_x, uint32_t n, float* d_y, cuda::Stream s,
+                           const std::string& label) {
   const size_t in = size_t(n) * w.n_in, out = size_t(n) * w.n_out;
   STRATA_CHECK(in <= in_floats_ && out <= out_floats_, "host staging: {} floats down, {} up; room for {}, {}", in, out,
                in_floats_, out_floats_);
@@ -91,8 +91,7 @@ Status HostCompute::matmul(const kernels::WeightView& w, const float* d_x, uint3
   }
   {
     Timed timed(*this, label);
-    if (exact_rows) kernels::cpu::matmul_dot(w, in_, n, out_);
-    else kernels::cpu::matmul(w, in_, n, out_);
+    kernels::cpu::matmul_dot(w, in_, n, out_);
   }
   // The GPU may overwrite d_x next (e.g. q's norm in place): the cache stays valid only until the
   // owner's next device op, which calls forget_input().
@@ -114,8 +113,7 @@ Status HostCompute::kv_write(uint32_t il, const float* d_k, const float* d_v, co
 }
 
 Status HostCompute::attention(uint32_t il, const float* d_q, const int32_t* pos, uint32_t n,
-                              const kernels::cpu::AttentionShape& shape, float* d_out, bool one_query_at_a_time,
-                              cuda::Stream s) {
+                              const kernels::cpu::AttentionShape& shape, float* d_out, cuda::Stream s) {
   const int64_t row = shape.n_head * shape.head_dim;
   forget_input();
   STRATA_CHECK(size_t(n) * row <= out_floats_, "host staging: {} floats of attention, room for {}", size_t(n) * row,
@@ -123,12 +121,7 @@ Status HostCompute::attention(uint32_t il, const float* d_q, const int32_t* pos,
   STRATA_TRY(fetch(d_q, size_t(n) * row, in_, s));
   {
     Timed timed(*this, "attention " + std::to_string(il));
-    const auto view = kv_->view(uint32_t(kv_index_[il]));
-    if (one_query_at_a_time) {
-      for (uint32_t t = 0; t < n; ++t) kernels::cpu::attention(in_ + t * row, pos + t, 1, view, shape, out_ + t * row);
-    } else {
-      kernels::cpu::attention(in_, pos, n, view, shape, out_);
-    }
+    kernels::cpu::attention(in_, pos, n, kv_->view(uint32_t(kv_index_[il])), shape, out_);
   }
   return cuda::copy_to_device(d_out, out_, size_t(n) * row * sizeof(float), s);
 }

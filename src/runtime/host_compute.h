@@ -60,18 +60,20 @@ class HostCompute {
   // Host seconds spent computing (CPU matmuls, KV stores, attention), not waiting for the GPU.
   double compute_seconds() const { return compute_s_; }
 
-  // y (device, n x w.n_out) = w (host memory) x (device, n x w.n_in). exact_rows: every row by the
-  // dot kernels, bit-identical to an n = 1 call (speculative verification); otherwise the CPU
-  // matmul picks its GEMM path for many rows. `label` names the block in the trace.
-  Status matmul(const kernels::WeightView& w, const float* d_x, uint32_t n, float* d_y, bool exact_rows,
-                kernels::cuda::Stream s, const std::string& label);
+  // y (device, n x w.n_out) = w (host memory) x (device, n x w.n_in), n <= matmul_rows. Every row
+  // by the dot kernels (kernels::cpu::matmul_dot), so a row's result does not depend on n: a
+  // verification batch gives exactly what decode steps give (speculative decoding's contract,
+  // engine.h). `label` names the block in the trace.
+  Status matmul(const kernels::WeightView& w, const float* d_x, uint32_t n, float* d_y, kernels::cuda::Stream s,
+                const std::string& label);
   // Stores k, v (device, n x kv_width) of positions pos[0..n) in layer il's host KV.
   Status kv_write(uint32_t il, const float* d_k, const float* d_v, const int32_t* pos, uint32_t n,
                   kernels::cuda::Stream s);
   // out (device, n x n_head * head_dim) = attention of q (device) at positions pos (host) over
-  // layer il's host KV. one_query_at_a_time: each row as a one-token decode step computes it.
+  // layer il's host KV. The CPU kernel computes each (query, head) on its own, so a row's result
+  // does not depend on n either.
   Status attention(uint32_t il, const float* d_q, const int32_t* pos, uint32_t n, const kernels::cpu::AttentionShape& s,
-                   float* d_out, bool one_query_at_a_time, kernels::cuda::Stream st);
+                   float* d_out, kernels::cuda::Stream st);
   // The next matmul must copy its input again (a GPU op may have changed it since the last one).
   void forget_input() { cached_src_ = nullptr; }
 
