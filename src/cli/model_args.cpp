@@ -104,15 +104,19 @@ void ModelArgs::report_plan() const {
   std::fputs(offload::plan_report(e.blocks, e.profile, e.budgets, e.shape, e.plan).c_str(), stderr);
 }
 
-void ModelArgs::report_measured(const runtime::Engine& e, double decode_tps, uint64_t streamed, double decode_s) const {
+void ModelArgs::report_measured(const runtime::Engine& e, double decode_tps, uint64_t streamed, double decode_s,
+                                double host_compute_s) const {
   if (!executor_plan) return;
   const auto& p = executor_plan->plan;
-  const std::string h2d =
+  std::string extra =
       streamed && decode_s > 0 ? fmt::format(" | streamed {:.2f} GB/s H2D during decode", double(streamed) / decode_s / 1e9)
                                : std::string();
+  if (host_compute_s > 0 && decode_s > 0 && decode_tps > 0)
+    extra += fmt::format(" | CPU compute {:.2f} ms per token ({:.0f}% of decode; host tiers)",
+                         1e3 * host_compute_s / (decode_tps * decode_s), 100 * host_compute_s / decode_s);
   log::info("decode {:.2f} tok/s measured vs {:.2f} predicted ({:.0f}%){} | VRAM peak {} of budget {} (arena {})",
             decode_tps, p.prediction.decode_tps, p.prediction.decode_tps > 0 ? 100.0 * decode_tps / p.prediction.decode_tps : 0.0,
-            h2d, format_bytes(e.vram_peak_bytes() + executor_plan->profile.cuda_context.bytes),
+            extra, format_bytes(e.vram_peak_bytes() + executor_plan->profile.cuda_context.bytes),
             format_bytes(executor_plan->budgets.vram), format_bytes(executor_plan->residency.vram_budget));
 }
 

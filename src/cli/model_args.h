@@ -57,8 +57,10 @@ struct ModelArgs {
   // With a planned budget: the placement report (stderr) before the run, and after it the
   // predicted vs measured decode speed and the VRAM peak.
   void report_plan() const;
-  // streamed: weight bytes the engine copied host -> device during the decode phase.
-  void report_measured(const runtime::Engine& e, double decode_tps, uint64_t streamed = 0, double decode_s = 0) const;
+  // streamed: weight bytes the engine copied host -> device during the decode phase; host_compute_s:
+  // CPU seconds of host-tier work (cpu-tier blocks, host-KV attention) in it.
+  void report_measured(const runtime::Engine& e, double decode_tps, uint64_t streamed = 0, double decode_s = 0,
+                       double host_compute_s = 0) const;
   // Writes the --trace file (nothing without --trace); says where it went and how to open it.
   Status write_trace() const;
   // Caps oneTBB's worker count at -t for the lifetime of the returned object.
