@@ -41,12 +41,14 @@ Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, std::
   if (ring_slots < 2) return Status::error("weight store: the staging ring needs at least 2 slots (got {})", ring_slots);
   std::unique_ptr<WeightStore> ws(new WeightStore());
   ws->compute_ = compute;
-  uint64_t slot_bytes = 0, pinned = 0;
+  uint64_t slot_bytes = 0, pinned = 0, host_bounce = 0;
   bool any_disk = false;
   for (auto& b : blocks) {
+    if (b.on_disk && b.from_host) return Status::error("weight store: block {} is both on disk and host-sourced", b.label);
     pack_block(b);
     slot_bytes = std::max(slot_bytes, b.bytes);
-    if (!b.on_disk) pinned += b.bytes;
+    if (!b.on_disk && !b.from_host) pinned += b.bytes;
+    if (b.from_host) host_bounce = std::max(host_bounce, b.bytes);
     any_disk |= b.on_disk;
   }
   if (any_disk && !disk) return Status::error("weight store: blocks on the disk tier but no file to read them from");
@@ -55,7 +57,7 @@ Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, std::
                          format_bytes(pinned));
   ws->blocks_ = std::move(blocks);
   for (const auto& b : ws->blocks_) {
-    if (b.on_disk) {
+    if (b.on_disk || b.from_host) {
       ws->pinned_.push_back(nullptr);
       continue;
     }
@@ -78,6 +80,7 @@ Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, std::
   }
   ws->slot_used_.assign(ring_slots, false);
   if (any_disk) STRATA_TRY(ws->open_disk(*disk));
+  if (host_bounce) STRATA_TRY(ws->open_host_bounce(host_bounce));
   ws->stats_.ring_bytes = slot_bytes * ring_slots;
   auto copy = cuda::stream_create();
   if (!copy) return copy.status();
@@ -91,10 +94,11 @@ WeightStore::~WeightStore() {
   for (auto e : ready_) cuda::event_destroy(e);
   for (auto e : slot_free_) cuda::event_destroy(e);
   for (void* p : pinned_) cuda::pinned_free(p);
-  for (auto& bb : bounce_) {
-    cuda::event_destroy(bb.copied);
-    cuda::pinned_free(bb.raw);
-  }
+  for (auto* bounces : {&bounce_, &host_bounce_})
+    for (auto& bb : *bounces) {
+      cuda::event_destroy(bb.copied);
+      cuda::pinned_free(bb.raw);
+    }
   if (copy_) cuda::stream_destroy(copy_);
 }
 
@@ -177,6 +181,35 @@ Status WeightStore::read_and_copy(uint32_t b, uint8_t* slot) {
   return Status::ok();
 }
 
+Status WeightStore::open_host_bounce(uint64_t bytes) {
+  // Two: one is filled while the other's copy runs.
+  host_bounce_.resize(2);
+  for (auto& bb : host_bounce_) {
+    auto p = pinned_alloc_or_injected(bytes);
+    if (!p) return Status::error("cannot pin a {} bounce buffer for cpu-tier blocks: {}", format_bytes(bytes), p.message());
+    bb.raw = *p;
+    bb.base = static_cast<uint8_t*>(*p);
+    auto e = cuda::event_create();
+    if (!e) return e.status();
+    bb.copied = *e;
+    stats_.pinned_bytes += bytes;
+  }
+  return Status::ok();
+}
+
+Status WeightStore::host_copy(uint32_t b, uint8_t* slot) {
+  const auto& blk = blocks_[b];
+  Bounce& bb = host_bounce_[host_bounce_uses_ % host_bounce_.size()];
+  if (bb.busy) STRATA_TRY(cuda::event_synchronize(bb.copied));
+  bb.busy = false;
+  for (const auto& t : blk.tensors) std::memcpy(bb.base + t.offset, t.host_src, t.bytes);
+  STRATA_TRY(cuda::copy_to_device(slot, bb.base, blk.bytes, copy_).with_context(fmt::format("block {}", blk.label)));
+  STRATA_TRY(cuda::event_record(bb.copied, copy_));
+  bb.busy = true;
+  ++host_bounce_uses_;
+  return Status::ok();
+}
+
 Status WeightStore::issue_copies_through(uint64_t last_use) {
   const uint64_t n = slots_.size();
   for (; issued_ <= last_use; ++issued_) {
@@ -191,6 +224,8 @@ Status WeightStore::issue_copies_through(uint64_t last_use) {
     }
     if (blocks_[b].on_disk) {
       STRATA_TRY(read_and_copy(b, slots_[slot]));
+    } else if (blocks_[b].from_host) {
+      STRATA_TRY(host_copy(b, slots_[slot]));
     } else {
       STRATA_TRY(cuda::copy_to_device(slots_[slot], pinned_[b], blocks_[b].bytes, copy_)
                      .with_context(fmt::format("streaming block {}", blocks_[b].label)));

@@ -49,12 +49,20 @@ struct StreamedBlockSpec {
   std::vector<StreamedTensor> tensors;
   uint64_t bytes = 0;              // packed size (set by pack_block)
   bool on_disk = false;            // read from the file at each use instead of kept pinned
+  // Copied from host_src at each use through a pinned bounce buffer (no pinned copy of its own):
+  // cpu-tier blocks, which the CPU computes for decode but a prefill chunk runs on the GPU.
+  bool from_host = false;
 };
 // Where on_disk blocks are read from.
 struct DiskSource {
   std::string path;                // the model file
   io::ReaderOptions reader;        // backend, queue depth, faults (tests)
 };
+// Host-sourced blocks (from_host): like disk blocks without the read; when the copy is issued the
+// tensors are memcpy'd from host_src (pageable, e.g. the model mapping) into one of two pinned
+// bounce buffers and copied on. Such blocks need not be in every schedule: the CUDA engine
+// schedules them only for prefill chunks.
+//
 // Assigns offsets (256-byte aligned: every kernel's alignment contract holds in the slot).
 void pack_block(StreamedBlockSpec& b);
 
@@ -132,6 +140,12 @@ class WeightStore {
   std::vector<Bounce> bounce_;
   uint64_t bounce_uses_ = 0;
   std::vector<std::vector<uint64_t>> bounce_offset_;  // per block, per tensor: where its span lands
+
+  // Host-sourced blocks (empty without from_host blocks).
+  Status open_host_bounce(uint64_t bytes);
+  Status host_copy(uint32_t block, uint8_t* slot);
+  std::vector<Bounce> host_bounce_;
+  uint64_t host_bounce_uses_ = 0;
 };
 
 }  // namespace strata::offload

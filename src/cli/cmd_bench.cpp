@@ -26,6 +26,7 @@
 #include "kernels/cpu/memory_bandwidth.h"
 #include "kernels/cuda/read_probe.h"
 #include "offload/disk_probe.h"
+#include "runtime/cuda_forward.h"
 #include "runtime/sampler.h"
 
 namespace strata::cli {
@@ -78,7 +79,8 @@ Result<Roofline> measure_roofline(const ModelArgs& m, const runtime::Engine& f, 
     const auto& e = *m.executor_plan;
     const auto& pl = e.plan.placement;
     auto add = [&](offload::Tier t, uint64_t bytes) {
-      if (t != offload::Tier::gpu) streamed += bytes;
+      // cpu-tier blocks never cross PCIe (their compute time is not part of this roofline).
+      if (t == offload::Tier::stream || t == offload::Tier::disk) streamed += bytes;
       if (t == offload::Tier::disk) from_disk += bytes;
     };
     for (uint32_t il = 0; il < e.blocks.n_layer; ++il) {
@@ -199,7 +201,10 @@ int run_bench_decode(BenchDecodeArgs& a) {
   Rng rng(1);
   std::vector<int32_t> prompt(a.n_prompt);
   for (auto& t : prompt) t = int32_t(rng.next_u32() % f.model().spec.hp.n_vocab);
-  double best_tps = 0, best_pp = 0, h2d_gbps = 0, disk_gbps = 0;
+  double best_tps = 0, best_pp = 0, h2d_gbps = 0, disk_gbps = 0, host_ms_per_token = 0;
+  // Host-tier work (cpu-tier blocks, host-KV attention): CPU seconds inside decode steps.
+  const auto* cuda_engine = dynamic_cast<const runtime::CudaForward*>(&f);
+  auto host_s = [&] { return cuda_engine ? cuda_engine->host_compute_seconds() : 0.0; };
   std::vector<double> runs;
   for (int r = 0; r < a.reps; ++r) {
     f.truncate(0);
@@ -212,6 +217,7 @@ int run_bench_decode(BenchDecodeArgs& a) {
     best_pp = std::max(best_pp, a.n_prompt / std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count());
     const auto t0 = std::chrono::steady_clock::now();
     const uint64_t streamed0 = f.streamed_bytes(), disk0 = f.disk_bytes();
+    const double host0 = host_s();
     for (uint32_t i = 0; i < a.n_gen; ++i) {
       const int32_t next = runtime::argmax(logits);
       if (Status s = f.eval(std::span(&next, 1), runtime::Logits::last, logits); !s) {
@@ -224,6 +230,7 @@ int run_bench_decode(BenchDecodeArgs& a) {
     if (a.n_gen / s > best_tps) {
       h2d_gbps = double(f.streamed_bytes() - streamed0) / s / 1e9;
       disk_gbps = double(f.disk_bytes() - disk0) / s / 1e9;
+      host_ms_per_token = (host_s() - host0) * 1e3 / a.n_gen;
     }
     best_tps = std::max(best_tps, a.n_gen / s);
   }
@@ -265,6 +272,11 @@ int run_bench_decode(BenchDecodeArgs& a) {
     if (roof->ceilings.contains("h2d_pinned_gb_s") && roof->ceilings["h2d_pinned_gb_s"].get<double>() > 0)
       j["h2d_fraction_of_pinned"] = h2d_gbps / roof->ceilings["h2d_pinned_gb_s"].get<double>();
   }
+  if (host_ms_per_token > 0) {
+    j["cpu_compute_ms_per_token"] = host_ms_per_token;
+    fmt::print("host tiers: {:.2f} ms of CPU compute per decode step ({:.0f}% of the step)\n", host_ms_per_token,
+               best_tps > 0 ? 100 * host_ms_per_token / (1e3 / best_tps) : 0.0);
+  }
   if (disk_gbps > 0) {
     j["achieved_disk_gb_s"] = disk_gbps;
     if (roof->ceilings.contains("disk_read_gb_s"))
@@ -277,6 +289,15 @@ int run_bench_decode(BenchDecodeArgs& a) {
     j["predicted_tok_per_s"] = p.decode_tps;
     j["fraction_of_prediction"] = p.decode_tps > 0 ? best_tps / p.decode_tps : 0.0;
     j["vram_budget_bytes"] = a.m.executor_plan->budgets.vram;
+    // Where the host-side tiers put things (compare runs with --kv-host none / all, --cpu-blocks).
+    const auto& res = a.m.executor_plan->residency;
+    const auto& pl = a.m.executor_plan->plan.placement;
+    j["kv_host"] = a.m.kv_host;
+    j["kv_host_layers"] = res.n_kv_host();
+    j["host_kv_bytes"] = a.m.executor_plan->plan.usage.host_kv;
+    j["cpu_blocks"] = uint64_t(std::count(pl.attention.begin(), pl.attention.end(), offload::Tier::cpu) +
+                               std::count(pl.ffn.begin(), pl.ffn.end(), offload::Tier::cpu) +
+                               (pl.head == offload::Tier::cpu ? 1 : 0));
   }
   fmt::print("decode: {:.2f} tok/s | {} of weights per token | roofline {:.2f} tok/s ({}) | {:.0f}% of roofline\n",
              best_tps, format_bytes(per_token), roof_tps, roof->what, 100 * best_tps / roof_tps);

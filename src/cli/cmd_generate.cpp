@@ -15,6 +15,7 @@
 #include "cli/placement_report.h"
 #include "core/log.h"
 #include "cli/output_file.h"
+#include "runtime/cuda_forward.h"
 #include "runtime/sampler.h"
 #include "spec/speculative_decoder.h"
 #include "tokenizer/chat_template.h"
@@ -190,6 +191,8 @@ int run_generate(GenerateArgs a) {
   }
   const auto t1 = std::chrono::steady_clock::now();
   const uint64_t streamed0 = f.streamed_bytes();
+  const auto* cuda_engine = dynamic_cast<const runtime::CudaForward*>(&f);
+  const double host0 = cuda_engine ? cuda_engine->host_compute_seconds() : 0.0;
   std::string pending;
   int32_t n_gen = 0;
   const char* stop = "length";
@@ -229,7 +232,9 @@ int run_generate(GenerateArgs a) {
             tg_s > 0 ? double(n_gen) / tg_s : 0.0, stop);
   const auto& st = (*dec)->stats();
   if (spec_cfg->mode != spec::SpecMode::none) log::info("{}", st.summary());
-  if (n_gen > 1) a.m.report_measured(f, double(n_gen - 1) / tg_s, f.streamed_bytes() - streamed0, tg_s);
+  if (n_gen > 1)
+    a.m.report_measured(f, double(n_gen - 1) / tg_s, f.streamed_bytes() - streamed0, tg_s,
+                        cuda_engine ? cuda_engine->host_compute_seconds() - host0 : 0.0);
   if (!a.json_out.empty()) {
     nlohmann::json j = {{"model", a.m.model}, {"device", std::string(f.device_name())},
                         {"n_prompt", prompt_ids.size()}, {"n_gen", n_gen}, {"prompt_s", pp_s}, {"gen_s", tg_s},

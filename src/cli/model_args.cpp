@@ -1,6 +1,7 @@
 #include "cli/model_args.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 
 #include "cli/output_file.h"
@@ -37,6 +38,12 @@ void ModelArgs::add_to(CLI::App* sub) {
                                           "this many + 1 slots)")
       ->capture_default_str()
       ->check(CLI::Range(1, 16));
+  sub->add_flag("--cpu-blocks", cpu_blocks, "With --vram: let the planner put weight blocks on the cpu tier (kept in "
+                                            "host RAM and computed there by the CPU; only activations cross PCIe)");
+  sub->add_option("--kv-host", kv_host, "With --vram: full-attention layers whose KV lives in host RAM, attention "
+                                        "computed on the CPU: none, auto (the planner decides), all, or a count N "
+                                        "(the deepest N layers)")
+      ->capture_default_str();
   sub->add_option("--trace", trace_path, "Write a Chrome/Perfetto trace of the run to this file (open it in "
                                          "ui.perfetto.dev): compute per weight block on the CPU or GPU, streamed "
                                          "copies, host steps. The decode step then runs without CUDA graphs.");
@@ -88,7 +95,10 @@ Result<runtime::ExecutorPlan> plan_budget(const ModelArgs& a, const runtime::Mod
   r.prefill_chunk = fo.ubatch;
   r.prefetch_depth = a.prefetch;
   r.draft_depth = 0;
-  auto e = runtime::plan_for_executor(m, std::move(prof), b, r);
+  b.allow_cpu = a.cpu_blocks;
+  auto kv_host = a.kv_host_layers();
+  if (!kv_host) return kv_host.status();
+  auto e = runtime::plan_for_executor(m, std::move(prof), b, r, *kv_host);
   if (!e) {
     if (extra_vram == 0) return e.status();
     return Status::error("{} sessions: with {} of KV for the {} beyond the first: {}", fo.n_seq,
@@ -115,15 +125,19 @@ void ModelArgs::report_plan() const {
   std::fputs(offload::plan_report(e.blocks, e.profile, e.budgets, e.shape, e.plan).c_str(), stderr);
 }
 
-void ModelArgs::report_measured(const runtime::Engine& e, double decode_tps, uint64_t streamed, double decode_s) const {
+void ModelArgs::report_measured(const runtime::Engine& e, double decode_tps, uint64_t streamed, double decode_s,
+                                double host_compute_s) const {
   if (!executor_plan) return;
   const auto& p = executor_plan->plan;
-  const std::string h2d =
+  std::string extra =
       streamed && decode_s > 0 ? fmt::format(" | streamed {:.2f} GB/s H2D during decode", double(streamed) / decode_s / 1e9)
                                : std::string();
+  if (host_compute_s > 0 && decode_s > 0 && decode_tps > 0)
+    extra += fmt::format(" | CPU compute {:.2f} ms per token ({:.0f}% of decode; host tiers)",
+                         1e3 * host_compute_s / (decode_tps * decode_s), 100 * host_compute_s / decode_s);
   log::info("decode {:.2f} tok/s measured vs {:.2f} predicted ({:.0f}%){} | VRAM peak {} of budget {} (arena {})",
             decode_tps, p.prediction.decode_tps, p.prediction.decode_tps > 0 ? 100.0 * decode_tps / p.prediction.decode_tps : 0.0,
-            h2d, format_bytes(e.vram_peak_bytes() + executor_plan->profile.cuda_context.bytes),
+            extra, format_bytes(e.vram_peak_bytes() + executor_plan->profile.cuda_context.bytes),
             format_bytes(executor_plan->budgets.vram), format_bytes(executor_plan->residency.vram_budget));
 }
 
@@ -138,6 +152,17 @@ Status ModelArgs::write_trace() const {
 std::unique_ptr<tbb::global_control> ModelArgs::thread_limit() const {
   if (threads <= 0) return nullptr;
   return std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, size_t(threads));
+}
+
+Result<std::optional<uint32_t>> ModelArgs::kv_host_layers() const {
+  if (kv_host == "auto") return std::optional<uint32_t>();
+  if (kv_host == "none") return std::optional<uint32_t>(0);
+  if (kv_host == "all") return std::optional<uint32_t>(runtime::kAllKvLayers);
+  uint32_t n = 0;
+  const auto [end, ec] = std::from_chars(kv_host.data(), kv_host.data() + kv_host.size(), n);
+  if (ec != std::errc() || end != kv_host.data() + kv_host.size() || kv_host.empty())
+    return Status::error("--kv-host: '{}' is not none, auto, all or a layer count", kv_host);
+  return std::optional<uint32_t>(n);
 }
 
 Result<std::pair<GgmlType, GgmlType>> ModelArgs::kv_types() const {
@@ -170,6 +195,9 @@ Result<std::unique_ptr<runtime::Engine>> ModelArgs::open(uint32_t n_ctx_hint, ui
   fo.v_type = types->second;
   const bool budget = !vram.empty();
   if (budget && device == "cpu") return Status::error("--vram needs the CUDA engine (drop --device cpu)");
+  if (!budget && (cpu_blocks || kv_host != "none"))
+    return Status::error("--cpu-blocks and --kv-host place blocks under a budget: give --vram too");
+  if (auto k = kv_host_layers(); !k) return k.status();
   auto m = runtime::Model::load(model);
   if (!m) return m.status();
   const uint32_t train = (*m)->spec.hp.n_ctx_train;

@@ -37,6 +37,12 @@ struct ModelArgs {
   // streams what is not resident.
   std::string vram, pinned, profile;
   uint32_t prefetch = 2;
+  // Host-side tiers (with --vram; off by default until measured on the GPU machine):
+  // --cpu-blocks lets the planner compute weight blocks on the CPU; --kv-host none|auto|all|N
+  // puts full-attention layers' KV in host RAM (attention on the CPU): none, the planner's choice,
+  // all of them, or the deepest N.
+  bool cpu_blocks = false;
+  std::string kv_host = "none";
   std::string trace_path;                 // --trace: where write_trace() puts the trace
   mutable std::shared_ptr<Trace> trace;   // made by open() when --trace was given
   // Filled by open() when a budget was planned: what the placement report and predictions use.
@@ -45,6 +51,9 @@ struct ModelArgs {
   void add_to(CLI::App* sub);
   // K and V types after defaults. Error: a name other than f32, f16, q8 (q8_0), q4 (q4_1).
   Result<std::pair<GgmlType, GgmlType>> kv_types() const;
+  // --kv-host as plan_for_executor takes it: nullopt = the planner decides; else a layer count
+  // (runtime::kAllKvLayers for all). Error: not none, auto, all or a number.
+  Result<std::optional<uint32_t>> kv_host_layers() const;
   // Loads the model and makes a forward pass; prints nothing. n_ctx_hint: the context the caller
   // needs at least (prompt + generation) when -c was not given. n_seq: sequences the engine holds
   // (throughput mode), each with its own KV cache; 0: chosen by choose_sessions() (the engine's
@@ -57,8 +66,10 @@ struct ModelArgs {
   // With a planned budget: the placement report (stderr) before the run, and after it the
   // predicted vs measured decode speed and the VRAM peak.
   void report_plan() const;
-  // streamed: weight bytes the engine copied host -> device during the decode phase.
-  void report_measured(const runtime::Engine& e, double decode_tps, uint64_t streamed = 0, double decode_s = 0) const;
+  // streamed: weight bytes the engine copied host -> device during the decode phase; host_compute_s:
+  // CPU seconds of host-tier work (cpu-tier blocks, host-KV attention) in it.
+  void report_measured(const runtime::Engine& e, double decode_tps, uint64_t streamed = 0, double decode_s = 0,
+                       double host_compute_s = 0) const;
   // Writes the --trace file (nothing without --trace); says where it went and how to open it.
   Status write_trace() const;
   // Caps oneTBB's worker count at -t for the lifetime of the returned object.

@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "core/half.h"
 #include "core/log.h"
@@ -18,6 +19,7 @@
 #include "offload/vram_arena.h"
 #include "offload/weight_store.h"
 #include "runtime/forward_pass.h"
+#include "runtime/host_compute.h"
 #include "runtime/weight_loader.h"
 
 namespace strata::runtime {
@@ -34,6 +36,21 @@ struct CudaForward::Impl {
   std::vector<std::vector<Patch>> patches;
   std::vector<int32_t> attention_block, ffn_block;  // per layer: block id in the store, or -1
   int32_t head_block = -1;
+  // cpu-tier blocks and host KV (null: nothing runs on the host). The device views of a cpu
+  // block's matrices have no data; host_view maps each to the model's host view the CPU reads.
+  std::unique_ptr<HostCompute> host;
+  std::unordered_map<const kernels::WeightView*, const kernels::WeightView*> host_view;
+  std::vector<bool> attention_cpu, ffn_cpu;  // per layer: a cpu-tier block (its id is in *_block)
+  bool head_cpu = false;
+  bool cpu_blocks_on_gpu = false;  // this chunk runs the cpu-tier blocks on the GPU (prefill)
+  bool is_cpu(Block b, uint32_t il) const {
+    return b == Block::head ? head_cpu : b == Block::attention ? attention_cpu[il] : ffn_cpu[il];
+  }
+  // The store block acquired for (b, il) in this chunk, or -1 (resident, or computed on the CPU).
+  int32_t acquired_block(Block b, uint32_t il) const {
+    if (!store || (is_cpu(b, il) && !cpu_blocks_on_gpu)) return -1;
+    return block_id(b, il);
+  }
   bool host_embed = false;  // token_embd stays in host memory: rows gathered on the CPU
   float* pinned_x = nullptr;  // host gather staging (ubatch x n_embd)
   struct LayerKv { cuda::KvStoreDev store; };
@@ -62,6 +79,7 @@ struct CudaForward::Impl {
     timeline.reset();
     store.reset();  // waits for the streams before the ring goes
     if (stream) (void)cuda::synchronize(stream);
+    host.reset();  // after the sync: no upload still reads its staging
     if (pinned_x) cuda::pinned_free(pinned_x);
     arena.reset();
     if (stream) cuda::stream_destroy(stream);
@@ -78,6 +96,8 @@ struct CudaForward::Impl {
                                 : s;
   }
   const char* block_tier(Block b, uint32_t il) const {
+    if (store && is_cpu(b, il))
+      return cpu_blocks_on_gpu ? "cpu tier, run on the GPU for prefill" : "cpu tier, computed on the host";
     const int32_t id = store ? block_id(b, il) : -1;
     if (id < 0) return "resident";
     return store->block(uint32_t(id)).on_disk ? "streamed from disk" : "streamed from pinned RAM";
@@ -133,25 +153,50 @@ Status CudaForward::allocate() {
   // views are patched with the slot address at each acquire.
   std::vector<offload::StreamedBlockSpec> specs;
   std::vector<std::vector<std::pair<kernels::WeightView*, size_t>>> members;  // view, tensor index
-  auto new_block = [&](std::string label, bool on_disk) {
-    specs.push_back({std::move(label), {}, 0, on_disk});
+  auto new_block = [&](std::string label, bool on_disk, bool from_host) {
+    specs.push_back({std::move(label), {}, 0, on_disk, from_host});
     members.emplace_back();
     return int32_t(specs.size() - 1);
   };
+  for (uint32_t il = 0; il < n_layer; ++il)
+    if ((streamed(res.attention_streamed, il) && streamed(res.attention_cpu, il)) ||
+        (streamed(res.ffn_streamed, il) && streamed(res.ffn_cpu, il)))
+      return Status::error("layer {}: a block is both streamed and on the cpu tier", il);
+  if (res.head_streamed && res.head_cpu) return Status::error("the head is both streamed and on the cpu tier");
+  // cpu-tier blocks are store blocks too (host-sourced, no pinned copy): a prefill chunk runs them
+  // on the GPU through the ring (the cost model's assumption: a chunk of hundreds of tokens is GEMM
+  // work); decode steps and verification rows compute them on the CPU.
   im.attention_block.assign(n_layer, -1);
   im.ffn_block.assign(n_layer, -1);
+  im.attention_cpu.assign(n_layer, false);
+  im.ffn_cpu.assign(n_layer, false);
   for (uint32_t il = 0; il < n_layer; ++il) {
-    if (streamed(res.attention_streamed, il))
-      im.attention_block[il] = new_block(block_label(Block::attention, il), streamed(res.attention_disk, il));
-    if (streamed(res.ffn_streamed, il))
-      im.ffn_block[il] = new_block(block_label(Block::ffn, il), streamed(res.ffn_disk, il));
+    im.attention_cpu[il] = streamed(res.attention_cpu, il);
+    im.ffn_cpu[il] = streamed(res.ffn_cpu, il);
+    if (streamed(res.attention_streamed, il) || im.attention_cpu[il])
+      im.attention_block[il] =
+          new_block(block_label(Block::attention, il), streamed(res.attention_disk, il), im.attention_cpu[il]);
+    if (streamed(res.ffn_streamed, il) || im.ffn_cpu[il])
+      im.ffn_block[il] = new_block(block_label(Block::ffn, il), streamed(res.ffn_disk, il), im.ffn_cpu[il]);
   }
-  if (res.head_streamed) im.head_block = new_block(block_label(Block::head, 0), res.head_disk);
+  im.head_cpu = res.head_cpu;
+  if (res.head_streamed || res.head_cpu) im.head_block = new_block(block_label(Block::head, 0), res.head_disk, res.head_cpu);
   const bool tied = s.hp.tied_output;
   // The embedding table is on the GPU only when it is resident anyway (as the tied head) or when
-  // nothing streams (the resident engine); otherwise rows are gathered on the host (the planner
-  // never places the embedding, model_blocks.h).
-  im.host_embed = tied ? res.head_streamed : res.any_streamed();
+  // every block is resident (the resident engine); otherwise rows are gathered on the host (the
+  // planner never places the embedding, model_blocks.h).
+  im.host_embed = tied ? res.head_streamed || res.head_cpu : res.any_streamed() || res.any_cpu();
+  if (res.any_kv_host() && opt_.n_seq > 1)
+    return Status::error("host-RAM KV (--kv-host) serves one sequence; {} sessions need their KV in VRAM "
+                         "(use --batch 1 or --kv-host none)", opt_.n_seq);
+  if (res.any_cpu() || res.any_kv_host()) {
+    // cpu-tier matmuls see at most kMaxExactRows rows (begin_chunk sends larger chunks to the GPU).
+    HostCompute::Options ho{opt_.n_ctx, opt_.ubatch, kMaxExactRows, opt_.k_type, opt_.v_type, res.kv_host, res.head_cpu};
+    auto h = HostCompute::create(s, ho);
+    if (!h) return h.status();
+    im.host = std::move(h.value());
+    im.host->set_trace(opt_.trace.get());
+  }
 
   Status err;
   auto upload = [&](const void* src, size_t bytes, const std::string& what) -> Result<void*> {
@@ -162,10 +207,12 @@ Status CudaForward::allocate() {
   };
   // Weight matrices (nearly all the bytes) are read from the file by the loader at the end.
   std::vector<LoadItem> loads;
-  // `block` >= 0: the view goes into that streamed block instead of VRAM.
+  // `block` >= 0: the view goes into that streamed block instead of VRAM; a cpu-tier (host
+  // sourced) block's view is also computed by im.host from the model's own view.
   auto matrix = [&](const kernels::WeightView& v, kernels::WeightView& out, int32_t block, const char* what) {
     out = v;
     if (v.empty() || !err.is_ok()) return;
+    if (block >= 0 && specs[block].from_host) im.host_view[&out] = &v;  // v lives as long as model_
     const uint64_t bytes = v.row_bytes * uint64_t(v.n_out);
     if (block >= 0) {
       const auto map = model_->file.bytes();
@@ -227,6 +274,11 @@ Status CudaForward::allocate() {
   for (uint32_t sq = 0; sq < opt_.n_seq; ++sq) {
     const std::string tag = opt_.n_seq > 1 ? fmt::format("seq {} layer ", sq) : std::string();
     for (uint32_t il = 0; il < n_layer; ++il) {
+      // Host-KV layers get no VRAM here (the plan counted their KV in host RAM).
+      if (im.host && im.host->kv_on_host(il)) {
+        im.kv[sq].push_back({});
+        continue;
+      }
       const uint32_t w = s.window(il);
       const int64_t cap = w ? std::min<int64_t>(opt_.n_ctx, int64_t(w) + opt_.ubatch) : opt_.n_ctx;
       auto k = im.alloc(size_t(cap) * k_row, "kv K " + tag + std::to_string(il));
@@ -291,7 +343,7 @@ Status CudaForward::allocate() {
     if (!store) return store.status();
     im.store = std::move(store.value());
     for (size_t b = 0; b < im.store->n_blocks(); ++b)
-      if (!im.store->block(b).on_disk)
+      if (!im.store->block(b).on_disk && !im.store->block(b).from_host)
         for (const auto& t : im.store->block(b).tensors)
           loads.push_back({t.host_src, t.bytes, im.store->pinned(b) + t.offset, false});
     im.store->set_timeline(im.timeline.get());
@@ -321,6 +373,12 @@ struct Ops {
   float* host_logits = nullptr;  // (rows, n_vocab) of the current chunk
   const LayerRange* range = nullptr;  // eval_layers: hidden in/out, attention one query at a time
   RowMap map;                         // the chunk's rows (begin_chunk)
+  std::string block_name = {};        // the current block ("attn 3"): host compute spans in the trace
+
+  // Before every device op: it may change the activations the host copied for a cpu-tier matmul.
+  void device_op() {
+    if (im.host) im.host->forget_input();
+  }
 
   uint32_t logit_rows() const { return offload::kLogitRows; }
   float* logits(uint32_t) { return im.d_logits; }
@@ -340,20 +398,27 @@ struct Ops {
     // Host sources outlive the copies: the caller's tokens and im.host_pos stay untouched until
     // eval() synchronizes at the end of the chunk, so no wait (and no allocation) per token here.
     if (!im.capturing) copy_inputs(tokens, n, m);
+    // cpu-tier blocks: on the GPU for a prefill chunk (n > kMaxExactRows, never a verification),
+    // on the CPU otherwise, where a few rows cost less than moving the block over PCIe.
+    im.cpu_blocks_on_gpu = range == nullptr && n > kMaxExactRows;
     if (im.store) {
       std::vector<uint32_t> order;
+      auto add = [&](Block b, uint32_t il) {
+        if (const int32_t id = im.acquired_block(b, il); id >= 0) order.push_back(uint32_t(id));
+      };
       for (uint32_t il = L.first; il < L.end; ++il) {
         if (!L.runs(il)) continue;
-        if (im.attention_block[il] >= 0) order.push_back(uint32_t(im.attention_block[il]));
-        if (im.ffn_block[il] >= 0) order.push_back(uint32_t(im.ffn_block[il]));
+        add(Block::attention, il);
+        add(Block::ffn, il);
       }
-      if (head && im.head_block >= 0) order.push_back(uint32_t(im.head_block));
+      if (head) add(Block::head, 0);
       im.check(im.store->set_schedule(std::move(order)));
     }
   }
   void begin_block(Block b, uint32_t il) {
     im.current_block = std::pair{b, il};
-    const int32_t id = im.store ? im.block_id(b, il) : -1;
+    if (im.host) block_name = block_label(b, il);
+    const int32_t id = im.acquired_block(b, il);
     if (id >= 0) {
       auto base = im.store->acquire(uint32_t(id));
       if (!base) return im.check(base.status());
@@ -372,11 +437,12 @@ struct Ops {
       if (!m) return im.check(m.status());
       im.timeline->span("gpu compute", block_label(b, il), im.block_mark, *m);
     }
-    const int32_t id = im.store ? im.block_id(b, il) : -1;
+    const int32_t id = im.acquired_block(b, il);
     if (id >= 0) im.check(im.store->release(uint32_t(id)));
     im.current_block.reset();
   }
   void embed(const int32_t* tokens, uint32_t n, float scale, float* x) {
+    device_op();
     if (!im.host_embed) return im.check(cuda::get_rows(im.dev.token_embd, im.d_tokens, n, scale, x, im.stream));
     // Rows of the host-resident table, decoded on the CPU; only n x n_embd floats cross PCIe.
     const auto& t = im.dev.token_embd;
@@ -389,6 +455,7 @@ struct Ops {
     im.check(cuda::copy_to_device(x, im.pinned_x, size_t(n) * t.n_in * sizeof(float), im.stream));
   }
   void load_hidden(float* x, uint32_t n) {
+    device_op();
     im.check(cuda::copy_to_device(x, range->hidden_in, size_t(n) * spec.hp.n_embd * sizeof(float), im.stream));
   }
   void store_hidden(const float* x, uint32_t n) {
@@ -417,19 +484,29 @@ struct Ops {
   };
   void norm(const float* x, const float* w, int64_t n_vec, int64_t dim, float eps, float* out) {
     OpSpan op(im, [&] { return fmt::format("norm {}x{}", n_vec, dim); });
+    device_op();
     im.check(cuda::rms_norm(x, w, n_vec, dim, eps, out, im.stream));
   }
   void matmul(const kernels::WeightView& w, const float* x, uint32_t n, float* y) {
+    if (im.host && !im.cpu_blocks_on_gpu) {
+      if (auto it = im.host_view.find(&w); it != im.host_view.end())
+        return im.check(im.host->matmul(*it->second, x, n, y, im.stream, block_name));
+    }
+    device_op();
     OpSpan op(im, [&] { return fmt::format("matmul {} {}x{} n={}", ggml_type_info(w.type).name, w.n_in, w.n_out, n); });
     im.check(cuda::matmul(w, x, int(n), y, im.ws, im.stream));
   }
   void rope(float* x, uint32_t n, int64_t n_heads, int64_t hd, float base, float lin, const float* freq_div,
             bool neox) {
     OpSpan op(im, [&] { return fmt::format("rope n={}", n); });
+    device_op();
     im.check(cuda::rope(x, im.d_pos, n, n_heads, hd, base, lin, freq_div, neox, im.stream));
   }
   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n) {
     OpSpan op(im, [&] { return fmt::format("kv_write n={}", n); });
+    // Host KV serves one sequence (create() refuses it with n_seq > 1).
+    if (im.host && im.host->kv_on_host(il))
+      return im.check(im.host->kv_write(il, k, v, im.host_pos.data(), n, im.stream));
     if (!map.batched())
       return im.check(cuda::kv_write(k, v, im.d_pos, n, spec.kv_width(), im.kv[map.seq][il].store, im.stream));
     // A batched step: runs of rows of one sequence into that sequence's cache (the kernel converts
@@ -445,6 +522,9 @@ struct Ops {
   }
   void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out) {
     OpSpan op(im, [&] { return fmt::format("attention n={} window={}", n, s.window); });
+    if (im.host && im.host->kv_on_host(il))
+      return im.check(im.host->attention(il, q, im.host_pos.data(), n, s, out, im.stream));
+    device_op();
     const cuda::AttentionShapeDev shape{s.n_head, s.n_head_kv, s.head_dim, s.window, s.scale};
     if (!range && !map.batched())
       return im.check(cuda::attention(q, im.d_pos, n, im.kv[map.seq][il].store, shape, out, im.ws, im.stream));
@@ -457,11 +537,13 @@ struct Ops {
   }
   void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count) {
     OpSpan op(im, [&] { return fmt::format("gated_act {}", count); });
+    device_op();
     im.check(act == model::FfnActivation::gelu_tanh ? cuda::gelu_tanh_mul(gate, up, count, im.stream)
                                                     : cuda::silu_mul(gate, up, count, im.stream));
   }
   void add(float* x, const float* y, int64_t count) {
     OpSpan op(im, [&] { return fmt::format("add {}", count); });
+    device_op();
     im.check(cuda::add(x, y, count, im.stream));
   }
 };
@@ -469,6 +551,7 @@ struct Ops {
 }  // namespace
 
 uint64_t CudaForward::streamed_bytes() const { return impl_->store ? impl_->store->stats().bytes_copied : 0; }
+double CudaForward::host_compute_seconds() const { return impl_->host ? impl_->host->compute_seconds() : 0.0; }
 uint64_t CudaForward::disk_bytes() const { return impl_->store ? impl_->store->stats().disk_bytes : 0; }
 
 namespace {
@@ -598,7 +681,10 @@ Status CudaForward::eval(uint32_t seq, std::span<const int32_t> tokens, Logits w
     const bool last = done + n == tokens.size();
     const uint32_t rows = which == Logits::all ? n : (last && which == Logits::last ? 1 : 0);
     ops.host_logits = rows == 0 ? nullptr : which == Logits::all ? logits.data() + done * n_vocab : logits.data();
-    const bool graph = n == 1 && rows == 1 && !im.store && !im.host_embed && im.graphs_enabled && !im.timeline;
+    // A CUDA graph replays device work only: a step with host work in it (cpu-tier blocks, host
+    // KV, gathered embedding rows) or streamed blocks (a different slot each step) runs eagerly.
+    const bool graph = n == 1 && rows == 1 && !im.store && !im.host && !im.host_embed && im.graphs_enabled &&
+                       !im.timeline;
     TraceScope host_span(opt_.trace.get(), "host", n == 1 ? "decode step" : fmt::format("prefill {} tokens", n));
     if (graph) {
       run_decode_graph(&ops, seq, tokens[done]);

@@ -59,6 +59,8 @@ class CudaForward final : public Engine {
   uint64_t vram_peak_bytes() const override { return device_bytes_; }
   uint64_t streamed_bytes() const override;
   uint64_t disk_bytes() const override;
+  // Host seconds spent computing cpu-tier blocks and host-KV attention so far (0 without them).
+  double host_compute_seconds() const;
 
   struct Impl;  // device state (cuda_forward.cpp)
 

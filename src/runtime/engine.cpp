@@ -15,6 +15,15 @@ bool Residency::any_streamed() const {
   return head_streamed;
 }
 
+bool Residency::any_cpu() const {
+  return head_cpu || std::find(attention_cpu.begin(), attention_cpu.end(), true) != attention_cpu.end() ||
+         std::find(ffn_cpu.begin(), ffn_cpu.end(), true) != ffn_cpu.end();
+}
+
+bool Residency::any_kv_host() const { return n_kv_host() > 0; }
+
+uint32_t Residency::n_kv_host() const { return uint32_t(std::count(kv_host.begin(), kv_host.end(), true)); }
+
 Result<LayerRange> check_layer_range(const model::ModelSpec& spec, std::span<const int32_t> tokens, uint32_t pos0,
                                      const LayerRange& r, uint32_t n_past, uint32_t n_ctx, uint32_t ubatch) {
   const uint32_t n_layer = spec.hp.n_layer;

@@ -29,10 +29,21 @@ struct Residency {
   // RAM (the disk tier); same indexing, empty = none.
   std::vector<bool> attention_disk, ffn_disk;
   bool head_disk = false;
+  // Blocks on the `cpu` tier: their weights stay in the model's host mapping (no VRAM, no pinned
+  // copy) and their matmuls run on the CPU; only activations cross PCIe (runtime/host_compute.h).
+  // Same indexing, empty = none. A block is streamed or cpu, never both.
+  std::vector<bool> attention_cpu, ffn_cpu;
+  bool head_cpu = false;
+  // Layers whose KV lives in host RAM (KvTier::host): K/V are written there and attention runs on
+  // the CPU; only q and the attention output cross PCIe. Empty = every layer's KV in VRAM.
+  std::vector<bool> kv_host;
   uint32_t ring_slots = 3;     // VRAM staging slots: prefetch depth + 1
   uint64_t vram_budget = 0;    // hard limit on what the engine allocates; 0 = none
   uint64_t pinned_budget = 0;  // limit on pinned host RAM for streamed blocks; 0 = none
   bool any_streamed() const;
+  bool any_cpu() const;      // a cpu-tier block
+  bool any_kv_host() const;  // a layer with host KV
+  uint32_t n_kv_host() const;
 };
 
 struct ForwardOptions {

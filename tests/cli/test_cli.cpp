@@ -99,6 +99,13 @@ TEST_CASE("bad input gives one clear line and a non-zero exit", "[cli]") {
   CHECK(has(flag.err, "frobnicate"));
   auto none = run_strata("");
   CHECK(none.code != 0);
+  // The host-tier flags: checked before the model is opened (and before looking for a GPU).
+  auto kv_host = run_strata("generate -m " + strata::test::testdata("models/llama/model.gguf") + " -p hi --vram 12GiB --kv-host most");
+  CHECK(kv_host.code != 0);
+  CHECK(has(kv_host.err, "--kv-host: 'most' is not none, auto, all or a layer count"));
+  auto no_budget = run_strata("generate -m " + strata::test::testdata("models/llama/model.gguf") + " -p hi --kv-host 2");
+  CHECK(no_budget.code != 0);
+  CHECK(has(no_budget.err, "give --vram too"));
 }
 
 TEST_CASE("generate runs every architecture and greedy output is deterministic", "[cli]") {

@@ -1,6 +1,7 @@
 // Greedy speculative decoding on the CUDA engine gives exactly the CUDA engine's plain greedy
 // text, for every drafter (layer subset included: its skip mask also drops the skipped layers'
-// blocks from the streaming schedule), resident and with streamed weight blocks. This relies on
+// blocks from the streaming schedule), resident, with streamed weight blocks and with the host
+// tiers. This relies on
 // CudaForward::eval_layers computing each verify row as a decode step does (multi-column GEMV
 // with the same per-column reduction as one column; attention one query at a time). Skips
 // without a GPU.
@@ -32,6 +33,19 @@ runtime::Residency stream_odd_layers(uint32_t n_layer) {
   return r;
 }
 
+// The host-side tiers: FFN of even layers on the CPU, KV of every full-attention layer in host
+// RAM. Verification rows must match decode steps there too (CPU matmuls by the dot kernels,
+// host attention one query at a time).
+runtime::Residency host_tiers(const model::ModelSpec& s) {
+  runtime::Residency r;
+  for (uint32_t il = 0; il < s.hp.n_layer; ++il) {
+    r.attention_cpu.push_back(false);
+    r.ffn_cpu.push_back(il % 2 == 0);
+    r.kv_host.push_back(s.window(il) == 0);
+  }
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("GPU greedy speculative decoding equals GPU plain greedy decoding", "[gpu][spec]") {
@@ -44,19 +58,21 @@ TEST_CASE("GPU greedy speculative decoding equals GPU plain greedy decoding", "[
     auto model = runtime::Model::load(path);
     REQUIRE(model.is_ok());
     const uint32_t n_layer = (*model)->spec.hp.n_layer, n_vocab = (*model)->spec.hp.n_vocab;
-    for (bool streamed : {false, true}) {
+    for (const char* where : {"resident", "streamed", "host tiers"}) {
+      const std::string w = where;
       runtime::ForwardOptions opt{.n_ctx = 160, .ubatch = 16, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .residency = {}, .trace = {}};
-      if (streamed) opt.residency = stream_odd_layers(n_layer);
+      if (w == "streamed") opt.residency = stream_odd_layers(n_layer);
+      if (w == "host tiers") opt.residency = host_tiers((*model)->spec);
       auto gpu = runtime::CudaForward::create(*model, opt);
       INFO((gpu.is_ok() ? std::string() : gpu.message()));
       REQUIRE(gpu.is_ok());
-      Rng rng(uint64_t(type) * 7 + streamed);
+      Rng rng(uint64_t(type) * 7 + (w == "streamed") + 2 * (w == "host tiers"));
       for (int p = 0; p < 50; ++p) {
         std::vector<int32_t> prompt(1 + rng.next_u32() % 24);
         for (size_t i = 0; i < prompt.size(); ++i)
           prompt[i] = i >= 4 && rng.next_u32() % 3 == 0 ? prompt[i - 4] : int32_t(rng.next_u32() % n_vocab);
         const uint32_t n = p % 10 == 0 ? 120 : 24;  // 120: the sliding rings (16 + 16 slots) wrap
-        INFO(ggml_type_info(type).name << (streamed ? " streamed" : " resident") << " prompt " << p);
+        INFO(ggml_type_info(type).name << " " << w << " prompt " << p);
         const auto want = test::generate(**gpu, prompt, n, config("none", n_layer), test::greedy_params());
         for (const char* m : {"lookup", "early:d=1", "early:d=2", "subset", "subset:skip=0.5", "auto:d=2"}) {
           INFO(m);

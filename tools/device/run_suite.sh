@@ -5,6 +5,7 @@
 # results.tgz so the device tool returns them as a single file.
 #   tools/device/run_suite.sh [OUT_DIR] [STEPS...]
 #   STEPS: tests bench probe hf synth27b kernels offload27b disk27b prefill27b profile spec batch kv stress128k
+#          kvhost cpublocks
 #   (default: the first nine)
 set -uo pipefail
 out=${1:-${OUT:-$PWD/device-out}}
@@ -147,5 +148,27 @@ if has stress128k; then
   strata stress -m "$work/27b.gguf" --vram 12GiB --profile configs/hw/h200-probed.toml -ctk q4 -ctv q4 --ctx 4k:128k -n 8 \
     --json "$res/stress_27b_q4.json" --svg "$res/stress_27b_q4.svg" > "$res/stress_27b_q4.txt" 2>&1
   echo "stress rc=$?"; tail -12 "$res/stress_27b_q4.txt"
+fi
+if has kvhost; then
+  # M6 host-tier KV: decode at long context with every full-attention layer's KV in VRAM (none) vs in
+  # host RAM with attention on the CPU (all); --kv-host keeps the weight placement the same.
+  [ -f "$work/27b.gguf" ] || strata synth --preset 27b --mix q3_k_m --no-progress -o "$work/27b.gguf" >/dev/null 2>&1
+  # Prefill attention of host-KV layers runs on the CPU too (cost grows with prompt^2): raise
+  # KVHOST_PROMPT with care.
+  ctx=${KVHOST_CTX:-16384}
+  prompt=${KVHOST_PROMPT:-8192}
+  for kvh in none all; do
+    strata bench decode -m "$work/27b.gguf" --vram 12GiB --profile configs/hw/h200-probed.toml -c "$ctx" \
+      -p "$prompt" -n 32 -r 1 --kv-host $kvh --json "$res/bench_kvhost_$kvh.json" > "$res/bench_kvhost_$kvh.txt" 2>&1
+    echo "kv-host $kvh (ctx $ctx, prompt $prompt) rc=$?"; grep -E "^decode|^prefill|^host tiers|measured" "$res/bench_kvhost_$kvh.txt"
+  done
+fi
+if has cpublocks; then
+  # M5 cpu tier: a small pinned budget with --cpu-blocks lets the planner compute blocks on the CPU.
+  [ -f "$work/27b.gguf" ] || strata synth --preset 27b --mix q3_k_m --no-progress -o "$work/27b.gguf" >/dev/null 2>&1
+  strata bench decode -m "$work/27b.gguf" --vram 12GiB --pinned ${CPU_PINNED:-4GiB} --cpu-blocks \
+    --profile configs/hw/h200-probed.toml -c 4096 -p 512 -n 32 -r 2 --trace "$res/trace_cpublocks.json" \
+    --json "$res/bench_cpublocks.json" > "$res/bench_cpublocks.txt" 2>&1
+  echo "cpu blocks rc=$?"; grep -E "cpu|^decode|^prefill|measured" "$res/bench_cpublocks.txt" | head -20
 fi
 tar -czf "$out/results.tgz" -C "$res" .
