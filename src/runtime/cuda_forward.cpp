@@ -44,7 +44,9 @@ struct CudaForward::Impl {
   bool head_cpu = false;
   bool cpu_blocks_on_gpu = false;  // this chunk runs the cpu-tier blocks on the GPU (prefill)
   bool is_cpu(Block b, uint32_t il) const {
-    return b == Block::head ? head_cpu : b == Block::attention ? attention_cpu[il] : ffn_cpu[il];
+    if (b == Block::head) return head_cpu;
+    const auto& v = b == Block::attention ? attention_cpu : ffn_cpu;
+    return il < v.size() && v[il];
   }
   // The store block acquired for (b, il) in this chunk, or -1 (resident, or computed on the CPU).
   int32_t acquired_block(Block b, uint32_t il) const {
