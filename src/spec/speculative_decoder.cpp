@@ -16,10 +16,8 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 constexpr uint32_t kMaxNgram = 4;
-// auto ignores one-token matches: frequent in any text and mostly wrong, they would drag the
-// lookup acceptance estimate down for the long matches that pay.
-constexpr uint32_t kAutoMinNgram = 2;
 constexpr uint32_t kProbeAfterRounds = 32;
+constexpr uint32_t kMaxProbeInterval = 1024;
 
 }  // namespace
 
@@ -41,7 +39,7 @@ SpeculativeDecoder::SpeculativeDecoder(runtime::Engine& engine, runtime::Sampler
   stats_.spec = cfg_.text();
   if (cfg_.mode == SpecMode::lookup || cfg_.mode == SpecMode::automatic) {
     lookup_ = int(drafters_.size());
-    drafters_.push_back(std::make_unique<PromptLookup>(kMaxNgram, cfg_.mode == SpecMode::automatic ? kAutoMinNgram : 1));
+    drafters_.push_back(std::make_unique<PromptLookup>(kMaxNgram, 1));
   }
   if (cfg_.mode == SpecMode::early || cfg_.mode == SpecMode::automatic) {
     early_ = int(drafters_.size());
@@ -61,6 +59,8 @@ SpeculativeDecoder::SpeculativeDecoder(runtime::Engine& engine, runtime::Sampler
       stats_.drafters[size_t(subset_)].arms.push_back({.label = chooser_->arm(i).label});
   accept_.resize(drafters_.size());
   idle_rounds_.resize(drafters_.size());
+  probe_after_.assign(drafters_.size(), kProbeAfterRounds);
+  plain_probe_after_ = kProbeAfterRounds;
 }
 
 Result<int32_t> SpeculativeDecoder::start(std::span<const int32_t> prompt) {
@@ -107,8 +107,8 @@ SpeculativeDecoder::Choice SpeculativeDecoder::choose(uint32_t k_max) {
   if (cfg_.mode == SpecMode::early) return {early_, k_max, {}};
   if (cfg_.mode == SpecMode::subset) return {subset_, k_max, {}};
   std::vector<int32_t> cont;
-  if (lookup_ >= 0)
-    cont = lookup_continuation(history_, k_max, kMaxNgram, cfg_.mode == SpecMode::automatic ? kAutoMinNgram : 1);
+  uint32_t matched_n = 0;
+  if (lookup_ >= 0) cont = lookup_continuation(history_, k_max, kMaxNgram, 1, &matched_n);
   if (cfg_.mode == SpecMode::lookup) {
     if (!cont.empty()) c = {lookup_, uint32_t(cont.size()), std::move(cont)};
     return c;
@@ -123,10 +123,12 @@ SpeculativeDecoder::Choice SpeculativeDecoder::choose(uint32_t k_max) {
   };
   const double t_step = draft_step_cost_.known() ? draft_step_cost_.predict(1) : t_plain * d / L;
   double best = 1.0 / t_plain;
+  const bool short_match = matched_n == 1;
   if (!cont.empty()) {
+    const double a = short_match ? accept_short_lookup_.alpha() : accept_[lookup_].alpha();
     for (uint32_t k = 1; k <= cont.size(); ++k) {
-      const double rate = expected_tokens(accept_[lookup_].alpha(), k) / verify_full(k + 1);
-      if (rate > best) best = rate, c = {lookup_, k, {}};
+      const double rate = expected_tokens(a, k) / verify_full(k + 1);
+      if (rate > best) best = rate, c = {lookup_, k, {}, short_match, false};
     }
   }
   for (uint32_t k = 1; k <= k_max; ++k) {
@@ -145,13 +147,22 @@ SpeculativeDecoder::Choice SpeculativeDecoder::choose(uint32_t k_max) {
   }
   // Probes: an option left out for long gets one round, so a stale estimate can recover (plain
   // steps too: the first one is a single noisy sample).
-  if (c.drafter >= 0 && plain_idle_rounds_ >= kProbeAfterRounds) return Choice{};
-  if (c.drafter != lookup_ && !cont.empty() && idle_rounds_[lookup_] >= kProbeAfterRounds)
-    c = {lookup_, std::min<uint32_t>(2, uint32_t(cont.size())), {}};
-  else if (c.drafter != early_ && idle_rounds_[early_] >= kProbeAfterRounds)
-    c = {early_, std::min<uint32_t>(2, k_max), {}};
-  else if (subset_ >= 0 && c.drafter != subset_ && idle_rounds_[size_t(subset_)] >= kProbeAfterRounds)
-    c = {subset_, std::min<uint32_t>(2, k_max), {}};
+  // The interval doubles per probe (an option that keeps losing is probed ever more rarely) and
+  // resets when the option wins on its rate.
+  auto probe = [&](int drafter, uint32_t k) {
+    uint32_t& after = drafter < 0 ? plain_probe_after_ : probe_after_[size_t(drafter)];
+    after = std::min(after * 2, kMaxProbeInterval);
+    return Choice{drafter, k, {}, drafter == lookup_ && short_match, true};
+  };
+  if (c.drafter < 0) plain_probe_after_ = kProbeAfterRounds;
+  else probe_after_[size_t(c.drafter)] = kProbeAfterRounds;
+  if (c.drafter >= 0 && plain_idle_rounds_ >= plain_probe_after_) return probe(-1, 0);
+  if (c.drafter != lookup_ && !cont.empty() && idle_rounds_[lookup_] >= probe_after_[lookup_])
+    c = probe(lookup_, std::min<uint32_t>(2, uint32_t(cont.size())));
+  else if (c.drafter != early_ && idle_rounds_[early_] >= probe_after_[early_])
+    c = probe(early_, std::min<uint32_t>(2, k_max));
+  else if (subset_ >= 0 && c.drafter != subset_ && idle_rounds_[size_t(subset_)] >= probe_after_[size_t(subset_)])
+    c = probe(subset_, std::min<uint32_t>(2, k_max));
   if (c.drafter == lookup_) {
     cont.resize(c.k);
     c.lookup = std::move(cont);
@@ -224,7 +235,8 @@ Status SpeculativeDecoder::verify(int drafter, const Draft& d, std::vector<int32
   engine_.truncate(pos + m + 1);  // the pending token and the accepted drafts stay
 
   if (drafter >= 0) {
-    accept_[size_t(drafter)].observe(k, m);
+    if (drafter == lookup_ && round_short_lookup_) accept_short_lookup_.observe(k, m);
+    else accept_[size_t(drafter)].observe(k, m);
     auto& ds = stats_.drafters[size_t(drafter)];
     ++ds.rounds;
     ds.drafted += k;
@@ -256,6 +268,7 @@ Status SpeculativeDecoder::step(uint32_t max_new, std::vector<int32_t>& out) {
   } else {
     auto& ds = stats_.drafters[size_t(c.drafter)];
     const auto td = Clock::now();
+    round_short_lookup_ = c.drafter == lookup_ && c.short_match;
     if (c.drafter == lookup_) {
       draft_ = Draft{};
       draft_.tokens = std::move(c.lookup);

@@ -12,7 +12,8 @@
 // `auto` (SpecMode::automatic) picks, each round, the option with the highest predicted rate
 //   tokens per second = expected_tokens(a, k) / (draft cost + t_verify(k + 1))
 // over: plain decoding (k = 0, rate 1 / t_plain); prompt lookup when it has a continuation
-// (draft cost 0, k up to the continuation's length); early exit for k = 1..draft_max (draft cost
+// (draft cost 0, k up to the continuation's length; continuations of one-token matches have
+// their own acceptance estimate, prior 0.3, apart from longer matches'); early exit for k = 1..draft_max (draft cost
 // (k + 1) t_step: k drafts plus the last one's pass to layer d); layer subset for k =
 // 1..draft_max with the subset chooser's best skip set (draft cost k t_step(set), verification
 // from layer 0; when subset wins the round, the chooser's policy picks the set actually run, so
@@ -20,7 +21,8 @@
 // acceptance, t_* the running measured costs (adaptive.h; before a cost is measured it is
 // derived from the plain step by layer fraction). A drafter not chosen for 32 rounds gets one
 // probe round of 2 tokens, and plain decoding one plain step, so that a stale estimate can
-// recover.
+// recover; each probe an option loses doubles its interval (up to 1024 rounds), and winning on
+// its rate resets it, so options that never pay stop costing probes.
 //
 // `subset` drafts k = draft_max tokens each round (fewer when the draft's head is unsure) with
 // the skip set the chooser picks (subset_chooser.h: candidates, exploration budget, settling).
@@ -105,6 +107,8 @@ class SpeculativeDecoder {
     int drafter = -1;  // index into drafters_; -1: a plain step
     uint32_t k = 0;
     std::vector<int32_t> lookup;  // lookup's continuation, when chosen
+    bool short_match = false;     // lookup from a one-token match (its own acceptance estimate)
+    bool probe = false;           // chosen to refresh a stale estimate, not on its predicted rate
   };
   Choice choose(uint32_t k_max);
   // Measured (or, before any measurement, derived) costs the choices weigh.
@@ -124,8 +128,17 @@ class SpeculativeDecoder {
   std::unique_ptr<SubsetChooser> chooser_;        // when subset_ >= 0
   size_t subset_arm_ = 0;                         // the skip set of the current subset round
   std::vector<AcceptanceEstimate> accept_;
+  // auto: one-token lookup matches are frequent and often wrong, so their acceptance is estimated
+  // apart from longer matches' (prior 0.3) instead of being ignored.
+  AcceptanceEstimate accept_short_lookup_{0.3};
+  bool round_short_lookup_ = false;  // the current round drafts from a one-token match
   std::vector<uint32_t> idle_rounds_;
   uint32_t plain_idle_rounds_ = 0;
+  // Rounds an option may sit unused before a probe; doubles after each probe it loses (up to
+  // kMaxProbeInterval), back to the start when it wins on its rate: a drafter that never pays (an
+  // early exit slower than a graphed plain step) stops costing a probe every 32 rounds.
+  std::vector<uint32_t> probe_after_;
+  uint32_t plain_probe_after_ = 0;
   CostEstimate plain_cost_{0.0}, draft_step_cost_{0.0};
   CostEstimate verify_cost_full_, verify_cost_early_;  // verification from layer 0 / from depth d
   std::vector<int32_t> history_;

@@ -138,13 +138,13 @@ TEST_CASE("GPU engine: n_seq KV caches are allocated up front inside the VRAM bu
   }
   auto model = runtime::Model::load(test::small_spec_model(22, GgmlType::Q8_0));
   REQUIRE(model.is_ok());
-  auto one = cuda_engine(*model, options(1, GgmlType::F16, 4096, 16));
-  auto four = cuda_engine(*model, options(4, GgmlType::F16, 4096, 16));
+  auto one = cuda_engine(*model, options(1, GgmlType::F16, 2048, 16));
+  auto four = cuda_engine(*model, options(4, GgmlType::F16, 2048, 16));
   const uint64_t per_seq = one->kv_bytes_per_seq();
-  CHECK(per_seq == runtime::kv_bytes_per_seq((*model)->spec, 4096, 16, GgmlType::F16, GgmlType::F16));
+  CHECK(per_seq == runtime::kv_bytes_per_seq((*model)->spec, 2048, 16, GgmlType::F16, GgmlType::F16));
   CHECK(four->device_bytes() >= one->device_bytes() + 3 * per_seq);
   // A budget that holds one session's engine but not three more caches: refused at create().
-  auto o = options(4, GgmlType::F16, 4096, 16);
+  auto o = options(4, GgmlType::F16, 2048, 16);
   o.residency.vram_budget = one->device_bytes() + per_seq;
   auto refused = runtime::CudaForward::create(*model, o);
   REQUIRE_FALSE(refused.is_ok());
