@@ -5,7 +5,7 @@
 # results.tgz so the device tool returns them as a single file.
 #   tools/device/run_suite.sh [OUT_DIR] [STEPS...]
 #   STEPS: tests bench probe hf synth27b kernels offload27b disk27b prefill27b profile spec batch kv stress128k
-#          kvhost cpublocks
+#          ctx32k kvhost cpublocks
 #   (default: the first nine)
 set -uo pipefail
 out=${1:-${OUT:-$PWD/device-out}}
@@ -148,6 +148,14 @@ if has stress128k; then
   strata stress -m "$work/27b.gguf" --vram 12GiB --profile configs/hw/h200-probed.toml -ctk q4 -ctv q4 --ctx 4k:128k -n 8 \
     --json "$res/stress_27b_q4.json" --svg "$res/stress_27b_q4.svg" > "$res/stress_27b_q4.txt" 2>&1
   echo "stress rc=$?"; tail -12 "$res/stress_27b_q4.txt"
+fi
+if has ctx32k; then
+  # M5's benchmark shape: 27B at --vram 12GiB, 32K context, INT8 KV, a 4K prompt (prefill against
+  # the GEMM rate; decode against the plan's prediction and the pinned ceiling).
+  [ -f "$work/27b.gguf" ] || strata synth --preset 27b --mix q3_k_m --no-progress -o "$work/27b.gguf" >/dev/null 2>&1
+  strata bench decode -m "$work/27b.gguf" --vram 12GiB --profile configs/hw/h200-probed.toml -c 32768 -ctk q8 -ctv q8 \
+    -p 4096 -n 32 -r 1 --json "$res/bench_27b_32k_q8.json" > "$res/bench_27b_32k_q8.txt" 2>&1
+  echo "ctx32k rc=$?"; tail -5 "$res/bench_27b_32k_q8.txt"
 fi
 if has kvhost; then
   # M6 host-tier KV: decode at long context with every full-attention layer's KV in VRAM (none) vs in
