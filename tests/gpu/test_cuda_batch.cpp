@@ -148,7 +148,10 @@ TEST_CASE("GPU engine: n_seq KV caches are allocated up front inside the VRAM bu
   o.residency.vram_budget = one->device_bytes() + per_seq;
   auto refused = runtime::CudaForward::create(*model, o);
   REQUIRE_FALSE(refused.is_ok());
-  CHECK(refused.message().find("kv") != std::string::npos);
+  INFO(refused.message());
+  // The arena's refusal (offload/vram_arena.cpp) names the budget; which allocation crosses it
+  // depends on the order create() allocates in, so the test does not pin that.
+  CHECK(refused.message().find("VRAM budget") != std::string::npos);
   o.residency.vram_budget = four->device_bytes();
   auto fits = runtime::CudaForward::create(*model, o);
   INFO((fits.is_ok() ? std::string() : fits.message()));
