@@ -23,6 +23,7 @@
 #include "runtime/cuda_forward.h"
 #include "runtime/forward_pass.h"
 #include "runtime/sampler.h"
+#include "engine_runs.h"
 #include "logits_compare.h"
 #include "test_util.h"
 #include "trace_spans.h"
@@ -30,49 +31,6 @@
 using namespace strata;
 
 namespace {
-
-// Prompt in chunks (all logits), then the given tokens one by one (last logits), concatenated.
-std::vector<float> run(runtime::Engine& e, const std::vector<int32_t>& tokens, size_t n_prompt) {
-  std::vector<float> all, one;
-  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + n_prompt);
-  Status s = e.eval(prompt, runtime::Logits::all, all);
-  INFO((s.is_ok() ? std::string() : s.message()));
-  REQUIRE(s.is_ok());
-  for (size_t i = n_prompt; i < tokens.size(); ++i) {
-    s = e.eval(std::span(&tokens[i], 1), runtime::Logits::last, one);
-    INFO((s.is_ok() ? std::string() : s.message()));
-    REQUIRE(s.is_ok());
-    all.insert(all.end(), one.begin(), one.end());
-  }
-  return all;
-}
-
-struct Greedy {
-  std::vector<int32_t> tokens;
-  std::vector<double> gap;  // per step: (top-1 - top-2) / max|logit|
-};
-
-Greedy greedy(runtime::Engine& e, const std::vector<int32_t>& prompt, uint32_t n) {
-  Greedy g;
-  e.truncate(0);
-  std::vector<float> logits;
-  Status s = e.eval(prompt, runtime::Logits::last, logits);
-  INFO((s.is_ok() ? std::string() : s.message()));
-  REQUIRE(s.is_ok());
-  for (uint32_t i = 0; i < n; ++i) {
-    const int32_t next = runtime::argmax(logits);
-    double top2 = -1e30, max_abs = 0;
-    for (size_t v = 0; v < logits.size(); ++v) {
-      max_abs = std::max(max_abs, std::fabs(double(logits[v])));
-      if (int32_t(v) != next) top2 = std::max(top2, double(logits[v]));
-    }
-    g.tokens.push_back(next);
-    g.gap.push_back((double(logits[next]) - top2) / std::max(max_abs, 1e-30));
-    s = e.eval(std::span(&next, 1), runtime::Logits::last, logits);
-    REQUIRE(s.is_ok());
-  }
-  return g;
-}
 
 // Every `every`-th layer (from `first`) has its attention / FFN block on the cpu tier.
 runtime::Residency cpu_blocks(uint32_t n_layer, uint32_t first, uint32_t every, bool attn, bool ffn, bool head) {
@@ -131,9 +89,9 @@ TEST_CASE("cpu-tier blocks and host KV give the resident run's text and close lo
     const runtime::ForwardOptions base_opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}, .trace = {}};
     auto resident = runtime::CudaForward::create(model.value(), base_opt);
     REQUIRE(resident.is_ok());
-    const auto want = run(**resident, tokens, n_prompt);
+    const auto want = test::run_prompt_then_decode(**resident, tokens, n_prompt);
     const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + n_prompt);
-    const auto want_text = greedy(**resident, prompt, 24);
+    const auto want_text = test::greedy_with_gaps(**resident, prompt, 24);
 
     auto host_kv_only = runtime::Residency{};
     auto all_cpu_host_kv = cpu_blocks(n_layer, 0, 1, true, true, true);
@@ -161,7 +119,7 @@ TEST_CASE("cpu-tier blocks and host KV give the resident run's text and close lo
       auto e = runtime::CudaForward::create(model.value(), opt);
       INFO((e.is_ok() ? std::string() : e.message()));
       REQUIRE(e.is_ok());
-      const auto got = run(**e, tokens, n_prompt);
+      const auto got = test::run_prompt_then_decode(**e, tokens, n_prompt);
       const auto diff = test::compare_logits(got, want, n_vocab, 5e-2);
       REQUIRE(diff.same_size);
       const bool q8 = c.k == GgmlType::Q8_0;
@@ -173,7 +131,7 @@ TEST_CASE("cpu-tier blocks and host KV give the resident run's text and close lo
       CHECK(diff.worst_ratio < tol);
       CHECK(diff.kl_mean <= (quantised_weights(dir) ? 2e-3 : 1e-3));
       CHECK(diff.top1_mismatch == 0);
-      const auto text = greedy(**e, prompt, 24);
+      const auto text = test::greedy_with_gaps(**e, prompt, 24);
       for (size_t i = 0; i < want_text.tokens.size(); ++i) {
         INFO("step " << i << ", resident top-1/top-2 gap " << want_text.gap[i]);
         CHECK(text.tokens[i] == want_text.tokens[i]);
@@ -208,11 +166,11 @@ TEST_CASE("Host KV rolls back: truncate then new tokens equals a fresh run", "[g
     fresh_tokens.insert(fresh_tokens.end(), other.begin(), other.end());
     auto fresh = runtime::CudaForward::create(model.value(), opt);
     REQUIRE(fresh.is_ok());
-    const auto want = run(**fresh, fresh_tokens, n_prompt);
+    const auto want = test::run_prompt_then_decode(**fresh, fresh_tokens, n_prompt);
 
     auto e = runtime::CudaForward::create(model.value(), opt);
     REQUIRE(e.is_ok());
-    auto got = run(**e, tokens, n_prompt);  // prompt + 8 real tokens
+    auto got = test::run_prompt_then_decode(**e, tokens, n_prompt);  // prompt + 8 real tokens
     (*e)->truncate(uint32_t(n_prompt + 2));
     REQUIRE((*e)->n_past() == n_prompt + 2);
     got.resize((n_prompt + 2) * spec.hp.n_vocab);
@@ -258,12 +216,12 @@ TEST_CASE("Host KV takes no VRAM; host tiers show as cpu compute spans in a trac
   host_kv(opt.residency, spec);
   auto plain = runtime::CudaForward::create(model.value(), opt);
   REQUIRE(plain.is_ok());
-  const auto want = run(**plain, tokens, n_prompt);
+  const auto want = test::run_prompt_then_decode(**plain, tokens, n_prompt);
 
   opt.trace = std::make_shared<Trace>();
   auto traced = runtime::CudaForward::create(model.value(), opt);
   REQUIRE(traced.is_ok());
-  const auto got = run(**traced, tokens, n_prompt);
+  const auto got = test::run_prompt_then_decode(**traced, tokens, n_prompt);
   REQUIRE(got.size() == want.size());
   CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
   std::map<std::string, size_t> cpu_spans;
@@ -299,7 +257,7 @@ TEST_CASE("cpu-tier blocks run prefill chunks on the GPU through the ring, bit-i
     runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = chunk, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}, .trace = {}};
     auto resident = runtime::CudaForward::create(model.value(), opt);
     REQUIRE(resident.is_ok());
-    const auto want = run(**resident, tokens, n_prompt);
+    const auto want = test::run_prompt_then_decode(**resident, tokens, n_prompt);
     for (bool with_stream : {false, true}) {
       INFO(dir << (with_stream ? ": cpu blocks and streamed ones" : ": cpu blocks"));
       opt.residency = cpu_blocks(spec.hp.n_layer, 0, 2, true, true, true);
@@ -315,7 +273,7 @@ TEST_CASE("cpu-tier blocks run prefill chunks on the GPU through the ring, bit-i
       REQUIRE(e.is_ok());
       for (int pass = 0; pass < 2; ++pass) {  // again after truncate(0): the ring state carries over
         (*e)->truncate(0);
-        const auto got = run(**e, tokens, n_prompt);
+        const auto got = test::run_prompt_then_decode(**e, tokens, n_prompt);
         REQUIRE(got.size() == want.size());
         size_t rows_gpu = 0;
         for (size_t c0 = 0; c0 < n_prompt; c0 += chunk) {

@@ -7,48 +7,15 @@
 // (tests/gpu/test_host_tiers.cpp says why). Skips without a GPU.
 #include <catch2/catch.hpp>
 
-#include <cmath>
-
 #include "core/rng.h"
 #include "kernels/cuda/device_info.h"
 #include "model/synth.h"
 #include "runtime/cuda_forward.h"
 #include "runtime/sampler.h"
+#include "engine_runs.h"
 #include "test_util.h"
 
 using namespace strata;
-
-namespace {
-
-struct Greedy {
-  std::vector<int32_t> tokens;
-  std::vector<double> gap;          // per step: (top-1 - top-2) / max |logit|
-  std::vector<float> first_logits;  // after the prompt
-};
-
-Greedy greedy(runtime::Engine& e, const std::vector<int32_t>& prompt, uint32_t n) {
-  Greedy g;
-  std::vector<float> logits;
-  Status s = e.eval(prompt, runtime::Logits::last, logits);
-  INFO((s.is_ok() ? std::string() : s.message()));
-  REQUIRE(s.is_ok());
-  g.first_logits = logits;
-  for (uint32_t i = 0; i < n; ++i) {
-    const int32_t next = runtime::argmax(logits);
-    double top2 = -1e30, max_abs = 0;
-    for (size_t v = 0; v < logits.size(); ++v) {
-      max_abs = std::max(max_abs, std::fabs(double(logits[v])));
-      if (int32_t(v) != next) top2 = std::max(top2, double(logits[v]));
-    }
-    g.tokens.push_back(next);
-    g.gap.push_back((double(logits[next]) - top2) / std::max(max_abs, 1e-30));
-    s = e.eval(std::span(&next, 1), runtime::Logits::last, logits);
-    REQUIRE(s.is_ok());
-  }
-  return g;
-}
-
-}  // namespace
 
 TEST_CASE("Plans on a 1b-shaped model give the resident run's greedy text", "[gpu][streaming][host-tiers][1b]") {
   if (kernels::cuda::devices().empty()) {
@@ -77,7 +44,7 @@ TEST_CASE("Plans on a 1b-shaped model give the resident run's greedy text", "[gp
                                      .residency = {}, .trace = {}};
   auto resident = runtime::CudaForward::create(model.value(), base);
   REQUIRE(resident.is_ok());
-  const Greedy want = greedy(**resident, prompt, 24);
+  const test::Greedy want = test::greedy_with_gaps(**resident, prompt, 24);
 
   struct Case {
     std::string name;
@@ -116,7 +83,7 @@ TEST_CASE("Plans on a 1b-shaped model give the resident run's greedy text", "[gp
     auto e = runtime::CudaForward::create(model.value(), opt);
     INFO((e.is_ok() ? std::string() : e.message()));
     REQUIRE(e.is_ok());
-    const Greedy got = greedy(**e, prompt, 24);
+    const test::Greedy got = test::greedy_with_gaps(**e, prompt, 24);
     if (c.exact) {
       CHECK(got.first_logits == want.first_logits);
       CHECK(got.tokens == want.tokens);

@@ -13,6 +13,7 @@
 #include "kernels/cuda/device_info.h"
 #include "offload/weight_store.h"
 #include "runtime/cuda_forward.h"
+#include "engine_runs.h"
 #include "logits_compare.h"
 #include "test_util.h"
 #include "trace_spans.h"
@@ -20,22 +21,6 @@
 using namespace strata;
 
 namespace {
-
-// Prompt in chunks (all logits), then token-by-token decode (last logits), concatenated.
-std::vector<float> run(runtime::Engine& e, const std::vector<int32_t>& tokens, size_t n_prompt) {
-  std::vector<float> all, one;
-  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + n_prompt);
-  Status s = e.eval(prompt, runtime::Logits::all, all);
-  INFO((s.is_ok() ? std::string() : s.message()));
-  REQUIRE(s.is_ok());
-  for (size_t i = n_prompt; i < tokens.size(); ++i) {
-    s = e.eval(std::span(&tokens[i], 1), runtime::Logits::last, one);
-    INFO((s.is_ok() ? std::string() : s.message()));
-    REQUIRE(s.is_ok());
-    all.insert(all.end(), one.begin(), one.end());
-  }
-  return all;
-}
 
 runtime::Residency pattern(uint32_t n_layer, int every, bool attn, bool ffn, bool head, uint32_t slots) {
   runtime::Residency r;
@@ -79,7 +64,7 @@ TEST_CASE("Streamed weights give bit-identical logits to resident ones", "[gpu][
     const runtime::ForwardOptions base_opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}, .trace = {}};
     auto resident = runtime::CudaForward::create(model.value(), base_opt);
     REQUIRE(resident.is_ok());
-    const auto want = run(**resident, tokens, n_prompt);
+    const auto want = test::run_prompt_then_decode(**resident, tokens, n_prompt);
 
     struct Case { const char* name; runtime::Residency r; };
     const Case cases[] = {
@@ -98,14 +83,14 @@ TEST_CASE("Streamed weights give bit-identical logits to resident ones", "[gpu][
       auto streamed = runtime::CudaForward::create(model.value(), opt);
       INFO((streamed.is_ok() ? std::string() : streamed.message()));
       REQUIRE(streamed.is_ok());
-      const auto got = run(**streamed, tokens, n_prompt);
+      const auto got = test::run_prompt_then_decode(**streamed, tokens, n_prompt);
       REQUIRE(got.size() == want.size());
       size_t differ = 0;
       for (size_t i = 0; i < got.size(); ++i) differ += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
       CHECK(differ == 0);
       // A second sequence on the same engine (truncate to 0): the ring state carries over.
       (*streamed)->truncate(0);
-      const auto again = run(**streamed, tokens, n_prompt);
+      const auto again = test::run_prompt_then_decode(**streamed, tokens, n_prompt);
       CHECK(std::memcmp(again.data(), want.data(), want.size() * sizeof(float)) == 0);
     }
   }
@@ -182,12 +167,12 @@ TEST_CASE("A trace shows each streamed block copied before its compute, and chan
   opt.residency = pattern(n_layer, 1, true, true, true, 3);
   auto plain = runtime::CudaForward::create(model.value(), opt);
   REQUIRE(plain.is_ok());
-  const auto want = run(**plain, tokens, n_prompt);
+  const auto want = test::run_prompt_then_decode(**plain, tokens, n_prompt);
 
   opt.trace = std::make_shared<Trace>();
   auto traced = runtime::CudaForward::create(model.value(), opt);
   REQUIRE(traced.is_ok());
-  const auto got = run(**traced, tokens, n_prompt);
+  const auto got = test::run_prompt_then_decode(**traced, tokens, n_prompt);
   REQUIRE(got.size() == want.size());
   CHECK(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)) == 0);
 
