@@ -28,7 +28,4 @@ class LayerSubset final : public Drafter {
   std::vector<float> logits_;
 };
 
-// Softmax probability of the argmax `top` (shared with early exit's confidence cut).
-float top_probability(std::span<const float> logits, int32_t top);
-
 }  // namespace strata::spec

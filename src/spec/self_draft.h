@@ -1,0 +1,27 @@
+// The greedy loop both self-drafters run (early exit: layers [0, d); layer subset: the model with
+// a skip mask): the model's own passes propose tokens one at a time ahead of n_past.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/engine.h"
+#include "spec/drafter.h"
+
+namespace strata::spec {
+
+// Softmax probability of the argmax `top`: the drafters' confidence cut.
+float top_probability(std::span<const float> logits, int32_t top);
+
+// Step i runs token x_i (`pending` at position n_past, then each draft) through the pass range(i)
+// describes, at position n_past + i, and takes the head's argmax as the next draft. Stops after k
+// drafts, or before a draft whose probability is below min_confidence (0: never). Appends the
+// drafts to out.tokens and counts the passes in out.engine_steps; `logits` is scratch.
+Status draft_greedily(runtime::Engine& engine, int32_t pending, uint32_t k, float min_confidence,
+                      const std::function<runtime::LayerRange(uint32_t step)>& range, std::vector<float>& logits,
+                      Draft& out);
+
+}  // namespace strata::spec
