@@ -8,6 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "cli/output_file.h"
+#include "core/log.h"
+
 namespace strata::cli {
 namespace {
 
@@ -123,6 +126,17 @@ Status BenchCompare::load(const std::string& kind) {
 void BenchCompare::print(const json& now) const {
   if (path.empty()) return;
   fmt::print("{}", compare_bench(old, now, path));
+}
+
+int finish_bench(const nlohmann::json& result, const std::string& json_out, const BenchCompare& compare) {
+  if (!json_out.empty()) {
+    if (Status s = write_output_file(json_out, result.dump(2) + "\n"); !s) {
+      log::error("{}", s.message());
+      return 1;
+    }
+  }
+  compare.print(result);
+  return 0;
 }
 
 }  // namespace strata::cli

@@ -37,4 +37,9 @@ struct BenchCompare {
   void print(const nlohmann::json& now) const;
 };
 
+// The end every bench subcommand shares: the result written to json_out (when given; an error is
+// logged in one line) and the comparison printed. Returns the exit status: 0, or 1 when the file
+// could not be written.
+int finish_bench(const nlohmann::json& result, const std::string& json_out, const BenchCompare& compare);
+
 }  // namespace strata::cli

@@ -18,7 +18,6 @@
 #include "cli/bench_kernels.h"
 #include "cli/bench_kv_quality.h"
 #include "cli/command.h"
-#include "cli/output_file.h"
 #include "cli/model_args.h"
 #include "core/log.h"
 #include "core/rng.h"
@@ -312,13 +311,7 @@ int run_bench_decode(BenchDecodeArgs& a) {
   if (a.m.executor_plan) {
     a.m.report_measured(f, best_tps, uint64_t(h2d_gbps * 1e9), 1.0);
   }
-  a.compare.print(j);
-  if (!a.json_out.empty()) {
-    if (Status s = write_output_file(a.json_out, j.dump(2) + "\n"); !s) {
-      log::error("{}", s.message());
-      return 1;
-    }
-  }
+  if (int rc = finish_bench(j, a.json_out, a.compare); rc != 0) return rc;
   if (Status s = a.m.write_trace(); !s) {
     log::error("{}", s.message());
     return 1;

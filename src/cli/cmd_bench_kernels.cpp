@@ -14,7 +14,6 @@
 
 #include "cli/bench_compare.h"
 #include "cli/bench_kernels.h"
-#include "cli/output_file.h"
 #include "core/half.h"
 #include "core/log.h"
 #include "core/rng.h"
@@ -245,14 +244,7 @@ int run(BenchKernelsArgs& a) {
   j["decode_attention"] = *att;
   fmt::print("decode attention, {} keys, {} KV: {:.1f} us, {:.0f} GB/s = {:.0f}% of read\n", (*att)["context"].get<int>(),
              (*att)["kv"].get<std::string>(), (*att)["us"].get<double>(), (*att)["gb_s"].get<double>(), 100 * (*att)["fraction_of_read"].get<double>());
-  if (!a.json_out.empty()) {
-    if (Status s = write_output_file(a.json_out, j.dump(2) + "\n"); !s) {
-      log::error("{}", s.message());
-      return 1;
-    }
-  }
-  a.compare.print(j);
-  return 0;
+  return finish_bench(j, a.json_out, a.compare);
 }
 
 }  // namespace

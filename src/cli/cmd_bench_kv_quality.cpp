@@ -15,7 +15,6 @@
 #include "cli/bench_compare.h"
 #include "cli/bench_kv_quality.h"
 #include "cli/model_args.h"
-#include "cli/output_file.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "kv/kv_quant.h"
@@ -213,14 +212,7 @@ int run(KvQualityArgs& a) {
                             {"seed", a.seed},
                             {"past_train", a.past_train},
                             {"results", results}};
-  if (!a.json_out.empty()) {
-    if (Status s = write_output_file(a.json_out, j.dump(2) + "\n"); !s) {
-      log::error("{}", s.message());
-      return 1;
-    }
-  }
-  a.compare.print(j);
-  return 0;
+  return finish_bench(j, a.json_out, a.compare);
 }
 
 }  // namespace

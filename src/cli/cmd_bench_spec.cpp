@@ -10,7 +10,6 @@
 #include "cli/bench_compare.h"
 #include "cli/bench_kernels.h"
 #include "cli/model_args.h"
-#include "cli/output_file.h"
 #include "core/log.h"
 #include "runtime/sampler.h"
 #include "spec/speculative_decoder.h"
@@ -138,13 +137,7 @@ int run(BenchSpecArgs a) {
   const nlohmann::json j = {{"bench", "spec"}, {"model", a.m.model}, {"device", std::string(f.device_name())},
                             {"n_prompt", prompt.size()}, {"n_gen", a.n_gen}, {"draft_max", a.draft_max},
                             {"reps", a.reps}, {"runs", runs}};
-  if (!a.json_out.empty()) {
-    if (Status s = write_output_file(a.json_out, j.dump(2) + "\n"); !s) {
-      log::error("{}", s.message());
-      return 1;
-    }
-  }
-  a.compare.print(j);
+  if (int rc = finish_bench(j, a.json_out, a.compare); rc != 0) return rc;
   for (const auto& r : runs)
     if (!r["same_text_as_plain"].get<bool>()) return 1;  // greedy speculation must not change the text
   return 0;
