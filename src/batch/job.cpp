@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "core/text_file.h"
 
 namespace strata::batch {
 namespace {
@@ -147,17 +147,6 @@ Status parse_fields(const json& doc, const JobDefaults& defaults, const std::str
   return Status::ok();
 }
 
-Result<std::string> read_whole_file(const std::string& path, const char* what) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) return Status::error("{}: is a directory, expected a {}", path, what);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::error("{}: cannot open the {}", path, what);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status::error("{}: read error in the {}", path, what);
-  return ss.str();
-}
-
 }  // namespace
 
 std::string printable(std::string_view s) {
@@ -199,7 +188,7 @@ Result<Job> parse_job_line(std::string_view line, size_t line_no, const JobDefau
 }
 
 Result<std::vector<Job>> load_jobs_file(const std::string& path, const JobDefaults& defaults) {
-  auto text = read_whole_file(path, "jobs file");
+  auto text = read_text_file(path, "jobs file");
   if (!text) return text.status();
   const std::string base = fs::path(path).parent_path().string();
   std::vector<Job> jobs;
@@ -268,7 +257,7 @@ Result<std::vector<Job>> load_jobs(const std::string& path, const JobDefaults& d
 
 Result<std::string> read_input(const Job& job) {
   if (job.file.empty()) return job.text;
-  auto text = read_whole_file(job.file, "input document");
+  auto text = read_text_file(job.file, "input document");
   if (!text) return Status::error("job '{}': {}", printable(job.id), text.message());
   if (text->empty()) return Status::error("job '{}': {}: the input document is empty", printable(job.id), job.file);
   return text;

@@ -2,7 +2,6 @@
 // (default: a summarisation prompt, where prompt lookup pays). Reports per mode tok/s, speedup
 // over plain, acceptance per drafter, tokens per verify pass, draft-step and verify costs, and
 // whether the text equals plain decoding's (greedy: it must). JSON with --json.
-#include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +10,7 @@
 #include "cli/bench_kernels.h"
 #include "cli/model_args.h"
 #include "core/log.h"
+#include "core/text_file.h"
 #include "runtime/sampler.h"
 #include "spec/speculative_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -51,12 +51,12 @@ int run(BenchSpecArgs a) {
     return 2;
   }
   if (!a.file.empty()) {
-    std::ifstream in(a.file, std::ios::binary);
-    if (!in) {
-      log::error("{}: cannot open the prompt file", a.file);
+    auto text = read_text_file(a.file, "prompt file");
+    if (!text) {
+      log::error("{}", text.message());
       return 1;
     }
-    a.prompt.assign(std::istreambuf_iterator<char>(in), {});
+    a.prompt = std::move(*text);
   }
   auto model = runtime::Model::load(a.m.model);
   if (!model) {

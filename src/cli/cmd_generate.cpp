@@ -2,7 +2,6 @@
 // timings go to stderr, so `strata generate ... > out.txt` captures only the text.
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <random>
@@ -14,6 +13,7 @@
 #include "cli/model_args.h"
 #include "cli/placement_report.h"
 #include "core/log.h"
+#include "core/text_file.h"
 #include "cli/output_file.h"
 #include "runtime/cuda_forward.h"
 #include "runtime/sampler.h"
@@ -85,12 +85,12 @@ int run_generate(GenerateArgs a) {
     return 2;
   }
   if (!a.file.empty()) {
-    std::ifstream in(a.file, std::ios::binary);
-    if (!in) {
-      log::error("{}: cannot open the prompt file", a.file);
+    auto text = read_text_file(a.file, "prompt file");
+    if (!text) {
+      log::error("{}", text.message());
       return 1;
     }
-    a.prompt.assign(std::istreambuf_iterator<char>(in), {});
+    a.prompt = std::move(*text);
   }
   if (a.prompt.empty()) {
     log::error("empty prompt: give the text with -p TEXT or -f FILE");
