@@ -10,6 +10,7 @@
 #include "kernels/cpu/quant_kernels.h"
 #include "model/gguf_parallel_write.h"
 #include "model/gguf_writer.h"
+#include "model/hparams_metadata.h"
 #include "model/quant_mix.h"
 #include "model/synth_vocab.h"
 
@@ -73,35 +74,11 @@ const std::vector<Preset>& presets() {
 void write_metadata(gguf::Writer& w, const SynthOptions& o) {
   using gguf::Value;
   const HParams& hp = o.hp;
-  const std::string a(arch_name(o.arch));
-  w.set("general.architecture", Value::string(a));
-  w.set("general.name", Value::string(fmt::format("strata-synth-{}-{}", a, o.preset)));
+  set_hparams_metadata(w, o.arch, hp);
+  w.set("general.name", Value::string(fmt::format("strata-synth-{}-{}", arch_name(o.arch), o.preset)));
   w.set("general.file_type", Value::u32(file_type_id(o.mix, o.type)));
   w.set("general.quantization_version", Value::u32(2));
   w.set("strata.synth.seed", Value::u64(o.seed));
-  w.set(a + ".context_length", Value::u32(hp.n_ctx_train));
-  w.set(a + ".embedding_length", Value::u32(hp.n_embd));
-  w.set(a + ".block_count", Value::u32(hp.n_layer));
-  w.set(a + ".feed_forward_length", Value::u32(hp.n_ff));
-  w.set(a + ".attention.head_count", Value::u32(hp.n_head));
-  w.set(a + ".attention.head_count_kv", Value::u32(hp.n_head_kv));
-  w.set(a + ".attention.key_length", Value::u32(hp.n_embd_head));
-  w.set(a + ".attention.value_length", Value::u32(hp.n_embd_head));
-  w.set(a + ".attention.layer_norm_rms_epsilon", Value::f32(hp.rms_eps));
-  w.set(a + ".rope.freq_base", Value::f32(hp.rope_freq_base));
-  if (o.arch == Arch::llama) {
-    w.set(a + ".rope.dimension_count", Value::u32(hp.n_embd_head));
-    w.set(a + ".vocab_size", Value::u32(hp.n_vocab));
-  }
-  if (o.arch == Arch::gemma3) {
-    w.set(a + ".attention.sliding_window", Value::u32(hp.n_swa));
-    w.set(a + ".attention.sliding_window_pattern", Value::u32(hp.swa_pattern));
-    w.set(a + ".rope.freq_base_swa", Value::f32(hp.rope_freq_base_swa));
-    if (hp.rope_scale_linear != 1.0f) {
-      w.set(a + ".rope.scaling.type", Value::string("linear"));
-      w.set(a + ".rope.scaling.factor", Value::f32(hp.rope_scale_linear));
-    }
-  }
   const SynthVocab v = make_synth_vocab(hp.n_vocab);
   w.set("tokenizer.ggml.model", Value::string("llama"));
   w.set("tokenizer.ggml.tokens", Value::string_array(v.tokens));
