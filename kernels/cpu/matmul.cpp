@@ -14,15 +14,14 @@
 namespace strata::kernels::cpu {
 namespace {
 
-// OpenBLAS must not start its own threads under oneTBB's: each tile's SGEMM runs on one core.
-void single_threaded_blas() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
-
 constexpr int64_t kTileRows = 64;
 
 }  // namespace
+
+void use_single_threaded_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
 
 void matmul_dot(const WeightView& w, const float* x, int64_t n_tok, float* y) {
   const DotFn dot = best_dot(w.type);
@@ -38,7 +37,7 @@ void matmul_dot(const WeightView& w, const float* x, int64_t n_tok, float* y) {
 
 void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y) {
   if (n_tok < kGemmMinTokens) return matmul_dot(w, x, n_tok, y);
-  single_threaded_blas();
+  use_single_threaded_blas();
   const auto* k = quant_kernels(w.type);
   STRATA_CHECK(k, "no kernels for type {}", ggml_type_info(w.type).name);
   static tbb::enumerable_thread_specific<std::vector<float>> tiles;

@@ -17,6 +17,10 @@ inline constexpr int64_t kGemmMinTokens = 8;
 
 void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y);
 
+// OpenBLAS must not start its own threads under oneTBB's: each SGEMM runs on one core. Called by
+// matmul() before its first SGEMM (and by the SGEMM ceiling, kernels/cpu/gemm_rate.h).
+void use_single_threaded_blas();
+
 // The same product by the dot kernels only, whatever n_tok (the reference for the GEMM path).
 void matmul_dot(const WeightView& w, const float* x, int64_t n_tok, float* y);
 

@@ -22,6 +22,8 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "core/units.h"
+#include "kernels/cpu/gemm_rate.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/memory_bandwidth.h"
 #include "kernels/cuda/read_probe.h"
 #include "offload/disk_probe.h"
@@ -191,10 +193,17 @@ int run_bench_decode(BenchDecodeArgs& a) {
     return 1;
   }
   const bool gpu = f.device_name() == "cuda";
+  // The prefill ceiling: bf16 GEMM on the GPU; on the CPU, f32 SGEMM on every worker (the CPU
+  // prefill path is dequantised tiles times SGEMM, kernels/cpu/matmul.h).
   double gemm_flops = 0;
   if (gpu && a.n_prompt >= 256) {
     auto g = kernels::cuda::measure_gemm_flops(8192, 3);
     if (g) gemm_flops = *g;
+  }
+  double sgemm_flops = 0;
+  if (!gpu && a.n_prompt >= uint32_t(kernels::cpu::kGemmMinTokens)) {
+    log::info("measuring the f32 SGEMM rate ({} threads)...", threads);
+    sgemm_flops = kernels::cpu::measure_sgemm_flops(512, 3);
   }
 
   Rng rng(1);
@@ -266,6 +275,10 @@ int run_bench_decode(BenchDecodeArgs& a) {
     j["ceilings"]["gemm_bf16_tflops"] = gemm_flops / 1e12;
     j["prefill_fraction_of_gemm"] = pp_flops / gemm_flops;
   }
+  if (sgemm_flops > 0) {
+    j["ceilings"]["sgemm_f32_gflops"] = sgemm_flops / 1e9;
+    j["prefill_fraction_of_sgemm"] = pp_flops / sgemm_flops;
+  }
   if (h2d_gbps > 0) {
     j["achieved_h2d_gb_s"] = h2d_gbps;
     if (roof->ceilings.contains("h2d_pinned_gb_s") && roof->ceilings["h2d_pinned_gb_s"].get<double>() > 0)
@@ -300,10 +313,13 @@ int run_bench_decode(BenchDecodeArgs& a) {
   }
   fmt::print("decode: {:.2f} tok/s | {} of weights per token | roofline {:.2f} tok/s ({}) | {:.0f}% of roofline\n",
              best_tps, format_bytes(per_token), roof_tps, roof->what, 100 * best_tps / roof_tps);
-  fmt::print("prefill: {:.1f} tok/s over {} tokens = {:.1f} TFLOP/s{}\n", best_pp, a.n_prompt, pp_flops / 1e12,
-             gemm_flops > 0 ? fmt::format(" ({:.0f}% of bf16 GEMM {:.0f} TFLOP/s)", 100 * pp_flops / gemm_flops,
-                                          gemm_flops / 1e12)
-                            : std::string());
+  std::string of_ceiling;
+  if (gemm_flops > 0)
+    of_ceiling = fmt::format(" ({:.0f}% of bf16 GEMM {})", 100 * pp_flops / gemm_flops, format_flops(gemm_flops));
+  else if (sgemm_flops > 0)
+    of_ceiling = fmt::format(" ({:.0f}% of f32 SGEMM {} on {} thread{})", 100 * pp_flops / sgemm_flops,
+                             format_flops(sgemm_flops), threads, threads == 1 ? "" : "s");
+  fmt::print("prefill: {:.1f} tok/s over {} tokens = {}{}\n", best_pp, a.n_prompt, format_flops(pp_flops), of_ceiling);
   if (!batch_runs.empty())
     fmt::print("batch {}: {:.2f} tok/s in all ({:.2f} per session) = x{:.2f} the one session's {:.2f} tok/s\n", a.batch,
                j["batch_tok_per_s"].get<double>(), j["batch_tok_per_s_per_session"].get<double>(),
@@ -326,7 +342,7 @@ Command add_bench(CLI::App& app) {
   sub->require_subcommand(1);
   auto a = std::make_shared<BenchDecodeArgs>();
   auto* dec = sub->add_subcommand("decode", "Prefill and decode speed vs ceilings measured in the same run (host "
-                                            "read on the CPU; device read, PCIe and GEMM on the GPU)");
+                                            "read and f32 SGEMM on the CPU; device read, PCIe and GEMM on the GPU)");
   a->m.add_to(dec);
   dec->add_option("-p,--n-prompt", a->n_prompt, "Prompt tokens before decoding")->capture_default_str();
   dec->add_option("-n,--n-gen", a->n_gen, "Tokens to decode per run")->capture_default_str()->check(CLI::Range(1, 1 << 20));

@@ -47,4 +47,13 @@ std::string format_bytes(uint64_t bytes) {
   return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.2f} {}", v, kNames[u]);
 }
 
+std::string format_flops(double flops_per_s) {
+  static const char* kNames[] = {"FLOP/s", "KFLOP/s", "MFLOP/s", "GFLOP/s", "TFLOP/s", "PFLOP/s"};
+  double v = flops_per_s;
+  int u = 0;
+  while (v >= 1000.0 && u < 5) { v /= 1000.0; ++u; }
+  if (v >= 999.5 && u < 5) { v /= 1000.0; ++u; }  // would print as "1000"
+  return fmt::format("{:.{}f} {}", v, v < 10 ? 2 : v < 100 ? 1 : 0, kNames[u]);
+}
+
 }  // namespace strata

@@ -1,4 +1,5 @@
-// Byte counts and their text forms, in one place: "12GiB", "512 MiB", "1.5GB", "4096".
+// Byte counts and rates and their text forms, in one place: "12GiB", "512 MiB", "1.5GB", "4096",
+// "40.5 GFLOP/s".
 #pragma once
 
 #include <cstdint>
@@ -17,5 +18,8 @@ Result<uint64_t> parse_bytes(std::string_view text);
 
 // "1.23 GiB", "512 B": human-readable, binary units.
 std::string format_bytes(uint64_t bytes);
+
+// "40.5 GFLOP/s", "151 TFLOP/s": a compute rate with the unit that keeps 3 significant digits.
+std::string format_flops(double flops_per_s);
 
 }  // namespace strata

@@ -343,6 +343,31 @@ TEST_CASE("stress ramps the context, reports each length and stops at the first 
   CHECK(has(bad.err, "LO:HI"));
 }
 
+TEST_CASE("bench decode on the CPU holds prefill against an f32 SGEMM rate measured in the same run", "[cli]") {
+  const auto dir = strata::test::temp_dir("cli-bench-sgemm");
+  const std::string model = (dir / "tiny.gguf").string();
+  REQUIRE(run_strata("synth --arch llama --preset tiny --type q4_k --no-progress -o " + model).code == 0);
+  const std::string json = (dir / "b.json").string();
+  // -p 16: at least kGemmMinTokens, so the prefill runs through the SGEMM path.
+  auto r = run_strata("bench decode -m " + model + " --device cpu -t 1 -p 16 -n 4 -r 1 --json " + json);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(has(r.out, "of f32 SGEMM "));
+  CHECK(has(r.out, "FLOP/s on 1 thread)"));
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in);
+  const double sgemm = j["ceilings"]["sgemm_f32_gflops"].get<double>();
+  CHECK(sgemm > 0);
+  CHECK(j["prefill_fraction_of_sgemm"].get<double>() ==
+        Approx(j["prefill_tflops"].get<double>() * 1e3 / sgemm).epsilon(1e-9));
+  // Below kGemmMinTokens the prefill is dot kernels only: no SGEMM ceiling is measured or claimed.
+  auto few = run_strata("bench decode -m " + model + " --device cpu -t 1 -p 4 -n 4 -r 1 --json " + json);
+  REQUIRE(few.code == 0);
+  CHECK_FALSE(has(few.out, "SGEMM"));
+  std::ifstream in2(json);
+  CHECK_FALSE(nlohmann::json::parse(in2).contains("prefill_fraction_of_sgemm"));
+}
+
 TEST_CASE("bench decode --batch and --compare: figures old -> new, bad files refused in one line", "[cli]") {
   const auto dir = strata::test::temp_dir("cli-bench-compare");
   const std::string model = (dir / "tiny.gguf").string();

@@ -24,8 +24,13 @@ TEST_CASE("bad sizes are rejected with the reason", "[core][units]") {
   CHECK_FALSE(parse_bytes("1..2G").is_ok());
 }
 
-TEST_CASE("sizes format in binary units", "[core][units]") {
+TEST_CASE("sizes format in binary units, rates in decimal ones", "[core][units]") {
   CHECK(format_bytes(512) == "512 B");
   CHECK(format_bytes(1536) == "1.50 KiB");
   CHECK(format_bytes(12ull << 30) == "12.00 GiB");
+  CHECK(format_flops(40.5e9) == "40.5 GFLOP/s");
+  CHECK(format_flops(151.2e12) == "151 TFLOP/s");
+  CHECK(format_flops(2.5e12) == "2.50 TFLOP/s");
+  CHECK(format_flops(999.6e9) == "1.00 TFLOP/s");
+  CHECK(format_flops(0) == "0.00 FLOP/s");
 }
