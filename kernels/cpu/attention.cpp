@@ -14,22 +14,20 @@
 namespace strata::kernels::cpu {
 namespace {
 
-// Readers of one head's slice of a slot: K gives q.k, V adds p * v to out. The float readers are
-// the inline loops of the f32/f16 store; the quantised reader uses the type's dot kernel (SIMD,
-// decodes the blocks in registers) for K and decodes the slice into a head_dim scratch row for V.
+// Readers of one head's slice of a slot: K gives q.k, V adds p * v to out. Every reader takes q.k
+// from the type's SIMD dot kernel (a plain `s += q[d] * k[d]` loop is one serial FMA chain: the
+// compiler may not reorder a float sum, and at long context those dots are most of the attention
+// time). V: the float readers add inline (vectorised); the quantised reader decodes the slice into
+// a head_dim scratch row first.
 struct F32Reader {
   const float* base;
   int64_t stride;  // floats per slot
   int64_t head;    // floats per head
+  DotFn dot_fn;
   F32Reader(const void* p, GgmlType, int64_t width, int64_t hd)
-      : base(static_cast<const float*>(p)), stride(width), head(hd) {}
+      : base(static_cast<const float*>(p)), stride(width), head(hd), dot_fn(best_dot(GgmlType::F32)) {}
   const float* at(int64_t slot, int64_t kv_head) const { return base + slot * stride + kv_head * head; }
-  float dot(int64_t slot, int64_t kv_head, const float* q) const {
-    const float* k = at(slot, kv_head);
-    float s = 0;
-    for (int64_t d = 0; d < head; ++d) s += q[d] * k[d];
-    return s;
-  }
+  float dot(int64_t slot, int64_t kv_head, const float* q) const { return dot_fn(at(slot, kv_head), q, head); }
   void axpy(int64_t slot, int64_t kv_head, float p, float* out, float*) const {
     const float* v = at(slot, kv_head);
     for (int64_t d = 0; d < head; ++d) out[d] += p * v[d];
@@ -39,15 +37,11 @@ struct F32Reader {
 struct F16Reader {
   const uint16_t* base;
   int64_t stride, head;
+  DotFn dot_fn;
   F16Reader(const void* p, GgmlType, int64_t width, int64_t hd)
-      : base(static_cast<const uint16_t*>(p)), stride(width), head(hd) {}
+      : base(static_cast<const uint16_t*>(p)), stride(width), head(hd), dot_fn(best_dot(GgmlType::F16)) {}
   const uint16_t* at(int64_t slot, int64_t kv_head) const { return base + slot * stride + kv_head * head; }
-  float dot(int64_t slot, int64_t kv_head, const float* q) const {
-    const uint16_t* k = at(slot, kv_head);
-    float s = 0;
-    for (int64_t d = 0; d < head; ++d) s += q[d] * f16_to_f32(k[d]);
-    return s;
-  }
+  float dot(int64_t slot, int64_t kv_head, const float* q) const { return dot_fn(at(slot, kv_head), q, head); }
   void axpy(int64_t slot, int64_t kv_head, float p, float* out, float*) const {
     const uint16_t* v = at(slot, kv_head);
     for (int64_t d = 0; d < head; ++d) out[d] += p * f16_to_f32(v[d]);
