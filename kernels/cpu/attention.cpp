@@ -7,7 +7,6 @@
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
-#include "core/half.h"
 #include "core/status.h"
 #include "kernels/cpu/quant_kernels.h"
 
@@ -17,8 +16,8 @@ namespace {
 // Readers of one head's slice of a slot: K gives q.k, V adds p * v to out. Every reader takes q.k
 // from the type's SIMD dot kernel (a plain `s += q[d] * k[d]` loop is one serial FMA chain: the
 // compiler may not reorder a float sum, and at long context those dots are most of the attention
-// time). V: the float readers add inline (vectorised); the quantised reader decodes the slice into
-// a head_dim scratch row first.
+// time). V: f32 adds inline (vectorised); f16 and the quantised types decode the slice into a
+// head_dim scratch row first (f16 with F16C: an inline per-value conversion does not vectorise).
 struct F32Reader {
   const float* base;
   int64_t stride;  // floats per slot
@@ -38,13 +37,18 @@ struct F16Reader {
   const uint16_t* base;
   int64_t stride, head;
   DotFn dot_fn;
+  DequantizeFn decode;
   F16Reader(const void* p, GgmlType, int64_t width, int64_t hd)
-      : base(static_cast<const uint16_t*>(p)), stride(width), head(hd), dot_fn(best_dot(GgmlType::F16)) {}
+      : base(static_cast<const uint16_t*>(p)),
+        stride(width),
+        head(hd),
+        dot_fn(best_dot(GgmlType::F16)),
+        decode(best_dequantize(GgmlType::F16)) {}
   const uint16_t* at(int64_t slot, int64_t kv_head) const { return base + slot * stride + kv_head * head; }
   float dot(int64_t slot, int64_t kv_head, const float* q) const { return dot_fn(at(slot, kv_head), q, head); }
-  void axpy(int64_t slot, int64_t kv_head, float p, float* out, float*) const {
-    const uint16_t* v = at(slot, kv_head);
-    for (int64_t d = 0; d < head; ++d) out[d] += p * f16_to_f32(v[d]);
+  void axpy(int64_t slot, int64_t kv_head, float p, float* out, float* row) const {
+    decode(at(slot, kv_head), row, head);
+    for (int64_t d = 0; d < head; ++d) out[d] += p * row[d];
   }
 };
 
@@ -60,7 +64,7 @@ struct QuantReader {
         head_bytes(int64_t(ggml_row_bytes(t, uint64_t(hd)))),
         head(hd),
         dot_fn(best_dot(t)),
-        dequant(quant_kernels(t)->dequantize) {}
+        dequant(best_dequantize(t)) {}
   const uint8_t* at(int64_t slot, int64_t kv_head) const { return base + slot * stride + kv_head * head_bytes; }
   float dot(int64_t slot, int64_t kv_head, const float* q) const { return dot_fn(at(slot, kv_head), q, head); }
   void axpy(int64_t slot, int64_t kv_head, float p, float* out, float* row) const {

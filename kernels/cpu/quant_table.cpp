@@ -65,4 +65,11 @@ DotFn best_dot(GgmlType type) {
   return k->dot[int(Isa::scalar)];
 }
 
+DequantizeFn best_dequantize(GgmlType type) {
+  const QuantKernels* k = quant_kernels(type);
+  if (!k) return nullptr;
+  if (type == GgmlType::F16 && isa_supported(Isa::avx2)) return dequantize_f16_avx2;
+  return k->dequantize;
+}
+
 }  // namespace strata::kernels::cpu

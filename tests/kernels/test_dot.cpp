@@ -14,6 +14,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "core/ggml_type.h"
@@ -130,4 +131,30 @@ TEST_CASE("dot kernels match the scalar kernel and exact math", "[dot]") {
       }
     }
   }
+}
+
+TEST_CASE("best_dequantize decodes every f16 value as the scalar decoder does", "[dot]") {
+  // All 65536 bit patterns, in rows whose lengths leave a tail after the 8-wide SIMD loop.
+  std::vector<uint16_t> all(65536);
+  for (uint32_t i = 0; i < all.size(); ++i) all[i] = uint16_t(i);
+  const DequantizeFn fast = best_dequantize(GgmlType::F16);
+  const DequantizeFn scalar = quant_kernels(GgmlType::F16)->dequantize;
+  REQUIRE(fast);
+  for (int64_t row : {int64_t(65536), int64_t(13), int64_t(7)}) {
+    INFO("row length " << row);
+    std::vector<float> a(all.size()), b(all.size());
+    for (int64_t i0 = 0; i0 < int64_t(all.size()); i0 += row) {
+      const int64_t n = std::min<int64_t>(row, int64_t(all.size()) - i0);
+      fast(all.data() + i0, a.data() + i0, n);
+      scalar(all.data() + i0, b.data() + i0, n);
+    }
+    int64_t mismatches = 0;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (std::isnan(b[i])) mismatches += !std::isnan(a[i]);
+      else mismatches += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;  // -0 and +0 differ here
+    }
+    CHECK(mismatches == 0);
+  }
+  // Types without a SIMD decoder get the exact one.
+  CHECK(best_dequantize(GgmlType::Q4_K) == quant_kernels(GgmlType::Q4_K)->dequantize);
 }

@@ -24,4 +24,7 @@ namespace strata::kernels::cpu {
 STRATA_CPU_QUANT_TYPES(STRATA_DECLARE_TYPE_KERNELS)
 #undef STRATA_DECLARE_TYPE_KERNELS
 
+// SIMD decoders where the scalar one is slow (see best_dequantize).
+void dequantize_f16_avx2(const void* src, float* dst, int64_t n);
+
 }  // namespace strata::kernels::cpu
