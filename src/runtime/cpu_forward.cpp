@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_tiled.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant_kernels.h"
@@ -163,7 +164,13 @@ struct CpuOps {
     for (uint32_t t = 0; t < n; ++t) kv[map.seq_of(t)].write(il, uint32_t(pos[t]), k + t * width, v + t * width);
   }
   void attention(uint32_t il, const float* q, uint32_t n, const cpu::AttentionShape& s, float* out) {
-    if (!map.batched()) return cpu::attention(q, pos.data(), n, kv[map.seq].view(il), s, out);
+    if (!map.batched()) {
+      // Prefill chunks by tiles (SGEMM, another summation order); exact passes and short chunks
+      // query by query, so that a row equals its one-token eval.
+      if (!exact && n >= cpu::kTiledAttentionMinQueries)
+        return cpu::attention_tiled(q, pos.data(), n, kv[map.seq].view(il), s, out);
+      return cpu::attention(q, pos.data(), n, kv[map.seq].view(il), s, out);
+    }
     // Each query over its own sequence's cache (the kernel computes every query independently, so
     // a row equals its one-token eval). Runs of rows of one sequence go in one call.
     const int64_t row = s.n_head * s.head_dim;
