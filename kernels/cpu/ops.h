@@ -16,6 +16,9 @@ void rms_norm_rows(float* x, const float* w, int64_t n_vec, int64_t n, float eps
 // scale). theta_i = pos * base^(-2i/head_dim) / freq_div[i] (freq_div may be null).
 // neox: rotates (x[i], x[i + head_dim/2]); interleaved: rotates (x[2i], x[2i+1]).
 void rope(float* x, int64_t head_dim, float pos, float base, const float* freq_div, bool neox);
+// The same on n_heads consecutive head vectors of one token (the angles computed once).
+void rope_heads(float* x, int64_t n_heads, int64_t head_dim, float pos, float base, const float* freq_div,
+                bool neox);
 
 // gate[i] = act(gate[i]) * up[i]
 void silu_mul(float* gate, const float* up, int64_t n);

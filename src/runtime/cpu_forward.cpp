@@ -156,8 +156,7 @@ struct CpuOps {
   void rope(float* x, uint32_t n, int64_t n_heads, int64_t hd, float base, float lin, const float* freq_div,
             bool neox) {
     for (uint32_t t = 0; t < n; ++t)
-      for (int64_t h = 0; h < n_heads; ++h)
-        cpu::rope(x + (int64_t(t) * n_heads + h) * hd, hd, float(pos[t]) / lin, base, freq_div, neox);
+      cpu::rope_heads(x + int64_t(t) * n_heads * hd, n_heads, hd, float(pos[t]) / lin, base, freq_div, neox);
   }
   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n) {
     const int64_t width = int64_t(w.layers[il].wk.n_out);
