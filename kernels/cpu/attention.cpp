@@ -8,6 +8,7 @@
 #include <tbb/parallel_for.h>
 
 #include "core/status.h"
+#include "kernels/cpu/kv_slices.h"
 #include "kernels/cpu/quant_kernels.h"
 
 namespace strata::kernels::cpu {
@@ -54,22 +55,17 @@ struct F16Reader {
 
 // Q8_0 / Q4_1 rows: whole 32-value blocks per head (head_dim % 32 == 0, checked by the store).
 struct QuantReader {
-  const uint8_t* base;
-  int64_t stride, head_bytes, head;
+  KvSlices slices;
   DotFn dot_fn;
   DequantizeFn dequant;
   QuantReader(const void* p, GgmlType t, int64_t width, int64_t hd)
-      : base(static_cast<const uint8_t*>(p)),
-        stride(int64_t(ggml_row_bytes(t, uint64_t(width)))),
-        head_bytes(int64_t(ggml_row_bytes(t, uint64_t(hd)))),
-        head(hd),
-        dot_fn(best_dot(t)),
-        dequant(best_dequantize(t)) {}
-  const uint8_t* at(int64_t slot, int64_t kv_head) const { return base + slot * stride + kv_head * head_bytes; }
-  float dot(int64_t slot, int64_t kv_head, const float* q) const { return dot_fn(at(slot, kv_head), q, head); }
+      : slices(p, t, width, hd), dot_fn(best_dot(t)), dequant(best_dequantize(t)) {}
+  float dot(int64_t slot, int64_t kv_head, const float* q) const {
+    return dot_fn(slices.at(slot, kv_head), q, slices.head_dim);
+  }
   void axpy(int64_t slot, int64_t kv_head, float p, float* out, float* row) const {
-    dequant(at(slot, kv_head), row, head);
-    for (int64_t d = 0; d < head; ++d) out[d] += p * row[d];
+    dequant(slices.at(slot, kv_head), row, slices.head_dim);
+    for (int64_t d = 0; d < slices.head_dim; ++d) out[d] += p * row[d];
   }
 };
 

@@ -10,6 +10,7 @@
 #include <tbb/parallel_for.h>
 
 #include "core/status.h"
+#include "kernels/cpu/kv_slices.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant_kernels.h"
 
@@ -21,17 +22,12 @@ constexpr int64_t kKeyTile = 256;   // keys decoded per step (K and V: 2 x 256 x
 
 // One KV store's head slices decoded to f32 rows (f32 is a copy; f16 and quantised types decode).
 struct SliceDecoder {
-  const uint8_t* base;
-  int64_t slot_bytes, head_bytes, head_dim;
+  KvSlices slices;
   DequantizeFn decode;
   SliceDecoder(const void* p, GgmlType t, int64_t width, int64_t hd)
-      : base(static_cast<const uint8_t*>(p)),
-        slot_bytes(int64_t(ggml_row_bytes(t, uint64_t(width)))),
-        head_bytes(int64_t(ggml_row_bytes(t, uint64_t(hd)))),
-        head_dim(hd),
-        decode(best_dequantize(t)) {}
+      : slices(p, t, width, hd), decode(best_dequantize(t)) {}
   void operator()(int64_t slot, int64_t kv_head, float* dst) const {
-    decode(base + slot * slot_bytes + kv_head * head_bytes, dst, head_dim);
+    decode(slices.at(slot, kv_head), dst, slices.head_dim);
   }
 };
 
