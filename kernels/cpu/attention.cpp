@@ -14,57 +14,36 @@
 namespace strata::kernels::cpu {
 namespace {
 
-// Readers of one head's slice of a slot: K gives q.k, V adds p * v to out. Every reader takes q.k
-// from the type's SIMD dot kernel (a plain `s += q[d] * k[d]` loop is one serial FMA chain: the
-// compiler may not reorder a float sum, and at long context those dots are most of the attention
-// time). V: f32 adds inline (vectorised); f16 and the quantised types decode the slice into a
-// head_dim scratch row first (f16 with F16C: an inline per-value conversion does not vectorise).
+// Readers of one head's slice of a slot: K gives q.k, V adds p * v to out. Both take q.k from the
+// type's SIMD dot kernel (a plain `s += q[d] * k[d]` loop is one serial FMA chain: the compiler may
+// not reorder a float sum, and at long context those dots are most of the attention time). V: f32
+// adds in place (vectorised); every other type (f16 with F16C, Q8_0, Q4_1: whole 32-value blocks per
+// head, head_dim % 32 == 0, checked by the store) decodes the slice into a head_dim scratch row.
 struct F32Reader {
-  const float* base;
-  int64_t stride;  // floats per slot
-  int64_t head;    // floats per head
-  DotFn dot_fn;
-  F32Reader(const void* p, GgmlType, int64_t width, int64_t hd)
-      : base(static_cast<const float*>(p)), stride(width), head(hd), dot_fn(best_dot(GgmlType::F32)) {}
-  const float* at(int64_t slot, int64_t kv_head) const { return base + slot * stride + kv_head * head; }
-  float dot(int64_t slot, int64_t kv_head, const float* q) const { return dot_fn(at(slot, kv_head), q, head); }
-  void axpy(int64_t slot, int64_t kv_head, float p, float* out, float*) const {
-    const float* v = at(slot, kv_head);
-    for (int64_t d = 0; d < head; ++d) out[d] += p * v[d];
-  }
-};
-
-struct F16Reader {
-  const uint16_t* base;
-  int64_t stride, head;
-  DotFn dot_fn;
-  DequantizeFn decode;
-  F16Reader(const void* p, GgmlType, int64_t width, int64_t hd)
-      : base(static_cast<const uint16_t*>(p)),
-        stride(width),
-        head(hd),
-        dot_fn(best_dot(GgmlType::F16)),
-        decode(best_dequantize(GgmlType::F16)) {}
-  const uint16_t* at(int64_t slot, int64_t kv_head) const { return base + slot * stride + kv_head * head; }
-  float dot(int64_t slot, int64_t kv_head, const float* q) const { return dot_fn(at(slot, kv_head), q, head); }
-  void axpy(int64_t slot, int64_t kv_head, float p, float* out, float* row) const {
-    decode(at(slot, kv_head), row, head);
-    for (int64_t d = 0; d < head; ++d) out[d] += p * row[d];
-  }
-};
-
-// Q8_0 / Q4_1 rows: whole 32-value blocks per head (head_dim % 32 == 0, checked by the store).
-struct QuantReader {
   KvSlices slices;
   DotFn dot_fn;
-  DequantizeFn dequant;
-  QuantReader(const void* p, GgmlType t, int64_t width, int64_t hd)
-      : slices(p, t, width, hd), dot_fn(best_dot(t)), dequant(best_dequantize(t)) {}
+  F32Reader(const void* p, GgmlType t, int64_t width, int64_t hd)
+      : slices(p, t, width, hd), dot_fn(best_dot(GgmlType::F32)) {}
+  float dot(int64_t slot, int64_t kv_head, const float* q) const {
+    return dot_fn(slices.at(slot, kv_head), q, slices.head_dim);
+  }
+  void axpy(int64_t slot, int64_t kv_head, float p, float* out, float*) const {
+    const auto* v = reinterpret_cast<const float*>(slices.at(slot, kv_head));
+    for (int64_t d = 0; d < slices.head_dim; ++d) out[d] += p * v[d];
+  }
+};
+
+struct DecodingReader {
+  KvSlices slices;
+  DotFn dot_fn;
+  DequantizeFn decode;
+  DecodingReader(const void* p, GgmlType t, int64_t width, int64_t hd)
+      : slices(p, t, width, hd), dot_fn(best_dot(t)), decode(best_dequantize(t)) {}
   float dot(int64_t slot, int64_t kv_head, const float* q) const {
     return dot_fn(slices.at(slot, kv_head), q, slices.head_dim);
   }
   void axpy(int64_t slot, int64_t kv_head, float p, float* out, float* row) const {
-    dequant(slices.at(slot, kv_head), row, slices.head_dim);
+    decode(slices.at(slot, kv_head), row, slices.head_dim);
     for (int64_t d = 0; d < slices.head_dim; ++d) out[d] += p * row[d];
   }
 };
@@ -114,11 +93,8 @@ void attention_typed(const float* q, const int32_t* pos, int64_t n_q, const KvSt
 template <typename KR>
 void attention_v(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
                  float* out) {
-  switch (kv.v_dtype) {
-    case GgmlType::F32: return attention_typed<KR, F32Reader>(q, pos, n_q, kv, s, out);
-    case GgmlType::F16: return attention_typed<KR, F16Reader>(q, pos, n_q, kv, s, out);
-    default: return attention_typed<KR, QuantReader>(q, pos, n_q, kv, s, out);
-  }
+  if (kv.v_dtype == GgmlType::F32) return attention_typed<KR, F32Reader>(q, pos, n_q, kv, s, out);
+  return attention_typed<KR, DecodingReader>(q, pos, n_q, kv, s, out);
 }
 
 bool kv_type_ok(GgmlType t, int64_t head_dim) {
@@ -133,11 +109,8 @@ void attention(const float* q, const int32_t* pos, int64_t n_q, const KvStore& k
   STRATA_CHECK(kv_type_ok(kv.k_dtype, s.head_dim) && kv_type_ok(kv.v_dtype, s.head_dim),
                "attention: KV types {}/{} with head_dim {}", ggml_type_info(kv.k_dtype).name,
                ggml_type_info(kv.v_dtype).name, s.head_dim);
-  switch (kv.k_dtype) {
-    case GgmlType::F32: return attention_v<F32Reader>(q, pos, n_q, kv, s, out);
-    case GgmlType::F16: return attention_v<F16Reader>(q, pos, n_q, kv, s, out);
-    default: return attention_v<QuantReader>(q, pos, n_q, kv, s, out);
-  }
+  if (kv.k_dtype == GgmlType::F32) return attention_v<F32Reader>(q, pos, n_q, kv, s, out);
+  return attention_v<DecodingReader>(q, pos, n_q, kv, s, out);
 }
 
 }  // namespace strata::kernels::cpu
