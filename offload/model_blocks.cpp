@@ -1,5 +1,7 @@
 #include "offload/model_blocks.h"
 
+#include "core/kv_ring.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -61,7 +63,7 @@ uint64_t ModelBlocks::weight_bytes() const {
 }
 
 uint64_t ModelBlocks::kv_layer_bytes(uint32_t il, uint64_t ctx, KvDtype k, KvDtype v, uint32_t ring_margin) const {
-  const uint64_t slots = swa[il] ? std::min<uint64_t>(ctx, uint64_t(window[il]) + ring_margin) : ctx;
+  const uint64_t slots = kv_ring_slots(swa[il] ? window[il] : 0, ctx, ring_margin);
   return uint64_t(std::ceil(double(slots) * kv_bytes_per_token(k, v)));
 }
 

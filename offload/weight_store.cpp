@@ -79,6 +79,12 @@ Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, std::
     ws->slot_free_.push_back(*f);
   }
   ws->slot_used_.assign(ring_slots, false);
+  ws->g_slot_used_.assign(ring_slots, false);
+  for (auto* e : {&ws->fork_, &ws->join_, &ws->fence_}) {
+    auto ev = cuda::event_create();
+    if (!ev) return ev.status();
+    *e = *ev;
+  }
   if (any_disk) STRATA_TRY(ws->open_disk(*disk));
   if (host_bounce) STRATA_TRY(ws->open_host_bounce(host_bounce));
   ws->stats_.ring_bytes = slot_bytes * ring_slots;
@@ -93,6 +99,8 @@ WeightStore::~WeightStore() {
   if (compute_) (void)cuda::synchronize(compute_);  // kernels may still read a slot
   for (auto e : ready_) cuda::event_destroy(e);
   for (auto e : slot_free_) cuda::event_destroy(e);
+  for (auto e : {fork_, join_, fence_})
+    if (e) cuda::event_destroy(e);
   for (void* p : pinned_) cuda::pinned_free(p);
   for (auto* bounces : {&bounce_, &host_bounce_})
     for (auto& bb : *bounces) {
@@ -106,6 +114,19 @@ Status WeightStore::set_schedule(std::vector<uint32_t> order) {
   if (acquired_) return Status::error("weight store: schedule changed while block is acquired");
   for (uint32_t b : order)
     if (b >= blocks_.size()) return Status::error("weight store: block {} in schedule, only {} blocks", b, blocks_.size());
+  if (graphs_since_eager_) {
+    // Graph steps used the slots without recording slot_free_ outside their graphs: the copy
+    // stream waits for everything enqueued on the compute stream so far, then every slot is free.
+    STRATA_TRY(cuda::event_record(fence_, compute_));
+    STRATA_TRY(cuda::stream_wait(copy_, fence_));
+    slot_used_.assign(slots_.size(), false);
+    graphs_since_eager_ = false;
+    schedule_.clear();
+  }
+  if (!order.empty()) {
+    prefilled_ = false;  // eager copies will overwrite what a graph tail left
+    eager_since_graph_ = true;
+  }
   // The schedule restarts at the next use; when it differs, copies issued ahead for the old one
   // are dropped (their slots are overwritten in order on the copy stream).
   if (!schedule_.empty() && (uses_ - schedule_base_) % schedule_.size() == 0 && order == schedule_) {
@@ -227,8 +248,7 @@ Status WeightStore::issue_copies_through(uint64_t last_use) {
     } else if (blocks_[b].from_host) {
       STRATA_TRY(host_copy(b, slots_[slot]));
     } else {
-      STRATA_TRY(cuda::copy_to_device(slots_[slot], pinned_[b], blocks_[b].bytes, copy_)
-                     .with_context(fmt::format("streaming block {}", blocks_[b].label)));
+      STRATA_TRY(copy_pinned(b, slot));
     }
     if (timeline_) {
       auto end = timeline_->mark(copy_);
@@ -242,7 +262,91 @@ Status WeightStore::issue_copies_through(uint64_t last_use) {
   return Status::ok();
 }
 
+Status WeightStore::copy_pinned(uint32_t b, size_t slot) {
+  return cuda::copy_to_device(slots_[slot], pinned_[b], blocks_[b].bytes, copy_)
+      .with_context(fmt::format("streaming block {}", blocks_[b].label));
+}
+
+bool WeightStore::graphable(const std::vector<uint32_t>& order) const {
+  return std::all_of(order.begin(), order.end(),
+                     [&](uint32_t b) { return b < blocks_.size() && !blocks_[b].on_disk && !blocks_[b].from_host; });
+}
+
+Status WeightStore::begin_graph_schedule(std::vector<uint32_t> order, bool warm) {
+  if (acquired_ || graph_mode_) return Status::error("weight store: graph schedule begun while a block is acquired");
+  if (!graphable(order)) return Status::error("weight store: a graph step's blocks must all be pinned");
+  g_order_ = std::move(order);
+  g_prefetch_ = std::min<uint64_t>(slots_.size() - 1, g_order_.size());
+  g_use_ = 0;
+  g_issued_ = warm ? g_prefetch_ : 0;
+  g_warm_ = warm;
+  g_slot_used_.assign(slots_.size(), false);
+  graph_mode_ = true;
+  if (g_order_.empty()) return Status::ok();
+  // Fork: the copy stream joins the compute stream's capture.
+  STRATA_TRY(cuda::event_record(fork_, compute_));
+  return cuda::stream_wait(copy_, fork_);
+}
+
+Status WeightStore::issue_graph_copies_through(uint64_t last) {
+  const uint64_t n = slots_.size();
+  for (; g_issued_ <= last && g_issued_ < g_order_.size(); ++g_issued_) {
+    const size_t slot = g_issued_ % n;
+    if (g_slot_used_[slot]) STRATA_TRY(cuda::stream_wait(copy_, slot_free_[slot]));
+    STRATA_TRY(copy_pinned(g_order_[g_issued_], slot));
+    STRATA_TRY(cuda::event_record(ready_[slot], copy_));
+  }
+  return Status::ok();
+}
+
+Status WeightStore::end_graph_schedule() {
+  if (!graph_mode_ || acquired_) return Status::error("weight store: end_graph_schedule without a graph schedule");
+  graph_mode_ = false;
+  if (g_use_ != g_order_.size())
+    return Status::error("weight store: graph step used {} of its {} blocks", g_use_, g_order_.size());
+  if (g_order_.empty()) return Status::ok();
+  // Tail: the next step's first uses into slots 0..P-1, each after this step's last use of it.
+  for (uint64_t i = 0; i < g_prefetch_; ++i) {
+    if (g_slot_used_[i]) STRATA_TRY(cuda::stream_wait(copy_, slot_free_[i]));
+    STRATA_TRY(copy_pinned(g_order_[i], i));
+  }
+  // Join: the capture ends on the compute stream with the copy stream's work inside it.
+  STRATA_TRY(cuda::event_record(join_, copy_));
+  return cuda::stream_wait(compute_, join_);
+}
+
+Status WeightStore::before_graph_launch() {
+  if (!eager_since_graph_) return Status::ok();
+  STRATA_TRY(cuda::event_record(fence_, copy_));
+  STRATA_TRY(cuda::stream_wait(compute_, fence_));
+  eager_since_graph_ = false;
+  return Status::ok();
+}
+
+void WeightStore::graph_launched(const std::vector<uint32_t>& order, bool warm) {
+  if (order.empty()) return;  // a resident step: the slots keep what they hold
+  graphs_since_eager_ = true;
+  const uint64_t p = std::min<uint64_t>(slots_.size() - 1, order.size());
+  uint64_t copies = order.size() + (warm ? 0 : p), bytes = 0;
+  for (uint32_t b : order) bytes += blocks_[b].bytes;
+  for (uint64_t i = 0; i < (warm ? 0 : p); ++i) bytes += blocks_[order[i]].bytes;
+  stats_.copies += copies;
+  stats_.bytes_copied += bytes;
+  prefilled_ = true;
+  prefilled_order_ = order;
+}
+
 Result<const uint8_t*> WeightStore::acquire(uint32_t block) {
+  if (graph_mode_) {
+    if (acquired_ || g_use_ >= g_order_.size() || g_order_[g_use_] != block)
+      return Status::error("weight store: block {} acquired out of its graph step's schedule", blocks_[block].label);
+    STRATA_TRY(issue_graph_copies_through(g_use_ + slots_.size() - 1));
+    const size_t slot = g_use_ % slots_.size();
+    // A warm step's first uses were copied by the previous graph, which completed before this one began.
+    if (!(g_warm_ && g_use_ < g_prefetch_)) STRATA_TRY(cuda::stream_wait(compute_, ready_[slot]));
+    acquired_ = true;
+    return static_cast<const uint8_t*>(slots_[slot]);
+  }
   if (schedule_.empty()) return Status::error("weight store: acquire before set_schedule");
   if (acquired_) return Status::error("weight store: acquire of {} before the previous release", blocks_[block].label);
   const uint32_t expected = schedule_[(uses_ - schedule_base_) % schedule_.size()];
@@ -259,6 +363,14 @@ Result<const uint8_t*> WeightStore::acquire(uint32_t block) {
 
 Status WeightStore::release(uint32_t block) {
   if (!acquired_) return Status::error("weight store: release of {} without acquire", blocks_[block].label);
+  if (graph_mode_) {
+    const size_t slot = g_use_ % slots_.size();
+    STRATA_TRY(cuda::event_record(slot_free_[slot], compute_));
+    g_slot_used_[slot] = true;
+    acquired_ = false;
+    ++g_use_;
+    return Status::ok();
+  }
   const size_t slot = uses_ % slots_.size();
   STRATA_TRY(cuda::event_record(slot_free_[slot], compute_));
   slot_used_[slot] = true;

@@ -23,6 +23,22 @@
 // decode steps all have the same schedule, so the next step's first blocks are prefetched while
 // the current step finishes. A new schedule (e.g. prefill -> decode) drops the predictions: copies
 // already issued complete into their slots unused, and later copies queue behind them.
+//
+// Graph steps (CUDA graphs while blocks stream): a step captured as a graph must find each block at
+// the same device address at every replay, and must carry its own copies. So a graph step's
+// schedule is step-local: use j of the step goes to slot j % N (N = ring_slots), whatever ran
+// before, and its copies are captured into the graph on the copy stream (forked from the compute
+// stream at begin_graph_schedule, joined back at end_graph_schedule), ordered by the same
+// ready / slot_free events, which inside a capture become graph edges. A block's views can then be
+// written once at capture time: they stay valid for every replay. To keep the copy engine busy
+// across steps as the eager path does, a graph step ends with a tail: the copies of its schedule's
+// first P = min(N - 1, S) uses into slots 0..P-1 for the next step. The next graph step of the same
+// schedule is captured "warm" (those P copies skipped: the previous graph, earlier on the same
+// stream, has completed them); any other schedule is "cold" (copies everything). Only pinned blocks
+// can be in a graph step (a disk read or a host copy is host work); graphable() says.
+// The eager and graph modes share the ring: before a graph launch the compute stream waits for the
+// eager copies (before_graph_launch), and the first eager schedule after graphs makes the copy
+// stream wait for the compute stream (every graph launched so far) before it reuses a slot.
 #pragma once
 
 #include <cstdint>
@@ -106,12 +122,47 @@ class WeightStore {
   Result<const uint8_t*> acquire(uint32_t block);
   Status release(uint32_t block);
   const Stats& stats() const { return stats_; }
+
+  // ---- graph steps (see the header comment) ----
+  // Every block of `order` is pinned (no disk read, no host copy): the schedule can be captured.
+  bool graphable(const std::vector<uint32_t>& order) const;
+  // The slots hold the first uses of `order`, left there by the last graph step's tail.
+  bool prefilled(const std::vector<uint32_t>& order) const {
+    return !order.empty() && prefilled_ && order == prefilled_order_;
+  }
+  // While the compute stream is capturing: forks the copy stream into the capture and makes
+  // `order` the step-local schedule of the captured step (warm: the tail of the previous graph step
+  // filled the first uses). acquire/release then follow it until end_graph_schedule, which captures
+  // the tail copies and joins the copy stream back into the compute stream.
+  Status begin_graph_schedule(std::vector<uint32_t> order, bool warm);
+  Status end_graph_schedule();
+  // After a failed capture: leaves graph mode (nothing of the capture ran).
+  void abort_graph_schedule() { graph_mode_ = false; acquired_ = false; }
+  // Before launching a graph step: the compute stream waits for every eager copy issued so far.
+  Status before_graph_launch();
+  // After launching a graph step (of schedule `order`, warm or cold): counts its copies and notes
+  // which uses its tail prefilled.
+  void graph_launched(const std::vector<uint32_t>& order, bool warm);
   // Copies appear as spans on the timeline's "h2d copy" track (null: no tracing).
   void set_timeline(GpuTimeline* t) { timeline_ = t; }
 
  private:
   WeightStore() = default;
   Status issue_copies_through(uint64_t use);
+  Status copy_pinned(uint32_t block, size_t slot);  // one pinned block into a slot, on the copy stream
+  Status issue_graph_copies_through(uint64_t use);
+
+  // Graph-step state (begin_graph_schedule .. end_graph_schedule), and what the tails left behind.
+  bool graph_mode_ = false;
+  std::vector<uint32_t> g_order_;
+  uint64_t g_use_ = 0, g_issued_ = 0, g_prefetch_ = 0;
+  bool g_warm_ = false;
+  std::vector<bool> g_slot_used_;
+  kernels::cuda::Event fork_ = nullptr, join_ = nullptr, fence_ = nullptr;
+  bool prefilled_ = false;               // the slots hold prefilled_order_'s first uses
+  std::vector<uint32_t> prefilled_order_;
+  bool graphs_since_eager_ = false;      // a graph step was launched after the last eager schedule
+  bool eager_since_graph_ = false;       // eager copies were issued after the last graph launch
 
   std::vector<StreamedBlockSpec> blocks_;
   std::vector<void*> pinned_;          // per block

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/kv_ring.h"
 #include "core/units.h"
 #include "kv/kv_quant.h"
 
@@ -22,7 +23,7 @@ Result<KvCache> KvCache::create(const std::vector<LayerShape>& layers, uint32_t 
       return Status::error("KV row width {} is not a multiple of head_dim {}", shape.width, hd);
     Layer l;
     l.shape = shape;
-    l.capacity = shape.window ? std::min<uint32_t>(n_ctx, shape.window + margin) : n_ctx;
+    l.capacity = uint32_t(kv_ring_slots(shape.window, n_ctx, margin));
     const size_t kb = size_t(l.capacity) * kv_row_bytes(k_type, shape.width);
     const size_t vb = size_t(l.capacity) * kv_row_bytes(v_type, shape.width);
     try {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/kv_ring.h"
+
 #include "core/status.h"
 #include "model/arch.h"
 #include "model/gguf_file.h"
@@ -33,6 +35,9 @@ struct ModelSpec {
 
   bool is_swa(uint32_t il) const { return swa_layers[il]; }
   uint32_t window(uint32_t il) const { return is_swa(il) ? hp.n_swa : 0; }
+  // KV slots layer il keeps for a context of n_ctx when calls write up to `margin` (ubatch)
+  // positions ahead: core/kv_ring.h.
+  uint64_t kv_slots(uint32_t il, uint64_t n_ctx, uint32_t margin) const { return kv_ring_slots(window(il), n_ctx, margin); }
   float rope_base(uint32_t il) const { return is_swa(il) && arch == Arch::gemma3 ? hp.rope_freq_base_swa : hp.rope_freq_base; }
   // Positions are divided by this before RoPE (linear scaling); 1 for none. gemma3 scales only
   // its global layers.

@@ -34,12 +34,12 @@ class CudaForward final : public Engine {
   Status eval(uint32_t seq, std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) override;
   // Multi-column GEMV (n <= kMaxExactRows) and, per row, the one-query attention call a decode
   // step makes (the multi-query attention tiles keys by the batch's positions: another summation
-  // order). Never a CUDA graph; streamed blocks are acquired as in eval().
+  // order). Replayed as a CUDA graph of its shape where it can be (the same kernels either way).
   Status eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
                      std::vector<float>& logits) override;
   // Multi-column GEMV over all rows, then per row the KV write and one-query attention call of a
-  // decode step on the row's own cache (as eval_layers). Never a CUDA graph, except that a single
-  // row runs as eval() of its sequence (its decode graph).
+  // decode step on the row's own cache (as eval_layers); a graph of its shape as eval_layers. A
+  // single row runs as eval() of its sequence.
   Status eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) override;
   uint32_t n_seq() const override { return uint32_t(n_past_.size()); }
   uint32_t n_past(uint32_t seq) const override {
@@ -59,6 +59,11 @@ class CudaForward final : public Engine {
   uint64_t vram_peak_bytes() const override { return device_bytes_; }
   uint64_t streamed_bytes() const override;
   uint64_t disk_bytes() const override;
+  // CUDA graphs of step shapes captured and launched so far (cuda_step_graphs.h).
+  struct GraphStats {
+    uint64_t captures = 0, launches = 0;
+  };
+  GraphStats graph_stats() const;
   // Host seconds spent computing cpu-tier blocks and host-KV attention so far (0 without them).
   double host_compute_seconds() const;
 
@@ -67,7 +72,6 @@ class CudaForward final : public Engine {
  private:
   CudaForward(std::shared_ptr<const Model> model, ForwardOptions options);
   Status allocate();
-  void run_decode_graph(void* ops, uint32_t seq, int32_t token);  // ops: the eval's Ops (cuda_forward.cpp)
 
   std::shared_ptr<const Model> model_;
   ForwardOptions opt_;

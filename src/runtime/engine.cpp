@@ -81,8 +81,7 @@ uint64_t kv_bytes_per_seq(const model::ModelSpec& spec, uint32_t n_ctx, uint32_t
   const uint64_t row = kv::kv_row_bytes(k_type, spec.kv_width()) + kv::kv_row_bytes(v_type, spec.kv_width());
   uint64_t slots = 0;
   for (uint32_t il = 0; il < spec.hp.n_layer; ++il) {
-    const uint32_t w = spec.window(il);
-    slots += w ? std::min<uint64_t>(n_ctx, uint64_t(w) + ubatch) : n_ctx;
+    slots += spec.kv_slots(il, n_ctx, ubatch);
   }
   return slots * row;
 }

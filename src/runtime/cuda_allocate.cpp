@@ -1,0 +1,248 @@
+// CudaForward::allocate: the engine's device layout at create() (weights resident or in streamed
+// blocks, KV stores, activations, scratch), inside the VRAM arena's budget.
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/units.h"
+#include "kv/kv_quant.h"
+#include "offload/cost_model.h"
+#include "runtime/cuda_engine_state.h"
+#include "runtime/weight_loader.h"
+
+namespace strata::runtime {
+
+Status CudaForward::allocate() {
+  Impl& im = *impl_;
+  const auto& res = opt_.residency;
+  im.arena = std::make_unique<offload::VramArena>(res.vram_budget);
+  auto stream = cuda::stream_create();
+  if (!stream) return stream.status();
+  im.stream = *stream;
+  if (opt_.trace) {
+    auto t = offload::GpuTimeline::create(*opt_.trace, im.stream);
+    if (!t) return t.status();
+    im.timeline = std::move(t.value());
+    const char* ops = std::getenv("STRATA_TRACE_OPS");
+    im.trace_ops = ops && std::string(ops) == "1";
+  }
+  const auto& s = model_->spec;
+  const auto& host = model_->weights;
+  const uint32_t n_layer = s.hp.n_layer;
+  auto streamed = [](const std::vector<bool>& v, uint32_t il) { return il < v.size() && v[il]; };
+
+  // Streamed blocks: their tensors are collected here and packed by the weight store; the device
+  // views are patched with the slot address at each acquire.
+  std::vector<offload::StreamedBlockSpec> specs;
+  std::vector<std::vector<std::pair<kernels::WeightView*, size_t>>> members;  // view, tensor index
+  auto new_block = [&](std::string label, bool on_disk, bool from_host) {
+    specs.push_back({std::move(label), {}, 0, on_disk, from_host});
+    members.emplace_back();
+    return int32_t(specs.size() - 1);
+  };
+  for (uint32_t il = 0; il < n_layer; ++il)
+    if ((streamed(res.attention_streamed, il) && streamed(res.attention_cpu, il)) ||
+        (streamed(res.ffn_streamed, il) && streamed(res.ffn_cpu, il)))
+      return Status::error("layer {}: a block is both streamed and on the cpu tier", il);
+  if (res.head_streamed && res.head_cpu) return Status::error("the head is both streamed and on the cpu tier");
+  // cpu-tier blocks are store blocks too (host-sourced, no pinned copy): a prefill chunk runs them
+  // on the GPU through the ring (the cost model's assumption: a chunk of hundreds of tokens is GEMM
+  // work); decode steps and verification rows compute them on the CPU.
+  im.attention_block.assign(n_layer, -1);
+  im.ffn_block.assign(n_layer, -1);
+  im.attention_cpu.assign(n_layer, false);
+  im.ffn_cpu.assign(n_layer, false);
+  for (uint32_t il = 0; il < n_layer; ++il) {
+    im.attention_cpu[il] = streamed(res.attention_cpu, il);
+    im.ffn_cpu[il] = streamed(res.ffn_cpu, il);
+    if (streamed(res.attention_streamed, il) || im.attention_cpu[il])
+      im.attention_block[il] =
+          new_block(block_label(Block::attention, il), streamed(res.attention_disk, il), im.attention_cpu[il]);
+    if (streamed(res.ffn_streamed, il) || im.ffn_cpu[il])
+      im.ffn_block[il] = new_block(block_label(Block::ffn, il), streamed(res.ffn_disk, il), im.ffn_cpu[il]);
+  }
+  im.head_cpu = res.head_cpu;
+  if (res.head_streamed || res.head_cpu) im.head_block = new_block(block_label(Block::head, 0), res.head_disk, res.head_cpu);
+  const bool tied = s.hp.tied_output;
+  // The embedding table is on the GPU only when it is resident anyway (as the tied head) or when
+  // every block is resident (the resident engine); otherwise rows are gathered on the host (the
+  // planner never places the embedding, model_blocks.h).
+  im.host_embed = tied ? res.head_streamed || res.head_cpu : res.any_streamed() || res.any_cpu();
+  if (res.any_kv_host() && opt_.n_seq > 1)
+    return Status::error("host-RAM KV (--kv-host) serves one sequence; {} sessions need their KV in VRAM "
+                         "(use --batch 1 or --kv-host none)", opt_.n_seq);
+  if (res.any_cpu() || res.any_kv_host()) {
+    // cpu-tier matmuls see at most kMaxExactRows rows (begin_chunk sends larger chunks to the GPU).
+    HostCompute::Options ho{opt_.n_ctx, opt_.ubatch, kMaxExactRows, opt_.k_type, opt_.v_type, res.kv_host, res.head_cpu};
+    auto h = HostCompute::create(s, ho);
+    if (!h) return h.status();
+    im.host = std::move(h.value());
+    im.host->set_trace(opt_.trace.get());
+  }
+
+  Status err;
+  auto upload = [&](const void* src, size_t bytes, const std::string& what) -> Result<void*> {
+    auto d = im.alloc(bytes, what);
+    if (!d) return d.status();
+    STRATA_TRY(cuda::copy_to_device(*d, src, bytes, im.stream));
+    return d;
+  };
+  // Weight matrices (nearly all the bytes) are read from the file by the loader at the end.
+  std::vector<LoadItem> loads;
+  // `block` >= 0: the view goes into that streamed block instead of VRAM; a cpu-tier (host
+  // sourced) block's view is also computed by im.host from the model's own view.
+  auto matrix = [&](const kernels::WeightView& v, kernels::WeightView& out, int32_t block, const char* what) {
+    out = v;
+    if (v.empty() || !err.is_ok()) return;
+    if (block >= 0 && specs[block].from_host) im.host_view[&out] = &v;  // v lives as long as model_
+    const uint64_t bytes = v.row_bytes * uint64_t(v.n_out);
+    if (block >= 0) {
+      const auto map = model_->file.bytes();
+      const bool in_file = model_->file.is_mapped_file() && v.data >= map.data() && v.data + bytes <= map.data() + map.size();
+      if (specs[block].on_disk && !in_file) {
+        err = Status::error("block {} cannot be on the disk tier: {} is not stored in the model file as used",
+                            specs[block].label, what);
+        return;
+      }
+      const uint64_t file_offset = in_file ? uint64_t(v.data - map.data()) : 0;
+      specs[block].tensors.push_back({v.data, bytes, 0, file_offset});
+      members[block].emplace_back(&out, specs[block].tensors.size() - 1);
+      out.data = nullptr;  // set at acquire
+      return;
+    }
+    auto p = im.alloc(bytes, std::string("weights ") + what);
+    if (!p) { err = p.status(); return; }
+    loads.push_back({v.data, bytes, *p, true});
+    out.data = static_cast<const uint8_t*>(*p);
+  };
+  auto vec = [&](const float* v, size_t n) -> const float* {
+    if (!v || !err.is_ok()) return nullptr;
+    auto p = upload(v, n * sizeof(float), "weights norm");
+    if (!p) { err = p.status(); return nullptr; }
+    return static_cast<const float*>(*p);
+  };
+  const uint32_t d = s.hp.n_embd, hd = s.hp.n_embd_head;
+  if (tied) {
+    matrix(host.token_embd, im.dev.output, im.head_block, "token_embd");  // the head
+    im.dev.token_embd = im.host_embed ? host.token_embd : im.dev.output;
+  } else {
+    matrix(host.output, im.dev.output, im.head_block, "output");
+    if (im.host_embed) im.dev.token_embd = host.token_embd;  // host pointer: gathered on the CPU
+    else matrix(host.token_embd, im.dev.token_embd, -1, "token_embd");
+  }
+  im.dev.output_norm = vec(host.output_norm, d);
+  im.dev.rope_freqs = vec(host.rope_freqs, hd / 2);
+  im.dev.layers.resize(host.layers.size());
+  for (uint32_t il = 0; il < n_layer && err.is_ok(); ++il) {
+    const auto& h = host.layers[il];
+    auto& l = im.dev.layers[il];
+    const int32_t ab = im.attention_block[il], fb = im.ffn_block[il];
+    l.attn_norm = vec(h.attn_norm, d);
+    matrix(h.wq, l.wq, ab, "wq"); matrix(h.wk, l.wk, ab, "wk"); matrix(h.wv, l.wv, ab, "wv"); matrix(h.wo, l.wo, ab, "wo");
+    l.q_norm = vec(h.q_norm, hd); l.k_norm = vec(h.k_norm, hd);
+    l.post_attn_norm = vec(h.post_attn_norm, d);
+    l.ffn_norm = vec(h.ffn_norm, d);
+    matrix(h.ffn_gate, l.ffn_gate, fb, "ffn_gate"); matrix(h.ffn_up, l.ffn_up, fb, "ffn_up");
+    matrix(h.ffn_down, l.ffn_down, fb, "ffn_down");
+    l.post_ffw_norm = vec(h.post_ffw_norm, d);
+  }
+  STRATA_TRY(err);
+
+  // KV: a ring of window + ubatch slots for sliding layers, n_ctx slots otherwise; each slot one
+  // row of K (V) in k_type (v_type): f32, f16 or Q8_0/Q4_1 blocks (kv/kv_quant.h).
+  // One cache per sequence (n_seq of them, all inside the arena's budget).
+  const size_t k_row = kv::kv_row_bytes(opt_.k_type, s.kv_width()), v_row = kv::kv_row_bytes(opt_.v_type, s.kv_width());
+  im.kv.resize(opt_.n_seq);
+  for (uint32_t sq = 0; sq < opt_.n_seq; ++sq) {
+    const std::string tag = opt_.n_seq > 1 ? fmt::format("seq {} layer ", sq) : std::string();
+    for (uint32_t il = 0; il < n_layer; ++il) {
+      // Host-KV layers get no VRAM here (the plan counted their KV in host RAM).
+      if (im.host && im.host->kv_on_host(il)) {
+        im.kv[sq].push_back({});
+        continue;
+      }
+      const int64_t cap = int64_t(s.kv_slots(il, opt_.n_ctx, opt_.ubatch));
+      auto k = im.alloc(size_t(cap) * k_row, "kv K " + tag + std::to_string(il));
+      if (!k) return k.status();
+      auto v = im.alloc(size_t(cap) * v_row, "kv V " + tag + std::to_string(il));
+      if (!v) return v.status();
+      im.kv[sq].push_back({{*k, *v, opt_.k_type, opt_.v_type, cap}});
+    }
+  }
+  // Activations for one chunk (a prefill chunk or a batched step).
+  const size_t n = max_chunk_rows(opt_);
+  auto fbuf = [&](size_t count) -> float* {
+    if (!err.is_ok()) return nullptr;
+    auto p = im.alloc(count * sizeof(float), "activations");
+    if (!p) { err = p.status(); return nullptr; }
+    return static_cast<float*>(*p);
+  };
+  im.buf = {fbuf(n * d), fbuf(n * d), fbuf(n * s.q_width()), fbuf(n * s.kv_width()), fbuf(n * s.kv_width()),
+            fbuf(n * s.q_width()), fbuf(n * s.hp.n_ff), fbuf(n * s.hp.n_ff)};
+  im.d_logits = fbuf(std::min<size_t>(n, offload::kLogitRows) * size_t(s.hp.n_vocab));
+  STRATA_TRY(err);
+  auto ids = im.alloc(n * sizeof(int32_t), "activations tokens");
+  if (!ids) return ids.status();
+  auto pos = im.alloc(n * sizeof(int32_t), "activations positions");
+  if (!pos) return pos.status();
+  im.d_tokens = static_cast<int32_t*>(*ids);
+  im.d_pos = static_cast<int32_t*>(*pos);
+  im.host_pos.resize(n);
+  if (im.host_embed) {
+    auto p = cuda::pinned_alloc(n * d * sizeof(float));
+    if (!p) return p.status();
+    im.pinned_x = static_cast<float*>(*p);
+  }
+  // Scratch: the largest need of any matmul or attention call (views of streamed blocks carry
+  // their shapes already, only the data pointer is missing).
+  size_t ws = 0;
+  const int gemv_cols = int(std::min<size_t>(n, cuda::kMaxGemvCols));
+  for (const auto& l : im.dev.layers)
+    for (const auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
+      ws = std::max({ws, cuda::workspace_bytes_for_gemm(*m, int(n)), cuda::workspace_bytes_for_gemv(*m, gemv_cols)});
+  ws = std::max({ws, cuda::workspace_bytes_for_gemm(im.dev.output, int(n)),
+                 cuda::workspace_bytes_for_gemv(im.dev.output, gemv_cols)});
+  const cuda::AttentionShapeDev shape{s.hp.n_head, s.hp.n_head_kv, hd, 0, s.attention_scale};
+  ws = std::max(ws, cuda::attention_workspace_bytes(int64_t(n), shape, opt_.n_ctx));
+  if (ws) {
+    auto p = im.alloc(ws, "scratch kernels");
+    if (!p) return p.status();
+    im.ws = {*p, ws};
+  }
+  auto cws = im.alloc(cuda::kCublasWorkspaceBytes, "scratch cublas");
+  if (!cws) return cws.status();
+  im.d_cublas_ws = *cws;
+
+  if (!specs.empty()) {
+    const offload::DiskSource disk{model_->file.path(), {}};
+    if (std::any_of(specs.begin(), specs.end(), [](const auto& b) { return b.on_disk; }) &&
+        !model_->file.is_mapped_file())
+      return Status::error("the disk tier needs a model file (this model was not loaded from one)");
+    auto store =
+        offload::WeightStore::create(*im.arena, std::move(specs), res.ring_slots, res.pinned_budget, im.stream, false,
+                                     &disk);
+    if (!store) return store.status();
+    im.store = std::move(store.value());
+    for (size_t b = 0; b < im.store->n_blocks(); ++b)
+      if (!im.store->block(b).on_disk && !im.store->block(b).from_host)
+        for (const auto& t : im.store->block(b).tensors)
+          loads.push_back({t.host_src, t.bytes, im.store->pinned(b) + t.offset, false});
+    im.store->set_timeline(im.timeline.get());
+    im.patches.resize(im.store->n_blocks());
+    for (size_t b = 0; b < members.size(); ++b)
+      for (const auto& [view, t] : members[b]) im.patches[b].push_back({view, im.store->block(b).tensors[t].offset});
+    log::info("streaming {} blocks ({} pinned) through {} VRAM slots ({})", im.store->n_blocks(),
+              format_bytes(im.store->stats().pinned_bytes), res.ring_slots, format_bytes(im.store->stats().ring_bytes));
+  }
+  auto loaded = load_weights(model_->file, loads, im.stream, opt_.trace.get());
+  if (!loaded) return loaded.status();
+  // Small loads (tests, the tiny model) take milliseconds whatever the rate: not worth a line.
+  const std::string load_line =
+      fmt::format("weights: {} in {:.2f} s ({:.2f} GB/s, {})", format_bytes(loaded->bytes), loaded->seconds,
+                  loaded->seconds > 0 ? double(loaded->bytes) / loaded->seconds / 1e9 : 0.0, loaded->how);
+  if (loaded->bytes >= (256ull << 20)) log::info("{}", load_line);
+  else log::debug("{}", load_line);
+  device_bytes_ = im.arena->peak();
+  return cuda::synchronize(im.stream);
+}
+
+}  // namespace strata::runtime

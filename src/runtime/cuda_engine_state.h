@@ -1,0 +1,114 @@
+// The CUDA engine's device state (CudaForward::Impl): arena, streams, weights with device views,
+// streamed-block store, host tiers, KV stores, activations, scratch and the step graphs. Shared by
+// the engine's files: cuda_forward.cpp (entry points), cuda_allocate.cpp (create-time layout),
+// cuda_ops.h (the forward-pass policy), cuda_step_graphs.cpp (CUDA graphs of step shapes).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/log.h"
+#include "kernels/cuda/cuda_api.h"
+#include "offload/gpu_timeline.h"
+#include "offload/vram_arena.h"
+#include "offload/weight_store.h"
+#include "runtime/cuda_forward.h"
+#include "runtime/forward_pass.h"
+#include "runtime/host_compute.h"
+#include "runtime/step_graph_key.h"
+
+namespace strata::runtime {
+
+namespace cuda = kernels::cuda;
+
+struct CudaForward::Impl {
+  cuda::Stream stream = nullptr;
+  std::unique_ptr<offload::VramArena> arena;   // every device byte this engine holds
+  std::unique_ptr<offload::WeightStore> store; // streamed blocks (null: all resident)
+  model::ModelWeights dev;  // the model's weights, with device pointers (streamed: set per use)
+  // Per streamed block: which device views point into its slot, at which packed offset.
+  struct Patch { kernels::WeightView* view; uint64_t offset; };
+  std::vector<std::vector<Patch>> patches;
+  std::vector<int32_t> attention_block, ffn_block;  // per layer: block id in the store, or -1
+  int32_t head_block = -1;
+  // cpu-tier blocks and host KV (null: nothing runs on the host). The device views of a cpu
+  // block's matrices have no data; host_view maps each to the model's host view the CPU reads.
+  std::unique_ptr<HostCompute> host;
+  std::unordered_map<const kernels::WeightView*, const kernels::WeightView*> host_view;
+  std::vector<bool> attention_cpu, ffn_cpu;  // per layer: a cpu-tier block (its id is in *_block)
+  bool head_cpu = false;
+  bool cpu_blocks_on_gpu = false;  // this chunk runs the cpu-tier blocks on the GPU (prefill)
+  bool is_cpu(Block b, uint32_t il) const {
+    if (b == Block::head) return head_cpu;
+    const auto& v = b == Block::attention ? attention_cpu : ffn_cpu;
+    return il < v.size() && v[il];
+  }
+  // The store block acquired for (b, il) in this chunk, or -1 (resident, or computed on the CPU).
+  int32_t acquired_block(Block b, uint32_t il) const {
+    if (!store || (is_cpu(b, il) && !cpu_blocks_on_gpu)) return -1;
+    return block_id(b, il);
+  }
+  bool host_embed = false;  // token_embd stays in host memory: rows gathered on the CPU
+  float* pinned_x = nullptr;  // host gather staging (ubatch x n_embd)
+  struct LayerKv { cuda::KvStoreDev store; };
+  std::vector<std::vector<LayerKv>> kv;  // [sequence][layer]
+  ForwardBuffers buf{};
+  int32_t* d_tokens = nullptr;
+  int32_t* d_pos = nullptr;
+  std::vector<int32_t> host_pos;  // positions of the current chunk (max_chunk_rows entries)
+  float* d_logits = nullptr;
+  cuda::Workspace ws;
+  void* d_cublas_ws = nullptr;
+  // Steps of at most kMaxExactRows rows (decode, draft, verify, batched decode) as CUDA graphs, one
+  // per StepShape (cuda_step_graphs.cpp), captured at a shape's first step. Inputs (tokens,
+  // positions, the residual stream entering a layer range, gathered embedding rows) are copied
+  // before each launch and outputs (logits, the residual stream) after it, outside the graph.
+  // Streamed blocks are copied inside the graph (weight_store.h, "graph steps").
+  std::map<StepShape, cuda::Graph> step_graphs;
+  bool graphs_enabled = true;   // off after a failed capture, or by STRATA_CUDA_GRAPHS=0
+  bool capturing = false;
+  bool capture_warm = false;
+  CudaForward::GraphStats graph_stats;    // the step being captured finds its first streamed blocks in the ring
+  Status first_error;  // the first failed kernel of the current eval (ops cannot return one)
+  std::unique_ptr<offload::GpuTimeline> timeline;  // --trace: GPU spans (null: not tracing)
+  uint32_t block_mark = 0;                         // timeline mark at the current block's start
+  bool trace_ops = false;                          // STRATA_TRACE_OPS=1: a span per kernel call too
+
+  ~Impl() {
+    for (auto& [shape, g] : step_graphs) cuda::graph_destroy(g);
+    timeline.reset();
+    store.reset();  // waits for the streams before the ring goes
+    if (stream) (void)cuda::synchronize(stream);
+    host.reset();  // after the sync: no upload still reads its staging
+    if (pinned_x) cuda::pinned_free(pinned_x);
+    arena.reset();
+    if (stream) cuda::stream_destroy(stream);
+  }
+  Result<void*> alloc(size_t bytes, const std::string& what) { return arena->alloc(bytes, what); }
+  // The weight block being computed (ops outside blocks: embedding, copies) and its tier, so that
+  // a device failure names where it happened.
+  std::optional<std::pair<Block, uint32_t>> current_block;
+  void check(Status s) {
+    if (s.is_ok() || !first_error.is_ok()) return;
+    first_error = current_block ? s.with_context(fmt::format("block {} ({})", block_label(current_block->first,
+                                                                                          current_block->second),
+                                                             block_tier(current_block->first, current_block->second)))
+                                : s;
+  }
+  const char* block_tier(Block b, uint32_t il) const {
+    if (store && is_cpu(b, il))
+      return cpu_blocks_on_gpu ? "cpu tier, run on the GPU for prefill" : "cpu tier, computed on the host";
+    const int32_t id = store ? block_id(b, il) : -1;
+    if (id < 0) return "resident";
+    return store->block(uint32_t(id)).on_disk ? "streamed from disk" : "streamed from pinned RAM";
+  }
+  int32_t block_id(Block b, uint32_t il) const {
+    return b == Block::head ? head_block : b == Block::attention ? attention_block[il] : ffn_block[il];
+  }
+};
+
+}  // namespace strata::runtime

@@ -1,0 +1,213 @@
+// The CUDA engine's policy for forward_pass.h (see the Ops contract there): which kernel runs each
+// op, where a block's weights come from (resident, acquired from the weight store, or computed on
+// the host), and what a CUDA-graph capture leaves out (host copies of inputs and outputs).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant_kernels.h"
+#include "offload/cost_model.h"
+#include "runtime/cuda_engine_state.h"
+
+namespace strata::runtime {
+
+
+struct Ops {
+  CudaForward::Impl& im;
+  const model::ModelSpec& spec;
+  float* host_logits = nullptr;  // (rows, n_vocab) of the current chunk
+  const LayerRange* range = nullptr;  // eval_layers: hidden in/out, attention one query at a time
+  RowMap map;                         // the chunk's rows (begin_chunk)
+  std::string block_name = {};        // the current block ("attn 3"): host compute spans in the trace
+
+  // Before every device op: it may change the activations the host copied for a cpu-tier matmul.
+  void device_op() {
+    if (im.host) im.host->forget_input();
+  }
+
+  uint32_t logit_rows() const { return offload::kLogitRows; }
+  float* logits(uint32_t) { return im.d_logits; }
+  void copy_inputs(const int32_t* tokens, uint32_t n, const RowMap& m) {
+    for (uint32_t t = 0; t < n; ++t) im.host_pos[t] = m.pos_of(t);
+    im.check(cuda::copy_to_device(im.d_tokens, tokens, n * sizeof(int32_t), im.stream));
+    im.check(cuda::copy_to_device(im.d_pos, im.host_pos.data(), n * sizeof(int32_t), im.stream));
+  }
+  void logits_done(uint32_t r0, uint32_t rows) {
+    if (im.capturing) return;  // copied after the graph launch
+    const size_t nv = spec.hp.n_vocab;
+    im.check(cuda::copy_to_host(host_logits + r0 * nv, im.d_logits, rows * nv * sizeof(float), im.stream));
+  }
+
+  // The store blocks a chunk running layers L (and the head when `head`) acquires, in order.
+  std::vector<uint32_t> schedule_for(Layers L, bool head) const {
+    std::vector<uint32_t> order;
+    if (!im.store) return order;
+    auto add = [&](Block b, uint32_t il) {
+      if (const int32_t id = im.acquired_block(b, il); id >= 0) order.push_back(uint32_t(id));
+    };
+    for (uint32_t il = L.first; il < L.end; ++il) {
+      if (!L.runs(il)) continue;
+      add(Block::attention, il);
+      add(Block::ffn, il);
+    }
+    if (head) add(Block::head, 0);
+    return order;
+  }
+  void begin_chunk(const int32_t* tokens, uint32_t n, const RowMap& m, Layers L, bool head) {
+    map = m;
+    // Host sources outlive the copies: the caller's tokens and im.host_pos stay untouched until
+    // eval() synchronizes at the end of the chunk, so no wait (and no allocation) per token here.
+    if (!im.capturing) copy_inputs(tokens, n, m);
+    // cpu-tier blocks: on the GPU for a prefill chunk (n > kMaxExactRows, never a verification),
+    // on the CPU otherwise, where a few rows cost less than moving the block over PCIe.
+    im.cpu_blocks_on_gpu = range == nullptr && n > kMaxExactRows;
+    if (!im.store) return;
+    if (im.capturing) im.check(im.store->begin_graph_schedule(schedule_for(L, head), im.capture_warm));
+    else im.check(im.store->set_schedule(schedule_for(L, head)));
+  }
+  void begin_block(Block b, uint32_t il) {
+    im.current_block = std::pair{b, il};
+    if (im.host) block_name = block_label(b, il);
+    const int32_t id = im.acquired_block(b, il);
+    if (id >= 0) {
+      auto base = im.store->acquire(uint32_t(id));
+      if (!base) return im.check(base.status());
+      for (const auto& p : im.patches[id]) p.view->data = *base + p.offset;
+    }
+    // After acquire: a wait for a streamed block shows as a gap before its span.
+    if (im.timeline) {
+      auto m = im.timeline->mark(im.stream);
+      if (!m) return im.check(m.status());
+      im.block_mark = *m;
+    }
+  }
+  void end_block(Block b, uint32_t il) {
+    if (im.timeline) {
+      auto m = im.timeline->mark(im.stream);
+      if (!m) return im.check(m.status());
+      im.timeline->span("gpu compute", block_label(b, il), im.block_mark, *m);
+    }
+    const int32_t id = im.acquired_block(b, il);
+    if (id >= 0) im.check(im.store->release(uint32_t(id)));
+    im.current_block.reset();
+  }
+  // Rows of the host-resident table, decoded on the CPU into the pinned staging (before a graph
+  // launch, outside the graph; eagerly, inside embed).
+  void gather_host_rows(const int32_t* tokens, uint32_t n, float scale) {
+    const auto& t = im.dev.token_embd;
+    const auto* k = kernels::cpu::quant_kernels(t.type);
+    for (uint32_t i = 0; i < n; ++i) {
+      float* row = im.pinned_x + int64_t(i) * t.n_in;
+      k->dequantize(t.row(tokens[i]), row, t.n_in);
+      if (scale != 1.0f) kernels::cpu::scale(row, scale, t.n_in);
+    }
+  }
+  void embed(const int32_t* tokens, uint32_t n, float scale, float* x) {
+    device_op();
+    if (!im.host_embed) return im.check(cuda::get_rows(im.dev.token_embd, im.d_tokens, n, scale, x, im.stream));
+    // Only n x n_embd floats cross PCIe (a graph replays this copy from the same staging).
+    if (!im.capturing) gather_host_rows(tokens, n, scale);
+    im.check(cuda::copy_to_device(x, im.pinned_x, size_t(n) * im.dev.token_embd.n_in * sizeof(float), im.stream));
+  }
+  // Graph steps copy the residual stream in before the launch and out after it.
+  void load_hidden(float* x, uint32_t n) {
+    if (im.capturing) return;
+    device_op();
+    im.check(cuda::copy_to_device(x, range->hidden_in, size_t(n) * spec.hp.n_embd * sizeof(float), im.stream));
+  }
+  void store_hidden(const float* x, uint32_t n) {
+    if (im.capturing) return;
+    im.check(cuda::copy_to_host(range->hidden_out, x, size_t(n) * spec.hp.n_embd * sizeof(float), im.stream));
+  }
+  // STRATA_TRACE_OPS=1 with --trace: one span per kernel call on the "gpu ops" track (where a
+  // block's time goes; costs a pair of events per op).
+  struct OpSpan {
+    CudaForward::Impl& im;
+    std::string name;
+    uint32_t begin = 0;
+    bool on = false;
+    OpSpan(CudaForward::Impl& i, const std::function<std::string()>& label) : im(i) {
+      if (!im.timeline || !im.trace_ops) return;
+      auto m = im.timeline->mark(im.stream);
+      if (!m) return;
+      begin = *m;
+      name = label();
+      on = true;
+    }
+    ~OpSpan() {
+      if (!on) return;
+      auto m = im.timeline->mark(im.stream);
+      if (m) im.timeline->span("gpu ops", std::move(name), begin, *m);
+    }
+  };
+  void norm(const float* x, const float* w, int64_t n_vec, int64_t dim, float eps, float* out) {
+    OpSpan op(im, [&] { return fmt::format("norm {}x{}", n_vec, dim); });
+    device_op();
+    im.check(cuda::rms_norm(x, w, n_vec, dim, eps, out, im.stream));
+  }
+  void matmul(const kernels::WeightView& w, const float* x, uint32_t n, float* y) {
+    if (im.host && !im.cpu_blocks_on_gpu) {
+      if (auto it = im.host_view.find(&w); it != im.host_view.end())
+        return im.check(im.host->matmul(*it->second, x, n, y, im.stream, block_name));
+    }
+    device_op();
+    OpSpan op(im, [&] { return fmt::format("matmul {} {}x{} n={}", ggml_type_info(w.type).name, w.n_in, w.n_out, n); });
+    im.check(cuda::matmul(w, x, int(n), y, im.ws, im.stream));
+  }
+  void rope(float* x, uint32_t n, int64_t n_heads, int64_t hd, float base, float lin, const float* freq_div,
+            bool neox) {
+    OpSpan op(im, [&] { return fmt::format("rope n={}", n); });
+    device_op();
+    im.check(cuda::rope(x, im.d_pos, n, n_heads, hd, base, lin, freq_div, neox, im.stream));
+  }
+  void kv_write(uint32_t il, const float* k, const float* v, uint32_t n) {
+    OpSpan op(im, [&] { return fmt::format("kv_write n={}", n); });
+    // Host KV serves one sequence (create() refuses it with n_seq > 1).
+    if (im.host && im.host->kv_on_host(il))
+      return im.check(im.host->kv_write(il, k, v, im.host_pos.data(), n, im.stream));
+    if (!map.batched())
+      return im.check(cuda::kv_write(k, v, im.d_pos, n, spec.kv_width(), im.kv[map.seq][il].store, im.stream));
+    // A batched step: runs of rows of one sequence into that sequence's cache (the kernel converts
+    // element by element, so splitting the rows changes nothing in what is stored).
+    const int64_t width = spec.kv_width();
+    for (uint32_t t0 = 0; t0 < n;) {
+      uint32_t t1 = t0 + 1;
+      while (t1 < n && map.seq_of(t1) == map.seq_of(t0)) ++t1;
+      im.check(cuda::kv_write(k + t0 * width, v + t0 * width, im.d_pos + t0, t1 - t0, width,
+                              im.kv[map.seq_of(t0)][il].store, im.stream));
+      t0 = t1;
+    }
+  }
+  void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out) {
+    OpSpan op(im, [&] { return fmt::format("attention n={} window={}", n, s.window); });
+    if (im.host && im.host->kv_on_host(il))
+      return im.check(im.host->attention(il, q, im.host_pos.data(), n, s, out, im.stream));
+    device_op();
+    const cuda::AttentionShapeDev shape{s.n_head, s.n_head_kv, s.head_dim, s.window, s.scale};
+    if (!range && !map.batched())
+      return im.check(cuda::attention(q, im.d_pos, n, im.kv[map.seq][il].store, shape, out, im.ws, im.stream));
+    // Verification and batched steps: each query exactly as a decode step computes it (same
+    // splits, same key tiles), over its own sequence's cache.
+    const int64_t row = s.n_head * s.head_dim;
+    for (uint32_t t = 0; t < n; ++t)
+      im.check(cuda::attention(q + t * row, im.d_pos + t, 1, im.kv[map.seq_of(t)][il].store, shape, out + t * row,
+                               im.ws, im.stream));
+  }
+  void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count) {
+    OpSpan op(im, [&] { return fmt::format("gated_act {}", count); });
+    device_op();
+    im.check(act == model::FfnActivation::gelu_tanh ? cuda::gelu_tanh_mul(gate, up, count, im.stream)
+                                                    : cuda::silu_mul(gate, up, count, im.stream));
+  }
+  void add(float* x, const float* y, int64_t count) {
+    OpSpan op(im, [&] { return fmt::format("add {}", count); });
+    device_op();
+    im.check(cuda::add(x, y, count, im.stream));
+  }
+};
+
+
+}  // namespace strata::runtime

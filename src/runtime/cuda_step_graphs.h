@@ -1,0 +1,27 @@
+// CUDA graphs of engine steps: decode, early-exit drafts, verification and batched decode steps
+// (at most kMaxExactRows rows) replayed from one graph per StepShape, resident or streamed.
+#pragma once
+
+#include "runtime/cuda_ops.h"
+
+namespace strata::runtime {
+
+// Which steps replay graphs (STRATA_CUDA_GRAPHS): "0" none; "all" every step shape run_step_graph
+// accepts (decode, drafts, verification, batched steps; resident or streamed); anything else, the
+// default: single-sequence decode steps of a resident engine, the only shape measured on a GPU so
+// far. The streamed and multi-shape graphs (weight_store.h, "graph steps") are written and tested
+// by tests/gpu/test_step_graphs.cpp, but that test has not yet run on a GPU: the default widens
+// to "all" once it has.
+enum class GraphPolicy { off, resident_decode, all };
+GraphPolicy graph_policy();
+
+// Runs the step (the arguments of forward_chunk; ops.host_logits and ops.range set by the caller)
+// as the graph of its shape, capturing that on first use, and enqueues the copies of its outputs
+// (logits rows, the residual stream for range->hidden_out). Returns false, having enqueued
+// nothing that matters, when the step cannot be a graph: host work in it (cpu-tier blocks, host
+// KV, disk or host-sourced streamed blocks), tracing, graphs off, too many rows or logits rows,
+// or a capture that failed (then graphs stay off for this engine); the caller runs it eagerly.
+bool run_step_graph(CudaForward::Impl& im, Ops& ops, const model::ModelSpec& s, const int32_t* tokens, uint32_t n,
+                    const RowMap& map, uint32_t rows, Layers L);
+
+}  // namespace strata::runtime
