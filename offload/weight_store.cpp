@@ -22,25 +22,15 @@ void pack_block(StreamedBlockSpec& b) {
   b.bytes = off;
 }
 
-namespace {
-uint32_t g_pinned_failure_countdown = 0;  // inject_pinned_alloc_failure: allocations left until the refusal
-
-Result<void*> pinned_alloc_or_injected(uint64_t bytes) {
-  if (g_pinned_failure_countdown > 0 && --g_pinned_failure_countdown == 0)
-    return Status::error("pinned_alloc {} bytes: refused (failure injected by inject_pinned_alloc_failure)", bytes);
-  return cuda::pinned_alloc(bytes);
-}
-}  // namespace
-
-void inject_pinned_alloc_failure(uint32_t nth) { g_pinned_failure_countdown = nth; }
-
-Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, std::vector<StreamedBlockSpec> blocks,
-                                                         uint32_t ring_slots, uint64_t pinned_budget,
+Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, PinnedPool& pool,
+                                                         std::vector<StreamedBlockSpec> blocks, uint32_t ring_slots,
                                                          cuda::Stream compute, bool fill, const DiskSource* disk) {
   if (blocks.empty()) return Status::error("weight store: no streamed blocks");
   if (ring_slots < 2) return Status::error("weight store: the staging ring needs at least 2 slots (got {})", ring_slots);
   std::unique_ptr<WeightStore> ws(new WeightStore());
   ws->compute_ = compute;
+  ws->pool_ = &pool;
+  const uint64_t pinned_before = pool.used_bytes();
   uint64_t slot_bytes = 0, pinned = 0, host_bounce = 0;
   bool any_disk = false;
   for (auto& b : blocks) {
@@ -52,8 +42,9 @@ Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, std::
     any_disk |= b.on_disk;
   }
   if (any_disk && !disk) return Status::error("weight store: blocks on the disk tier but no file to read them from");
-  if (pinned_budget && pinned > pinned_budget)
-    return Status::error("pinned-RAM budget {} exceeded: the streamed blocks need {}", format_bytes(pinned_budget),
+  const uint64_t budget = pool.budget_bytes();
+  if (budget && pool.used_bytes() + pinned > budget)
+    return Status::error("pinned-RAM budget {} exceeded: the streamed blocks need {}", format_bytes(budget),
                          format_bytes(pinned));
   ws->blocks_ = std::move(blocks);
   for (const auto& b : ws->blocks_) {
@@ -61,12 +52,11 @@ Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, std::
       ws->pinned_.push_back(nullptr);
       continue;
     }
-    auto p = pinned_alloc_or_injected(b.bytes);
-    if (!p) return Status::error("cannot pin {} of host RAM for block {}: {}", format_bytes(b.bytes), b.label, p.message());
+    auto p = pool.alloc(b.bytes, "block " + b.label, false);
+    if (!p) return p.status();
     ws->pinned_.push_back(*p);
     if (fill)
-      for (const auto& t : b.tensors) std::memcpy(static_cast<uint8_t*>(*p) + t.offset, t.host_src, t.bytes);
-    ws->stats_.pinned_bytes += b.bytes;
+      for (const auto& t : b.tensors) std::memcpy(*p + t.offset, t.host_src, t.bytes);
   }
   for (uint32_t i = 0; i < ring_slots; ++i) {
     auto p = arena.alloc(slot_bytes, "staging ring slot " + std::to_string(i));
@@ -88,6 +78,7 @@ Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, std::
   if (any_disk) STRATA_TRY(ws->open_disk(*disk));
   if (host_bounce) STRATA_TRY(ws->open_host_bounce(host_bounce));
   ws->stats_.ring_bytes = slot_bytes * ring_slots;
+  ws->stats_.pinned_bytes = pool.used_bytes() - pinned_before;  // blocks and bounce buffers
   auto copy = cuda::stream_create();
   if (!copy) return copy.status();
   ws->copy_ = *copy;
@@ -101,12 +92,9 @@ WeightStore::~WeightStore() {
   for (auto e : slot_free_) cuda::event_destroy(e);
   for (auto e : {fork_, join_, fence_})
     if (e) cuda::event_destroy(e);
-  for (void* p : pinned_) cuda::pinned_free(p);
-  for (auto* bounces : {&bounce_, &host_bounce_})
-    for (auto& bb : *bounces) {
-      cuda::event_destroy(bb.copied);
-      cuda::pinned_free(bb.raw);
-    }
+  for (uint8_t* p : pinned_) pool_->release(p);
+  bounce_.reset();
+  host_bounce_.reset();
   if (copy_) cuda::stream_destroy(copy_);
 }
 
@@ -156,36 +144,23 @@ Status WeightStore::open_disk(const DiskSource& disk) {
     }
     bounce_bytes = std::max(bounce_bytes, off);
   }
-  // Two: one is read while the other's copies run.
-  bounce_.resize(2);
-  for (auto& bb : bounce_) {
-    auto p = pinned_alloc_or_injected(bounce_bytes + io::kDirectAlign);
-    if (!p) return Status::error("cannot pin a {} bounce buffer for the disk tier: {}", format_bytes(bounce_bytes),
-                                 p.message());
-    bb.raw = *p;
-    bb.base = reinterpret_cast<uint8_t*>(io::align_up(reinterpret_cast<uintptr_t>(bb.raw)));
-    auto e = cuda::event_create();
-    if (!e) return e.status();
-    bb.copied = *e;
-    stats_.pinned_bytes += bounce_bytes + io::kDirectAlign;
-  }
-  std::vector<std::span<uint8_t>> spans;
-  for (const auto& bb : bounce_) spans.push_back({bb.base, bounce_bytes});
-  reader_->register_buffers(spans);
+  auto ring = BounceRing::create(*pool_, 2, bounce_bytes, "the disk tier");
+  if (!ring) return ring.status();
+  bounce_ = std::move(ring.value());
+  reader_->register_buffers(bounce_->buffers());
   if (!reader_->notice().empty()) log::info("{}", reader_->notice());
   return Status::ok();
 }
 
 Status WeightStore::read_and_copy(uint32_t b, uint8_t* slot) {
   const auto& blk = blocks_[b];
-  Bounce& bb = bounce_[bounce_uses_ % bounce_.size()];
-  if (bb.busy) STRATA_TRY(cuda::event_synchronize(bb.copied));
-  bb.busy = false;
+  auto base = bounce_->acquire();
+  if (!base) return base.status();
   std::vector<io::ReadOp> ops(blk.tensors.size());
   for (size_t i = 0; i < ops.size(); ++i) {
     const auto& t = blk.tensors[i];
     const uint64_t span = io::enclosing_span_bytes(t.file_offset, t.bytes);
-    ops[i] = {t.file_offset, t.bytes, {bb.base + bounce_offset_[b][i], span}, blk.label, std::nullopt, {}};
+    ops[i] = {t.file_offset, t.bytes, {*base + bounce_offset_[b][i], span}, blk.label, std::nullopt, {}};
   }
   const double t0 = timeline_ ? timeline_->trace().now_us() : 0;
   const auto w0 = std::chrono::steady_clock::now();
@@ -194,41 +169,26 @@ Status WeightStore::read_and_copy(uint32_t b, uint8_t* slot) {
   if (timeline_) timeline_->trace().span_until_now("disk read", blk.label, t0);
   for (size_t i = 0; i < ops.size(); ++i)
     STRATA_TRY(cuda::copy_to_device(slot + blk.tensors[i].offset, ops[i].data.data(), blk.tensors[i].bytes, copy_));
-  STRATA_TRY(cuda::event_record(bb.copied, copy_));
-  bb.busy = true;
-  ++bounce_uses_;
+  STRATA_TRY(bounce_->copies_enqueued(copy_));
   ++stats_.disk_reads;
   stats_.disk_bytes += blk.bytes;
   return Status::ok();
 }
 
 Status WeightStore::open_host_bounce(uint64_t bytes) {
-  // Two: one is filled while the other's copy runs.
-  host_bounce_.resize(2);
-  for (auto& bb : host_bounce_) {
-    auto p = pinned_alloc_or_injected(bytes);
-    if (!p) return Status::error("cannot pin a {} bounce buffer for cpu-tier blocks: {}", format_bytes(bytes), p.message());
-    bb.raw = *p;
-    bb.base = static_cast<uint8_t*>(*p);
-    auto e = cuda::event_create();
-    if (!e) return e.status();
-    bb.copied = *e;
-    stats_.pinned_bytes += bytes;
-  }
+  auto ring = BounceRing::create(*pool_, 2, bytes, "cpu-tier blocks");
+  if (!ring) return ring.status();
+  host_bounce_ = std::move(ring.value());
   return Status::ok();
 }
 
 Status WeightStore::host_copy(uint32_t b, uint8_t* slot) {
   const auto& blk = blocks_[b];
-  Bounce& bb = host_bounce_[host_bounce_uses_ % host_bounce_.size()];
-  if (bb.busy) STRATA_TRY(cuda::event_synchronize(bb.copied));
-  bb.busy = false;
-  for (const auto& t : blk.tensors) std::memcpy(bb.base + t.offset, t.host_src, t.bytes);
-  STRATA_TRY(cuda::copy_to_device(slot, bb.base, blk.bytes, copy_).with_context(fmt::format("block {}", blk.label)));
-  STRATA_TRY(cuda::event_record(bb.copied, copy_));
-  bb.busy = true;
-  ++host_bounce_uses_;
-  return Status::ok();
+  auto base = host_bounce_->acquire();
+  if (!base) return base.status();
+  for (const auto& t : blk.tensors) std::memcpy(*base + t.offset, t.host_src, t.bytes);
+  STRATA_TRY(cuda::copy_to_device(slot, *base, blk.bytes, copy_).with_context(fmt::format("block {}", blk.label)));
+  return host_bounce_->copies_enqueued(copy_);
 }
 
 Status WeightStore::issue_copies_through(uint64_t last_use) {

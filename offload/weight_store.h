@@ -50,6 +50,7 @@
 #include "io/block_reader.h"
 #include "kernels/cuda/cuda_api.h"
 #include "offload/gpu_timeline.h"
+#include "offload/pinned_pool.h"
 #include "offload/vram_arena.h"
 
 namespace strata::offload {
@@ -82,11 +83,6 @@ struct DiskSource {
 // Assigns offsets (256-byte aligned: every kernel's alignment contract holds in the slot).
 void pack_block(StreamedBlockSpec& b);
 
-// Test hook for the pinned-allocation failure path (a real refusal needs a host out of lockable
-// memory): the nth pinned allocation WeightStore::create makes from now on (1 = the next) fails as
-// if the driver refused it, once; 0 disarms. Not for concurrent use with create().
-void inject_pinned_alloc_failure(uint32_t nth);
-
 class WeightStore {
  public:
   struct Stats {
@@ -96,12 +92,13 @@ class WeightStore {
     double disk_seconds = 0;                  // host time spent in those reads
   };
 
-  // Pins and packs every block (errors: pinned budget or allocation refused, naming the block),
-  // allocates ring_slots slots of the largest block's size from the arena. ring_slots >= 2.
-  // fill = false: the pinned buffers are left for the caller to fill (pinned(), e.g. by the
-  // weight loader reading the file directly) before the first acquire.
-  static Result<std::unique_ptr<WeightStore>> create(VramArena& arena, std::vector<StreamedBlockSpec> blocks,
-                                                     uint32_t ring_slots, uint64_t pinned_budget,
+  // Pins (from `pinned`, which outlives the store) and packs every block, and the bounce buffers
+  // of the disk tier and host-sourced blocks (errors: the pool's budget or a refused allocation,
+  // naming the block), allocates ring_slots slots of the largest block's size from the arena.
+  // ring_slots >= 2. fill = false: the pinned buffers are left for the caller to fill (pinned(),
+  // e.g. by the weight loader reading the file directly) before the first acquire.
+  static Result<std::unique_ptr<WeightStore>> create(VramArena& arena, PinnedPool& pinned,
+                                                     std::vector<StreamedBlockSpec> blocks, uint32_t ring_slots,
                                                      kernels::cuda::Stream compute, bool fill = true,
                                                      const DiskSource* disk = nullptr);
   ~WeightStore();
@@ -111,7 +108,7 @@ class WeightStore {
   size_t n_blocks() const { return blocks_.size(); }
   const StreamedBlockSpec& block(size_t i) const { return blocks_[i]; }
   // Block i's packed bytes in pinned memory (null for on_disk blocks).
-  uint8_t* pinned(size_t i) const { return static_cast<uint8_t*>(pinned_[i]); }
+  uint8_t* pinned(size_t i) const { return pinned_[i]; }
   // The disk reader's one-line fallback notice (empty when none, or no disk blocks).
   std::string disk_notice() const { return reader_ ? reader_->notice() : std::string(); }
 
@@ -165,7 +162,8 @@ class WeightStore {
   bool eager_since_graph_ = false;       // eager copies were issued after the last graph launch
 
   std::vector<StreamedBlockSpec> blocks_;
-  std::vector<void*> pinned_;          // per block
+  PinnedPool* pool_ = nullptr;
+  std::vector<uint8_t*> pinned_;       // per block (null: on disk or host-sourced)
   std::vector<uint8_t*> slots_;        // ring
   std::vector<kernels::cuda::Event> ready_, slot_free_;
   std::vector<bool> slot_used_;        // slot_free_ has been recorded at least once
@@ -181,22 +179,14 @@ class WeightStore {
   // Disk tier (empty without on_disk blocks).
   Status open_disk(const DiskSource& disk);
   Status read_and_copy(uint32_t block, uint8_t* slot);
-  struct Bounce {
-    void* raw = nullptr;
-    uint8_t* base = nullptr;    // page-aligned
-    kernels::cuda::Event copied = nullptr;
-    bool busy = false;          // `copied` recorded and maybe not complete
-  };
   std::unique_ptr<io::BlockReader> reader_;
-  std::vector<Bounce> bounce_;
-  uint64_t bounce_uses_ = 0;
+  std::unique_ptr<BounceRing> bounce_;  // two: one is read while the other's copies run
   std::vector<std::vector<uint64_t>> bounce_offset_;  // per block, per tensor: where its span lands
 
   // Host-sourced blocks (empty without from_host blocks).
   Status open_host_bounce(uint64_t bytes);
   Status host_copy(uint32_t block, uint8_t* slot);
-  std::vector<Bounce> host_bounce_;
-  uint64_t host_bounce_uses_ = 0;
+  std::unique_ptr<BounceRing> host_bounce_;  // two: one is filled while the other's copy runs
 };
 
 }  // namespace strata::offload

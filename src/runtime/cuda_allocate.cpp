@@ -7,7 +7,7 @@
 #include "kv/kv_quant.h"
 #include "offload/cost_model.h"
 #include "runtime/cuda_engine_state.h"
-#include "runtime/weight_loader.h"
+#include "offload/weight_loader.h"
 
 namespace strata::runtime {
 
@@ -15,6 +15,7 @@ Status CudaForward::allocate() {
   Impl& im = *impl_;
   const auto& res = opt_.residency;
   im.arena = std::make_unique<offload::VramArena>(res.vram_budget);
+  im.pinned = std::make_unique<offload::PinnedPool>(res.pinned_budget);
   auto stream = cuda::stream_create();
   if (!stream) return stream.status();
   im.stream = *stream;
@@ -87,7 +88,7 @@ Status CudaForward::allocate() {
     return d;
   };
   // Weight matrices (nearly all the bytes) are read from the file by the loader at the end.
-  std::vector<LoadItem> loads;
+  std::vector<offload::LoadItem> loads;
   // `block` >= 0: the view goes into that streamed block instead of VRAM; a cpu-tier (host
   // sourced) block's view is also computed by im.host from the model's own view.
   auto matrix = [&](const kernels::WeightView& v, kernels::WeightView& out, int32_t block, const char* what) {
@@ -218,7 +219,7 @@ Status CudaForward::allocate() {
         !model_->file.is_mapped_file())
       return Status::error("the disk tier needs a model file (this model was not loaded from one)");
     auto store =
-        offload::WeightStore::create(*im.arena, std::move(specs), res.ring_slots, res.pinned_budget, im.stream, false,
+        offload::WeightStore::create(*im.arena, *im.pinned, std::move(specs), res.ring_slots, im.stream, false,
                                      &disk);
     if (!store) return store.status();
     im.store = std::move(store.value());
@@ -233,7 +234,7 @@ Status CudaForward::allocate() {
     log::info("streaming {} blocks ({} pinned) through {} VRAM slots ({})", im.store->n_blocks(),
               format_bytes(im.store->stats().pinned_bytes), res.ring_slots, format_bytes(im.store->stats().ring_bytes));
   }
-  auto loaded = load_weights(model_->file, loads, im.stream, opt_.trace.get());
+  auto loaded = offload::load_weights(model_->file, loads, *im.pinned, im.stream, opt_.trace.get());
   if (!loaded) return loaded.status();
   // Small loads (tests, the tiny model) take milliseconds whatever the rate: not worth a line.
   const std::string load_line =

@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "kernels/cuda/cuda_api.h"
 #include "offload/gpu_timeline.h"
+#include "offload/pinned_pool.h"
 #include "offload/vram_arena.h"
 #include "offload/weight_store.h"
 #include "runtime/cuda_forward.h"
@@ -28,6 +29,8 @@ namespace cuda = kernels::cuda;
 struct CudaForward::Impl {
   cuda::Stream stream = nullptr;
   std::unique_ptr<offload::VramArena> arena;   // every device byte this engine holds
+  // Pinned host memory under the --pinned budget: streamed blocks, bounce buffers, load staging.
+  std::unique_ptr<offload::PinnedPool> pinned;
   std::unique_ptr<offload::WeightStore> store; // streamed blocks (null: all resident)
   model::ModelWeights dev;  // the model's weights, with device pointers (streamed: set per use)
   // Per streamed block: which device views point into its slot, at which packed offset.
@@ -85,6 +88,7 @@ struct CudaForward::Impl {
     if (stream) (void)cuda::synchronize(stream);
     host.reset();  // after the sync: no upload still reads its staging
     if (pinned_x) cuda::pinned_free(pinned_x);
+    pinned.reset();  // after the store and the sync: nothing reads its buffers
     arena.reset();
     if (stream) cuda::stream_destroy(stream);
   }

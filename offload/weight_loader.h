@@ -16,8 +16,9 @@
 #include "core/trace.h"
 #include "kernels/cuda/cuda_api.h"
 #include "model/gguf_file.h"
+#include "offload/pinned_pool.h"
 
-namespace strata::runtime {
+namespace strata::offload {
 
 struct LoadItem {
   const void* src = nullptr;  // inside the model file's mapping
@@ -33,8 +34,10 @@ struct LoadStats {
 };
 
 // Copies every item; on return the device copies have completed. Items whose source is not in the
-// file's mapping (e.g. parsed from memory) are copied from memory. Errors name the file.
-Result<LoadStats> load_weights(const gguf::File& file, const std::vector<LoadItem>& items,
+// file's mapping (e.g. parsed from memory) are copied from memory. The staging buffers come from
+// `pinned` and go back to it on return; when its budget has no room for them, every item is copied
+// from the mapping instead (slower, same bytes). Errors name the file.
+Result<LoadStats> load_weights(const gguf::File& file, const std::vector<LoadItem>& items, PinnedPool& pinned,
                                kernels::cuda::Stream stream, Trace* trace);
 
-}  // namespace strata::runtime
+}  // namespace strata::offload

@@ -1,4 +1,4 @@
-#include "runtime/weight_loader.h"
+#include "offload/weight_loader.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,7 +11,7 @@
 #include "io/aligned_buffer.h"
 #include "io/block_reader.h"
 
-namespace strata::runtime {
+namespace strata::offload {
 
 namespace cuda = kernels::cuda;
 
@@ -23,40 +23,6 @@ constexpr uint64_t kStagingBytes = 64ull << 20;
 // Loads smaller than this finish before a bar would be drawn.
 constexpr uint64_t kProgressMinBytes = 256ull << 20;
 
-// Two pinned, page-aligned staging buffers and the events that say when their copies are done.
-struct Staging {
-  struct Buffer {
-    void* raw = nullptr;
-    uint8_t* base = nullptr;
-    cuda::Event copied = nullptr;
-    bool busy = false;
-  };
-  Buffer buf[2];
-  cuda::Stream stream;
-
-  explicit Staging(cuda::Stream s) : stream(s) {}
-  ~Staging() {
-    (void)cuda::synchronize(stream);  // copies may still read the buffers (error paths)
-    for (auto& b : buf) {
-      cuda::event_destroy(b.copied);
-      if (b.raw) cuda::pinned_free(b.raw);
-    }
-  }
-  Status allocate() {
-    for (auto& b : buf) {
-      auto p = cuda::pinned_alloc(kStagingBytes + io::kDirectAlign);
-      if (!p) return Status::error("cannot pin a {} staging buffer for loading: {}", format_bytes(kStagingBytes),
-                                   p.message());
-      b.raw = *p;
-      b.base = reinterpret_cast<uint8_t*>(io::align_up(reinterpret_cast<uintptr_t>(b.raw)));
-      auto e = cuda::event_create();
-      if (!e) return e.status();
-      b.copied = *e;
-    }
-    return {};
-  }
-};
-
 Status copy_from_memory(const LoadItem& it, cuda::Stream stream) {
   if (!it.to_device) {
     std::memcpy(it.dst, it.src, it.bytes);
@@ -67,8 +33,8 @@ Status copy_from_memory(const LoadItem& it, cuda::Stream stream) {
 
 }  // namespace
 
-Result<LoadStats> load_weights(const gguf::File& file, const std::vector<LoadItem>& items, cuda::Stream stream,
-                               Trace* trace) {
+Result<LoadStats> load_weights(const gguf::File& file, const std::vector<LoadItem>& items, PinnedPool& pinned,
+                               cuda::Stream stream, Trace* trace) {
   TraceScope span(trace, "host", "load weights");
   const auto t0 = std::chrono::steady_clock::now();
   LoadStats st;
@@ -88,11 +54,19 @@ Result<LoadStats> load_weights(const gguf::File& file, const std::vector<LoadIte
     if (r) reader = std::move(r.value());
     else log::debug("loading from the mapping: {}", r.message());
   }
-  Staging staging(stream);
-  if (reader) STRATA_TRY(staging.allocate());
+  // Two staging buffers: while one chunk is read, the previous one is copied.
+  std::unique_ptr<BounceRing> staging;
+  if (reader) {
+    auto ring = BounceRing::create(pinned, 2, kStagingBytes, "loading weights");
+    if (ring) {
+      staging = std::move(ring.value());
+    } else {
+      log::debug("loading from the mapping: {}", ring.message());
+      reader.reset();
+    }
+  }
   if (reader && !reader->notice().empty()) log::info("{}", reader->notice());
 
-  int cur = 0;
   for (const auto& it : items) {
     if (!reader || !in_file(it)) {
       STRATA_TRY(copy_from_memory(it, stream));
@@ -104,19 +78,17 @@ Result<LoadStats> load_weights(const gguf::File& file, const std::vector<LoadIte
     const uint64_t max_chunk = kStagingBytes - 2 * io::kDirectAlign;
     for (uint64_t done = 0; done < it.bytes;) {
       const uint64_t n = std::min(max_chunk, it.bytes - done);
-      auto& b = staging.buf[cur];
-      if (b.busy) STRATA_TRY(cuda::event_synchronize(b.copied));
-      b.busy = false;
-      io::ReadOp op{offset + done, n, {b.base, kStagingBytes}, "weights", std::nullopt, {}};
+      auto buf = staging->acquire();
+      if (!buf) return buf.status();
+      io::ReadOp op{offset + done, n, {*buf, kStagingBytes}, "weights", std::nullopt, {}};
       STRATA_TRY(reader->read(op));
       if (it.to_device) {
         STRATA_TRY(cuda::copy_to_device(static_cast<uint8_t*>(it.dst) + done, op.data.data(), n, stream));
-        STRATA_TRY(cuda::event_record(b.copied, stream));
-        b.busy = true;
-        cur ^= 1;  // the next read fills the other buffer while this one is copied
       } else {
         std::memcpy(static_cast<uint8_t*>(it.dst) + done, op.data.data(), n);
       }
+      // The next read fills the other buffer while this one is copied.
+      STRATA_TRY(staging->copies_enqueued(stream));
       progress.add(n);
       done += n;
     }
@@ -129,4 +101,4 @@ Result<LoadStats> load_weights(const gguf::File& file, const std::vector<LoadIte
   return st;
 }
 
-}  // namespace strata::runtime
+}  // namespace strata::offload
