@@ -18,16 +18,6 @@ double gbps_time(double bytes, double gbps) { return gbps > 0 ? bytes / (gbps * 
 
 }  // namespace
 
-const char* tier_name(Tier t) {
-  switch (t) {
-    case Tier::gpu: return "gpu";
-    case Tier::stream: return "stream";
-    case Tier::disk: return "disk";
-    case Tier::cpu: return "cpu";
-  }
-  return "?";
-}
-const char* kv_tier_name(KvTier t) { return t == KvTier::gpu ? "gpu" : "host"; }
 
 std::string RunShape::kv_name() const {
   if (kv_v_dtype() == kv) return kv_dtype_name(kv);

@@ -27,13 +27,10 @@
 
 #include "offload/hardware_profile.h"
 #include "offload/model_blocks.h"
+#include "offload/placement.h"
 
 namespace strata::offload {
 
-enum class Tier : uint8_t { gpu, stream, disk, cpu };
-enum class KvTier : uint8_t { gpu, host };
-const char* tier_name(Tier t);
-const char* kv_tier_name(KvTier t);
 
 // Device scratch of the CUDA engine (runtime/cuda_forward.cpp allocates exactly these, so the
 // planner's VRAM accounting matches what the arena will be asked for): logits are produced
@@ -74,13 +71,8 @@ struct RunShape {
   uint32_t ring_margin() const { return std::max(prefill_chunk, max_draft()); }
 };
 
-// Where everything lives. Indexed by layer; KV entries of sliding layers are always gpu when the
-// profile has a GPU (their ring is small), host otherwise.
-struct Placement {
-  std::vector<Tier> attention, ffn;
-  Tier head = Tier::gpu;
-  std::vector<KvTier> kv;
-};
+// Placement (offload/placement.h): in plans every vector has one entry per layer; KV entries of
+// sliding layers are always gpu when the profile has a GPU (their ring is small), host otherwise.
 
 struct SweepCost {
   double h2d_s = 0, disk_s = 0, gpu_s = 0, cpu_s = 0;

@@ -45,15 +45,7 @@ GgmlType WeightBlock::main_type() const {
   return best;
 }
 
-std::string WeightBlock::label() const {
-  switch (kind) {
-    case Kind::attention: return fmt::format("attn {}", layer);
-    case Kind::ffn: return fmt::format("ffn {}", layer);
-    case Kind::head: return "head";
-    case Kind::embedding: return "embedding";
-  }
-  return "?";
-}
+std::string WeightBlock::label() const { return model::block_label(kind, layer); }
 
 uint64_t ModelBlocks::weight_bytes() const {
   uint64_t b = head.bytes + (tied_head ? 0 : embedding.bytes);
@@ -93,13 +85,13 @@ Result<ModelBlocks> model_blocks(const gguf::File& file, const model::ModelSpec&
   for (uint32_t il = 0; il < hp.n_layer; ++il) {
     m.swa.push_back(spec.is_swa(il));
     m.window.push_back(spec.window(il));
-    m.attention[il].kind = WeightBlock::Kind::attention;
+    m.attention[il].kind = model::Block::attention;
     m.attention[il].layer = int(il);
-    m.ffn[il].kind = WeightBlock::Kind::ffn;
+    m.ffn[il].kind = model::Block::ffn;
     m.ffn[il].layer = int(il);
   }
-  m.head.kind = WeightBlock::Kind::head;
-  m.embedding.kind = WeightBlock::Kind::embedding;
+  m.head.kind = model::Block::head;
+  m.embedding.kind = model::Block::embedding;
   auto add = [](WeightBlock& b, const gguf::TensorInfo& t) {
     b.bytes += t.n_bytes;
     b.params += t.n_elements;

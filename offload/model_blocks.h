@@ -31,7 +31,7 @@ Result<KvDtype> kv_dtype_from_name(const std::string& s);
 double kv_bytes_per_element(KvDtype d);
 
 struct WeightBlock {
-  enum class Kind { attention, ffn, head, embedding } kind = Kind::attention;
+  model::Block kind = model::Block::attention;
   int layer = -1;              // -1 for head / embedding
   uint64_t bytes = 0;
   uint64_t params = 0;         // elements (FLOPs per token = 2 * params)

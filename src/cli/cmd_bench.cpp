@@ -302,7 +302,7 @@ int run_bench_decode(BenchDecodeArgs& a) {
     j["fraction_of_prediction"] = p.decode_tps > 0 ? best_tps / p.decode_tps : 0.0;
     j["vram_budget_bytes"] = a.m.executor_plan->budgets.vram;
     // Where the host-side tiers put things (compare runs with --kv-host none / all, --cpu-blocks).
-    const auto& res = a.m.executor_plan->residency;
+    const auto& res = a.m.executor_plan->plan.placement;
     const auto& pl = a.m.executor_plan->plan.placement;
     j["kv_host"] = a.m.kv_host;
     j["kv_host_layers"] = res.n_kv_host();

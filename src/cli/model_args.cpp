@@ -60,10 +60,10 @@ offload::KvDtype planner_kv_dtype(GgmlType t) {
 
 namespace {
 
-// Plans the placement for a --vram budget and sets the engine's residency. extra_vram: bytes the
+// Plans the placement for a --vram budget and sets the engine's placement and budgets. extra_vram: bytes the
 // engine allocates beyond one session's (the KV caches of more sessions): the planner places the
 // weights in the budget less those, and the engine's arena gets them back.
-Result<runtime::ExecutorPlan> plan_budget(const ModelArgs& a, const runtime::Model& m, runtime::ForwardOptions& fo,
+Result<offload::ExecutorPlan> plan_budget(const ModelArgs& a, const runtime::Model& m, runtime::ForwardOptions& fo,
                                           uint64_t extra_vram = 0) {
   offload::HardwareProfile prof;
   if (!a.profile.empty()) {
@@ -98,20 +98,20 @@ Result<runtime::ExecutorPlan> plan_budget(const ModelArgs& a, const runtime::Mod
   b.allow_cpu = a.cpu_blocks;
   auto kv_host = a.kv_host_layers();
   if (!kv_host) return kv_host.status();
-  auto e = runtime::plan_for_executor(m, std::move(prof), b, r, *kv_host);
+  auto e = offload::plan_for_executor(m.file, m.spec, std::move(prof), b, r, *kv_host);
   if (!e) {
     if (extra_vram == 0) return e.status();
     return Status::error("{} sessions: with {} of KV for the {} beyond the first: {}", fo.n_seq,
                          format_bytes(extra_vram), fo.n_seq - 1, e.message());
   }
-  e->residency.vram_budget += extra_vram;
+  e->engine_vram_budget += extra_vram;
   e->budgets.vram += extra_vram;
-  fo.residency = e->residency;
+  runtime::use_plan(*e, fo);
   return e;
 }
 
 // Aggregate decode tokens/s the cost model predicts for n sessions stepping together on a plan.
-double predicted_aggregate_tps(const runtime::ExecutorPlan& e, uint32_t n) {
+double predicted_aggregate_tps(const offload::ExecutorPlan& e, uint32_t n) {
   const auto c = offload::sweep_cost(e.blocks, e.profile, e.plan.placement, e.shape, 0, e.blocks.n_layer, true, n,
                                      e.shape.decode_pos(), false);
   return c.total_s() > 0 ? double(n) / c.total_s() : 0.0;
@@ -138,7 +138,7 @@ void ModelArgs::report_measured(const runtime::Engine& e, double decode_tps, uin
   log::info("decode {:.2f} tok/s measured vs {:.2f} predicted ({:.0f}%){} | VRAM peak {} of budget {} (arena {})",
             decode_tps, p.prediction.decode_tps, p.prediction.decode_tps > 0 ? 100.0 * decode_tps / p.prediction.decode_tps : 0.0,
             extra, format_bytes(e.vram_peak_bytes() + executor_plan->profile.cuda_context.bytes),
-            format_bytes(executor_plan->budgets.vram), format_bytes(executor_plan->residency.vram_budget));
+            format_bytes(executor_plan->budgets.vram), format_bytes(executor_plan->engine_vram_budget));
 }
 
 Status ModelArgs::write_trace() const {
@@ -157,7 +157,7 @@ std::unique_ptr<tbb::global_control> ModelArgs::thread_limit() const {
 Result<std::optional<uint32_t>> ModelArgs::kv_host_layers() const {
   if (kv_host == "auto") return std::optional<uint32_t>();
   if (kv_host == "none") return std::optional<uint32_t>(0);
-  if (kv_host == "all") return std::optional<uint32_t>(runtime::kAllKvLayers);
+  if (kv_host == "all") return std::optional<uint32_t>(offload::kAllKvLayers);
   uint32_t n = 0;
   const auto [end, ec] = std::from_chars(kv_host.data(), kv_host.data() + kv_host.size(), n);
   if (ec != std::errc() || end != kv_host.data() + kv_host.size() || kv_host.empty())
@@ -221,7 +221,7 @@ Result<std::unique_ptr<runtime::Engine>> ModelArgs::open(uint32_t n_ctx_hint, ui
       // the aggregate decode rate the cost model predicts for n sessions stepping together; the
       // fastest n wins (a larger n only when it is predicted at least 2% faster).
       double best = 0;
-      std::optional<runtime::ExecutorPlan> chosen;
+      std::optional<offload::ExecutorPlan> chosen;
       uint32_t best_n = 1;
       for (uint32_t n = 1; n <= max_auto; ++n) {
         runtime::ForwardOptions f = fo;
@@ -243,7 +243,7 @@ Result<std::unique_ptr<runtime::Engine>> ModelArgs::open(uint32_t n_ctx_hint, ui
                                     "per session)",
                                     vram, best, format_bytes(per_seq));
       fo.n_seq = n_seq;
-      fo.residency = chosen->residency;
+      runtime::use_plan(*chosen, fo);
       executor_plan = std::move(chosen);
     } else {
       fo.n_seq = n_seq;

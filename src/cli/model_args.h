@@ -14,7 +14,7 @@
 
 #include "core/status.h"
 #include "runtime/engine.h"
-#include "runtime/residency.h"
+#include "offload/executor_plan.h"
 
 namespace strata::cli {
 
@@ -46,13 +46,13 @@ struct ModelArgs {
   std::string trace_path;                 // --trace: where write_trace() puts the trace
   mutable std::shared_ptr<Trace> trace;   // made by open() when --trace was given
   // Filled by open() when a budget was planned: what the placement report and predictions use.
-  mutable std::optional<runtime::ExecutorPlan> executor_plan;
+  mutable std::optional<offload::ExecutorPlan> executor_plan;
 
   void add_to(CLI::App* sub);
   // K and V types after defaults. Error: a name other than f32, f16, q8 (q8_0), q4 (q4_1).
   Result<std::pair<GgmlType, GgmlType>> kv_types() const;
   // --kv-host as plan_for_executor takes it: nullopt = the planner decides; else a layer count
-  // (runtime::kAllKvLayers for all). Error: not none, auto, all or a number.
+  // (offload::kAllKvLayers for all). Error: not none, auto, all or a number.
   Result<std::optional<uint32_t>> kv_host_layers() const;
   // Loads the model and makes a forward pass; prints nothing. n_ctx_hint: the context the caller
   // needs at least (prompt + generation) when -c was not given. n_seq: sequences the engine holds

@@ -120,4 +120,14 @@ std::optional<NamedRole> role_from_tensor_name(std::string_view name) {
   return std::nullopt;
 }
 
+std::string block_label(Block b, int layer) {
+  switch (b) {
+    case Block::attention: return "attn " + std::to_string(layer);
+    case Block::ffn: return "ffn " + std::to_string(layer);
+    case Block::head: return "head";
+    case Block::embedding: return "embedding";
+  }
+  return "?";
+}
+
 }  // namespace strata::model

@@ -35,7 +35,11 @@ struct HParams {
   bool tied_output = true;              // no output.weight: the head reuses token_embd
 };
 
+// The weight blocks of a model: per layer attention and FFN, the head, the embedding table. The one
+// block vocabulary of the planner (offload/model_blocks.h), the executor and the forward pass.
 enum class Block { embedding, attention, ffn, head };
+// "attn 12", "ffn 12", "head", "embedding": how plans, reports, traces and errors name blocks.
+std::string block_label(Block b, int layer);
 
 enum class TensorRole {
   token_embd, output_norm, output,

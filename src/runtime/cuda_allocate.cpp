@@ -13,9 +13,9 @@ namespace strata::runtime {
 
 Status CudaForward::allocate() {
   Impl& im = *impl_;
-  const auto& res = opt_.residency;
-  im.arena = std::make_unique<offload::VramArena>(res.vram_budget);
-  im.pinned = std::make_unique<offload::PinnedPool>(res.pinned_budget);
+  const offload::Placement& pl = opt_.placement;
+  im.arena = std::make_unique<offload::VramArena>(opt_.vram_budget);
+  im.pinned = std::make_unique<offload::PinnedPool>(opt_.pinned_budget);
   auto stream = cuda::stream_create();
   if (!stream) return stream.status();
   im.stream = *stream;
@@ -29,51 +29,48 @@ Status CudaForward::allocate() {
   const auto& s = model_->spec;
   const auto& host = model_->weights;
   const uint32_t n_layer = s.hp.n_layer;
-  auto streamed = [](const std::vector<bool>& v, uint32_t il) { return il < v.size() && v[il]; };
+  STRATA_TRY(pl.check(n_layer));
+  using offload::Tier;
 
   // Streamed blocks: their tensors are collected here and packed by the weight store; the device
   // views are patched with the slot address at each acquire.
   std::vector<offload::StreamedBlockSpec> specs;
   std::vector<std::vector<std::pair<kernels::WeightView*, size_t>>> members;  // view, tensor index
-  auto new_block = [&](std::string label, bool on_disk, bool from_host) {
-    specs.push_back({std::move(label), {}, 0, on_disk, from_host});
-    members.emplace_back();
-    return int32_t(specs.size() - 1);
-  };
-  for (uint32_t il = 0; il < n_layer; ++il)
-    if ((streamed(res.attention_streamed, il) && streamed(res.attention_cpu, il)) ||
-        (streamed(res.ffn_streamed, il) && streamed(res.ffn_cpu, il)))
-      return Status::error("layer {}: a block is both streamed and on the cpu tier", il);
-  if (res.head_streamed && res.head_cpu) return Status::error("the head is both streamed and on the cpu tier");
   // cpu-tier blocks are store blocks too (host-sourced, no pinned copy): a prefill chunk runs them
   // on the GPU through the ring (the cost model's assumption: a chunk of hundreds of tokens is GEMM
   // work); decode steps and verification rows compute them on the CPU.
+  auto store_block = [&](Block b, uint32_t il) -> int32_t {
+    const Tier t = pl.tier(b, il);
+    if (t == Tier::gpu) return -1;
+    specs.push_back({block_label(b, il), {}, 0, t == Tier::disk, t == Tier::cpu});
+    members.emplace_back();
+    return int32_t(specs.size() - 1);
+  };
   im.attention_block.assign(n_layer, -1);
   im.ffn_block.assign(n_layer, -1);
   im.attention_cpu.assign(n_layer, false);
   im.ffn_cpu.assign(n_layer, false);
   for (uint32_t il = 0; il < n_layer; ++il) {
-    im.attention_cpu[il] = streamed(res.attention_cpu, il);
-    im.ffn_cpu[il] = streamed(res.ffn_cpu, il);
-    if (streamed(res.attention_streamed, il) || im.attention_cpu[il])
-      im.attention_block[il] =
-          new_block(block_label(Block::attention, il), streamed(res.attention_disk, il), im.attention_cpu[il]);
-    if (streamed(res.ffn_streamed, il) || im.ffn_cpu[il])
-      im.ffn_block[il] = new_block(block_label(Block::ffn, il), streamed(res.ffn_disk, il), im.ffn_cpu[il]);
+    im.attention_cpu[il] = pl.tier(Block::attention, il) == Tier::cpu;
+    im.ffn_cpu[il] = pl.tier(Block::ffn, il) == Tier::cpu;
+    im.attention_block[il] = store_block(Block::attention, il);
+    im.ffn_block[il] = store_block(Block::ffn, il);
   }
-  im.head_cpu = res.head_cpu;
-  if (res.head_streamed || res.head_cpu) im.head_block = new_block(block_label(Block::head, 0), res.head_disk, res.head_cpu);
+  im.head_cpu = pl.head == Tier::cpu;
+  im.head_block = store_block(Block::head, 0);
   const bool tied = s.hp.tied_output;
   // The embedding table is on the GPU only when it is resident anyway (as the tied head) or when
   // every block is resident (the resident engine); otherwise rows are gathered on the host (the
   // planner never places the embedding, model_blocks.h).
-  im.host_embed = tied ? res.head_streamed || res.head_cpu : res.any_streamed() || res.any_cpu();
-  if (res.any_kv_host() && opt_.n_seq > 1)
+  im.host_embed = tied ? pl.head != Tier::gpu : pl.any_streamed() || pl.any(Tier::cpu);
+  if (pl.any_kv_host() && opt_.n_seq > 1)
     return Status::error("host-RAM KV (--kv-host) serves one sequence; {} sessions need their KV in VRAM "
                          "(use --batch 1 or --kv-host none)", opt_.n_seq);
-  if (res.any_cpu() || res.any_kv_host()) {
+  if (pl.any(Tier::cpu) || pl.any_kv_host()) {
     // cpu-tier matmuls see at most kMaxExactRows rows (begin_chunk sends larger chunks to the GPU).
-    HostCompute::Options ho{opt_.n_ctx, opt_.ubatch, kMaxExactRows, opt_.k_type, opt_.v_type, res.kv_host, res.head_cpu};
+    std::vector<bool> kv_host(n_layer);
+    for (uint32_t il = 0; il < n_layer; ++il) kv_host[il] = pl.kv_tier(il) == offload::KvTier::host;
+    HostCompute::Options ho{opt_.n_ctx, opt_.ubatch, kMaxExactRows, opt_.k_type, opt_.v_type, kv_host, im.head_cpu};
     auto h = HostCompute::create(s, ho);
     if (!h) return h.status();
     im.host = std::move(h.value());
@@ -219,7 +216,7 @@ Status CudaForward::allocate() {
         !model_->file.is_mapped_file())
       return Status::error("the disk tier needs a model file (this model was not loaded from one)");
     auto store =
-        offload::WeightStore::create(*im.arena, *im.pinned, std::move(specs), res.ring_slots, im.stream, false,
+        offload::WeightStore::create(*im.arena, *im.pinned, std::move(specs), opt_.ring_slots, im.stream, false,
                                      &disk);
     if (!store) return store.status();
     im.store = std::move(store.value());
@@ -232,7 +229,7 @@ Status CudaForward::allocate() {
     for (size_t b = 0; b < members.size(); ++b)
       for (const auto& [view, t] : members[b]) im.patches[b].push_back({view, im.store->block(b).tensors[t].offset});
     log::info("streaming {} blocks ({} pinned) through {} VRAM slots ({})", im.store->n_blocks(),
-              format_bytes(im.store->stats().pinned_bytes), res.ring_slots, format_bytes(im.store->stats().ring_bytes));
+              format_bytes(im.store->stats().pinned_bytes), opt_.ring_slots, format_bytes(im.store->stats().ring_bytes));
   }
   auto loaded = offload::load_weights(model_->file, loads, *im.pinned, im.stream, opt_.trace.get());
   if (!loaded) return loaded.status();

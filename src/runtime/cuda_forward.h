@@ -1,5 +1,5 @@
 // The GPU forward pass: the KV cache and activations in VRAM, each weight block resident or streamed
-// (options.residency: M5's executor, offload/weight_store.h) through a VRAM staging ring; the
+// (options.placement, offload/placement.h; streamed blocks through offload/weight_store.h) through a VRAM staging ring; the
 // same forward_pass.h as the CPU engine over the CUDA kernels (kernels/cuda/cuda_api.h). Weights
 // are uploaded (or pinned, when streamed) once at create().
 //

@@ -9,20 +9,12 @@
 
 namespace strata::runtime {
 
-bool Residency::any_streamed() const {
-  for (bool b : attention_streamed) if (b) return true;
-  for (bool b : ffn_streamed) if (b) return true;
-  return head_streamed;
+void use_plan(const offload::ExecutorPlan& e, ForwardOptions& o) {
+  o.placement = e.plan.placement;
+  o.ring_slots = e.ring_slots;
+  o.vram_budget = e.engine_vram_budget;
+  o.pinned_budget = e.pinned_budget;
 }
-
-bool Residency::any_cpu() const {
-  return head_cpu || std::find(attention_cpu.begin(), attention_cpu.end(), true) != attention_cpu.end() ||
-         std::find(ffn_cpu.begin(), ffn_cpu.end(), true) != ffn_cpu.end();
-}
-
-bool Residency::any_kv_host() const { return n_kv_host() > 0; }
-
-uint32_t Residency::n_kv_host() const { return uint32_t(std::count(kv_host.begin(), kv_host.end(), true)); }
 
 Result<LayerRange> check_layer_range(const model::ModelSpec& spec, std::span<const int32_t> tokens, uint32_t pos0,
                                      const LayerRange& r, uint32_t n_past, uint32_t n_ctx, uint32_t ubatch) {
@@ -96,7 +88,7 @@ Result<std::unique_ptr<Engine>> make_engine(std::shared_ptr<const Model> model, 
     if (!f) return f.status();
     return std::unique_ptr<Engine>(std::move(f.value()));
   }
-  if (options.residency.any_streamed() || options.residency.vram_budget)
+  if (options.placement.any_streamed() || options.vram_budget)
     return Status::error("a VRAM budget and weight streaming need the CUDA engine (--device cuda)");
   auto f = CpuForward::create(std::move(model), options);
   if (!f) return f.status();

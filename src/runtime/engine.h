@@ -14,37 +14,13 @@
 
 #include "core/status.h"
 #include "core/trace.h"
+#include "offload/executor_plan.h"
+#include "offload/placement.h"
 #include "runtime/model.h"
 
 namespace strata::runtime {
 
 enum class Logits { none, last, all };
-
-// Where the CUDA engine keeps each weight block (the executor's half of a plan; see
-// runtime/residency.h for building it from offload::Plan). Default: everything resident.
-struct Residency {
-  std::vector<bool> attention_streamed, ffn_streamed;  // per layer; empty = none streamed
-  bool head_streamed = false;
-  // Of the streamed blocks, those read from the model file at each use instead of kept in pinned
-  // RAM (the disk tier); same indexing, empty = none.
-  std::vector<bool> attention_disk, ffn_disk;
-  bool head_disk = false;
-  // Blocks on the `cpu` tier: their weights stay in the model's host mapping (no VRAM, no pinned
-  // copy) and their matmuls run on the CPU; only activations cross PCIe (runtime/host_compute.h).
-  // Same indexing, empty = none. A block is streamed or cpu, never both.
-  std::vector<bool> attention_cpu, ffn_cpu;
-  bool head_cpu = false;
-  // Layers whose KV lives in host RAM (KvTier::host): K/V are written there and attention runs on
-  // the CPU; only q and the attention output cross PCIe. Empty = every layer's KV in VRAM.
-  std::vector<bool> kv_host;
-  uint32_t ring_slots = 3;     // VRAM staging slots: prefetch depth + 1
-  uint64_t vram_budget = 0;    // hard limit on what the engine allocates; 0 = none
-  uint64_t pinned_budget = 0;  // limit on pinned host RAM for streamed blocks; 0 = none
-  bool any_streamed() const;
-  bool any_cpu() const;      // a cpu-tier block
-  bool any_kv_host() const;  // a layer with host KV
-  uint32_t n_kv_host() const;
-};
 
 struct ForwardOptions {
   uint32_t n_ctx = 4096;  // KV positions
@@ -53,7 +29,12 @@ struct ForwardOptions {
   // types need head_dim % 32 == 0; see kv/kv_cache.h for the formats and their error bounds).
   GgmlType k_type = GgmlType::F32;
   GgmlType v_type = GgmlType::F32;
-  Residency residency;    // CUDA only
+  // Where each weight block and layer's KV lives (CUDA only; offload/placement.h); default: all
+  // in VRAM. use_plan() fills these four from a plan.
+  offload::Placement placement;
+  uint32_t ring_slots = 3;     // VRAM staging slots for streamed blocks: prefetch depth + 1 (>= 2)
+  uint64_t vram_budget = 0;    // hard limit on what the engine allocates; 0 = none
+  uint64_t pinned_budget = 0;  // limit on pinned host RAM (offload/pinned_pool.h); 0 = none
   // When set, every eval adds spans to it (per weight block: compute on the CPU or GPU, streamed
   // copies; per eval: the host's view). The CUDA engine then runs without CUDA graphs, so that
   // every block of the decode step is visible.
@@ -169,6 +150,9 @@ Result<std::vector<int32_t>> check_batch_rows(const model::ModelSpec& spec, std:
 // layers and a ring of min(n_ctx, window + ubatch) for sliding ones (how both engines size it).
 uint64_t kv_bytes_per_seq(const model::ModelSpec& spec, uint32_t n_ctx, uint32_t ubatch, GgmlType k_type,
                           GgmlType v_type);
+
+// Sets the placement, ring slots and budgets of `o` to what the plan says the engine runs.
+void use_plan(const offload::ExecutorPlan& e, ForwardOptions& o);
 
 // automatic: CUDA when built with it and a device is present, else CPU.
 Result<std::unique_ptr<Engine>> make_engine(std::shared_ptr<const Model> model, ForwardOptions options, Device device);

@@ -69,14 +69,9 @@ struct Layers {
   bool runs(uint32_t il) const { return il >= first && il < end && !(skip && skip[il]); }
 };
 
-// The weight blocks the planner places (offload/model_blocks.h): per layer attention and FFN, the head.
-enum class Block { attention, ffn, head };
-
-// "attn 12", "ffn 12", "head": as the planner and the weight store name blocks.
-inline std::string block_label(Block b, uint32_t il) {
-  if (b == Block::head) return "head";
-  return (b == Block::attention ? "attn " : "ffn ") + std::to_string(il);
-}
+// The blocks a forward pass brackets with begin_block/end_block (model/arch.h): attention, ffn, head.
+using model::Block;
+inline std::string block_label(Block b, uint32_t il) { return model::block_label(b, int(il)); }
 
 template <typename Ops>
 void attention_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,

@@ -4,6 +4,7 @@
 // the n_seq KV caches count against the VRAM budget. Skips without a GPU.
 #include <catch2/catch.hpp>
 
+#include "placements.h"
 #include "kernels/cuda/device_info.h"
 #include "runtime/batch_test_util.h"
 #include "runtime/cpu_forward.h"
@@ -15,19 +16,10 @@ using namespace strata;
 
 namespace {
 
-runtime::Residency stream_odd_layers(uint32_t n_layer) {
-  runtime::Residency r;
-  for (uint32_t il = 0; il < n_layer; ++il) {
-    r.attention_streamed.push_back(il % 2 == 1);
-    r.ffn_streamed.push_back(il % 2 == 1);
-  }
-  r.head_streamed = true;
-  r.ring_slots = 3;
-  return r;
-}
+using test::stream_odd_layers;
 
 runtime::ForwardOptions options(uint32_t n_seq, GgmlType kv, uint32_t n_ctx = 160, uint32_t ubatch = 16) {
-  runtime::ForwardOptions o{.n_ctx = n_ctx, .ubatch = ubatch, .k_type = kv, .v_type = kv, .residency = {}, .trace = {}};
+  runtime::ForwardOptions o{.n_ctx = n_ctx, .ubatch = ubatch, .k_type = kv, .v_type = kv, .placement = {}, .trace = {}};
   o.n_seq = n_seq;
   return o;
 }
@@ -86,7 +78,7 @@ TEST_CASE("GPU eval_batch rows are bit-identical to GPU single-sequence decoding
         INFO(ggml_type_info(w).name << " weights, " << ggml_type_info(kv).name << " KV"
                                     << (streamed ? ", streamed" : ", resident"));
         auto o1 = options(1, kv), o10 = options(10, kv);
-        if (streamed) o1.residency = o10.residency = stream_odd_layers(n_layer);
+        if (streamed) o1.placement = o10.placement = stream_odd_layers(n_layer);
         auto ref = cuda_engine(*model, o1);
         auto e = cuda_engine(*model, o10);
         Rng rng(uint64_t(w) * 7 + uint64_t(kv) * 3 + streamed);
@@ -145,14 +137,14 @@ TEST_CASE("GPU engine: n_seq KV caches are allocated up front inside the VRAM bu
   CHECK(four->device_bytes() >= one->device_bytes() + 3 * per_seq);
   // A budget that holds one session's engine but not three more caches: refused at create().
   auto o = options(4, GgmlType::F16, 2048, 16);
-  o.residency.vram_budget = one->device_bytes() + per_seq;
+  o.vram_budget = one->device_bytes() + per_seq;
   auto refused = runtime::CudaForward::create(*model, o);
   REQUIRE_FALSE(refused.is_ok());
   INFO(refused.message());
   // The arena's refusal (offload/vram_arena.cpp) names the budget; which allocation crosses it
   // depends on the order create() allocates in, so the test does not pin that.
   CHECK(refused.message().find("VRAM budget") != std::string::npos);
-  o.residency.vram_budget = four->device_bytes();
+  o.vram_budget = four->device_bytes();
   auto fits = runtime::CudaForward::create(*model, o);
   INFO((fits.is_ok() ? std::string() : fits.message()));
   CHECK(fits.is_ok());

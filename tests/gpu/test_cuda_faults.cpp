@@ -23,21 +23,20 @@ struct Disarm {
   ~Disarm() { kernels::cuda::inject_error(0); }
 };
 
-runtime::ForwardOptions options(runtime::Residency r) {
-  return {.n_ctx = 128, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = std::move(r),
-          .trace = {}};
+// ring_slots: the staging ring (the streamed() cases run with 2).
+runtime::ForwardOptions options(offload::Placement r, uint32_t ring_slots = 3) {
+  return {.n_ctx = 128, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .placement = std::move(r),
+          .ring_slots = ring_slots, .trace = {}};
 }
 
-// Every other layer's attention and FFN streamed, one of them from the disk tier.
-runtime::Residency streamed(uint32_t n_layer) {
-  runtime::Residency r;
+// Every other layer's attention and FFN streamed, one of them from the disk tier (2 ring slots).
+offload::Placement streamed(uint32_t n_layer) {
+  offload::Placement r;
   for (uint32_t il = 0; il < n_layer; ++il) {
-    r.attention_streamed.push_back(il % 2 == 1);
-    r.ffn_streamed.push_back(il % 2 == 1);
-    r.attention_disk.push_back(il == 1);
-    r.ffn_disk.push_back(false);
+    const offload::Tier t = il % 2 == 1 ? offload::Tier::stream : offload::Tier::gpu;
+    r.attention.push_back(il == 1 ? offload::Tier::disk : t);
+    r.ffn.push_back(t);
   }
-  r.ring_slots = 2;
   return r;
 }
 
@@ -100,7 +99,7 @@ TEST_CASE("A device error mid-step fails the eval cleanly and names the block", 
   }
 
   SECTION("streamed and disk tiers: the message names the block and its tier") {
-    auto e = runtime::CudaForward::create(model.value(), options(streamed(n_layer)));
+    auto e = runtime::CudaForward::create(model.value(), options(streamed(n_layer), 2));
     REQUIRE(e.is_ok());
     REQUIRE((*e)->eval(prompt, runtime::Logits::last, logits).is_ok());
     bool named_streamed = false;

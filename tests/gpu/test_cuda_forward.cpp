@@ -55,7 +55,7 @@ TEST_CASE("GPU logits match the references for every testdata model", "[gpu][for
       // attention, ring wrap inside a chunk).
       for (bool one : {true, false}) {
         INFO(dir << (kv == GgmlType::F16 ? " f16 KV" : " f32 KV") << (one ? " decode" : " prefill"));
-        auto gpu = runtime::CudaForward::create(model.value(), {.n_ctx = 256, .ubatch = 40, .k_type = kv, .v_type = kv, .residency = {}, .trace = {}});
+        auto gpu = runtime::CudaForward::create(model.value(), {.n_ctx = 256, .ubatch = 40, .k_type = kv, .v_type = kv, .placement = {}, .trace = {}});
         INFO((gpu.is_ok() ? std::string() : gpu.message()));
         REQUIRE(gpu.is_ok());
         const auto got = run(**gpu, tokens, one);
@@ -101,7 +101,7 @@ TEST_CASE("GPU engine with quantised KV matches the CPU engine with the same KV 
     REQUIRE(model.is_ok());
     const bool quantised = std::string(dir).find("q4k") != std::string::npos;
     for (const P& p : pairs) {
-      const runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 40, .k_type = p.k, .v_type = p.v, .residency = {}, .trace = {}};
+      const runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 40, .k_type = p.k, .v_type = p.v, .placement = {}, .trace = {}};
       auto cpu = runtime::CpuForward::create(model.value(), opt);
       REQUIRE(cpu.is_ok());
       const auto ref = run(**cpu, tokens, false);
@@ -133,7 +133,7 @@ TEST_CASE("GPU engine rejects bad requests like the CPU engine", "[gpu][forward]
   }
   auto model = runtime::Model::load(test::testdata("models/llama/model.gguf"));
   REQUIRE(model.is_ok());
-  auto gpu = runtime::CudaForward::create(model.value(), {.n_ctx = 8, .ubatch = 4, .residency = {}, .trace = {}});
+  auto gpu = runtime::CudaForward::create(model.value(), {.n_ctx = 8, .ubatch = 4, .placement = {}, .trace = {}});
   REQUIRE(gpu.is_ok());
   std::vector<float> logits;
   const std::vector<int32_t> bad = {2, 512};
@@ -174,7 +174,7 @@ TEST_CASE("GPU greedy decoding gives the CPU engine's tokens on every testdata m
     REQUIRE(model.is_ok());
     auto tokens = read_tokens(base + "tokens.txt");
     tokens.resize(std::min<size_t>(tokens.size(), 8));
-    const runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .residency = {}, .trace = {}};
+    const runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .placement = {}, .trace = {}};
     auto cpu = runtime::CpuForward::create(model.value(), opt);
     auto gpu = runtime::CudaForward::create(model.value(), opt);
     REQUIRE(cpu.is_ok());

@@ -7,6 +7,7 @@
 // without a GPU.
 #include <catch2/catch.hpp>
 
+#include "placements.h"
 #include "kernels/cuda/device_info.h"
 #include "runtime/cuda_forward.h"
 #include "spec/spec_test_util.h"
@@ -22,26 +23,17 @@ spec::SpecConfig config(const std::string& text, uint32_t n_layer) {
   return *c;
 }
 
-runtime::Residency stream_odd_layers(uint32_t n_layer) {
-  runtime::Residency r;
-  for (uint32_t il = 0; il < n_layer; ++il) {
-    r.attention_streamed.push_back(il % 2 == 1);
-    r.ffn_streamed.push_back(il % 2 == 1);
-  }
-  r.head_streamed = true;
-  r.ring_slots = 3;
-  return r;
-}
+using test::stream_odd_layers;
 
 // The host-side tiers: FFN of even layers on the CPU, KV of every full-attention layer in host
 // RAM. Verification rows must match decode steps there too (CPU matmuls by the dot kernels,
 // host attention one query at a time).
-runtime::Residency host_tiers(const model::ModelSpec& s) {
-  runtime::Residency r;
+offload::Placement host_tiers(const model::ModelSpec& s) {
+  offload::Placement r;
   for (uint32_t il = 0; il < s.hp.n_layer; ++il) {
-    r.attention_cpu.push_back(false);
-    r.ffn_cpu.push_back(il % 2 == 0);
-    r.kv_host.push_back(s.window(il) == 0);
+    r.attention.push_back(offload::Tier::gpu);
+    r.ffn.push_back(il % 2 == 0 ? offload::Tier::cpu : offload::Tier::gpu);
+    r.kv.push_back(s.window(il) == 0 ? offload::KvTier::host : offload::KvTier::gpu);
   }
   return r;
 }
@@ -60,9 +52,9 @@ TEST_CASE("GPU greedy speculative decoding equals GPU plain greedy decoding", "[
     const uint32_t n_layer = (*model)->spec.hp.n_layer, n_vocab = (*model)->spec.hp.n_vocab;
     for (const char* where : {"resident", "streamed", "host tiers"}) {
       const std::string w = where;
-      runtime::ForwardOptions opt{.n_ctx = 160, .ubatch = 16, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .residency = {}, .trace = {}};
-      if (w == "streamed") opt.residency = stream_odd_layers(n_layer);
-      if (w == "host tiers") opt.residency = host_tiers((*model)->spec);
+      runtime::ForwardOptions opt{.n_ctx = 160, .ubatch = 16, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .placement = {}, .trace = {}};
+      if (w == "streamed") opt.placement = stream_odd_layers(n_layer);
+      if (w == "host tiers") opt.placement = host_tiers((*model)->spec);
       auto gpu = runtime::CudaForward::create(*model, opt);
       INFO((gpu.is_ok() ? std::string() : gpu.message()));
       REQUIRE(gpu.is_ok());
@@ -93,7 +85,7 @@ TEST_CASE("GPU greedy speculative decoding on strata-tiny gives the plain text",
   REQUIRE(model.is_ok());
   auto tok = tokenizer::Tokenizer::from_gguf((*model)->file);
   REQUIRE(tok.is_ok());
-  auto gpu = runtime::CudaForward::create(*model, {.n_ctx = 1024, .ubatch = 64, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}, .trace = {}});
+  auto gpu = runtime::CudaForward::create(*model, {.n_ctx = 1024, .ubatch = 64, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .placement = {}, .trace = {}});
   REQUIRE(gpu.is_ok());
   const uint32_t n_layer = (*model)->spec.hp.n_layer;
   const auto prompt = tok->encode(
@@ -120,8 +112,8 @@ TEST_CASE("GPU eval_layers with a skip mask equals the composition of two layer 
   const uint32_t n_layer = (*model)->spec.hp.n_layer, n_embd = (*model)->spec.hp.n_embd;
   for (bool streamed : {false, true}) {
     INFO((streamed ? "streamed" : "resident"));
-    runtime::ForwardOptions opt{.n_ctx = 64, .ubatch = 16, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .residency = {}, .trace = {}};
-    if (streamed) opt.residency = stream_odd_layers(n_layer);
+    runtime::ForwardOptions opt{.n_ctx = 64, .ubatch = 16, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .placement = {}, .trace = {}};
+    if (streamed) opt.placement = stream_odd_layers(n_layer);
     auto ref = runtime::CudaForward::create(*model, opt);
     auto masked = runtime::CudaForward::create(*model, opt);
     REQUIRE(ref.is_ok());

@@ -9,7 +9,7 @@
 // bounds. What must not differ is the text: greedy tokens are compared exactly, up to the first
 // step whose top-1/top-2 gap in the resident run is inside the tolerance (a near tie rounding may
 // flip; none is expected on these models). A wrong host view, KV slot or staging offset moves
-// logits by O(1). Runs of the same residency are compared bit for bit (rollback, trace).
+// logits by O(1). Runs of the same placement are compared bit for bit (rollback, trace).
 // Skips without a GPU.
 #include <catch2/catch.hpp>
 
@@ -33,38 +33,36 @@ using namespace strata;
 namespace {
 
 // Every `every`-th layer (from `first`) has its attention / FFN block on the cpu tier.
-runtime::Residency cpu_blocks(uint32_t n_layer, uint32_t first, uint32_t every, bool attn, bool ffn, bool head) {
-  runtime::Residency r;
+using offload::KvTier;
+using offload::Tier;
+
+offload::Placement cpu_blocks(uint32_t n_layer, uint32_t first, uint32_t every, bool attn, bool ffn, bool head) {
+  offload::Placement r;
   for (uint32_t il = 0; il < n_layer; ++il) {
     const bool pick = il >= first && (il - first) % every == 0;
-    r.attention_cpu.push_back(attn && pick);
-    r.ffn_cpu.push_back(ffn && pick);
+    r.attention.push_back(attn && pick ? Tier::cpu : Tier::gpu);
+    r.ffn.push_back(ffn && pick ? Tier::cpu : Tier::gpu);
   }
-  r.head_cpu = head;
+  r.head = head ? Tier::cpu : Tier::gpu;
   return r;
 }
 
 // Host KV in every full-attention layer (sliding layers keep their rings in VRAM).
-runtime::Residency& host_kv(runtime::Residency& r, const model::ModelSpec& s) {
-  r.kv_host.clear();
-  for (uint32_t il = 0; il < s.hp.n_layer; ++il) r.kv_host.push_back(s.window(il) == 0);
+offload::Placement& host_kv(offload::Placement& r, const model::ModelSpec& s) {
+  r.kv.clear();
+  for (uint32_t il = 0; il < s.hp.n_layer; ++il) r.kv.push_back(s.window(il) == 0 ? KvTier::host : KvTier::gpu);
   return r;
 }
 
 // Layers 0, 3, 6..: attention streamed from pinned RAM, FFN from disk; 1, 4, ..: both on the CPU;
-// 2, 5, ..: resident; host KV in every full layer; the head streamed. 2 ring slots.
-runtime::Residency mixed(const model::ModelSpec& s) {
-  runtime::Residency r;
+// 2, 5, ..: resident; host KV in every full layer; the head streamed. (Run with 2 ring slots.)
+offload::Placement mixed(const model::ModelSpec& s) {
+  offload::Placement r;
   for (uint32_t il = 0; il < s.hp.n_layer; ++il) {
-    r.attention_streamed.push_back(il % 3 == 0);
-    r.ffn_streamed.push_back(il % 3 == 0);
-    r.attention_disk.push_back(false);
-    r.ffn_disk.push_back(il % 3 == 0);
-    r.attention_cpu.push_back(il % 3 == 1);
-    r.ffn_cpu.push_back(il % 3 == 1);
+    r.attention.push_back(il % 3 == 0 ? Tier::stream : il % 3 == 1 ? Tier::cpu : Tier::gpu);
+    r.ffn.push_back(il % 3 == 0 ? Tier::disk : il % 3 == 1 ? Tier::cpu : Tier::gpu);
   }
-  r.head_streamed = true;
-  r.ring_slots = 2;
+  r.head = Tier::stream;
   return host_kv(r, s);
 }
 
@@ -86,34 +84,35 @@ TEST_CASE("cpu-tier blocks and host KV give the resident run's text and close lo
     REQUIRE(model.is_ok());
     const auto& spec = (*model)->spec;
     const uint32_t n_layer = spec.hp.n_layer, n_vocab = spec.hp.n_vocab;
-    const runtime::ForwardOptions base_opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}, .trace = {}};
+    const runtime::ForwardOptions base_opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .placement = {}, .trace = {}};
     auto resident = runtime::CudaForward::create(model.value(), base_opt);
     REQUIRE(resident.is_ok());
     const auto want = test::run_prompt_then_decode(**resident, tokens, n_prompt);
     const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + n_prompt);
     const auto want_text = test::greedy_with_gaps(**resident, prompt, 24);
 
-    auto host_kv_only = runtime::Residency{};
+    auto host_kv_only = offload::Placement{};
     auto all_cpu_host_kv = cpu_blocks(n_layer, 0, 1, true, true, true);
-    struct Case { std::string name; runtime::Residency r; GgmlType k, v; };
+    struct Case { std::string name; offload::Placement r; GgmlType k, v; uint32_t slots = 3; };
     std::vector<Case> cases = {
         {"every other layer's FFN on the CPU", cpu_blocks(n_layer, 1, 2, false, true, false), GgmlType::F16, GgmlType::F16},
         {"every other layer's attention on the CPU", cpu_blocks(n_layer, 0, 2, true, false, false), GgmlType::F16, GgmlType::F16},
         {"the head on the CPU", cpu_blocks(n_layer, 0, 1, false, false, true), GgmlType::F16, GgmlType::F16},
         {"host KV in every full layer", host_kv(host_kv_only, spec), GgmlType::F16, GgmlType::F16},
         {"everything on the CPU, host KV", host_kv(all_cpu_host_kv, spec), GgmlType::F16, GgmlType::F16},
-        {"mixed: streamed, disk, cpu, resident, host KV, 2 slots", mixed(spec), GgmlType::F16, GgmlType::F16},
+        {"mixed: streamed, disk, cpu, resident, host KV, 2 slots", mixed(spec), GgmlType::F16, GgmlType::F16, 2},
     };
     // Quantised host KV (the CPU cache quantises, the CPU kernel reads the blocks); the resident
     // run keeps f16, so the bound grows by the quantisation's own effect (test_cuda_forward.cpp).
     if (kv::check_kv_type(GgmlType::Q8_0, spec.hp.n_embd_head).is_ok()) {
-      auto r = runtime::Residency{};
+      auto r = offload::Placement{};
       cases.push_back({"host KV q8", host_kv(r, spec), GgmlType::Q8_0, GgmlType::Q8_0});
     }
     for (const auto& c : cases) {
       INFO(dir << ": " << c.name);
       auto opt = base_opt;
-      opt.residency = c.r;
+      opt.placement = c.r;
+      opt.ring_slots = c.slots;
       opt.k_type = c.k;
       opt.v_type = c.v;
       auto e = runtime::CudaForward::create(model.value(), opt);
@@ -153,10 +152,10 @@ TEST_CASE("Host KV rolls back: truncate then new tokens equals a fresh run", "[g
     auto model = runtime::Model::load(base + "model.gguf");
     REQUIRE(model.is_ok());
     const auto& spec = (*model)->spec;
-    runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::Q8_0, .v_type = GgmlType::F16, .residency = {}, .trace = {}};
+    runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::Q8_0, .v_type = GgmlType::F16, .placement = {}, .trace = {}};
     if (!kv::check_kv_type(GgmlType::Q8_0, spec.hp.n_embd_head).is_ok()) opt.k_type = GgmlType::F16;
-    opt.residency = cpu_blocks(spec.hp.n_layer, 1, 2, false, true, false);
-    host_kv(opt.residency, spec);
+    opt.placement = cpu_blocks(spec.hp.n_layer, 1, 2, false, true, false);
+    host_kv(opt.placement, spec);
     const size_t n_prompt = tokens.size() - 8;
     // The fresh run: prompt, 2 tokens, then 6 others. The rolled-back run: prompt, 2 tokens,
     // 6 tokens that are then forgotten, then the same 6 others.
@@ -197,23 +196,23 @@ TEST_CASE("Host KV takes no VRAM; host tiers show as cpu compute spans in a trac
   REQUIRE(model.is_ok());
   const auto& spec = (*model)->spec;
   const uint32_t n_layer = spec.hp.n_layer;
-  runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}, .trace = {}};
+  runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .placement = {}, .trace = {}};
   auto resident = runtime::CudaForward::create(model.value(), opt);
   REQUIRE(resident.is_ok());
 
   // Host KV alone: K and V of n_ctx positions in f16 per layer leave the arena, nothing else
   // changes (cpu-tier blocks would add a staging ring, which a model this small may not repay).
   auto kv_opt = opt;
-  host_kv(kv_opt.residency, spec);
-  const uint32_t n_host = kv_opt.residency.n_kv_host();
+  host_kv(kv_opt.placement, spec);
+  const uint32_t n_host = kv_opt.placement.n_kv_host();
   REQUIRE(n_host == n_layer);  // llama: every layer is full attention
   auto kv_only = runtime::CudaForward::create(model.value(), kv_opt);
   REQUIRE(kv_only.is_ok());
   const uint64_t kv_layer = 2 * uint64_t(opt.n_ctx) * kv::kv_row_bytes(GgmlType::F16, spec.kv_width());
   CHECK((*resident)->vram_peak_bytes() >= (*kv_only)->vram_peak_bytes() + n_host * kv_layer);
 
-  opt.residency = cpu_blocks(n_layer, 0, 2, false, true, false);
-  host_kv(opt.residency, spec);
+  opt.placement = cpu_blocks(n_layer, 0, 2, false, true, false);
+  host_kv(opt.placement, spec);
   auto plain = runtime::CudaForward::create(model.value(), opt);
   REQUIRE(plain.is_ok());
   const auto want = test::run_prompt_then_decode(**plain, tokens, n_prompt);
@@ -254,19 +253,18 @@ TEST_CASE("cpu-tier blocks run prefill chunks on the GPU through the ring, bit-i
     const auto& spec = (*model)->spec;
     const uint32_t n_vocab = spec.hp.n_vocab, chunk = 20;
     REQUIRE(chunk > runtime::kMaxExactRows);
-    runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = chunk, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}, .trace = {}};
+    runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = chunk, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .placement = {}, .trace = {}};
     auto resident = runtime::CudaForward::create(model.value(), opt);
     REQUIRE(resident.is_ok());
     const auto want = test::run_prompt_then_decode(**resident, tokens, n_prompt);
     for (bool with_stream : {false, true}) {
       INFO(dir << (with_stream ? ": cpu blocks and streamed ones" : ": cpu blocks"));
-      opt.residency = cpu_blocks(spec.hp.n_layer, 0, 2, true, true, true);
+      opt.placement = cpu_blocks(spec.hp.n_layer, 0, 2, true, true, true);
+      opt.ring_slots = 3;
       if (with_stream) {
-        for (uint32_t il = 0; il < spec.hp.n_layer; ++il) {
-          opt.residency.attention_streamed.push_back(il % 2 == 1);
-          opt.residency.ffn_streamed.push_back(il % 2 == 1);
-        }
-        opt.residency.ring_slots = 2;
+        for (uint32_t il = 1; il < spec.hp.n_layer; il += 2)
+          opt.placement.attention[il] = opt.placement.ffn[il] = Tier::stream;
+        opt.ring_slots = 2;
       }
       auto e = runtime::CudaForward::create(model.value(), opt);
       INFO((e.is_ok() ? std::string() : e.message()));

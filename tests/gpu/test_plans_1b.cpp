@@ -41,45 +41,43 @@ TEST_CASE("Plans on a 1b-shaped model give the resident run's greedy text", "[gp
   std::vector<int32_t> prompt(40);
   for (auto& t : prompt) t = int32_t(rng.next_u64() % spec.hp.n_vocab);
   const runtime::ForwardOptions base{.n_ctx = 512, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16,
-                                     .residency = {}, .trace = {}};
+                                     .placement = {}, .trace = {}};
   auto resident = runtime::CudaForward::create(model.value(), base);
   REQUIRE(resident.is_ok());
   const test::Greedy want = test::greedy_with_gaps(**resident, prompt, 24);
 
   struct Case {
     std::string name;
-    runtime::Residency r;
+    offload::Placement r;  // run with 3 ring slots
     bool exact;  // same kernels on the same bytes
   };
   std::vector<Case> cases;
   {
-    runtime::Residency r;  // every other layer streamed, every fourth of those from disk, head streamed
+    using offload::Tier;
+    offload::Placement r;  // every other layer streamed, every fourth of those from disk, head streamed
     for (uint32_t il = 0; il < n_layer; ++il) {
-      r.attention_streamed.push_back(il % 2 == 1);
-      r.ffn_streamed.push_back(il % 2 == 1);
-      r.attention_disk.push_back(il % 8 == 1);
-      r.ffn_disk.push_back(il % 8 == 3);
+      const Tier streamed = il % 2 == 1 ? Tier::stream : Tier::gpu;
+      r.attention.push_back(il % 8 == 1 ? Tier::disk : streamed);
+      r.ffn.push_back(il % 8 == 3 ? Tier::disk : streamed);
     }
-    r.head_streamed = true;
-    r.ring_slots = 3;
+    r.head = Tier::stream;
     cases.push_back({"mostly streamed, some disk", r, true});
   }
   {
-    runtime::Residency r;  // every third layer's FFN on the CPU, KV of every full layer in host RAM
+    using offload::Tier;
+    offload::Placement r;  // every third layer's FFN on the CPU, KV of every full layer in host RAM
     for (uint32_t il = 0; il < n_layer; ++il) {
-      r.attention_streamed.push_back(il % 3 == 1);
-      r.ffn_streamed.push_back(false);
-      r.attention_cpu.push_back(false);
-      r.ffn_cpu.push_back(il % 3 == 0);
-      r.kv_host.push_back(spec.window(il) == 0);
+      r.attention.push_back(il % 3 == 1 ? Tier::stream : Tier::gpu);
+      r.ffn.push_back(il % 3 == 0 ? Tier::cpu : Tier::gpu);
+      r.kv.push_back(spec.window(il) == 0 ? offload::KvTier::host : offload::KvTier::gpu);
     }
-    r.ring_slots = 3;
     cases.push_back({"cpu FFN blocks, streamed attention, host KV", r, false});
   }
   for (const auto& c : cases) {
     INFO(c.name);
     auto opt = base;
-    opt.residency = c.r;
+    opt.placement = c.r;
+    opt.ring_slots = 3;
     auto e = runtime::CudaForward::create(model.value(), opt);
     INFO((e.is_ok() ? std::string() : e.message()));
     REQUIRE(e.is_ok());

@@ -21,15 +21,16 @@ using namespace strata;
 
 namespace {
 
-runtime::Residency streamed_every(uint32_t n_layer, uint32_t every, bool ffn_only, bool head, uint32_t slots) {
-  runtime::Residency r;
+using offload::Tier;
+
+offload::Placement streamed_every(uint32_t n_layer, uint32_t every, bool ffn_only, bool head) {
+  offload::Placement r;
   for (uint32_t il = 0; il < n_layer; ++il) {
     const bool pick = il % every == every - 1;  // deep layers of each group: the draft prefix may stay resident
-    r.attention_streamed.push_back(pick && !ffn_only);
-    r.ffn_streamed.push_back(pick);
+    r.attention.push_back(pick && !ffn_only ? Tier::stream : Tier::gpu);
+    r.ffn.push_back(pick ? Tier::stream : Tier::gpu);
   }
-  r.head_streamed = head;
-  r.ring_slots = slots;
+  r.head = head ? Tier::stream : Tier::gpu;
   return r;
 }
 
@@ -93,21 +94,21 @@ TEST_CASE("Graph steps equal eager steps bit for bit, resident and streamed", "[
     const uint32_t n_layer = (*model)->spec.hp.n_layer;
     REQUIRE(n_layer >= 2);
     const uint32_t d = n_layer / 2;
-    struct Case { const char* name; runtime::Residency r; };
+    struct Case { const char* name; offload::Placement r; uint32_t slots; };
     const Case cases[] = {
-        {"resident", {}},
-        {"every layer streamed + head, 3 slots", streamed_every(n_layer, 1, false, true, 3)},
-        {"every other layer's FFN, 2 slots", streamed_every(n_layer, 2, true, false, 2)},
+        {"resident", {}, 3},
+        {"every layer streamed + head, 3 slots", streamed_every(n_layer, 1, false, true), 3},
+        {"every other layer's FFN, 2 slots", streamed_every(n_layer, 2, true, false), 2},
         {"deep half streamed, 4 slots", [&] {
-           runtime::Residency r = streamed_every(n_layer, 1, false, false, 4);
-           for (uint32_t il = 0; il < d; ++il) r.attention_streamed[il] = r.ffn_streamed[il] = false;
+           offload::Placement r = streamed_every(n_layer, 1, false, false);
+           for (uint32_t il = 0; il < d; ++il) r.attention[il] = r.ffn[il] = Tier::gpu;
            return r;
-         }()},
+         }(), 4},
     };
     for (const auto& c : cases) {
       INFO(dir << ": " << c.name);
       const runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16,
-                                        .residency = c.r, .trace = {}};
+                                        .placement = c.r, .ring_slots = c.slots, .trace = {}};
       ::setenv("STRATA_CUDA_GRAPHS", "0", 1);
       auto eager = runtime::CudaForward::create(model.value(), opt);
       REQUIRE(eager.is_ok());
@@ -126,7 +127,7 @@ TEST_CASE("Graph steps equal eager steps bit for bit, resident and streamed", "[
       for (size_t i = 0; i < got.out.size(); ++i) differ += std::memcmp(&got.out[i], &want.out[i], sizeof(float)) != 0;
       CHECK(differ == 0);
       // Streamed: the graph steps' copies are counted like eager ones (same blocks per step).
-      if (!c.r.attention_streamed.empty()) CHECK((*graphed)->streamed_bytes() > 0);
+      if (c.r.any_streamed()) CHECK((*graphed)->streamed_bytes() > 0);
     }
   }
 }

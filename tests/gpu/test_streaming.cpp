@@ -1,4 +1,4 @@
-// The executor's streamed tiers (offload/weight_store.h via CudaForward's residency) against the
+// The executor's streamed tiers (offload/weight_store.h via CudaForward's placement) against the
 // resident engine: the same kernels on the same bytes, so logits must be bit-identical whatever
 // is streamed, however small the ring, across prefill chunks (schedules with and without the head)
 // and decode steps (the schedule repeating with prefetch across steps). Budgets are hard limits.
@@ -22,27 +22,40 @@ using namespace strata;
 
 namespace {
 
-runtime::Residency pattern(uint32_t n_layer, int every, bool attn, bool ffn, bool head, uint32_t slots) {
-  runtime::Residency r;
+using offload::Tier;
+
+// A placement and the staging ring it runs with.
+struct Streamed {
+  offload::Placement placement;
+  uint32_t slots = 3;
+  void apply(runtime::ForwardOptions& o) const {
+    o.placement = placement;
+    o.ring_slots = slots;
+  }
+};
+
+Streamed pattern(uint32_t n_layer, int every, bool attn, bool ffn, bool head, uint32_t slots) {
+  Streamed r;
   for (uint32_t il = 0; il < n_layer; ++il) {
     const bool pick = int(il) % every == 0;
-    r.attention_streamed.push_back(attn && pick);
-    r.ffn_streamed.push_back(ffn && pick);
+    r.placement.attention.push_back(attn && pick ? Tier::stream : Tier::gpu);
+    r.placement.ffn.push_back(ffn && pick ? Tier::stream : Tier::gpu);
   }
-  r.head_streamed = head;
-  r.ring_slots = slots;
+  r.placement.head = head ? Tier::stream : Tier::gpu;
+  r.slots = slots;
   return r;
 }
 
 // Moves every `every`-th streamed block (attention and FFN of a layer counted apart, then the head)
 // to the disk tier.
-runtime::Residency on_disk(runtime::Residency r, int every) {
+Streamed on_disk(Streamed r, int every) {
   int k = 0;
-  for (size_t il = 0; il < r.attention_streamed.size(); ++il) {
-    r.attention_disk.push_back(r.attention_streamed[il] && k++ % every == 0);
-    r.ffn_disk.push_back(r.ffn_streamed[il] && k++ % every == 0);
+  auto& pl = r.placement;
+  for (size_t il = 0; il < pl.attention.size(); ++il) {
+    if (pl.attention[il] == Tier::stream && k++ % every == 0) pl.attention[il] = Tier::disk;
+    if (pl.ffn[il] == Tier::stream && k++ % every == 0) pl.ffn[il] = Tier::disk;
   }
-  r.head_disk = r.head_streamed && k % every == 0;
+  if (pl.head == Tier::stream && k % every == 0) pl.head = Tier::disk;
   return r;
 }
 
@@ -61,12 +74,12 @@ TEST_CASE("Streamed weights give bit-identical logits to resident ones", "[gpu][
     auto model = runtime::Model::load(base + "model.gguf");
     REQUIRE(model.is_ok());
     const uint32_t n_layer = (*model)->spec.hp.n_layer;
-    const runtime::ForwardOptions base_opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}, .trace = {}};
+    const runtime::ForwardOptions base_opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .placement = {}, .trace = {}};
     auto resident = runtime::CudaForward::create(model.value(), base_opt);
     REQUIRE(resident.is_ok());
     const auto want = test::run_prompt_then_decode(**resident, tokens, n_prompt);
 
-    struct Case { const char* name; runtime::Residency r; };
+    struct Case { const char* name; Streamed r; };
     const Case cases[] = {
         {"everything streamed, 2 slots", pattern(n_layer, 1, true, true, true, 2)},
         {"everything streamed, 5 slots", pattern(n_layer, 1, true, true, true, 5)},
@@ -79,7 +92,7 @@ TEST_CASE("Streamed weights give bit-identical logits to resident ones", "[gpu][
     for (const auto& c : cases) {
       INFO(dir << ": " << c.name);
       auto opt = base_opt;
-      opt.residency = c.r;
+      c.r.apply(opt);
       auto streamed = runtime::CudaForward::create(model.value(), opt);
       INFO((streamed.is_ok() ? std::string() : streamed.message()));
       REQUIRE(streamed.is_ok());
@@ -103,37 +116,37 @@ TEST_CASE("VRAM and pinned budgets are hard limits with clear errors", "[gpu][st
   }
   auto model = runtime::Model::load(test::testdata("models/llama/model.gguf"));
   REQUIRE(model.is_ok());
-  runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}, .trace = {}};
+  runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .placement = {}, .trace = {}};
   auto resident = runtime::CudaForward::create(model.value(), opt);
   REQUIRE(resident.is_ok());
   const uint64_t need = (*resident)->vram_peak_bytes();
 
   SECTION("the exact peak fits, one granule less does not") {
-    opt.residency.vram_budget = need;
+    opt.vram_budget = need;
     auto ok = runtime::CudaForward::create(model.value(), opt);
     INFO((ok.is_ok() ? std::string() : ok.message()));
     CHECK(ok.is_ok());
-    opt.residency.vram_budget = need - 256;
+    opt.vram_budget = need - 256;
     auto bad = runtime::CudaForward::create(model.value(), opt);
     REQUIRE_FALSE(bad.is_ok());
     CHECK_THAT(bad.message(), Catch::Contains("VRAM budget") && Catch::Contains("exceeded"));
   }
   SECTION("streaming everything needs less, and the peak stays under the budget") {
-    opt.residency = pattern((*model)->spec.hp.n_layer, 1, true, true, true, 2);
-    opt.residency.vram_budget = need;
+    pattern((*model)->spec.hp.n_layer, 1, true, true, true, 2).apply(opt);
+    opt.vram_budget = need;
     auto s = runtime::CudaForward::create(model.value(), opt);
     REQUIRE(s.is_ok());
     CHECK((*s)->vram_peak_bytes() <= need);
   }
   SECTION("pinned budget") {
-    opt.residency = pattern((*model)->spec.hp.n_layer, 1, true, true, true, 2);
-    opt.residency.pinned_budget = 4096;
+    pattern((*model)->spec.hp.n_layer, 1, true, true, true, 2).apply(opt);
+    opt.pinned_budget = 4096;
     auto bad = runtime::CudaForward::create(model.value(), opt);
     REQUIRE_FALSE(bad.is_ok());
     CHECK_THAT(bad.message(), Catch::Contains("pinned-RAM budget"));
   }
   SECTION("a refused pinned allocation names the block and the cause, and frees what was pinned") {
-    opt.residency = pattern((*model)->spec.hp.n_layer, 1, true, true, true, 2);
+    pattern((*model)->spec.hp.n_layer, 1, true, true, true, 2).apply(opt);
     offload::inject_pinned_alloc_failure(2);  // the second block's pinning fails
     auto bad = runtime::CudaForward::create(model.value(), opt);
     offload::inject_pinned_alloc_failure(0);
@@ -145,7 +158,7 @@ TEST_CASE("VRAM and pinned budgets are hard limits with clear errors", "[gpu][st
     CHECK(again.is_ok());
   }
   SECTION("a ring of one slot is refused") {
-    opt.residency = pattern((*model)->spec.hp.n_layer, 1, true, false, false, 1);
+    pattern((*model)->spec.hp.n_layer, 1, true, false, false, 1).apply(opt);
     auto bad = runtime::CudaForward::create(model.value(), opt);
     REQUIRE_FALSE(bad.is_ok());
     CHECK_THAT(bad.message(), Catch::Contains("at least 2 slots"));
@@ -163,8 +176,8 @@ TEST_CASE("A trace shows each streamed block copied before its compute, and chan
   auto model = runtime::Model::load(base + "model.gguf");
   REQUIRE(model.is_ok());
   const uint32_t n_layer = (*model)->spec.hp.n_layer;
-  runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}, .trace = {}};
-  opt.residency = pattern(n_layer, 1, true, true, true, 3);
+  runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .placement = {}, .trace = {}};
+  pattern(n_layer, 1, true, true, true, 3).apply(opt);
   auto plain = runtime::CudaForward::create(model.value(), opt);
   REQUIRE(plain.is_ok());
   const auto want = test::run_prompt_then_decode(**plain, tokens, n_prompt);
@@ -208,8 +221,8 @@ TEST_CASE("The disk tier fails cleanly when the model file changes under it", "[
   std::filesystem::copy_file(test::testdata("models/llama/model.gguf"), copy);
   auto model = runtime::Model::load(copy.string());
   REQUIRE(model.is_ok());
-  runtime::ForwardOptions opt{.n_ctx = 64, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .residency = {}, .trace = {}};
-  opt.residency = on_disk(pattern((*model)->spec.hp.n_layer, 1, true, true, false, 2), 1);
+  runtime::ForwardOptions opt{.n_ctx = 64, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .placement = {}, .trace = {}};
+  on_disk(pattern((*model)->spec.hp.n_layer, 1, true, true, false, 2), 1).apply(opt);
   auto e = runtime::CudaForward::create(model.value(), opt);
   INFO((e.is_ok() ? std::string() : e.message()));
   REQUIRE(e.is_ok());

@@ -42,7 +42,7 @@ std::vector<float> logits(const std::string& path, const std::vector<int32_t>& t
   auto m = runtime::Model::load(path);
   INFO((m.is_ok() ? std::string() : m.message()));
   REQUIRE(m.is_ok());
-  auto e = runtime::make_engine(*m, runtime::ForwardOptions{.n_ctx = 256, .ubatch = 64, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .residency = {}, .trace = {}}, runtime::Device::cpu);
+  auto e = runtime::make_engine(*m, runtime::ForwardOptions{.n_ctx = 256, .ubatch = 64, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .placement = {}, .trace = {}}, runtime::Device::cpu);
   REQUIRE(e.is_ok());
   std::vector<float> out;
   REQUIRE((*e)->eval(tokens, runtime::Logits::all, out).is_ok());

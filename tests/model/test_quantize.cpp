@@ -46,7 +46,7 @@ std::vector<float> decode(const gguf::TensorInfo& t) {
 std::vector<float> logits(const std::string& path, const std::vector<int32_t>& tokens) {
   auto m = runtime::Model::load(path);
   REQUIRE(m.is_ok());
-  auto e = runtime::make_engine(*m, {.n_ctx = 256, .ubatch = 64, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .residency = {}, .trace = {}}, runtime::Device::cpu);
+  auto e = runtime::make_engine(*m, {.n_ctx = 256, .ubatch = 64, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .placement = {}, .trace = {}}, runtime::Device::cpu);
   REQUIRE(e.is_ok());
   std::vector<float> out;
   REQUIRE((*e)->eval(tokens, runtime::Logits::all, out).is_ok());

@@ -50,7 +50,7 @@ ModelBlocks random_model(Rng& rng, uint32_t max_layers, uint32_t max_full) {
   m.head_dim = 64 * (1 + rng.next_u32() % 2);
   m.n_vocab = 1000 + rng.next_u32() % 50000;
   const GgmlType types[] = {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0};
-  auto block = [&](WeightBlock::Kind k, int layer) {
+  auto block = [&](model::Block k, int layer) {
     WeightBlock b;
     b.kind = k;
     b.layer = layer;
@@ -67,10 +67,10 @@ ModelBlocks random_model(Rng& rng, uint32_t max_layers, uint32_t max_full) {
     n_full += !swa;
     m.swa.push_back(swa);
     m.window.push_back(swa ? 512 : 0);
-    m.attention.push_back(block(WeightBlock::Kind::attention, int(il)));
-    m.ffn.push_back(block(WeightBlock::Kind::ffn, int(il)));
+    m.attention.push_back(block(model::Block::attention, int(il)));
+    m.ffn.push_back(block(model::Block::ffn, int(il)));
   }
-  m.head = block(WeightBlock::Kind::head, -1);
+  m.head = block(model::Block::head, -1);
   m.embedding = m.head;
   m.tied_head = true;
   return m;

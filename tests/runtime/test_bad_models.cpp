@@ -83,11 +83,11 @@ TEST_CASE("unsupported or broken models are rejected naming the problem", "[runt
 TEST_CASE("requests beyond the model's limits are rejected", "[runtime][errors]") {
   auto m = runtime::Model::load(test::testdata(kLlama));
   REQUIRE(m.is_ok());
-  auto too_long = runtime::CpuForward::create(m.value(), {.n_ctx = 1 << 20, .ubatch = 512, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .residency = {}, .trace = {}});
+  auto too_long = runtime::CpuForward::create(m.value(), {.n_ctx = 1 << 20, .ubatch = 512, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .placement = {}, .trace = {}});
   REQUIRE_FALSE(too_long.is_ok());
   CHECK(contains(too_long.message(), "longer than the model allows (4096 tokens)"));
 
-  auto fwd = runtime::CpuForward::create(m.value(), {.n_ctx = 8, .ubatch = 4, .residency = {}, .trace = {}});
+  auto fwd = runtime::CpuForward::create(m.value(), {.n_ctx = 8, .ubatch = 4, .placement = {}, .trace = {}});
   REQUIRE(fwd.is_ok());
   std::vector<float> logits;
   const std::vector<int32_t> bad = {2, 512};

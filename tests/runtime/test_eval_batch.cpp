@@ -26,7 +26,7 @@ namespace {
 std::unique_ptr<runtime::CpuForward> cpu_engine(std::shared_ptr<const runtime::Model> model, uint32_t n_seq,
                                                 GgmlType kv = GgmlType::F32, uint32_t n_ctx = 160,
                                                 uint32_t ubatch = 16) {
-  runtime::ForwardOptions o{.n_ctx = n_ctx, .ubatch = ubatch, .k_type = kv, .v_type = kv, .residency = {}, .trace = {}};
+  runtime::ForwardOptions o{.n_ctx = n_ctx, .ubatch = ubatch, .k_type = kv, .v_type = kv, .placement = {}, .trace = {}};
   o.n_seq = n_seq;
   auto e = runtime::CpuForward::create(std::move(model), o);
   INFO((e.is_ok() ? std::string() : e.message()));

@@ -28,7 +28,7 @@ std::vector<float> run_all(const std::string& model_path, const std::vector<int3
                            bool one_by_one, GgmlType kv = GgmlType::F32) {
   auto model = runtime::Model::load(model_path);
   REQUIRE(model.is_ok());
-  auto fwd = runtime::CpuForward::create(model.value(), {.n_ctx = 512, .ubatch = ubatch, .k_type = kv, .v_type = kv, .residency = {}, .trace = {}});
+  auto fwd = runtime::CpuForward::create(model.value(), {.n_ctx = 512, .ubatch = ubatch, .k_type = kv, .v_type = kv, .placement = {}, .trace = {}});
   REQUIRE(fwd.is_ok());
   std::vector<float> logits;
   if (!one_by_one) {
@@ -117,7 +117,7 @@ TEST_CASE("quantised KV caches (q8, q4, mixed) stay close to f32 KV through the 
     for (bool one : {false, true}) {
       INFO((one ? "one token at a time" : "chunks of 7"));
       auto fwd = runtime::CpuForward::create(model.value(), {.n_ctx = 512, .ubatch = 7, .k_type = c.k, .v_type = c.v,
-                                                             .residency = {}, .trace = {}});
+                                                             .placement = {}, .trace = {}});
       REQUIRE(fwd.is_ok());
       std::vector<float> got, row;
       if (one) {

@@ -19,7 +19,7 @@ namespace {
 std::unique_ptr<runtime::Engine> cpu_engine(const std::string& path, uint32_t n_ctx, uint32_t ubatch) {
   auto model = runtime::Model::load(path);
   REQUIRE(model.is_ok());
-  auto e = runtime::CpuForward::create(*model, {.n_ctx = n_ctx, .ubatch = ubatch, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .residency = {}, .trace = {}});
+  auto e = runtime::CpuForward::create(*model, {.n_ctx = n_ctx, .ubatch = ubatch, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .placement = {}, .trace = {}});
   REQUIRE(e.is_ok());
   return std::move(*e);
 }

@@ -55,7 +55,7 @@ TEST_CASE("speculative sampling follows the target distribution (chi-square, 0.1
   const std::string path = test::small_spec_model(21, GgmlType::F32);
   auto model = runtime::Model::load(path);
   REQUIRE(model.is_ok());
-  auto e = runtime::CpuForward::create(*model, {.n_ctx = 96, .ubatch = 16, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .residency = {}, .trace = {}});
+  auto e = runtime::CpuForward::create(*model, {.n_ctx = 96, .ubatch = 16, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .placement = {}, .trace = {}});
   REQUIRE(e.is_ok());
   auto& eng = **e;
   const uint32_t n_layer = eng.model().spec.hp.n_layer;
