@@ -61,8 +61,10 @@ strata::Result<strata::runtime::ExecutorPlan> plan_of(const RunOptions& o) {
   return (*s)->plan_budget(*fo);
 }
 
-std::string run_strata_stdout(const std::string& args, int& code) {
-  const std::string cmd = std::string(STRATA_BINARY_DIR) + "/strata " + args + " 2>/dev/null";
+// stderr_only: what the command writes to stderr instead of stdout.
+std::string run_strata_stdout(const std::string& args, int& code, bool stderr_only = false) {
+  const std::string cmd =
+      std::string(STRATA_BINARY_DIR) + "/strata " + args + (stderr_only ? " 2>&1 >/dev/null" : " 2>/dev/null");
   std::string out;
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p);
@@ -72,6 +74,15 @@ std::string run_strata_stdout(const std::string& args, int& code) {
   const int status = pclose(p);
   code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
   return out;
+}
+
+// The placement report's lines, from "placement:" to the "bottleneck:" line.
+std::string report_block(const std::string& s) {
+  const size_t a = s.find("placement:");
+  if (a == std::string::npos) return "";
+  const size_t b = s.find("bottleneck:", a);
+  if (b == std::string::npos) return "";
+  return s.substr(a, s.find('\n', b) + 1 - a);
 }
 
 }  // namespace
@@ -164,4 +175,32 @@ TEST_CASE("session: strata plan --spec gives the placement a run with the same f
   CHECK(code == 2);
   run_strata_stdout("plan -m " + header_only_27b() + " --profile " + profile_path() + " --spec medusa", code);
   CHECK(code == 2);
+}
+
+TEST_CASE("session: generate --spec reports the plan that strata plan --spec makes for the same run", "[session]") {
+  // Without --vram, generate's report is the planner's view of this run on the profile's machine;
+  // with --spec it carries the draft depth and length, as strata plan --spec does.
+  const std::string model = strata::test::testdata("models/gemma3-swa/model.gguf");  // 6 layers
+  for (const char* spec : {"early:d=2", "auto:d=3", "lookup"}) {
+    INFO(spec);
+    int code = -1;
+    const std::string err =
+        run_strata_stdout("generate -m " + model + " -p 'the quick brown fox' -n 8 --temp 0 -c 512 --device cpu "
+                          "--draft-max 5 --profile " + profile_path() + " --spec " + spec,
+                          code, true);
+    REQUIRE(code == 0);
+    const std::string block = report_block(err);
+    REQUIRE_FALSE(block.empty());
+    const size_t at = block.find("-token prompt");
+    REQUIRE(at != std::string::npos);
+    const size_t from = block.rfind(' ', at) + 1;
+    const std::string n_prompt = block.substr(from, at - from);
+    const std::string out = run_strata_stdout("plan -m " + model + " --profile " + profile_path() +
+                                                  " --ctx 512 --gen 8 --kv f32 --draft-max 5 --prompt " + n_prompt +
+                                                  " --spec " + spec,
+                                              code);
+    REQUIRE(code == 0);
+    CHECK(report_block(out) == block);
+    CHECK((block.find("tok/s speculative (draft depth") != std::string::npos) == (std::string(spec) != "lookup"));
+  }
 }
