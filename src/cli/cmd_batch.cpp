@@ -10,14 +10,24 @@
 #include "batch/job.h"
 #include "batch/journal.h"
 #include "batch/shard.h"
-#include "cli/batch_runner.h"
 #include "cli/command.h"
-#include "cli/interrupt.h"
 #include "cli/model_args.h"
 #include "core/log.h"
+#include "session/batch_runner.h"
+#include "session/interrupt.h"
+#include "session/session.h"
 
 namespace strata::cli {
 namespace {
+
+using session::BatchScheduler;
+using session::interrupt_exit_code;
+using session::interrupt_signal;
+using session::interrupted;
+using session::JobResult;
+using session::JobRunner;
+using session::LongMode;
+using session::RunnerOptions;
 
 struct BatchArgs {
   ModelArgs m;
@@ -31,7 +41,7 @@ struct BatchArgs {
 int run_batch(BatchArgs a) {
   const auto limit = a.m.thread_limit();
   // Before anything slow, so a signal during model loading also ends in a clean, resumable exit.
-  install_interrupt_handlers();
+  session::install_interrupt_handlers();
   RunnerOptions ro;
   if (a.long_mode == "map-reduce") ro.long_mode = LongMode::map_reduce;
   else if (a.long_mode == "truncate") ro.long_mode = LongMode::truncate;
@@ -103,18 +113,24 @@ int run_batch(BatchArgs a) {
 
   // Never more sessions than jobs to run.
   const uint32_t want = a.batch ? uint32_t(std::min<size_t>(a.batch, todo.size())) : 0;
-  auto engine = a.m.open(0, want, uint32_t(std::min<size_t>(todo.size(), kMaxAutoSessions)));
-  if (!engine) {
-    log::error("{}", engine.message());
+  auto sess = session::Session::open(a.m);
+  if (!sess) {
+    log::error("{}", sess.message());
     return 1;
   }
-  auto& e = **engine;
+  auto& ses = **sess;
+  if (Status s = ses.open_engine(0, want, uint32_t(std::min<size_t>(todo.size(), kMaxAutoSessions))); !s) {
+    log::error("{}", s.message());
+    return 1;
+  }
+  auto& e = ses.engine();
   const uint32_t sessions = uint32_t(std::min<size_t>(e.n_seq(), todo.size()));
-  auto tok = tokenizer::Tokenizer::from_gguf(e.model().file);
-  if (!tok) {
-    log::error("{}", tok.message());
+  auto tok_r = ses.tokenizer();
+  if (!tok_r) {
+    log::error("{}", tok_r.message());
     return 1;
   }
+  const tokenizer::Tokenizer* tok = *tok_r;
   if (a.chat) {
     ro.chat = tokenizer::detect_chat_family(tok->chat_template());
     if (ro.chat == tokenizer::ChatFamily::none)
@@ -123,7 +139,7 @@ int run_batch(BatchArgs a) {
   log::info("batch: {} jobs{}, {} already done, {} to run | {} | ctx {} | {}", mine.size(), shard_note, skipped,
             todo.size(), e.model().spec.summary(), e.n_ctx(), e.device_name());
   log::info("batch: {} session{} decoding together ({}){}", sessions, sessions == 1 ? "" : "s",
-            a.batch ? "--batch" : a.m.sessions_reason.empty() ? "default" : a.m.sessions_reason,
+            a.batch ? "--batch" : ses.sessions_reason().empty() ? "default" : ses.sessions_reason(),
             sessions > 1 ? "; speculative decoding is off in throughput mode" : "");
 
   batch::BatchProgress progress(todo.size(), skipped, !a.no_progress);

@@ -27,7 +27,6 @@
 #include "kernels/cpu/memory_bandwidth.h"
 #include "kernels/cuda/read_probe.h"
 #include "offload/disk_probe.h"
-#include "runtime/cuda_forward.h"
 #include "runtime/sampler.h"
 
 namespace strata::cli {
@@ -61,7 +60,7 @@ struct Roofline {
   nlohmann::json ceilings;
 };
 
-Result<Roofline> measure_roofline(const ModelArgs& m, const runtime::Engine& f, uint64_t per_token, int threads) {
+Result<Roofline> measure_roofline(const session::Session& m, const runtime::Engine& f, uint64_t per_token, int threads) {
   Roofline r;
   if (f.device_name() != "cuda") {
     const uint64_t probe = std::clamp<uint64_t>(4 * per_token, kGiB, 8 * kGiB);
@@ -76,8 +75,8 @@ Result<Roofline> measure_roofline(const ModelArgs& m, const runtime::Engine& f, 
   auto dev = kernels::cuda::measure_read_bandwidth(size_t(2) * kGiB, 5);
   if (!dev) return dev.status();
   uint64_t streamed = 0, from_disk = 0;  // per token: over PCIe in all, and read from the disk first
-  if (m.executor_plan) {
-    const auto& e = *m.executor_plan;
+  if (m.executor_plan()) {
+    const auto& e = *m.executor_plan();
     const auto& pl = e.plan.placement;
     auto add = [&](offload::Tier t, uint64_t bytes) {
       // cpu-tier blocks never cross PCIe (their compute time is not part of this roofline).
@@ -94,7 +93,7 @@ Result<Roofline> measure_roofline(const ModelArgs& m, const runtime::Engine& f, 
   if (from_disk) {
     // The disk ceiling of this run: the reader the disk tier uses, at its queue depth, on the
     // model's own filesystem.
-    const std::string dir = std::filesystem::absolute(m.model).parent_path().string();
+    const std::string dir = std::filesystem::absolute(m.options().model).parent_path().string();
     log::info("measuring disk read bandwidth in {}...", dir);
     offload::DiskProbeOptions o;
     o.dir = dir;
@@ -179,15 +178,20 @@ int run_bench_decode(BenchDecodeArgs& a) {
     log::error("{}", s.message());
     return 2;
   }
-  auto fwd = a.m.open(a.n_prompt + a.n_gen + 1, a.batch);
-  if (!fwd) {
-    log::error("{}", fwd.message());
+  auto sess = session::Session::open(a.m);
+  if (!sess) {
+    log::error("{}", sess.message());
     return 1;
   }
-  auto& f = **fwd;
-  a.m.report_plan();
+  auto& ses = **sess;
+  if (Status s = ses.open_engine(a.n_prompt + a.n_gen + 1, a.batch); !s) {
+    log::error("{}", s.message());
+    return 1;
+  }
+  auto& f = ses.engine();
+  ses.report_plan();
   const uint64_t per_token = weight_bytes_per_token(f.model());
-  auto roof = measure_roofline(a.m, f, per_token, threads);
+  auto roof = measure_roofline(ses, f, per_token, threads);
   if (!roof) {
     log::error("{}", roof.message());
     return 1;
@@ -211,8 +215,7 @@ int run_bench_decode(BenchDecodeArgs& a) {
   for (auto& t : prompt) t = int32_t(rng.next_u32() % f.model().spec.hp.n_vocab);
   double best_tps = 0, best_pp = 0, h2d_gbps = 0, disk_gbps = 0, host_ms_per_token = 0;
   // Host-tier work (cpu-tier blocks, host-KV attention): CPU seconds inside decode steps.
-  const auto* cuda_engine = dynamic_cast<const runtime::CudaForward*>(&f);
-  auto host_s = [&] { return cuda_engine ? cuda_engine->host_compute_seconds() : 0.0; };
+  auto host_s = [&] { return f.host_compute_seconds(); };
   std::vector<double> runs;
   for (int r = 0; r < a.reps; ++r) {
     f.truncate(0);
@@ -296,17 +299,16 @@ int run_bench_decode(BenchDecodeArgs& a) {
     fmt::print("disk tier: {:.2f} GB/s read during decode ({:.0f}% of the {:.2f} GB/s measured here)\n", disk_gbps,
                100 * disk_gbps / roof->ceilings["disk_read_gb_s"].get<double>(), roof->ceilings["disk_read_gb_s"].get<double>());
   }
-  if (a.m.executor_plan) {
-    const auto& p = a.m.executor_plan->plan.prediction;
+  if (const auto& plan = ses.executor_plan()) {
+    const auto& p = plan->plan.prediction;
     j["predicted_tok_per_s"] = p.decode_tps;
     j["fraction_of_prediction"] = p.decode_tps > 0 ? best_tps / p.decode_tps : 0.0;
-    j["vram_budget_bytes"] = a.m.executor_plan->budgets.vram;
+    j["vram_budget_bytes"] = plan->budgets.vram;
     // Where the host-side tiers put things (compare runs with --kv-host none / all, --cpu-blocks).
-    const auto& res = a.m.executor_plan->plan.placement;
-    const auto& pl = a.m.executor_plan->plan.placement;
+    const auto& pl = plan->plan.placement;
     j["kv_host"] = a.m.kv_host;
-    j["kv_host_layers"] = res.n_kv_host();
-    j["host_kv_bytes"] = a.m.executor_plan->plan.usage.host_kv;
+    j["kv_host_layers"] = pl.n_kv_host();
+    j["host_kv_bytes"] = plan->plan.usage.host_kv;
     j["cpu_blocks"] = uint64_t(std::count(pl.attention.begin(), pl.attention.end(), offload::Tier::cpu) +
                                std::count(pl.ffn.begin(), pl.ffn.end(), offload::Tier::cpu) +
                                (pl.head == offload::Tier::cpu ? 1 : 0));
@@ -324,11 +326,9 @@ int run_bench_decode(BenchDecodeArgs& a) {
     fmt::print("batch {}: {:.2f} tok/s in all ({:.2f} per session) = x{:.2f} the one session's {:.2f} tok/s\n", a.batch,
                j["batch_tok_per_s"].get<double>(), j["batch_tok_per_s_per_session"].get<double>(),
                j["batch_speedup"].get<double>(), best_tps);
-  if (a.m.executor_plan) {
-    a.m.report_measured(f, best_tps, uint64_t(h2d_gbps * 1e9), 1.0);
-  }
+  if (ses.executor_plan()) ses.report_measured(best_tps, uint64_t(h2d_gbps * 1e9), 1.0);
   if (int rc = finish_bench(j, a.json_out, a.compare); rc != 0) return rc;
-  if (Status s = a.m.write_trace(); !s) {
+  if (Status s = write_trace(ses); !s) {
     log::error("{}", s.message());
     return 1;
   }

@@ -12,8 +12,9 @@
 #include "core/log.h"
 #include "core/text_file.h"
 #include "runtime/sampler.h"
+#include "session/decode.h"
+#include "session/session.h"
 #include "spec/speculative_decoder.h"
-#include "tokenizer/tokenizer.h"
 
 namespace strata::cli {
 namespace {
@@ -30,7 +31,6 @@ struct BenchSpecArgs {
   std::string prompt = kDefaultPrompt, file;
   uint32_t n_gen = 128;
   std::string modes = "none,lookup,early,subset,auto";
-  uint32_t draft_max = 8;
   int reps = 2;
   std::string json_out;
   BenchCompare compare;
@@ -58,27 +58,28 @@ int run(BenchSpecArgs a) {
     }
     a.prompt = std::move(*text);
   }
-  auto model = runtime::Model::load(a.m.model);
-  if (!model) {
-    log::error("{}", model.message());
+  // The run plans without speculation (--spec stays none): it compares every mode on one engine.
+  auto sess = session::Session::open(a.m);
+  if (!sess) {
+    log::error("{}", sess.message());
     return 1;
   }
-  auto tok = tokenizer::Tokenizer::from_gguf((*model)->file);
+  auto& ses = **sess;
+  auto tok = ses.tokenizer();
   if (!tok) {
     log::error("{}", tok.message());
     return 1;
   }
-  const auto prompt = tok->encode(a.prompt, true, false);
-  auto fwd = a.m.open(uint32_t(prompt.size()) + a.n_gen + 1);
-  if (!fwd) {
-    log::error("{}", fwd.message());
+  const auto prompt = (*tok)->encode(a.prompt, true, false);
+  if (Status s = ses.open_engine(uint32_t(prompt.size()) + a.n_gen + 1); !s) {
+    log::error("{}", s.message());
     return 1;
   }
-  auto& f = **fwd;
-  a.m.report_plan();
+  auto& f = ses.engine();
+  ses.report_plan();
   std::vector<spec::SpecConfig> configs;
   for (const auto& m : split_commas(a.modes)) {
-    auto c = spec::parse_spec(m, a.draft_max, f.model().spec.hp.n_layer);
+    auto c = spec::parse_spec(m, a.m.draft_max, f.model().spec.hp.n_layer);
     if (!c) {
       log::error("{}", c.message());
       return 2;
@@ -100,23 +101,19 @@ int run(BenchSpecArgs a) {
     for (size_t i = 0; i < configs.size(); ++i) {
       runtime::Sampler sampler(sp, f.model().spec.hp.n_vocab);
       for (int32_t t : prompt) sampler.accept(t);
-      auto dec = spec::SpeculativeDecoder::create(f, sampler, configs[i]);
+      auto dec = session::make_decoder(f, sampler, configs[i]);
       if (!dec) {
         log::error("{}", dec.message());
         return 2;
       }
-      auto first = (*dec)->start(prompt);
-      if (!first) {
-        log::error("{}", first.message());
-        return 1;
-      }
+      // Exactly n_gen tokens, end of text or not: every mode must produce the same text.
       auto& out = text[i];
-      out.assign(1, *first);
-      while (out.size() < a.n_gen) {
-        if (Status s = (*dec)->step(uint32_t(a.n_gen - out.size()), out); !s) {
-          log::error("{}", s.message());
-          return 1;
-        }
+      out.clear();
+      auto run = session::decode(f, **dec, prompt, nullptr, {int32_t(a.n_gen), true},
+                                 [&](int32_t t) { out.push_back(t); });
+      if (!run) {
+        log::error("{}", run.message());
+        return 1;
       }
       if (r == 0 || (*dec)->stats().tokens_per_s() > best[i].tokens_per_s()) best[i] = (*dec)->stats();
     }
@@ -135,7 +132,7 @@ int run(BenchSpecArgs a) {
     if (configs[i].mode != spec::SpecMode::none) fmt::print("  {}\n", best[i].summary());
   }
   const nlohmann::json j = {{"bench", "spec"}, {"model", a.m.model}, {"device", std::string(f.device_name())},
-                            {"n_prompt", prompt.size()}, {"n_gen", a.n_gen}, {"draft_max", a.draft_max},
+                            {"n_prompt", prompt.size()}, {"n_gen", a.n_gen}, {"draft_max", a.m.draft_max},
                             {"reps", a.reps}, {"runs", runs}};
   if (int rc = finish_bench(j, a.json_out, a.compare); rc != 0) return rc;
   for (const auto& r : runs)
@@ -155,7 +152,7 @@ std::function<int()> add_bench_spec(CLI::App* bench) {
   sub->add_option("-n,--n-gen", a->n_gen, "Tokens generated per run")->capture_default_str()->check(CLI::Range(2, 1 << 20));
   sub->add_option("--modes", a->modes, "--spec modes, comma-separated (plain decoding always runs first)")
       ->capture_default_str();
-  sub->add_option("--draft-max", a->draft_max, "Most tokens drafted per verify pass (1..15)")->capture_default_str();
+  sub->add_option("--draft-max", a->m.draft_max, "Most tokens drafted per verify pass (1..15)")->capture_default_str();
   sub->add_option("-r,--reps", a->reps, "Runs per mode (the fastest counts)")->capture_default_str()->check(CLI::Range(1, 100));
   sub->add_option("--json", a->json_out, "Write the results as JSON to this file");
   a->compare.add_to(sub);

@@ -9,17 +9,19 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
-#include "cli/interrupt.h"
 #include "cli/model_args.h"
+#include "cli/output_file.h"
 #include "cli/placement_report.h"
 #include "core/log.h"
 #include "core/text_file.h"
-#include "cli/output_file.h"
-#include "runtime/cuda_forward.h"
 #include "runtime/sampler.h"
+#include "session/decode.h"
+#include "session/interrupt.h"
+#include "session/prompt.h"
+#include "session/run_plan.h"
+#include "session/session.h"
 #include "spec/speculative_decoder.h"
 #include "tokenizer/chat_template.h"
-#include "tokenizer/tokenizer.h"
 
 namespace strata::cli {
 namespace {
@@ -34,8 +36,6 @@ struct GenerateArgs {
   bool no_report = false;  // --no-report / -q
   runtime::SamplerParams sp;
   int64_t seed = -1;
-  std::string spec = "none";  // --spec: speculative decoding (spec/spec_config.h)
-  uint32_t draft_max = 8;
   std::string json_out;       // --json: run figures, speculative statistics included
 };
 
@@ -53,12 +53,14 @@ size_t complete_utf8_prefix(const std::string& s) {
   return s.size();
 }
 
-// The placement report (cli/placement_report.h) for this run, on stderr: stdout carries only the
-// generated text. The run shape carries the early-exit depth and draft length of --spec. An
-// infeasible plan is a warning, not a failure: today's engines place weights themselves.
-void print_report(const GenerateArgs& a, const offload::HardwareProfile& profile, const runtime::Engine& f,
-                  uint32_t n_prompt, const spec::SpecConfig& sc) {
-  auto blocks = offload::model_blocks_from_path(a.m.model);
+// The placement report (cli/placement_report.h) for this run without a budget, on stderr: stdout
+// carries only the generated text. The run shape carries the speculation of --spec
+// (session::apply_speculation, as under --vram and in `strata plan --spec`). An infeasible plan is
+// a warning, not a failure: without a budget the engine keeps every weight resident.
+void print_report(const GenerateArgs& a, const offload::HardwareProfile& profile, const session::Session& s,
+                  uint32_t n_prompt) {
+  const auto& f = s.engine();
+  auto blocks = offload::model_blocks(s.model().file, s.model().spec);  // the file opened once
   if (!blocks) {
     log::warn("placement report: {}", blocks.message());
     return;
@@ -67,12 +69,10 @@ void print_report(const GenerateArgs& a, const offload::HardwareProfile& profile
   r.ctx = f.n_ctx();
   r.prompt = n_prompt;
   r.gen = a.n_predict > 0 ? uint64_t(a.n_predict) : f.n_ctx() - std::min(n_prompt, f.n_ctx());
-  const bool early = sc.mode == spec::SpecMode::early || sc.mode == spec::SpecMode::automatic;
-  r.draft_depth = early ? sc.depth : 0;
-  r.draft_len = sc.draft_max;
+  session::apply_speculation(s.spec(), r);
   if (auto kv = a.m.kv_types()) {
-    r.kv = planner_kv_dtype(kv->first);
-    if (kv->second != kv->first) r.kv_v = planner_kv_dtype(kv->second);
+    r.kv = session::planner_kv_dtype(kv->first);
+    if (kv->second != kv->first) r.kv_v = session::planner_kv_dtype(kv->second);
   }
   auto p = print_placement_report({std::move(*blocks), profile, offload::Budgets::of(profile), r}, stderr);
   if (!p) log::warn("placement report: {}", p.message());
@@ -104,38 +104,24 @@ int run_generate(GenerateArgs a) {
   }
 
   const auto t_load = std::chrono::steady_clock::now();
-  auto model = runtime::Model::load(a.m.model);
-  if (!model) {
-    log::error("{}", model.message());
+  // The model file is opened once; --spec is parsed against it before anything is planned.
+  bool bad_options = false;
+  auto sess = session::Session::open(a.m, &bad_options);
+  if (!sess) {
+    log::error("{}", sess.message());
+    return bad_options ? 2 : 1;
+  }
+  auto& s = **sess;
+  auto tok_r = s.tokenizer();
+  if (!tok_r) {
+    log::error("{}", tok_r.message());
     return 1;
   }
-  auto tok = tokenizer::Tokenizer::from_gguf((*model)->file);
-  if (!tok) {
-    log::error("{}", tok.message());
-    return 1;
-  }
-  std::vector<int32_t> prompt_ids;
+  const tokenizer::Tokenizer* tok = *tok_r;
   const auto family = a.chat ? tokenizer::detect_chat_family(tok->chat_template()) : tokenizer::ChatFamily::none;
   if (a.chat && family == tokenizer::ChatFamily::none)
     log::warn("--chat: the model has no chat template strata knows; using the raw prompt");
-  if (family == tokenizer::ChatFamily::none) {
-    prompt_ids = tok->encode(a.prompt, true, false);
-  } else {
-    // The template's own control tokens are parsed; the user's text never is, so a prompt that
-    // contains "<end_of_turn>" cannot end its turn. The template is formatted around a marker and
-    // the parts are encoded separately.
-    const std::string marker = "\x01strata-user-text\x01";
-    std::vector<tokenizer::ChatMessage> msgs;
-    if (!a.system.empty()) msgs.push_back({"system", a.system});
-    msgs.push_back({"user", marker});
-    const std::string text = tokenizer::apply_chat(family, msgs, true);
-    const size_t at = text.find(marker);
-    prompt_ids = tok->encode(text.substr(0, at), true, true);
-    const auto user = tok->encode(a.prompt, false, false);
-    const auto tail = tok->encode(text.substr(at + marker.size()), false, true);
-    prompt_ids.insert(prompt_ids.end(), user.begin(), user.end());
-    prompt_ids.insert(prompt_ids.end(), tail.begin(), tail.end());
-  }
+  const std::vector<int32_t> prompt_ids = session::encode_prompt(*tok, a.prompt, family, a.system);
   if (prompt_ids.empty()) {
     log::error("the prompt encodes to no tokens");
     return 2;
@@ -143,7 +129,7 @@ int run_generate(GenerateArgs a) {
   const uint32_t want = uint32_t(prompt_ids.size()) + (a.n_predict > 0 ? uint32_t(a.n_predict) : 256u);
   // The profile is read before the engine allocates, so a detected GPU's free memory is the budget.
   std::optional<offload::HardwareProfile> profile;
-  // With --vram the plan that places the weights is the report (ModelArgs::report_plan).
+  // With --vram the plan that places the weights is the report (Session::report_plan).
   if (!a.no_report && a.m.vram.empty()) {
     auto p = profile_or_detected(a.m.profile, a.m.device != "cpu");
     if (!p) {
@@ -152,80 +138,50 @@ int run_generate(GenerateArgs a) {
     }
     profile = std::move(*p);
   }
-  auto fwd = a.m.open(want);
-  if (!fwd) {
-    log::error("{}", fwd.message());
+  if (Status st = s.open_engine(want); !st) {
+    log::error("{}", st.message());
     return 1;
   }
-  auto& f = **fwd;
+  auto& f = s.engine();
   if (prompt_ids.size() >= f.n_ctx()) {
     log::error("the prompt has {} tokens, more than the context of {} (raise -c)", prompt_ids.size(), f.n_ctx());
     return 2;
   }
-  auto spec_cfg = spec::parse_spec(a.spec, a.draft_max, f.model().spec.hp.n_layer);
-  if (!spec_cfg) {
-    log::error("{}", spec_cfg.message());
-    return 2;
-  }
+  const spec::SpecConfig* spec_cfg = &s.spec();
   log::info("{} | ctx {} | prompt {} tokens | seed {} | temp {} | spec {}", f.model().spec.summary(), f.n_ctx(),
             prompt_ids.size(), a.seed, a.sp.temperature, spec_cfg->text());
-  if (profile) print_report(a, *profile, f, uint32_t(prompt_ids.size()), *spec_cfg);
-  if (!a.no_report) a.m.report_plan();
+  if (profile) print_report(a, *profile, s, uint32_t(prompt_ids.size()));
+  if (!a.no_report) s.report_plan();
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
   runtime::Sampler sampler(a.sp, f.model().spec.hp.n_vocab);
   for (int32_t id : prompt_ids) sampler.accept(id);
-  auto dec = spec::SpeculativeDecoder::create(f, sampler, *spec_cfg);
+  auto dec = session::make_decoder(f, sampler, *spec_cfg);
   if (!dec) {
     log::error("{}", dec.message());
     return 2;
   }
   // SIGINT/SIGTERM stop between rounds: the text so far is flushed and the timings printed.
-  install_interrupt_handlers();
-
-  const auto t0 = std::chrono::steady_clock::now();
-  auto first = (*dec)->start(prompt_ids);  // the prompt, and the first token from its logits
-  if (!first) {
-    log::error("{}", first.message());
-    return 1;
-  }
-  const auto t1 = std::chrono::steady_clock::now();
-  const uint64_t streamed0 = f.streamed_bytes();
-  const auto* cuda_engine = dynamic_cast<const runtime::CudaForward*>(&f);
-  const double host0 = cuda_engine ? cuda_engine->host_compute_seconds() : 0.0;
+  session::install_interrupt_handlers();
   std::string pending;
-  int32_t n_gen = 0;
-  const char* stop = "length";
-  // Each round yields one or more tokens (speculative rounds may overshoot -n and end of text:
-  // the extra tokens are dropped).
-  std::vector<int32_t> round{*first};
-  for (bool done = a.n_predict == 0; !done;) {
-    for (int32_t next : round) {
-      ++n_gen;
-      if (!a.ignore_eos && tok->is_eog(next)) { stop = "end of text"; done = true; break; }
-      pending += tok->token_to_piece(next, false);
-      const size_t ready = complete_utf8_prefix(pending);
-      std::fwrite(pending.data(), 1, ready, stdout);
-      std::fflush(stdout);
-      pending.erase(0, ready);
-      if (a.n_predict >= 0 && n_gen >= a.n_predict) { done = true; break; }
-    }
-    if (done) break;
-    if (interrupted()) { stop = "interrupted"; break; }
-    if (f.n_past() >= f.n_ctx()) { stop = "context full"; break; }
-    round.clear();
-    const uint32_t left = a.n_predict < 0 ? UINT32_MAX : uint32_t(a.n_predict - n_gen);
-    if (Status s = (*dec)->step(left, round); !s) {
-      log::error("{}", s.message());
-      return 1;
-    }
+  auto emit = [&](int32_t next) {
+    pending += tok->token_to_piece(next, false);
+    const size_t ready = complete_utf8_prefix(pending);
+    std::fwrite(pending.data(), 1, ready, stdout);
+    std::fflush(stdout);
+    pending.erase(0, ready);
+  };
+  auto run = session::decode(f, **dec, prompt_ids, tok, {a.n_predict, a.ignore_eos}, emit, session::interrupted);
+  if (!run) {
+    log::error("{}", run.message());
+    return 1;
   }
   std::fwrite(pending.data(), 1, pending.size(), stdout);
   std::fputs("\n", stdout);
   std::fflush(stdout);
-  const auto t2 = std::chrono::steady_clock::now();
-  const double pp_s = std::chrono::duration<double>(t1 - t0).count();
-  const double tg_s = std::chrono::duration<double>(t2 - t1).count();
+  const double pp_s = run->prompt_s, tg_s = run->gen_s;
+  const int32_t n_gen = run->n_gen;
+  const char* stop = run->stop;
   log::info("load {:.2f} s | prompt {} tokens in {:.2f} s ({:.1f} tok/s) | generated {} tokens in {:.2f} s "
             "({:.2f} tok/s) | stop: {}",
             load_s, prompt_ids.size(), pp_s, double(prompt_ids.size()) / pp_s, n_gen, tg_s,
@@ -233,23 +189,22 @@ int run_generate(GenerateArgs a) {
   const auto& st = (*dec)->stats();
   if (spec_cfg->mode != spec::SpecMode::none) log::info("{}", st.summary());
   if (n_gen > 1)
-    a.m.report_measured(f, double(n_gen - 1) / tg_s, f.streamed_bytes() - streamed0, tg_s,
-                        cuda_engine ? cuda_engine->host_compute_seconds() - host0 : 0.0);
+    s.report_measured(double(n_gen - 1) / tg_s, run->streamed_bytes, tg_s, run->host_compute_s);
   if (!a.json_out.empty()) {
     nlohmann::json j = {{"model", a.m.model}, {"device", std::string(f.device_name())},
                         {"n_prompt", prompt_ids.size()}, {"n_gen", n_gen}, {"prompt_s", pp_s}, {"gen_s", tg_s},
                         {"gen_tok_per_s", tg_s > 0 ? double(n_gen) / tg_s : 0.0}, {"stop", stop},
                         {"seed", a.seed}, {"temperature", a.sp.temperature}, {"speculative", st.to_json()}};
-    if (Status s = write_output_file(a.json_out, j.dump(2) + "\n"); !s) {
-      log::error("{}", s.message());
+    if (Status w = write_output_file(a.json_out, j.dump(2) + "\n"); !w) {
+      log::error("{}", w.message());
       return 1;
     }
   }
-  if (Status s = a.m.write_trace(); !s) {
-    log::error("{}", s.message());
+  if (Status w = write_trace(s); !w) {
+    log::error("{}", w.message());
     return 1;
   }
-  return interrupt_exit_code();
+  return session::interrupt_exit_code();
 }
 
 }  // namespace
@@ -272,12 +227,12 @@ Command add_generate(CLI::App& app) {
   sub->add_option("--repeat-penalty", a->sp.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
   sub->add_option("--repeat-last-n", a->sp.repeat_last_n, "Tokens the penalty looks back over")->capture_default_str();
   sub->add_option("-s,--seed", a->seed, "Random seed (-1: random, printed)")->capture_default_str();
-  sub->add_option("--spec", a->spec,
+  sub->add_option("--spec", a->m.spec,
                   "Self-speculative decoding: none | early:d=N (layers [0,N) draft) | subset[:skip=R] (draft with "
                   "middle layers skipped, skip set chosen online; R fixes the skipped fraction) | lookup (n-gram in "
                   "prompt and history) | auto (all three, adaptive draft length)")
       ->capture_default_str();
-  sub->add_option("--draft-max", a->draft_max, "Most tokens drafted per verify pass (1..15)")->capture_default_str();
+  sub->add_option("--draft-max", a->m.draft_max, "Most tokens drafted per verify pass (1..15)")->capture_default_str();
   sub->add_option("--json", a->json_out, "Write the run's figures (and speculative statistics) as JSON to this file");
   sub->add_flag("-q,--no-report", a->no_report, "Do not print the placement report before generating");
   return {sub, [a] { return run_generate(*a); }};

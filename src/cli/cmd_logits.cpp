@@ -7,6 +7,7 @@
 
 #include "cli/command.h"
 #include "cli/model_args.h"
+#include "session/session.h"
 #include "core/log.h"
 #include "tokenizer/tokenizer.h"
 
@@ -66,25 +67,30 @@ int run_logits(const LogitsArgs& a) {
     }
     ids = std::move(parsed.value());
   }
-  auto fwd = a.m.open(0);
-  if (!fwd) {
-    log::error("{}", fwd.message());
+  auto sess = session::Session::open(a.m);
+  if (!sess) {
+    log::error("{}", sess.message());
     return 1;
   }
+  if (Status s = (*sess)->open_engine(0); !s) {
+    log::error("{}", s.message());
+    return 1;
+  }
+  runtime::Engine* fwd = &(*sess)->engine();
   if (!a.prompt.empty()) {
-    auto tok = tokenizer::Tokenizer::from_gguf((*fwd)->model().file);
+    auto tok = (*sess)->tokenizer();
     if (!tok) {
       log::error("{}", tok.message());
       return 1;
     }
-    ids = tok->encode(a.prompt, !a.no_bos, false);
+    ids = (*tok)->encode(a.prompt, !a.no_bos, false);
     if (ids.empty()) {
       log::error("the prompt encodes to no tokens");
       return 2;
     }
   }
   std::vector<float> logits;
-  if (Status s = (*fwd)->eval(ids, a.all ? runtime::Logits::all : runtime::Logits::last, logits); !s) {
+  if (Status s = fwd->eval(ids, a.all ? runtime::Logits::all : runtime::Logits::last, logits); !s) {
     log::error("{}", s.message());
     return 1;
   }
@@ -96,7 +102,7 @@ int run_logits(const LogitsArgs& a) {
     log::error("{}: cannot write the logits", a.out);
     return 1;
   }
-  log::info("wrote {} x {} logits to {}", a.all ? ids.size() : 1, (*fwd)->model().spec.hp.n_vocab, a.out);
+  log::info("wrote {} x {} logits to {}", a.all ? ids.size() : 1, fwd->model().spec.hp.n_vocab, a.out);
   return 0;
 }
 

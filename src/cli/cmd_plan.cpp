@@ -12,6 +12,8 @@
 #include "core/log.h"
 #include "core/units.h"
 #include "offload/planner.h"
+#include "session/run_plan.h"
+#include "session/session.h"
 
 namespace strata::cli {
 namespace {
@@ -23,6 +25,11 @@ struct PlanArgs {
   uint32_t draft_len = 4;
   double acceptance = 0.6;
   bool no_spec = false, json = false, require_draft = false;
+  // --spec / --draft-max as generate takes them (session::apply_speculation); empty: the
+  // --draft-depth / --draft-len / --no-spec flags decide.
+  std::string spec;
+  uint32_t draft_max = 8;
+  bool draft_flags = false;  // one of --draft-depth, --draft-len, --no-spec was given
 };
 
 Status apply_size(const std::string& text, uint64_t& dst, const char* flag) {
@@ -65,8 +72,21 @@ Result<std::pair<std::string, std::vector<uint64_t>>> parse_sweep(const std::str
 }
 
 int run_plan(const PlanArgs& a) {
-  auto blocks = offload::model_blocks_from_path(a.model);
-  if (!blocks) { log::error("{}", blocks.message()); return 1; }
+  if (!a.spec.empty() && a.draft_flags) {
+    log::error("give --spec (and --draft-max) or --draft-depth / --draft-len / --no-spec, not both");
+    return 2;
+  }
+  // The header is enough; --spec is parsed against its layer count as generate parses it.
+  session::RunOptions ro;
+  ro.model = a.model;
+  ro.spec = a.spec.empty() ? "none" : a.spec;
+  ro.draft_max = a.draft_max;
+  bool bad_options = false;
+  auto sess = session::Session::open_header(ro, &bad_options);
+  if (!sess) { log::error("{}", sess.message()); return bad_options ? 2 : 1; }
+  const runtime::Model& model = (*sess)->model();
+  std::optional<spec::SpecConfig> spec_cfg;
+  if (!a.spec.empty()) spec_cfg = (*sess)->spec();
   auto prof = offload::load_profile(a.profile);
   if (!prof) { log::error("{}", prof.message()); return 1; }
   offload::Budgets b = offload::Budgets::of(*prof);
@@ -87,10 +107,15 @@ int run_plan(const PlanArgs& a) {
     if (!v) { log::error("--kv-v: {}", v.message()); return 2; }
     r.kv_v = *v;
   }
-  r.draft_depth = a.no_spec ? 0 : a.draft_depth >= 0 ? uint32_t(a.draft_depth) : std::max(1u, blocks->n_layer / 4);
+  const uint32_t n_layer = model.spec.hp.n_layer;
+  r.draft_depth = a.no_spec ? 0 : a.draft_depth >= 0 ? uint32_t(a.draft_depth) : std::max(1u, n_layer / 4);
   r.draft_len = a.draft_len;
   r.acceptance = a.acceptance;
   r.require_draft_resident = a.require_draft;
+  // With --spec, plan_run sets the draft depth and length from it, as for generate --spec.
+  auto plan = [&](const offload::Budgets& bb, const offload::RunShape& rr) {
+    return session::plan_run(model, {*prof, bb, rr, std::nullopt}, spec_cfg);
+  };
   if (r.prompt >= r.ctx) { log::error("--prompt {} must be below --ctx {}", r.prompt, r.ctx); return 2; }
 
   if (!a.sweep.empty()) {
@@ -104,16 +129,17 @@ int run_plan(const PlanArgs& a) {
       offload::Budgets bb = b;
       offload::RunShape rr = r;
       if (sw->first == "vram") bb.vram = v; else { rr.ctx = v; if (rr.prompt >= v) rr.prompt = 0; }
-      auto p = offload::plan(*blocks, *prof, bb, rr);
+      auto p = plan(bb, rr);
       const std::string label = sw->first == "vram" ? format_bytes(v) : std::to_string(v);
       if (a.json) {
         nlohmann::json row = {{"key", sw->first}, {"value", v}, {"feasible", bool(p)}};
-        if (p) row["plan"] = offload::plan_json(*blocks, *prof, bb, rr, *p); else row["reason"] = p.message();
+        if (p) row["plan"] = offload::plan_json(p->blocks, p->profile, p->budgets, p->shape, p->plan);
+        else row["reason"] = p.message();
         rows.push_back(row);
       } else if (p) {
-        std::printf("%-12s %-9s %10.2f %10.2f %10.0f %8.2f  %s\n", label.c_str(), "yes", p->prediction.decode_tps,
-                    p->prediction.spec_tps, p->prediction.prefill_tps, p->prediction.ttft_s,
-                    p->prediction.step.bottleneck(*prof).c_str());
+        const auto& pr = p->plan.prediction;
+        std::printf("%-12s %-9s %10.2f %10.2f %10.0f %8.2f  %s\n", label.c_str(), "yes", pr.decode_tps, pr.spec_tps,
+                    pr.prefill_tps, pr.ttft_s, pr.step.bottleneck(*prof).c_str());
       } else {
         std::printf("%-12s %-9s %10s %10s %10s %8s  %s\n", label.c_str(), "no", "-", "-", "-", "-", p.message().c_str());
       }
@@ -122,20 +148,20 @@ int run_plan(const PlanArgs& a) {
     return 0;
   }
 
+  const auto t0 = std::chrono::steady_clock::now();
+  auto p = plan(b, r);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!a.json) {
-    auto p = print_placement_report({*blocks, *prof, b, r}, stdout);
     if (!p) { log::error("{}: {}", a.model, p.message()); return 1; }
+    print_plan_report(*p, ms, stdout);
     return 0;
   }
-  const auto t0 = std::chrono::steady_clock::now();
-  auto p = offload::plan(*blocks, *prof, b, r);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (!p) {
     std::printf("%s\n", nlohmann::json{{"schema", "strata.plan/1"}, {"feasible", false}, {"reason", p.message()}}.dump(2).c_str());
     log::error("{}: {}", a.model, p.message());
     return 1;
   }
-  auto j = offload::plan_json(*blocks, *prof, b, r, *p);
+  auto j = offload::plan_json(p->blocks, p->profile, p->budgets, p->shape, p->plan);
   j["feasible"] = true;
   j["planning_ms"] = ms;
   std::printf("%s\n", j.dump(2).c_str());
@@ -154,6 +180,13 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--kv-v", a->kv_v, "KV dtype of V when it differs from --kv's");
   sub->add_option("--prompt", a->prompt, "Prompt tokens (default: ctx - gen)");
   sub->add_option("--gen", a->gen, "Generated tokens");
+  sub->add_option("--spec", a->spec,
+                  "Plan for the speculative decoding of generate --spec (none | early:d=N | subset | lookup | auto; "
+                  "the same plan generate runs): early and auto draft with layers [0, N), the others plan as plain "
+                  "decoding. Instead of --draft-depth / --draft-len / --no-spec");
+  sub->add_option("--draft-max", a->draft_max, "With --spec: most tokens drafted per verify pass (1..15), the "
+                                               "planner's draft length")
+      ->capture_default_str();
   sub->add_option("--draft-depth", a->draft_depth, "Self-speculative draft depth d (default n_layer/4)");
   sub->add_option("--draft-len", a->draft_len, "Draft length k");
   sub->add_option("--acceptance", a->acceptance, "Assumed draft acceptance rate");
@@ -166,7 +199,10 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--disk", a->disk, "Override the NVMe budget");
   sub->add_option("--sweep", a->sweep, "What-if table: vram=8,10,12GiB or ctx=4096,32768,131072");
   sub->add_flag("--json", a->json, "JSON (schema strata.plan/1, offload/planner.cpp)");
-  return {sub, [a] { return run_plan(*a); }};
+  return {sub, [a, sub] {
+            a->draft_flags = sub->count("--draft-depth") + sub->count("--draft-len") + sub->count("--no-spec") > 0;
+            return run_plan(*a);
+          }};
 }
 
 }  // namespace strata::cli

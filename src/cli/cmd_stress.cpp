@@ -18,6 +18,7 @@
 #include "core/units.h"
 #include "kv/kv_quant.h"
 #include "runtime/sampler.h"
+#include "session/session.h"
 
 namespace strata::cli {
 namespace {
@@ -76,14 +77,18 @@ int run(StressArgs& a) {
   std::string stop_reason;
   fmt::print("{:>8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>11} {:>10}\n", "ctx", "weights gpu", "weights host",
              "KV sliding", "KV full", "VRAM peak", "prefill t/s", "decode t/s");
+  // The model is opened once; each length gets its own engine (the previous one freed first).
+  auto sess = session::Session::open(a.m);
+  if (!sess) stop_reason = sess.message();
   for (uint32_t ctx : *lengths) {
-    a.m.n_ctx = ctx;
-    auto fwd = a.m.open(ctx);
-    if (!fwd) {
-      stop_reason = fwd.message();
+    if (!sess) break;
+    auto& ses = **sess;
+    ses.set_n_ctx(ctx);
+    if (Status s = ses.open_engine(ctx); !s) {
+      stop_reason = s.message();
       break;
     }
-    auto& f = **fwd;
+    auto& f = ses.engine();
     const auto& spec = f.model().spec;
     if (a.n_gen + 1 >= ctx) {
       stop_reason = fmt::format("context {} leaves no room for a prompt before {} decoded tokens", ctx, a.n_gen);
@@ -112,8 +117,8 @@ int run(StressArgs& a) {
     const double pp = double(prompt.size()) / std::chrono::duration<double>(t1 - t0).count();
     const double tg = a.n_gen / std::chrono::duration<double>(t2 - t1).count();
     uint64_t w_gpu = 0, w_host = 0;
-    if (a.m.executor_plan) {
-      const auto& e = *a.m.executor_plan;
+    if (ses.executor_plan()) {
+      const auto& e = *ses.executor_plan();
       const auto& pl = e.plan.placement;
       auto add = [&](const offload::WeightBlock& b, offload::Tier t) { (t == offload::Tier::gpu ? w_gpu : w_host) += b.bytes; };
       for (uint32_t il = 0; il < e.blocks.n_layer; ++il) add(e.blocks.attention[il], pl.attention[il]), add(e.blocks.ffn[il], pl.ffn[il]);

@@ -22,4 +22,10 @@ Result<offload::Plan> print_placement_report(const PlanInputs& in, std::FILE* ou
   return p;
 }
 
+void print_plan_report(const offload::ExecutorPlan& e, double planning_ms, std::FILE* out) {
+  const std::string text = offload::plan_report(e.blocks, e.profile, e.budgets, e.shape, e.plan);
+  std::fprintf(out, "%splanned in %.1f ms\n", text.c_str(), planning_ms);
+  std::fflush(out);
+}
+
 }  // namespace strata::cli

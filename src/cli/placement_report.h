@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "offload/planner.h"
+#include "offload/executor_plan.h"
 
 namespace strata::cli {
 
@@ -25,5 +26,7 @@ Result<offload::HardwareProfile> profile_or_detected(const std::string& path, bo
 // Plans and writes the report to `out`. Returns the plan, or the planner's reason it is infeasible
 // (written nowhere: the caller decides whether that is fatal).
 Result<offload::Plan> print_placement_report(const PlanInputs& in, std::FILE* out);
+// Writes the report of a plan made elsewhere (session::plan_run) and how long planning took.
+void print_plan_report(const offload::ExecutorPlan& e, double planning_ms, std::FILE* out);
 
 }  // namespace strata::cli

@@ -65,7 +65,7 @@ class CudaForward final : public Engine {
   };
   GraphStats graph_stats() const;
   // Host seconds spent computing cpu-tier blocks and host-KV attention so far (0 without them).
-  double host_compute_seconds() const;
+  double host_compute_seconds() const override;
 
   struct Impl;  // device state (cuda_forward.cpp)
 

@@ -134,6 +134,8 @@ class Engine {
   virtual uint64_t streamed_bytes() const { return 0; }
   // Of those, the bytes read from the model file by the disk tier.
   virtual uint64_t disk_bytes() const { return 0; }
+  // Host seconds spent computing cpu-tier blocks and host-KV attention so far (0 without them).
+  virtual double host_compute_seconds() const { return 0; }
 };
 
 // For engine implementations: checks eval_layers' arguments (the errors listed there); returns

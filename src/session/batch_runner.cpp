@@ -1,4 +1,4 @@
-#include "cli/batch_runner.h"
+#include "session/batch_runner.h"
 
 #include <chrono>
 
@@ -6,9 +6,9 @@
 
 #include "batch/chunking.h"
 #include "batch/shard.h"
-#include "cli/interrupt.h"
+#include "session/interrupt.h"
 
-namespace strata::cli {
+namespace strata::session {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -339,4 +339,4 @@ Status BatchScheduler::run(const NextJob& next, const Done& done) {
   }
 }
 
-}  // namespace strata::cli
+}  // namespace strata::session

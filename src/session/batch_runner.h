@@ -29,7 +29,7 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
-namespace strata::cli {
+namespace strata::session {
 
 enum class LongMode { map_reduce, truncate, error };
 
@@ -130,4 +130,4 @@ class BatchScheduler {
   JobRunner& r_;
 };
 
-}  // namespace strata::cli
+}  // namespace strata::session

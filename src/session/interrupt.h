@@ -5,11 +5,11 @@
 // the process at once (default action) for a user who does not want to wait.
 #pragma once
 
-namespace strata::cli {
+namespace strata::session {
 
 void install_interrupt_handlers();
 bool interrupted();
 int interrupt_signal();      // 0 when none arrived
 int interrupt_exit_code();   // 128 + signal; 0 when none arrived
 
-}  // namespace strata::cli
+}  // namespace strata::session

@@ -1,9 +1,9 @@
-#include "cli/interrupt.h"
+#include "session/interrupt.h"
 
 #include <atomic>
 #include <csignal>
 
-namespace strata::cli {
+namespace strata::session {
 namespace {
 
 std::atomic<int> g_signal{0};  // lock-free int: async-signal-safe to store
@@ -37,4 +37,4 @@ int interrupt_exit_code() {
   return s ? 128 + s : 0;
 }
 
-}  // namespace strata::cli
+}  // namespace strata::session

@@ -1,0 +1,20 @@
+// A prompt as token ids: plain, or inside the model's chat template (tokenizer/chat_template.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace strata::session {
+
+// family none: text with BOS. Otherwise the template around one user message (after a system
+// message when `system` is not empty), ready for the assistant's turn. The template's own control
+// tokens are parsed; the user's text never is, so a prompt that contains "<end_of_turn>" cannot end
+// its turn.
+std::vector<int32_t> encode_prompt(const tokenizer::Tokenizer& tok, const std::string& text,
+                                   tokenizer::ChatFamily family, const std::string& system = {});
+
+}  // namespace strata::session

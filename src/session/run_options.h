@@ -1,0 +1,58 @@
+// The options of one model run as the flags give them (cli/model_args.h binds them to flags):
+// the model file, context and KV types, device, the budgets the planner places weights under,
+// and speculative decoding. Plain data: Session (session.h) turns them into a plan and an engine.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <tbb/global_control.h>
+
+#include "core/ggml_type.h"
+#include "core/status.h"
+#include "offload/model_blocks.h"
+
+namespace strata::session {
+
+// The most sessions Session::open_engine(n_seq = 0) chooses.
+inline constexpr uint32_t kMaxAutoSessions = 8;
+
+// The planner's name for a KV cache type (offload/model_blocks.h).
+offload::KvDtype planner_kv_dtype(GgmlType t);
+
+struct RunOptions {
+  std::string model;
+  uint32_t n_ctx = 0;   // 0: min(model's training context, 4096), or more when the run needs it
+  int threads = 0;      // 0: all cores
+  uint32_t ubatch = 512;
+  // KV cache types: cache_type sets K and V, cache_type_k / _v override one each; empty: the
+  // default (f32, or f16 under a VRAM budget).
+  std::string cache_type, cache_type_k, cache_type_v;
+  std::string device = "auto";  // auto | cpu | cuda
+  // Offloading (CUDA): a VRAM budget makes the planner place every weight block; the engine
+  // streams what is not resident.
+  std::string vram, pinned, profile;
+  uint32_t prefetch = 2;
+  // Host-side tiers (with a budget): cpu_blocks lets the planner compute weight blocks on the CPU;
+  // kv_host none|auto|all|N puts full-attention layers' KV in host RAM.
+  bool cpu_blocks = false;
+  std::string kv_host = "none";
+  std::string trace_path;  // where Session::write_trace() puts the trace; empty: no trace
+  // Speculative decoding (spec/spec_config.h). Parsed against the model's layer count when the
+  // model is opened, before anything is planned, so the plan knows the draft depth.
+  std::string spec = "none";
+  uint32_t draft_max = 8;
+
+  // K and V types after defaults. Error: a name other than f32, f16, q8 (q8_0), q4 (q4_1).
+  Result<std::pair<GgmlType, GgmlType>> kv_types() const;
+  // kv_host as the planner takes it: nullopt = the planner decides; else a layer count
+  // (offload::kAllKvLayers for all). Error: not none, auto, all or a number.
+  Result<std::optional<uint32_t>> kv_host_layers() const;
+  // Caps oneTBB's worker count at `threads` for the lifetime of the returned object.
+  std::unique_ptr<tbb::global_control> thread_limit() const;
+};
+
+}  // namespace strata::session

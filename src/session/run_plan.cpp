@@ -1,0 +1,63 @@
+#include "session/run_plan.h"
+
+#include <algorithm>
+
+#include "core/units.h"
+#include "offload/default_profile.h"
+
+namespace strata::session {
+
+void apply_speculation(const spec::SpecConfig& sc, offload::RunShape& shape) {
+  const bool prefix = sc.mode == spec::SpecMode::early || sc.mode == spec::SpecMode::automatic;
+  shape.draft_depth = prefix ? sc.depth : 0;
+  shape.draft_len = sc.draft_max;
+}
+
+Result<offload::ExecutorPlan> plan_run(const runtime::Model& model, PlanInputs in,
+                                       const std::optional<spec::SpecConfig>& sc) {
+  if (sc) apply_speculation(*sc, in.shape);
+  // The only call of the executor's planner: when it moves (offload/), this line follows it.
+  return offload::plan_for_executor(model.file, model.spec, std::move(in.profile), in.budgets, in.shape,
+                                    in.kv_host_layers);
+}
+
+Result<PlanInputs> budget_inputs(const RunOptions& o, const runtime::ForwardOptions& fo) {
+  PlanInputs in;
+  if (!o.profile.empty()) {
+    auto p = offload::load_profile(o.profile);
+    if (!p) return p.status();
+    in.profile = std::move(p.value());
+  } else {
+    in.profile = offload::detected_profile(true);
+  }
+  offload::Budgets& b = in.budgets;
+  b = offload::Budgets::of(in.profile);
+  auto v = parse_bytes(o.vram);
+  if (!v) return Status::error("--vram: {}", v.message());
+  b.vram = *v;
+  if (!o.pinned.empty()) {
+    auto p = parse_bytes(o.pinned);
+    if (!p) return Status::error("--pinned: {}", p.message());
+    b.pinned = *p;
+    b.host = std::max(b.host, b.pinned);
+  }
+  b.allow_cpu = o.cpu_blocks;
+  offload::RunShape& r = in.shape;
+  r.ctx = fo.n_ctx;
+  r.kv = planner_kv_dtype(fo.k_type);
+  if (fo.v_type != fo.k_type) r.kv_v = planner_kv_dtype(fo.v_type);
+  r.prefill_chunk = fo.ubatch;
+  r.prefetch_depth = o.prefetch;
+  auto kv_host = o.kv_host_layers();
+  if (!kv_host) return kv_host.status();
+  in.kv_host_layers = *kv_host;
+  return in;
+}
+
+double predicted_aggregate_tps(const offload::ExecutorPlan& e, uint32_t n) {
+  const auto c = offload::sweep_cost(e.blocks, e.profile, e.plan.placement, e.shape, 0, e.blocks.n_layer, true, n,
+                                     e.shape.decode_pos(), false);
+  return c.total_s() > 0 ? double(n) / c.total_s() : 0.0;
+}
+
+}  // namespace strata::session

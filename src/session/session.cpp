@@ -1,0 +1,213 @@
+#include "session/session.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/log.h"
+#include "core/units.h"
+#include "kernels/cuda/cuda_api.h"
+#include "kernels/cuda/device_info.h"
+#include "session/run_plan.h"
+
+namespace strata::session {
+
+Result<std::unique_ptr<Session>> Session::finish_open(RunOptions options, std::shared_ptr<const runtime::Model> m,
+                                                      bool header_only, bool* bad_options) {
+  if (bad_options) *bad_options = false;
+  auto sc = spec::parse_spec(options.spec, options.draft_max, m->spec.hp.n_layer);
+  if (!sc) {
+    if (bad_options) *bad_options = true;
+    return sc.status();
+  }
+  std::unique_ptr<Session> s(new Session());
+  s->opt_ = std::move(options);
+  s->model_ = std::move(m);
+  s->header_only_ = header_only;
+  s->spec_ = *sc;
+  return s;
+}
+
+Result<std::unique_ptr<Session>> Session::open(RunOptions options, bool* bad_options) {
+  if (bad_options) *bad_options = false;
+  auto m = runtime::Model::load(options.model);
+  if (!m) return m.status();
+  return finish_open(std::move(options), std::move(m.value()), false, bad_options);
+}
+
+Result<std::unique_ptr<Session>> Session::open_header(RunOptions options, bool* bad_options) {
+  if (bad_options) *bad_options = false;
+  auto f = gguf::File::open(options.model, {.require_data = false});
+  if (!f) return f.status();
+  auto m = std::make_shared<runtime::Model>(runtime::Model{std::move(f.value()), {}, {}});
+  auto spec = model::spec_from_gguf(m->file);
+  if (!spec) return spec.status();
+  m->spec = std::move(spec.value());
+  // No weight views: planning reads the file header and the spec only.
+  return finish_open(std::move(options), std::move(m), true, bad_options);
+}
+
+Result<const tokenizer::Tokenizer*> Session::tokenizer() {
+  if (!tok_) {
+    auto t = tokenizer::Tokenizer::from_gguf(model_->file);
+    if (!t) return t.status();
+    tok_ = std::move(t.value());
+  }
+  return &*tok_;
+}
+
+Result<runtime::ForwardOptions> Session::forward_options(uint32_t n_ctx_hint) const {
+  runtime::ForwardOptions fo;
+  auto types = opt_.kv_types();
+  if (!types) return types.status();
+  fo.k_type = types->first;
+  fo.v_type = types->second;
+  const bool budget = !opt_.vram.empty();
+  if (budget && opt_.device == "cpu") return Status::error("--vram needs the CUDA engine (drop --device cpu)");
+  if (!budget && (opt_.cpu_blocks || opt_.kv_host != "none"))
+    return Status::error("--cpu-blocks and --kv-host place blocks under a budget: give --vram too");
+  if (auto k = opt_.kv_host_layers(); !k) return k.status();
+  const uint32_t train = model_->spec.hp.n_ctx_train;
+  fo.n_ctx = opt_.n_ctx ? opt_.n_ctx
+                        : std::max<uint32_t>(std::min<uint32_t>(train ? train : 4096, 4096), n_ctx_hint);
+  fo.ubatch = std::min(opt_.ubatch, fo.n_ctx);
+  return fo;
+}
+
+// extra_vram: bytes the engine allocates beyond one session's (the KV caches of more sessions):
+// the planner places the weights in the budget less those, and the engine's arena gets them back.
+Result<offload::ExecutorPlan> Session::plan_with_extra(runtime::ForwardOptions& fo, uint64_t extra_vram) const {
+  auto in = budget_inputs(opt_, fo);
+  if (!in) return in.status();
+  if (extra_vram >= in->budgets.vram)
+    return Status::error("--vram {}: the KV caches of {} sessions alone take {}", format_bytes(in->budgets.vram),
+                         fo.n_seq,
+                         format_bytes(extra_vram + runtime::kv_bytes_per_seq(model_->spec, fo.n_ctx, fo.ubatch,
+                                                                             fo.k_type, fo.v_type)));
+  in->budgets.vram -= extra_vram;
+  auto e = plan_run(*model_, std::move(in.value()), spec_);
+  if (!e) {
+    if (extra_vram == 0) return e.status();
+    return Status::error("{} sessions: with {} of KV for the {} beyond the first: {}", fo.n_seq,
+                         format_bytes(extra_vram), fo.n_seq - 1, e.message());
+  }
+  e->engine_vram_budget += extra_vram;
+  e->budgets.vram += extra_vram;
+  runtime::use_plan(*e, fo);
+  return e;
+}
+
+Result<offload::ExecutorPlan> Session::plan_budget(runtime::ForwardOptions& fo) const {
+  const uint64_t per_seq = runtime::kv_bytes_per_seq(model_->spec, fo.n_ctx, fo.ubatch, fo.k_type, fo.v_type);
+  return plan_with_extra(fo, uint64_t(std::max<uint32_t>(fo.n_seq, 1) - 1) * per_seq);
+}
+
+Status Session::open_engine(uint32_t n_ctx_hint, uint32_t n_seq, uint32_t max_auto) {
+  if (header_only_) return Status::error("{}: the file has no tensor data (header only); it can be planned, not run",
+                                         opt_.model);
+  engine_.reset();  // before the next one allocates (stress opens one per context length)
+  max_auto = std::clamp<uint32_t>(max_auto, 1, kMaxAutoSessions);
+  auto fo_r = forward_options(n_ctx_hint);
+  if (!fo_r) return fo_r.status();
+  runtime::ForwardOptions fo = std::move(fo_r.value());
+  if (!opt_.trace_path.empty()) {
+    trace_ = std::make_shared<Trace>();
+    fo.trace = trace_;
+  }
+  log::debug("{}", model_->spec.summary());
+  runtime::Device dev = runtime::Device::automatic;
+  if (opt_.device == "cpu") dev = runtime::Device::cpu;
+  else if (opt_.device == "cuda") dev = runtime::Device::cuda;
+  else if (opt_.device != "auto") return Status::error("unknown --device '{}' (auto, cpu, cuda)", opt_.device);
+  if (dev == runtime::Device::automatic)
+    dev = kernels::cuda::devices().empty() ? runtime::Device::cpu : runtime::Device::cuda;
+  plan_.reset();
+  sessions_reason_.clear();
+  const uint64_t per_seq = runtime::kv_bytes_per_seq(model_->spec, fo.n_ctx, fo.ubatch, fo.k_type, fo.v_type);
+  if (!opt_.vram.empty()) {
+    if (kernels::cuda::devices().empty()) return Status::error("--vram needs a CUDA GPU, and none is usable here");
+    dev = runtime::Device::cuda;
+    if (n_seq == 0) {
+      // The planner's choice: for each n, the best placement of the weights beside n KV caches and
+      // the aggregate decode rate the cost model predicts for n sessions stepping together; the
+      // fastest n wins (a larger n only when it is predicted at least 2% faster).
+      double best = 0;
+      std::optional<offload::ExecutorPlan> chosen;
+      uint32_t best_n = 1;
+      for (uint32_t n = 1; n <= max_auto; ++n) {
+        runtime::ForwardOptions f = fo;
+        f.n_seq = n;
+        auto e = plan_with_extra(f, uint64_t(n - 1) * per_seq);
+        if (!e) {
+          if (n == 1) return e.status();
+          break;  // more sessions leave even less room
+        }
+        const double tps = predicted_aggregate_tps(*e, n);
+        if (!chosen || tps > best * 1.02) {
+          best = tps;
+          best_n = n;
+          chosen = std::move(e.value());
+        }
+      }
+      sessions_reason_ = fmt::format("the planner's choice under --vram {}: {:.1f} tok/s predicted in all ({} of KV "
+                                     "per session)",
+                                     opt_.vram, best, format_bytes(per_seq));
+      fo.n_seq = best_n;
+      runtime::use_plan(*chosen, fo);
+      plan_ = std::move(chosen);
+    } else {
+      fo.n_seq = n_seq;
+      auto e = plan_with_extra(fo, uint64_t(n_seq - 1) * per_seq);
+      if (!e) return e.status();
+      plan_ = std::move(e.value());
+    }
+  } else if (n_seq == 0) {
+    // No budget: as many sessions (up to kMaxAutoSessions) as leave room beside the weights.
+    const uint64_t weights = model_->file.bytes().size();
+    if (dev == runtime::Device::cuda) {
+      auto mi = kernels::cuda::mem_info();
+      if (!mi) return mi.status();
+      // What the engine needs besides weights and KV (activations, logits, kernel and cuBLAS
+      // scratch): a generous 1 GiB plus 5% of the card.
+      const uint64_t reserve = weights + (1ull << 30) + mi->total_bytes / 20;
+      const uint64_t room = mi->free_bytes > reserve ? mi->free_bytes - reserve : 0;
+      fo.n_seq = uint32_t(std::clamp<uint64_t>(per_seq ? room / per_seq : max_auto, 1, max_auto));
+      sessions_reason_ = fmt::format("{} of KV per session; {} free on the GPU beside {} of weights",
+                                     format_bytes(per_seq), format_bytes(mi->free_bytes), format_bytes(weights));
+    } else {
+      // Measured: the CPU dot kernels decode the weights again for every row, so N sessions
+      // stepping together gain little over one (README); --batch N still asks for them.
+      fo.n_seq = 1;
+      sessions_reason_ = "the CPU engine gains little from batching; --batch N asks for N";
+    }
+  } else {
+    fo.n_seq = n_seq;
+  }
+  auto e = runtime::make_engine(model_, fo, dev);
+  if (!e) return e.status();
+  engine_ = std::move(e.value());
+  return {};
+}
+
+void Session::report_plan() const {
+  if (!plan_) return;
+  const auto& e = *plan_;
+  std::fputs(offload::plan_report(e.blocks, e.profile, e.budgets, e.shape, e.plan).c_str(), stderr);
+}
+
+void Session::report_measured(double decode_tps, uint64_t streamed, double decode_s, double host_compute_s) const {
+  if (!plan_ || !engine_) return;
+  const auto& p = plan_->plan;
+  std::string extra =
+      streamed && decode_s > 0 ? fmt::format(" | streamed {:.2f} GB/s H2D during decode", double(streamed) / decode_s / 1e9)
+                               : std::string();
+  if (host_compute_s > 0 && decode_s > 0 && decode_tps > 0)
+    extra += fmt::format(" | CPU compute {:.2f} ms per token ({:.0f}% of decode; host tiers)",
+                         1e3 * host_compute_s / (decode_tps * decode_s), 100 * host_compute_s / decode_s);
+  log::info("decode {:.2f} tok/s measured vs {:.2f} predicted ({:.0f}%){} | VRAM peak {} of budget {} (arena {})",
+            decode_tps, p.prediction.decode_tps,
+            p.prediction.decode_tps > 0 ? 100.0 * decode_tps / p.prediction.decode_tps : 0.0, extra,
+            format_bytes(engine_->vram_peak_bytes() + plan_->profile.cuda_context.bytes),
+            format_bytes(plan_->budgets.vram), format_bytes(plan_->engine_vram_budget));
+}
+
+}  // namespace strata::session

@@ -1,0 +1,206 @@
+// session/: the run options are parsed (speculation included) before planning, and `strata plan
+// --spec` runs the plan that a run with the same flags runs (session::plan_run, one function).
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
+#include "model/synth.h"
+#include "offload/planner.h"
+#include "session/run_plan.h"
+#include "session/session.h"
+#include "spec/spec_config.h"
+#include "test_util.h"
+
+namespace {
+
+using strata::session::RunOptions;
+using strata::session::Session;
+
+// A header-only gemma3 with 27B shapes and a q3_k_m mix: what `strata synth --header-only` writes.
+std::string header_only_27b() {
+  static const std::string path = [] {
+    const auto dir = strata::test::temp_dir("session-27b");
+    strata::model::SynthOptions o;
+    o.arch = strata::model::Arch::gemma3;
+    o.preset = "27b";
+    REQUIRE(strata::model::apply_preset(o).is_ok());
+    o.mix = "q3_k_m";
+    o.header_only = true;
+    o.progress = false;
+    const std::string p = (dir / "g27b.gguf").string();
+    auto s = strata::model::write_synthetic_model(o, p);
+    INFO((s ? std::string() : s.message()));
+    REQUIRE(s);
+    return p;
+  }();
+  return path;
+}
+
+std::string profile_path() { return std::string(STRATA_SOURCE_DIR) + "/configs/hw/rtx3060-12g.toml"; }
+
+// What `generate -m M --profile P --vram V -c 4096 --spec S` plans, up to the device (no GPU here).
+RunOptions run_options(const std::string& spec) {
+  RunOptions o;
+  o.model = header_only_27b();
+  o.profile = profile_path();
+  o.vram = "10GiB";
+  o.n_ctx = 4096;
+  o.spec = spec;
+  return o;
+}
+
+strata::Result<strata::offload::ExecutorPlan> plan_of(const RunOptions& o) {
+  auto s = Session::open_header(o);
+  if (!s) return s.status();
+  auto fo = (*s)->forward_options(0);
+  if (!fo) return fo.status();
+  return (*s)->plan_budget(*fo);
+}
+
+// stderr_only: what the command writes to stderr instead of stdout.
+std::string run_strata_stdout(const std::string& args, int& code, bool stderr_only = false) {
+  const std::string cmd =
+      std::string(STRATA_BINARY_DIR) + "/strata " + args + (stderr_only ? " 2>&1 >/dev/null" : " 2>/dev/null");
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int status = pclose(p);
+  code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  return out;
+}
+
+// The placement report's lines, from "placement:" to the "bottleneck:" line.
+std::string report_block(const std::string& s) {
+  const size_t a = s.find("placement:");
+  if (a == std::string::npos) return "";
+  const size_t b = s.find("bottleneck:", a);
+  if (b == std::string::npos) return "";
+  return s.substr(a, s.find('\n', b) + 1 - a);
+}
+
+}  // namespace
+
+TEST_CASE("session: --spec is parsed when the model opens and reaches the plan's run shape", "[session]") {
+  const uint32_t n_layer = 62;  // gemma3-27B
+  {
+    auto e = plan_of(run_options("early:d=8"));
+    INFO((e ? std::string() : e.message()));
+    REQUIRE(e);
+    CHECK(e->shape.draft_depth == 8);
+    CHECK(e->shape.draft_len == 8);  // --draft-max's default
+    CHECK(e->shape.speculative());
+    CHECK(e->plan.prediction.spec_tps > 0);
+  }
+  {
+    auto o = run_options("early:d=4");
+    o.draft_max = 3;
+    auto e = plan_of(o);
+    REQUIRE(e);
+    CHECK(e->shape.draft_depth == 4);
+    CHECK(e->shape.draft_len == 3);
+  }
+  {
+    // auto's early-exit drafter drafts with a fixed depth: default_depth unless auto:d=N.
+    auto e = plan_of(run_options("auto"));
+    REQUIRE(e);
+    CHECK(e->shape.draft_depth == strata::spec::default_depth(n_layer));
+    auto e2 = plan_of(run_options("auto:d=10"));
+    REQUIRE(e2);
+    CHECK(e2->shape.draft_depth == 10);
+  }
+  for (const char* plain : {"none", "lookup", "subset"}) {
+    INFO(plain);
+    auto e = plan_of(run_options(plain));
+    REQUIRE(e);
+    CHECK(e->shape.draft_depth == 0);  // no prefix drafter: planned as plain decoding
+    CHECK_FALSE(e->shape.speculative());
+  }
+  // A bad --spec fails when the model opens, as a usage error, before anything is planned.
+  bool bad = false;
+  auto s = Session::open_header(run_options("early:d=99"), &bad);
+  REQUIRE_FALSE(s);
+  CHECK(bad);
+  CHECK_THAT(s.message(), Catch::Contains("--spec early: depth d=99 must be in [1, 62)"));
+  bad = false;
+  auto m = Session::open_header([] { auto o = run_options("none"); o.model = "/nonexistent.gguf"; return o; }(), &bad);
+  REQUIRE_FALSE(m);
+  CHECK_FALSE(bad);
+  // A header-only model plans but never runs.
+  auto h = Session::open_header(run_options("none"));
+  REQUIRE(h);
+  auto st = (*h)->open_engine(0);
+  REQUIRE_FALSE(st);
+  CHECK_THAT(st.message(), Catch::Contains("header only"));
+}
+
+TEST_CASE("session: strata plan --spec gives the placement a run with the same flags plans", "[session]") {
+  for (const char* spec : {"early:d=8", "early:d=20", "auto", "lookup"}) {
+    INFO(spec);
+    // generate's defaults keep the cpu tier and host KV off (--cpu-blocks, --kv-host); strata plan
+    // allows both, so the run side asks for them to plan on the same terms.
+    auto o = run_options(spec);
+    o.cpu_blocks = true;
+    o.kv_host = "auto";
+    auto e = plan_of(o);
+    INFO((e ? std::string() : e.message()));
+    REQUIRE(e);
+    auto run_json = strata::offload::plan_json(e->blocks, e->profile, e->budgets, e->shape, e->plan);
+    int code = -1;
+    const std::string out = run_strata_stdout("plan -m " + o.model + " --profile " + profile_path() +
+                                                  " --vram 10GiB --ctx 4096 --json --spec " + spec,
+                                              code);
+    REQUIRE(code == 0);
+    auto plan_json = nlohmann::json::parse(out);
+    plan_json.erase("feasible");
+    plan_json.erase("planning_ms");
+    CHECK(plan_json == run_json);
+    CHECK(plan_json["run"]["draft_depth"] == e->shape.draft_depth);
+  }
+  // The text report states the speculative prediction and the acceptance it assumes.
+  int code = -1;
+  const std::string text = run_strata_stdout("plan -m " + header_only_27b() + " --profile " + profile_path() +
+                                                 " --vram 10GiB --ctx 4096 --spec early:d=8 --draft-max 6",
+                                             code);
+  REQUIRE(code == 0);
+  CHECK_THAT(text, Catch::Contains("tok/s speculative (draft depth 8, k 6, assumed acceptance 0.60; draft path"));
+  // --spec and the old flags do not mix; a bad --spec is one line and exit 2.
+  run_strata_stdout("plan -m " + header_only_27b() + " --profile " + profile_path() + " --spec lookup --no-spec", code);
+  CHECK(code == 2);
+  run_strata_stdout("plan -m " + header_only_27b() + " --profile " + profile_path() + " --spec medusa", code);
+  CHECK(code == 2);
+}
+
+TEST_CASE("session: generate --spec reports the plan that strata plan --spec makes for the same run", "[session]") {
+  // Without --vram, generate's report is the planner's view of this run on the profile's machine;
+  // with --spec it carries the draft depth and length, as strata plan --spec does.
+  const std::string model = strata::test::testdata("models/gemma3-swa/model.gguf");  // 6 layers
+  for (const char* spec : {"early:d=2", "auto:d=3", "lookup"}) {
+    INFO(spec);
+    int code = -1;
+    const std::string err =
+        run_strata_stdout("generate -m " + model + " -p 'the quick brown fox' -n 8 --temp 0 -c 512 --device cpu "
+                          "--draft-max 5 --profile " + profile_path() + " --spec " + spec,
+                          code, true);
+    REQUIRE(code == 0);
+    const std::string block = report_block(err);
+    REQUIRE_FALSE(block.empty());
+    const size_t at = block.find("-token prompt");
+    REQUIRE(at != std::string::npos);
+    const size_t from = block.rfind(' ', at) + 1;
+    const std::string n_prompt = block.substr(from, at - from);
+    const std::string out = run_strata_stdout("plan -m " + model + " --profile " + profile_path() +
+                                                  " --ctx 512 --gen 8 --kv f32 --draft-max 5 --prompt " + n_prompt +
+                                                  " --spec " + spec,
+                                              code);
+    REQUIRE(code == 0);
+    CHECK(report_block(out) == block);
+    CHECK((block.find("tok/s speculative (draft depth") != std::string::npos) == (std::string(spec) != "lookup"));
+  }
+}
