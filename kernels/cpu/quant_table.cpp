@@ -32,7 +32,7 @@ constexpr QuantizeFn quantize_iq2_xxs = nullptr, quantize_iq2_xs = nullptr, quan
                {dot_##t##_scalar, dot_##t##_avx2, dot_##t##_avx512}, fill_random_##t},
 #define STRATA_IQ_KERNEL_ROW(t) \
   QuantKernels{type_##t, dequantize_##t, quantize_##t,                  \
-               {dot_##t##_scalar, nullptr, nullptr}, fill_random_##t},
+               {dot_##t##_scalar, dot_##t##_avx2, nullptr}, fill_random_##t},
 constexpr QuantKernels kRows[] = {STRATA_CPU_QUANT_TYPES(STRATA_KERNEL_ROW)
                                   STRATA_CPU_IQ_TYPES(STRATA_IQ_KERNEL_ROW)};
 #undef STRATA_KERNEL_ROW
