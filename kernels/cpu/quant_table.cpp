@@ -25,7 +25,7 @@ constexpr GgmlType type_f32 = GgmlType::F32, type_f16 = GgmlType::F16, type_bf16
 // The i-quants' quantisers: only IQ4_NL / IQ4_XS have one (nullptr: strata cannot write the type).
 constexpr QuantizeFn quantize_iq2_xxs = nullptr, quantize_iq2_xs = nullptr, quantize_iq2_s = nullptr,
                      quantize_iq3_xxs = nullptr, quantize_iq3_s = nullptr, quantize_iq1_s = nullptr,
-                     quantize_iq1_m = nullptr, quantize_iq4_nl = nullptr, quantize_iq4_xs = nullptr;
+                     quantize_iq1_m = nullptr;
 
 #define STRATA_KERNEL_ROW(t) \
   QuantKernels{type_##t, dequantize_##t, quantize_##t,                  \

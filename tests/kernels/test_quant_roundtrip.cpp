@@ -35,7 +35,7 @@ constexpr TypeBound kBounds[] = {
     {GgmlType::Q8_0, 0.0070}, {GgmlType::Q5_1, 0.046}, {GgmlType::Q5_0, 0.055},
     {GgmlType::Q4_1, 0.093},  {GgmlType::Q4_0, 0.11},  {GgmlType::Q6_K, 0.023},
     {GgmlType::Q5_K, 0.047},  {GgmlType::Q4_K, 0.093}, {GgmlType::Q3_K, 0.19},
-    {GgmlType::Q2_K, 0.35},
+    {GgmlType::Q2_K, 0.35},   {GgmlType::IQ4_NL, 0.098}, {GgmlType::IQ4_XS, 0.099},
 };
 
 std::string type_name(GgmlType t) { return std::string(ggml_type_info(t).name); }

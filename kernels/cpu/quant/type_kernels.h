@@ -36,6 +36,8 @@ STRATA_CPU_QUANT_TYPES(STRATA_DECLARE_TYPE_KERNELS)
   void fill_random_##t(void* dst, int64_t n, Rng& rng, float std);
 STRATA_CPU_IQ_TYPES(STRATA_DECLARE_IQ_KERNELS)
 #undef STRATA_DECLARE_IQ_KERNELS
+void quantize_iq4_nl(const float* src, void* dst, int64_t n);  // iq4_quant.cpp
+void quantize_iq4_xs(const float* src, void* dst, int64_t n);
 
 // SIMD decoders where the scalar one is slow (see best_dequantize).
 void dequantize_f16_avx2(const void* src, float* dst, int64_t n);
