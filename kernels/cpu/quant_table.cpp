@@ -1,4 +1,5 @@
-// The QuantKernels rows: one per type of STRATA_CPU_QUANT_TYPES, wired from type_kernels.h.
+// The QuantKernels rows: one per type of STRATA_CPU_QUANT_TYPES and STRATA_CPU_IQ_TYPES, wired from
+// type_kernels.h.
 #include <array>
 
 #include "core/cpu_features.h"
@@ -14,13 +15,28 @@ constexpr GgmlType type_f32 = GgmlType::F32, type_f16 = GgmlType::F16, type_bf16
                    type_q5_0 = GgmlType::Q5_0, type_q5_1 = GgmlType::Q5_1,
                    type_q8_0 = GgmlType::Q8_0, type_q2_k = GgmlType::Q2_K,
                    type_q3_k = GgmlType::Q3_K, type_q4_k = GgmlType::Q4_K,
-                   type_q5_k = GgmlType::Q5_K, type_q6_k = GgmlType::Q6_K;
+                   type_q5_k = GgmlType::Q5_K, type_q6_k = GgmlType::Q6_K,
+                   type_iq2_xxs = GgmlType::IQ2_XXS, type_iq2_xs = GgmlType::IQ2_XS,
+                   type_iq2_s = GgmlType::IQ2_S, type_iq3_xxs = GgmlType::IQ3_XXS,
+                   type_iq3_s = GgmlType::IQ3_S, type_iq1_s = GgmlType::IQ1_S,
+                   type_iq1_m = GgmlType::IQ1_M, type_iq4_nl = GgmlType::IQ4_NL,
+                   type_iq4_xs = GgmlType::IQ4_XS;
+
+// The i-quants' quantisers: only IQ4_NL / IQ4_XS have one (nullptr: strata cannot write the type).
+constexpr QuantizeFn quantize_iq2_xxs = nullptr, quantize_iq2_xs = nullptr, quantize_iq2_s = nullptr,
+                     quantize_iq3_xxs = nullptr, quantize_iq3_s = nullptr, quantize_iq1_s = nullptr,
+                     quantize_iq1_m = nullptr;
 
 #define STRATA_KERNEL_ROW(t) \
   QuantKernels{type_##t, dequantize_##t, quantize_##t,                  \
                {dot_##t##_scalar, dot_##t##_avx2, dot_##t##_avx512}, fill_random_##t},
-constexpr QuantKernels kRows[] = {STRATA_CPU_QUANT_TYPES(STRATA_KERNEL_ROW)};
+#define STRATA_IQ_KERNEL_ROW(t) \
+  QuantKernels{type_##t, dequantize_##t, quantize_##t,                  \
+               {dot_##t##_scalar, dot_##t##_avx2, nullptr}, fill_random_##t},
+constexpr QuantKernels kRows[] = {STRATA_CPU_QUANT_TYPES(STRATA_KERNEL_ROW)
+                                  STRATA_CPU_IQ_TYPES(STRATA_IQ_KERNEL_ROW)};
 #undef STRATA_KERNEL_ROW
+#undef STRATA_IQ_KERNEL_ROW
 
 // GGML type ids are small (< 64); a direct index keeps quant_kernels() a load.
 constexpr size_t kMaxTypeId = 64;

@@ -99,6 +99,9 @@ Status gemm(const WeightView& w, const float* d_x, int n_cols, float* d_y, Works
 Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s);
 // Decodes n_rows rows starting at row0 of W into f32 (tests, embedding gathers).
 Status dequantize_rows(const WeightView& w, int64_t row0, int64_t n_rows, float* d_out, Stream s);
+// Whether the CUDA backend has GEMV, GEMM and dequantise kernels for weights of type t (the
+// float, legacy and K types; not yet the i-quants, which only the CPU computes). False without CUDA.
+bool supports_weight_type(GgmlType t);
 
 // ---- element-wise and per-vector ops (ops.cu) --------------------------------------------------
 // Same semantics as kernels/cpu/ops.h (the reference).

@@ -40,6 +40,7 @@ size_t workspace_bytes_for_gemm(const WeightView&, int) { return 0; }
 Status gemm(const WeightView&, const float*, int, float*, Workspace, Stream) { return none("gemm"); }
 Status matmul(const WeightView&, const float*, int, float*, Workspace, Stream) { return none("matmul"); }
 Status dequantize_rows(const WeightView&, int64_t, int64_t, float*, Stream) { return none("dequantize_rows"); }
+bool supports_weight_type(GgmlType) { return false; }
 Status rms_norm(const float*, const float*, int64_t, int64_t, float, float*, Stream) { return none("rms_norm"); }
 Status rope(float*, const int32_t*, int64_t, int64_t, int64_t, float, float, const float*, bool, Stream) {
   return none("rope");

@@ -48,7 +48,7 @@ std::string op_name(const char* op, const WeightView& w) {
 
 Status validate_weights(const WeightView& w, const std::string& op) {
   const auto info = ggml_type_info(uint32_t(w.type));
-  if (!info || !info->has_cpu_kernels) return Status::error("{}: unsupported weight type {}", op, uint32_t(w.type));
+  if (!info || !supports_weight_type(w.type)) return Status::error("{}: unsupported weight type {}", op, uint32_t(w.type));
   if (!w.data) return Status::error("{}: null weight pointer", op);
   if (w.n_in <= 0 || w.n_out <= 0) return Status::error("{}: empty shape", op);
   if (w.n_in % info->block_size != 0) {
@@ -122,6 +122,16 @@ __global__ void f32_to_f16_kernel(const float* __restrict__ x, __half* __restric
 }
 
 }  // namespace
+
+bool supports_weight_type(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+      return true;
+    default: return false;
+  }
+}
 
 Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Stream s) {
   const std::string op = op_name("gemv", w);

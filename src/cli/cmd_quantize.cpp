@@ -48,7 +48,7 @@ Command add_quantize(CLI::App& app) {
   auto* sub = app.add_subcommand("quantize", "Re-encode a GGUF model's matrices to another type or a K-quant mix");
   sub->add_option("input", a->in, "Input GGUF (f32/f16/bf16 best; gemma3, llama, qwen3)")->required();
   sub->add_option("output", a->out, "Output GGUF (written to OUTPUT.partial, then renamed)")->required();
-  sub->add_option("type", a->type, "f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k, or a mix: "
+  sub->add_option("type", a->type, "f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs, or a mix: "
                                    "q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m")->required();
   sub->add_option("-t,--threads", a->threads, "Worker threads (default: all cores)");
   sub->add_flag("--no-progress", a->no_progress, "Do not show progress");

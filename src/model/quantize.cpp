@@ -29,7 +29,7 @@ struct Chunk {
   uint64_t row0, rows;
 };
 
-constexpr const char* kTypeList = "f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k";
+constexpr const char* kTypeList = "f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs";
 
 }  // namespace
 

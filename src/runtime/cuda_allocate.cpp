@@ -30,6 +30,11 @@ Status CudaForward::allocate() {
   const auto& host = model_->weights;
   const uint32_t n_layer = s.hp.n_layer;
   STRATA_TRY(pl.check(n_layer));
+  // Fail at create, naming the tensor, rather than at the first matmul.
+  for (const auto& t : model_->file.tensors())
+    if (t.ne.size() >= 2 && !cuda::supports_weight_type(t.type))
+      return Status::error("tensor {} is {}: the CUDA engine has no kernels for that type yet (the CPU engine has: "
+                           "--device cpu)", t.name, ggml_type_info(t.type).name);
   using offload::Tier;
 
   // Streamed blocks: their tensors are collected here and packed by the weight store; the device

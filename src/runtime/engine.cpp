@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/log.h"
+#include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/device_info.h"
 #include "kv/kv_quant.h"
 #include "runtime/cpu_forward.h"
@@ -79,8 +81,16 @@ uint64_t kv_bytes_per_seq(const model::ModelSpec& spec, uint32_t n_ctx, uint32_t
 }
 
 Result<std::unique_ptr<Engine>> make_engine(std::shared_ptr<const Model> model, ForwardOptions options, Device device) {
-  if (device == Device::automatic)
+  if (device == Device::automatic) {
     device = kernels::cuda::devices().empty() ? Device::cpu : Device::cuda;
+    // A type only the CPU computes (the i-quants, for now): the CPU engine, said once.
+    for (const auto& t : model->file.tensors())
+      if (device == Device::cuda && t.ne.size() >= 2 && !kernels::cuda::supports_weight_type(t.type)) {
+        log::info("tensor {} is {}, which the CUDA engine cannot compute yet: running on the CPU", t.name,
+                  ggml_type_info(t.type).name);
+        device = Device::cpu;
+      }
+  }
   if (device == Device::cuda) {
     std::string why;
     if (kernels::cuda::devices(&why).empty()) return Status::error("--device cuda: no usable GPU ({})", why);

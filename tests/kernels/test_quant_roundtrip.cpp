@@ -35,7 +35,7 @@ constexpr TypeBound kBounds[] = {
     {GgmlType::Q8_0, 0.0070}, {GgmlType::Q5_1, 0.046}, {GgmlType::Q5_0, 0.055},
     {GgmlType::Q4_1, 0.093},  {GgmlType::Q4_0, 0.11},  {GgmlType::Q6_K, 0.023},
     {GgmlType::Q5_K, 0.047},  {GgmlType::Q4_K, 0.093}, {GgmlType::Q3_K, 0.19},
-    {GgmlType::Q2_K, 0.35},
+    {GgmlType::Q2_K, 0.35},   {GgmlType::IQ4_NL, 0.098}, {GgmlType::IQ4_XS, 0.099},
 };
 
 std::string type_name(GgmlType t) { return std::string(ggml_type_info(t).name); }
@@ -80,8 +80,8 @@ TEST_CASE("quant round trip: every type has a full kernel row", "[quant]") {
     CHECK(best_dot(tb.type) != nullptr);
     CHECK(ggml_type_info(tb.type).has_cpu_kernels);
   }
-  CHECK(quant_kernels(GgmlType::IQ4_NL) == nullptr);
-  CHECK(best_dot(GgmlType::IQ4_NL) == nullptr);
+  CHECK(quant_kernels(GgmlType::TQ1_0) == nullptr);
+  CHECK(best_dot(GgmlType::TQ1_0) == nullptr);
   CHECK(isa_supported(Isa::scalar));
   CHECK(std::string(isa_name(Isa::avx512)) == "avx512");
 }

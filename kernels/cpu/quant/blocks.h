@@ -39,4 +39,41 @@ static_assert(sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
 
+// ---- i-quants (256-element super-blocks except IQ4_NL; grids and signs in iq_grids.h) ----
+// Grid types: groups of 8 (IQ2, IQ1) or 4 (IQ3) elements are one grid entry (magnitudes), signs
+// come from 8 sign bits per 8 elements (bit j set = element j negative), scales per 32 (or 16).
+
+// Per 32 elements two u32 (qs[4*ib .. 4*ib+3] as u16 pairs): the first is 4 grid indices (bytes),
+// the second 4 x 7-bit ksigns indices (bits 0-27) and a 4-bit scale s (bits 28-31);
+// y = d * (0.5 + s) * 0.25 * grid * sign.
+struct BlockIQ2_XXS { uint16_t d; uint16_t qs[kQK_K / 8]; };
+// qs[i]: 9-bit grid index | 7-bit ksigns index << 9; scales[ib]: two 4-bit s (low: first 16).
+struct BlockIQ2_XS { uint16_t d; uint16_t qs[kQK_K / 8]; uint8_t scales[kQK_K / 32]; };
+// qs[0..31]: grid index low 8 bits (2 more per index in qh[ib], 2 bits each), qs[32..63]: sign
+// bytes; scales as IQ2_XS.
+struct BlockIQ2_S { uint16_t d; uint8_t qs[kQK_K / 4]; uint8_t qh[kQK_K / 32]; uint8_t scales[kQK_K / 32]; };
+// qs[0..63]: grid indices (4 elements each); qs[64..95]: per 32 elements a u32 of 4 x 7-bit ksigns
+// indices and a 4-bit scale s (bits 28-31); y = d * (0.5 + s) * 0.5 * grid * sign.
+struct BlockIQ3_XXS { uint16_t d; uint8_t qs[3 * kQK_K / 8]; };
+// 9-bit grid indices: qs low 8 bits, qh one bit each; signs: one bit per element; scales: a 4-bit
+// s per 32 elements; y = d * (1 + 2 * s) * grid * sign.
+struct BlockIQ3_S { uint16_t d; uint8_t qs[kQK_K / 4]; uint8_t qh[kQK_K / 32]; uint8_t signs[kQK_K / 8]; uint8_t scales[kQK_K / 64]; };
+// 11-bit grid indices: qs low 8 bits, qh[ib] bits 3l..3l+2 the high 3; qh[ib] bits 12-14 a 3-bit
+// scale s, bit 15 the delta sign; y = d * (2 * s + 1) * (grid + delta).
+struct BlockIQ1_S { uint16_t d; uint8_t qs[kQK_K / 8]; uint16_t qh[kQK_K / 32]; };
+// As IQ1_S with a scale per 16 and a delta sign per 8 elements; qh[k]: high 3 index bits and the
+// delta sign bit (bit 3) per nibble; scales: four u16, each four 3-bit scales in bits 0-11, their
+// top nibbles together the f16 super-scale d (scale 0 holds bits 0-3 of d, scale 3 bits 12-15).
+struct BlockIQ1_M { uint8_t qs[kQK_K / 8]; uint8_t qh[kQK_K / 16]; uint8_t scales[kQK_K / 32]; };
+// y = d * kValuesIq4nl[q]; nibble order as Q4_0.
+struct BlockIQ4_NL { uint16_t d; uint8_t qs[kQK / 2]; };
+// 8 sub-blocks of 32; 6-bit scale ls = 4 low bits (scales_l, nibble per sub-block) | 2 high bits
+// (scales_h, 2 per sub-block); y = d * (ls - 32) * kValuesIq4nl[q]; nibbles as IQ4_NL per 32.
+struct BlockIQ4_XS { uint16_t d; uint16_t scales_h; uint8_t scales_l[kQK_K / 64]; uint8_t qs[kQK_K / 2]; };
+
+static_assert(sizeof(BlockIQ2_XXS) == 66 && sizeof(BlockIQ2_XS) == 74 && sizeof(BlockIQ2_S) == 82);
+static_assert(sizeof(BlockIQ3_XXS) == 98 && sizeof(BlockIQ3_S) == 110);
+static_assert(sizeof(BlockIQ1_S) == 50 && sizeof(BlockIQ1_M) == 56);
+static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136);
+
 }  // namespace strata::kernels::cpu

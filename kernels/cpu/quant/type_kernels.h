@@ -1,6 +1,6 @@
 // Declarations of every per-type CPU kernel, named <op>_<type>[_<isa>]. The table in
 // quant_table.cpp wires them into QuantKernels rows. Scalar kernels live in float_types.cpp,
-// legacy_types.cpp (Q4_0..Q8_0) and k_types.cpp (Q2_K..Q6_K); SIMD dots in dot_avx2.cpp and
+// legacy_types.cpp (Q4_0..Q8_0), k_types.cpp (Q2_K..Q6_K) and iq_types.cpp (the i-quants); SIMD dots in dot_avx2.cpp and
 // dot_avx512.cpp (compiled with their ISA flags, called only when the CPU has the ISA).
 #pragma once
 
@@ -23,6 +23,21 @@ namespace strata::kernels::cpu {
   void fill_random_##t(void* dst, int64_t n, Rng& rng, float std);
 STRATA_CPU_QUANT_TYPES(STRATA_DECLARE_TYPE_KERNELS)
 #undef STRATA_DECLARE_TYPE_KERNELS
+
+// X(type suffix): the i-quants (iq_types.cpp). Their rows have no AVX-512 dot (best_dot falls back
+// to AVX2), and only IQ4_NL / IQ4_XS have a quantiser (the grid types need an importance matrix).
+#define STRATA_CPU_IQ_TYPES(X) \
+  X(iq2_xxs) X(iq2_xs) X(iq2_s) X(iq3_xxs) X(iq3_s) X(iq1_s) X(iq1_m) X(iq4_nl) X(iq4_xs)
+
+#define STRATA_DECLARE_IQ_KERNELS(t)                                        \
+  void dequantize_##t(const void* src, float* dst, int64_t n);              \
+  float dot_##t##_scalar(const void* row, const float* x, int64_t n);       \
+  float dot_##t##_avx2(const void* row, const float* x, int64_t n);         \
+  void fill_random_##t(void* dst, int64_t n, Rng& rng, float std);
+STRATA_CPU_IQ_TYPES(STRATA_DECLARE_IQ_KERNELS)
+#undef STRATA_DECLARE_IQ_KERNELS
+void quantize_iq4_nl(const float* src, void* dst, int64_t n);  // iq4_quant.cpp
+void quantize_iq4_xs(const float* src, void* dst, int64_t n);
 
 // SIMD decoders where the scalar one is slow (see best_dequantize).
 void dequantize_f16_avx2(const void* src, float* dst, int64_t n);
