@@ -249,7 +249,7 @@ void repack_to_gpu_layout(const WeightView& src, uint8_t* dst) {
         const int64_t row = G * kGpuRowGroup + g;
         if (row >= src.n_out) break;  // padding rows stay zero
         for (int64_t c = 0; c < n_chunks; ++c) {
-          std::memset(&u, 0, sizeof(u));
+          u = Unpacked{};
           unpack(src.type, src.row(row), c, u);
           tile_io(src.type, group + c * L.tile, g, u, true);
         }
@@ -267,7 +267,7 @@ void dequantize_gpu_layout_row(const WeightView& v, int64_t r, float* out) {
   const int g = int(r % kGpuRowGroup);
   Unpacked u;
   for (int64_t c = 0; c < n_chunks; ++c) {
-    std::memset(&u, 0, sizeof(u));
+    u = Unpacked{};
     uint8_t* tile = const_cast<uint8_t*>(v.data) + uint64_t(G * n_chunks + c) * uint64_t(L.tile);
     tile_io(v.type, tile, g, u, false);  // read-only when write == false
     decode(v.type, u, L.chunk, out + c * L.chunk);
