@@ -60,7 +60,7 @@ TEST_CASE("gpu layout: repacked matrices decode to the GGUF values bit for bit",
         const k::WeightView gv = k::gpu_layout_view(packed.data(), t, n_in, n_out);
         CHECK(gv.layout == k::WeightLayout::kGpu);
         const auto* qk = k::cpu::quant_kernels(t);
-        std::vector<float> want(size_t(n_in)), got(size_t(n_in));
+        std::vector<float> want(static_cast<size_t>(n_in)), got(static_cast<size_t>(n_in));
         int bad_rows = 0;
         for (int64_t r = 0; r < n_out; ++r) {
           qk->dequantize(src.row(r), want.data(), n_in);
