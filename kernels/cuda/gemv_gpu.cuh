@@ -117,6 +117,45 @@ struct GpuQ8_0 {
   __device__ __forceinline__ float dmin() const { return 0.0f; }
 };
 
+// Lane t's activations of chunk ch of column c (matmul_internal.h ActGpu): its code words per
+// sub-block and half, the scales d and the s16 sums of the chunk (vector loads; all lanes of a t
+// read the same words, the 4 t's of a load 64 consecutive bytes).
+template <class D, int S = D::kSubs>
+__device__ __forceinline__ void load_act(const ActGpu& x, int c, int64_t n_in, int64_t ch, int t, uint32_t (&xw)[S][2],
+                                         float (&dx)[S], int (&sx)[2 * S]) {
+  const uint8_t* xq = reinterpret_cast<const uint8_t*>(x.q + int64_t(c) * n_in + ch * D::kChunk);
+  const float* d = x.d + int64_t(c) * (n_in / 32) + ch * S;
+  const int* s16 = x.s16 + int64_t(c) * (n_in / 16) + ch * 2 * S;
+  if constexpr (S == 1) {
+    const uint2 v = ld_u2(xq + 8 * t);
+    xw[0][0] = v.x, xw[0][1] = v.y;
+    dx[0] = __ldg(d);
+    sx[0] = sx[1] = 0;  // q8_0: no bias, no min
+  } else {
+    static_assert(S == 8);
+#pragma unroll
+    for (int k = 0; k < S / 2; ++k) {
+      const uint4 v = ld_u4(xq + 64 * k + 16 * t);
+      xw[2 * k][0] = v.x, xw[2 * k][1] = v.y, xw[2 * k + 1][0] = v.z, xw[2 * k + 1][1] = v.w;
+    }
+#pragma unroll
+    for (int k = 0; k < S / 4; ++k) {
+      const float4 v = __ldg(reinterpret_cast<const float4*>(d) + k);
+      dx[4 * k] = v.x, dx[4 * k + 1] = v.y, dx[4 * k + 2] = v.z, dx[4 * k + 3] = v.w;
+    }
+    if constexpr (D::kBias != 0 || D::kMin) {
+#pragma unroll
+      for (int k = 0; k < S / 2; ++k) {
+        const int4 v = __ldg(reinterpret_cast<const int4*>(s16) + k);
+        sx[4 * k] = v.x, sx[4 * k + 1] = v.y, sx[4 * k + 2] = v.z, sx[4 * k + 3] = v.w;
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < 2 * S; ++k) sx[k] = 0;
+    }
+  }
+}
+
 constexpr int kGpuGemvWarps = 8;  // warps per CTA, splitting one row group's chunks (split-K)
 
 // One CTA per row group of 8 rows; warp w takes chunks w, w + 8, ...; per lane, each weight word
@@ -128,7 +167,7 @@ __global__ void __launch_bounds__(kGpuGemvWarps * 32) gemv_gpu_kernel(const uint
                                                                       float* __restrict__ y) {
   constexpr int S = D::kSubs;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t n_chunks = n_in / D::kChunk, nb32 = n_in / 32, nb16 = n_in / 16;
+  const int64_t n_chunks = n_in / D::kChunk;
   const uint8_t* group = w + uint64_t(blockIdx.x) * uint64_t(n_chunks) * D::kTile;
   const int bsel = t == 0 ? D::kBias : 0;  // bias and min corrections: once per row (lane t = 0)
   float acc[NC];
@@ -153,34 +192,21 @@ __global__ void __launch_bounds__(kGpuGemvWarps * 32) gemv_gpu_kernel(const uint
     for (int c = 0; c < NC; ++c) {
       if (NC > 1 && c >= n_cols) break;
       uint32_t xw[S][2];
-      const int8_t* xq = x.q + int64_t(c) * n_in + ch * D::kChunk + t * 8 * S;
-      if constexpr (S == 1) {
-        const uint2 v = ld_u2(reinterpret_cast<const uint8_t*>(xq));
-        xw[0][0] = v.x, xw[0][1] = v.y;
-      } else {
-#pragma unroll
-        for (int k = 0; k < S / 2; ++k) {
-          const uint4 v = ld_u4(reinterpret_cast<const uint8_t*>(xq) + 16 * k);
-          xw[2 * k][0] = v.x, xw[2 * k][1] = v.y, xw[2 * k + 1][0] = v.z, xw[2 * k + 1][1] = v.w;
-        }
-      }
-      const float* dx = x.d + int64_t(c) * nb32 + ch * S;
-      const int* sx = x.s16 + int64_t(c) * nb16 + ch * 2 * S;
+      float dx[S];
+      int sx[2 * S];
+      load_act<D>(x, c, n_in, ch, t, xw, dx, sx);
       float accd = 0.0f, accm = 0.0f;
 #pragma unroll
       for (int s = 0; s < S; ++s) {
         int p0 = __dp4a(int(b[s][0]), int(xw[s][0]), 0);
         int p1 = __dp4a(int(b[s][1]), int(xw[s][1]), 0);
-        int s0 = 0, s1 = 0;
-        if constexpr (D::kBias != 0 || D::kMin) {
-          s0 = __ldg(sx + 2 * s), s1 = __ldg(sx + 2 * s + 1);
-        }
+        const int s0 = sx[2 * s], s1 = sx[2 * s + 1];
         if constexpr (D::kBias != 0) {
           p0 -= bsel * s0;
           p1 -= bsel * s1;
         }
         const int ip = D::kScale16 ? sc[s][0] * p0 + sc[s][1] * p1 : sc[s][0] * (p0 + p1);
-        const float dxs = __ldg(dx + s);
+        const float dxs = dx[s];
         accd = fmaf(dxs, float(ip), accd);
         if constexpr (D::kMin) accm = fmaf(dxs, float(mn[s] * (s0 + s1)), accm);
       }

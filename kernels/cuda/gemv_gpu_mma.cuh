@@ -10,7 +10,8 @@
 //
 // Per 32-element sub-block the integer sums are scaled as in the dp4a kernel (gemv_gpu.cuh):
 // k16 MMAs per 16-element half where the type has 16-element scales (q3_K, q6_K), one k32 MMA
-// otherwise; code biases and q4_K/q5_K mins are removed with the activation sums s16. Split-K over
+// otherwise; biased codes enter the MMA as signed int8 (signed_codes), q4_K/q5_K mins are removed
+// with the activation sums s16. Split-K over
 // the CTA's 8 warps, partial sums added in shared memory in a fixed order (deterministic).
 #pragma once
 
@@ -32,13 +33,27 @@ __device__ __forceinline__ void mma_s8_k32(int (&d)[4], uint32_t a0, uint32_t a1
 
 constexpr int kGpuMmaGroups = 2;  // row groups (of 8 rows) per warp sharing one chunk's A fragments
 
+// Codes as signed int8 (code - kBias), per byte, for the types with a bias (q3_K: 0..7 - 4,
+// q6_K: 0..63 - 32): flip the bias bit, then extend the sign from it. No carry crosses a byte.
+template <int kBias>
+__device__ __forceinline__ uint32_t signed_codes(uint32_t c) {
+  if constexpr (kBias == 0) {
+    return c;
+  } else {
+    constexpr uint32_t kBit = 0x01010101u * uint32_t(kBias);
+    const uint32_t v = c ^ kBit;
+    constexpr uint32_t kMul = uint32_t((256 - 2 * kBias) / kBias);  // copies the bit to every bit above it
+    return v | ((v & kBit) * kMul);
+  }
+}
+
 template <class D, int R>
-__global__ void __launch_bounds__(kGpuGemvWarps * 32) gemv_gpu_mma_kernel(const uint8_t* __restrict__ w, int64_t n_in,
-                                                                          int64_t n_out, ActGpu x, int n_cols,
-                                                                          float* __restrict__ y) {
+__global__ void __launch_bounds__(kGpuGemvWarps * 32, 2)
+    gemv_gpu_mma_kernel(const uint8_t* __restrict__ w, int64_t n_in, int64_t n_out, ActGpu x, int n_cols,
+                        float* __restrict__ y) {
   constexpr int S = D::kSubs;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t n_chunks = n_in / D::kChunk, nb32 = n_in / 32, nb16 = n_in / 16;
+  const int64_t n_chunks = n_in / D::kChunk;
   const int64_t n_groups = (n_out + 7) / 8, G0 = int64_t(blockIdx.x) * R;
   float acc[R][4];
 #pragma unroll
@@ -47,36 +62,25 @@ __global__ void __launch_bounds__(kGpuGemvWarps * 32) gemv_gpu_mma_kernel(const 
     for (int e = 0; e < 4; ++e) acc[r][e] = 0.0f;
   for (int64_t ch = warp; ch < n_chunks; ch += kGpuGemvWarps) {
     uint32_t a[2][S][2];
-    float dx[2][S];
-    int xs[2][S][2];  // s16 sums of the activations (bias and min corrections)
+    float dx[2][S], xsd[2][S];  // xsd: d * (sum of the sub-block's codes), for the mins
 #pragma unroll
     for (int cc = 0; cc < 2; ++cc) {
       const int col = g + 8 * cc;
-      const bool ok = col < n_cols;
-      const int8_t* xq = x.q + int64_t(col) * n_in + ch * D::kChunk + t * 8 * S;
-      if constexpr (S == 1) {
-        const uint2 v = ok ? ld_u2(reinterpret_cast<const uint8_t*>(xq)) : make_uint2(0, 0);
-        a[cc][0][0] = v.x, a[cc][0][1] = v.y;
+      int sx[2 * S];
+      if (col < n_cols) {
+        load_act<D>(x, col, n_in, ch, t, a[cc], dx[cc], sx);
       } else {
 #pragma unroll
-        for (int k = 0; k < S / 2; ++k) {
-          const uint4 v = ok ? ld_u4(reinterpret_cast<const uint8_t*>(xq) + 16 * k) : make_uint4(0, 0, 0, 0);
-          a[cc][2 * k][0] = v.x, a[cc][2 * k][1] = v.y, a[cc][2 * k + 1][0] = v.z, a[cc][2 * k + 1][1] = v.w;
-        }
+        for (int s = 0; s < S; ++s) a[cc][s][0] = a[cc][s][1] = 0u, dx[cc][s] = 0.0f, sx[2 * s] = sx[2 * s + 1] = 0;
       }
 #pragma unroll
-      for (int s = 0; s < S; ++s) {
-        dx[cc][s] = ok ? __ldg(x.d + int64_t(col) * nb32 + ch * S + s) : 0.0f;
-        if constexpr (D::kBias != 0 || D::kMin) {
-          xs[cc][s][0] = ok ? __ldg(x.s16 + int64_t(col) * nb16 + ch * 2 * S + 2 * s) : 0;
-          xs[cc][s][1] = ok ? __ldg(x.s16 + int64_t(col) * nb16 + ch * 2 * S + 2 * s + 1) : 0;
-        }
-      }
+      for (int s = 0; s < S; ++s) xsd[cc][s] = D::kMin ? dx[cc][s] * float(sx[2 * s] + sx[2 * s + 1]) : 0.0f;
     }
 #pragma unroll
     for (int rg = 0; rg < R; ++rg) {
-      if (G0 + rg >= n_groups) break;  // uniform over the warp
-      const uint8_t* tile = w + uint64_t((G0 + rg) * n_chunks + ch) * D::kTile;
+      // Past the last group: read the last one again (its sums are never stored: rows >= n_out).
+      const int64_t G = min(G0 + rg, n_groups - 1);
+      const uint8_t* tile = w + uint64_t(G * n_chunks + ch) * D::kTile;
       D wq, r0, r1;
       wq.load(tile, lane, g);       // B fragments: row g
       r0.load(tile, lane, 2 * t);   // scales of the D rows 2 t and 2 t + 1 (their code loads are dead)
@@ -86,27 +90,24 @@ __global__ void __launch_bounds__(kGpuGemvWarps * 32) gemv_gpu_mma_kernel(const 
       for (int s = 0; s < S; ++s) {
         if constexpr (D::kScale16) {
           int d0[4], d1[4];
-          mma_s8_k16(d0, a[0][s][0], a[1][s][0], wq.codes(s, 0));
-          mma_s8_k16(d1, a[0][s][1], a[1][s][1], wq.codes(s, 1));
+          mma_s8_k16(d0, a[0][s][0], a[1][s][0], signed_codes<D::kBias>(wq.codes(s, 0)));
+          mma_s8_k16(d1, a[0][s][1], a[1][s][1], signed_codes<D::kBias>(wq.codes(s, 1)));
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int cc = e >> 1;
             const D& rs = (e & 1) ? r1 : r0;
-            const int ip = rs.scale(s, 0) * (d0[e] - D::kBias * xs[cc][s][0]) +
-                           rs.scale(s, 1) * (d1[e] - D::kBias * xs[cc][s][1]);
-            accd[e] = fmaf(dx[cc][s], float(ip), accd[e]);
+            const int ip = rs.scale(s, 0) * d0[e] + rs.scale(s, 1) * d1[e];
+            accd[e] = fmaf(dx[e >> 1][s], float(ip), accd[e]);
           }
         } else {
           int dd[4];
-          mma_s8_k32(dd, a[0][s][0], a[1][s][0], a[0][s][1], a[1][s][1], wq.codes(s, 0), wq.codes(s, 1));
+          mma_s8_k32(dd, a[0][s][0], a[1][s][0], a[0][s][1], a[1][s][1], signed_codes<D::kBias>(wq.codes(s, 0)),
+                     signed_codes<D::kBias>(wq.codes(s, 1)));
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int cc = e >> 1;
             const D& rs = (e & 1) ? r1 : r0;
-            int p = dd[e];
-            if constexpr (D::kBias != 0) p -= D::kBias * (xs[cc][s][0] + xs[cc][s][1]);
-            accd[e] = fmaf(dx[cc][s], float(rs.scale(s, 0) * p), accd[e]);
-            if constexpr (D::kMin) accm[e] = fmaf(dx[cc][s], float(rs.min(s) * (xs[cc][s][0] + xs[cc][s][1])), accm[e]);
+            accd[e] = fmaf(dx[cc][s], float(rs.scale(s, 0) * dd[e]), accd[e]);
+            if constexpr (D::kMin) accm[e] = fmaf(xsd[cc][s], float(rs.min(s)), accm[e]);
           }
         }
       }

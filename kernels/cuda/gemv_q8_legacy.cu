@@ -18,8 +18,8 @@ __global__ void quantize_act_q8_kernel(const float* __restrict__ x, int64_t n_bl
   int64_t at = blk * 32 + lane;
   if (perm_chunk > 0) {  // the GPU layout's lane order (matmul_internal.h ActGpu)
     const int64_t base = at - at % perm_chunk;
-    const int e = int(at - base), nsub = perm_chunk / 32;
-    at = base + ((e >> 2) & 3) * 8 * nsub + (e >> 5) * 8 + ((e >> 4) & 1) * 4 + (e & 3);
+    const int e = int(at - base), sub = e >> 5, t = (e >> 2) & 3, hi = ((e >> 4) & 1) * 4 + (e & 3);
+    at = base + (perm_chunk == 32 ? t * 8 + hi : (sub >> 1) * 64 + t * 16 + (sub & 1) * 8 + hi);
   }
   q[at] = int8_t(qi);
   int s = qi;

@@ -40,8 +40,9 @@ bool launch_gemv_q8_k(const WeightView& w, const ActQ8& x, int n_cols, float* d_
 
 // Int8 activations for the GPU layout (gemv_gpu.cuh): the codes of launch_quantize_act_q8 (same d,
 // same s16), stored per column and chunk in lane order: element e of a chunk (s = e / 32,
-// h = e / 16 % 2, t = e / 4 % 4, i = e % 4) at t * 8 S + 8 s + 4 h + i, S = chunk / 32, so that
-// lane t reads its 8 S bytes of a chunk as consecutive 16-byte (or one 8-byte) loads.
+// h = e / 16 % 2, t = e / 4 % 4, i = e % 4) at 64 (s / 2) + 16 t + 8 (s % 2) + 4 h + i for
+// 256-element chunks, 8 t + 4 h + i for 32-element ones (q8_0): lane t's words of a sub-block
+// pair form one 16-byte word, and the 4 lanes t of one load read 64 consecutive bytes.
 struct ActGpu {
   const int8_t* q;  // (n_cols, n_in), permuted per chunk
   const float* d;   // (n_cols, n_in / 32)
