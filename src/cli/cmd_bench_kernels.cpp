@@ -195,6 +195,39 @@ Result<nlohmann::json> bench_gemv(GgmlType type, const Shape& sh, const BenchKer
   return j;
 }
 
+Result<double> bench_gemv_floor(const BenchKernelsArgs& a) {
+  constexpr int64_t n_in = 256, n_out = 8;
+  const auto* k = kernels::cpu::quant_kernels(GgmlType::Q4_K);
+  std::vector<uint8_t> host(ggml_row_bytes(GgmlType::Q4_K, n_in) * n_out);
+  Rng rng(3);
+  k->fill_random(host.data(), n_in * n_out, rng, 0.02f);
+  std::vector<uint8_t> packed(kernels::gpu_layout_bytes(GgmlType::Q4_K, n_in, n_out));
+  kernels::repack_to_gpu_layout({host.data(), GgmlType::Q4_K, n_in, n_out, ggml_row_bytes(GgmlType::Q4_K, n_in)},
+                                packed.data());
+  DeviceBuffers mem;
+  auto w = mem.alloc(packed.size());
+  auto x = mem.alloc(n_in * sizeof(float));
+  auto y = mem.alloc(n_out * sizeof(float));
+  const kernels::WeightView v0{nullptr, GgmlType::Q4_K, n_in, n_out, 0, kernels::WeightLayout::kGpu};
+  const size_t ws_bytes = cuda::workspace_bytes_for_gemv(v0, 1);
+  auto ws = mem.alloc(ws_bytes);
+  for (auto* r : {&w, &x, &y, &ws})
+    if (!*r) return r->status();
+  STRATA_TRY(cuda::copy_to_device(*w, packed.data(), packed.size(), nullptr));
+  STRATA_TRY(cuda::memset_device(*x, 0, n_in * sizeof(float), nullptr));
+  const auto v = kernels::gpu_layout_view(static_cast<const uint8_t*>(*w), GgmlType::Q4_K, n_in, n_out);
+  constexpr int kCalls = 100;
+  auto t = cuda::time_on_device(
+      [&]() -> Status {
+        for (int i = 0; i < kCalls; ++i)
+          STRATA_TRY(cuda::gemv(v, static_cast<const float*>(*x), 1, static_cast<float*>(*y), {*ws, ws_bytes}, nullptr));
+        return Status::ok();
+      },
+      a.iters, nullptr);
+  if (!t) return t.status();
+  return *t / kCalls;
+}
+
 Result<nlohmann::json> bench_attention(uint32_t ctx, const BenchKernelsArgs& a, double read_bw) {
   // gemma3-27b global layer: 32 query heads, 16 KV heads of 128.
   const cuda::AttentionShapeDev s{32, 16, 128, 0, 1.0f / 11.3137f};
@@ -298,6 +331,15 @@ int run(BenchKernelsArgs& a) {
       rows.push_back(x);
     }
   j["matmul"] = rows;
+  // The fixed cost of one gemv call (activation quantiser + GEMV launch, back to back, no graph):
+  // a 256 x 8 q4_K matrix in the GPU layout, whose bytes take ~0 time. Small matrices (qkv) pay it.
+  if (auto floor = bench_gemv_floor(a); floor) {
+    j["gemv_call_floor_us"] = *floor * 1e6;
+    fmt::print("gemv call floor (1 column, 256x8 q4_K, GPU layout): {:.1f} us\n", *floor * 1e6);
+  } else {
+    log::error("gemv floor: {}", floor.message());
+    return 1;
+  }
   auto att = bench_attention(a.quick ? 4096 : a.ctx, a, *read);
   if (!att) {
     log::error("attention: {}", att.message());
