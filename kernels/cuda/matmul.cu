@@ -74,6 +74,32 @@ Status validate_weights(const WeightView& w, const std::string& op) {
   return Status::ok();
 }
 
+// validate_weights without building a message: ok exactly when validate_weights is (the caller
+// then calls validate_weights for the message).
+Status validate_weights_fast(const WeightView& w) {
+  static const std::string kNone;
+  const auto info = ggml_type_info(uint32_t(w.type));
+  if (!info || !info->has_cpu_kernels || !w.data || w.n_in <= 0 || w.n_out <= 0) return Status::error("invalid");
+  if (is_gpu_layout(w)) {
+    if (gpu_layout_bytes(w.type, w.n_in, w.n_out) == 0 || reinterpret_cast<uintptr_t>(w.data) % 16 != 0 ||
+        w.n_out > (int64_t(1) << 31) - 8)
+      return Status::error("invalid");
+    return Status::ok();
+  }
+  return validate_weights(w, kNone);  // the GGUF layout: the full check (its message is rebuilt on error)
+}
+
+// launch_status with the name built only on failure (same injected-fault accounting: one check).
+template <class Name>
+Status launch_status_lazy(Name&& name) {
+  const cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) {
+    if (!detail::injected_error_fires()) return Status::ok();
+    return Status::error("{}: kernel launch: device error (injected by STRATA_INJECT_CUDA_ERROR / inject_error)", name());
+  }
+  return Status::error("{}: kernel launch: {}", name(), cudaGetErrorString(err));
+}
+
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Float types use 8-element vector loads when everything is 16-byte aligned.
@@ -227,10 +253,12 @@ Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Works
   const bool aligned = gpu || (q8_align(w.type) > 0 && reinterpret_cast<uintptr_t>(w.data) % q8_align(w.type) == 0 &&
                                w.row_bytes % q8_align(w.type) == 0);
   if (need == 0 || !aligned || !ws.d_ptr || ws.bytes < need) return gemv(w, d_x, n_cols, d_y, s);
-  const std::string op = op_name(gpu ? "gemv_gpu" : "gemv_q8", w);
-  STRATA_TRY(validate_weights(w, op));
-  if (n_cols < 1 || n_cols > kMaxGemvCols) return Status::error("{}: n_cols {} outside 1..{}", op, n_cols, kMaxGemvCols);
-  if (!d_x || !d_y) return Status::error("{}: null activation or output pointer", op);
+  // The decode hot path (tens of calls per token): the operation's name is only formatted for an
+  // error, so that a call costs the two launches and little else on the host.
+  const auto op = [&] { return op_name(gpu ? "gemv_gpu" : "gemv_q8", w); };
+  if (const Status v = validate_weights_fast(w); !v) return validate_weights(w, op());
+  if (n_cols < 1 || n_cols > kMaxGemvCols) return Status::error("{}: n_cols {} outside 1..{}", op(), n_cols, kMaxGemvCols);
+  if (!d_x || !d_y) return Status::error("{}: null activation or output pointer", op());
   const cudaStream_t st = cudaStream_t(s);
   const size_t n = size_t(n_cols) * size_t(w.n_in);
   char* base = static_cast<char*>(ws.d_ptr);
@@ -238,16 +266,16 @@ Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Works
   auto* d = reinterpret_cast<float*>(base + align_up(n));
   auto* s16 = reinterpret_cast<int*>(base + align_up(n) + align_up(n / 32 * 4));
   detail::launch_quantize_act_q8(d_x, int64_t(n), q, d, s16, gpu ? gpu_layout_chunk(w.type) : 0, st);
-  STRATA_TRY(launch_status(op + ": quantise activations"));
+  STRATA_TRY(launch_status_lazy([&] { return op() + ": quantise activations"; }));
   if (gpu) {
     if (!detail::launch_gemv_gpu(w, detail::ActGpu{q, d, s16}, n_cols, d_y, st))
-      return Status::error("{}: no CUDA kernel for this type", op);
-    return launch_status(op);
+      return Status::error("{}: no CUDA kernel for this type", op());
+    return launch_status_lazy(op);
   }
   const detail::ActQ8 x{q, d, s16};
   if (!detail::launch_gemv_q8_legacy(w, x, n_cols, d_y, st) && !detail::launch_gemv_q8_k(w, x, n_cols, d_y, st))
-    return Status::error("{}: no CUDA kernel for this type", op);
-  return launch_status(op);
+    return Status::error("{}: no CUDA kernel for this type", op());
+  return launch_status_lazy(op);
 }
 
 Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s) {
