@@ -162,9 +162,9 @@ constexpr int kGpuGemvWarps = 8;  // warps per CTA, splitting one row group's ch
 // is decoded once and used for all NC columns; the 8 warps' partial sums meet in shared memory in
 // a fixed order (deterministic).
 template <class D, int NC>
-__global__ void __launch_bounds__(kGpuGemvWarps * 32, NC == 1 ? 3 : 2)
-    gemv_gpu_kernel(const uint8_t* __restrict__ w, int64_t n_in, int64_t n_out, ActGpu x, int n_cols,
-                    float* __restrict__ y) {
+__global__ void __launch_bounds__(kGpuGemvWarps * 32) gemv_gpu_kernel(const uint8_t* __restrict__ w, int64_t n_in,
+                                                                      int64_t n_out, ActGpu x, int n_cols,
+                                                                      float* __restrict__ y) {
   constexpr int S = D::kSubs;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int64_t n_chunks = n_in / D::kChunk;
@@ -173,59 +173,45 @@ __global__ void __launch_bounds__(kGpuGemvWarps * 32, NC == 1 ? 3 : 2)
   float acc[NC];
 #pragma unroll
   for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
-  // U chunks in flight per warp (ch, ch + 8, ...): every load of all of them is issued before any
-  // is used, so that a warp keeps U tiles of DRAM reads outstanding (measured: latency, not
-  // bandwidth, bounded the one-chunk loop at 24-32 warps per SM). q8_0 tiles are small: twice.
-  // More columns: more work per byte and more registers per chunk, so fewer chunks in flight.
-  constexpr int U = (D::kChunk == 32 ? 2 : 1) * (NC == 1 ? 2 : 1);
-  for (int64_t ch0 = warp; ch0 < n_chunks; ch0 += U * kGpuGemvWarps) {
-    D rr[U];
+#pragma unroll 2
+  for (int64_t ch = warp; ch < n_chunks; ch += kGpuGemvWarps) {
+    D r;
+    r.load(group + ch * D::kTile, lane, g);
+    uint32_t b[S][2];
+    int sc[S][2], mn[S];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t cu = ch0 + u * kGpuGemvWarps;
-      rr[u].load(group + (cu < n_chunks ? cu : ch0) * D::kTile, lane, g);  // past the end: reread, unused
+    for (int s = 0; s < S; ++s) {
+      b[s][0] = r.codes(s, 0);
+      b[s][1] = r.codes(s, 1);
+      sc[s][0] = r.scale(s, 0);
+      sc[s][1] = r.scale(s, 1);
+      mn[s] = t == 0 ? r.min(s) : 0;
     }
+    const float fd = r.d(), fm = r.dmin();
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t ch = ch0 + u * kGpuGemvWarps;
-      if (ch >= n_chunks) break;
-      const D& r = rr[u];
-      uint32_t b[S][2];
-      int sc[S][2], mn[S];
+    for (int c = 0; c < NC; ++c) {
+      if (NC > 1 && c >= n_cols) break;
+      uint32_t xw[S][2];
+      float dx[S];
+      int sx[2 * S];
+      load_act<D>(x, c, n_in, ch, t, xw, dx, sx);
+      float accd = 0.0f, accm = 0.0f;
 #pragma unroll
       for (int s = 0; s < S; ++s) {
-        b[s][0] = r.codes(s, 0);
-        b[s][1] = r.codes(s, 1);
-        sc[s][0] = r.scale(s, 0);
-        sc[s][1] = r.scale(s, 1);
-        mn[s] = t == 0 ? r.min(s) : 0;
-      }
-      const float fd = r.d(), fm = r.dmin();
-#pragma unroll
-      for (int c = 0; c < NC; ++c) {
-        if (NC > 1 && c >= n_cols) break;
-        uint32_t xw[S][2];
-        float dx[S];
-        int sx[2 * S];
-        load_act<D>(x, c, n_in, ch, t, xw, dx, sx);
-        float accd = 0.0f, accm = 0.0f;
-#pragma unroll
-        for (int s = 0; s < S; ++s) {
-          int p0 = __dp4a(int(b[s][0]), int(xw[s][0]), 0);
-          int p1 = __dp4a(int(b[s][1]), int(xw[s][1]), 0);
-          const int s0 = sx[2 * s], s1 = sx[2 * s + 1];
-          if constexpr (D::kBias != 0) {
-            p0 -= bsel * s0;
-            p1 -= bsel * s1;
-          }
-          const int ip = D::kScale16 ? sc[s][0] * p0 + sc[s][1] * p1 : sc[s][0] * (p0 + p1);
-          const float dxs = dx[s];
-          accd = fmaf(dxs, float(ip), accd);
-          if constexpr (D::kMin) accm = fmaf(dxs, float(mn[s] * (s0 + s1)), accm);
+        int p0 = __dp4a(int(b[s][0]), int(xw[s][0]), 0);
+        int p1 = __dp4a(int(b[s][1]), int(xw[s][1]), 0);
+        const int s0 = sx[2 * s], s1 = sx[2 * s + 1];
+        if constexpr (D::kBias != 0) {
+          p0 -= bsel * s0;
+          p1 -= bsel * s1;
         }
-        acc[c] = fmaf(fd, accd, acc[c]);
-        if constexpr (D::kMin) acc[c] = fmaf(-fm, accm, acc[c]);
+        const int ip = D::kScale16 ? sc[s][0] * p0 + sc[s][1] * p1 : sc[s][0] * (p0 + p1);
+        const float dxs = dx[s];
+        accd = fmaf(dxs, float(ip), accd);
+        if constexpr (D::kMin) accm = fmaf(dxs, float(mn[s] * (s0 + s1)), accm);
       }
+      acc[c] = fmaf(fd, accd, acc[c]);
+      if constexpr (D::kMin) acc[c] = fmaf(-fm, accm, acc[c]);
     }
   }
   __shared__ float red[kGpuGemvWarps][NC][8];
