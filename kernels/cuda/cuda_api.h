@@ -5,8 +5,10 @@
 // functions exist and return "built without CUDA" (cuda_api_none.cpp), so callers need no #ifdefs.
 //
 // Memory contract: every pointer argument named d_* is device memory; weights use WeightView with
-// a device `data` pointer (same layout as on the host: ggml blocks, row-major). Kernels own no
-// memory: scratch comes from the caller (Workspace).
+// a device `data` pointer, in the GGUF layout (ggml blocks, row-major, as on the host) or, for
+// q3_K q4_K q5_K q6_K q8_0, the repacked GPU layout (layout == kGpu, kernels/gpu_layout.h; gemv,
+// gemm, matmul, dequantize_rows and get_rows take both). Kernels own no memory: scratch comes from
+// the caller (Workspace).
 #pragma once
 
 #include <cstddef>

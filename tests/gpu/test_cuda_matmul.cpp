@@ -1,6 +1,8 @@
 // CUDA matmul on quantised weights (gemv, gemm, dequantize_rows) against the CPU reference
 // (kernels::cpu::matmul_dot, the exact-weights f32 dots), for every type with CPU kernels and
-// every shape class, on fresh random data. Outputs are poisoned with NaN before each launch.
+// every shape class, on fresh random data; the same for weights repacked into the GPU layout
+// (kernels/gpu_layout.h: gemv at 1..16 columns on both the dp4a and the MMA kernel, gemm, and
+// dequantize_rows / get_rows bit for bit). Outputs are poisoned with NaN before each launch.
 // Skips without a GPU. Also prints (WARN, informational) the 1-column GEMV bandwidth on a
 // 5376 x 21504 matrix next to the measured device-read ceiling.
 #include <catch2/catch.hpp>
