@@ -5,8 +5,10 @@
 // functions exist and return "built without CUDA" (cuda_api_none.cpp), so callers need no #ifdefs.
 //
 // Memory contract: every pointer argument named d_* is device memory; weights use WeightView with
-// a device `data` pointer (same layout as on the host: ggml blocks, row-major). Kernels own no
-// memory: scratch comes from the caller (Workspace).
+// a device `data` pointer, in the GGUF layout (ggml blocks, row-major, as on the host) or, for
+// q3_K q4_K q5_K q6_K q8_0, the repacked GPU layout (layout == kGpu, kernels/gpu_layout.h; gemv,
+// gemm, matmul, dequantize_rows and get_rows take both). Kernels own no memory: scratch comes from
+// the caller (Workspace).
 #pragma once
 
 #include <cstddef>
@@ -91,6 +93,11 @@ inline constexpr int kMaxGemvCols = 16;
 Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Stream s);
 Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s);
 size_t workspace_bytes_for_gemv(const WeightView& w, int n_cols);
+// Weights in the GPU layout (w.layout == kGpu, kernels/gpu_layout.h: q3_K q4_K q5_K q6_K q8_0)
+// need the workspace (int8 activations, lane-ordered); 1-2 columns run on __dp4a, 3..16 on int8
+// tensor cores (mma.sync). Bench/test hook: the column count from which the MMA kernel runs
+// (default 3; 17 = never). Process-wide, not for concurrent use with different settings.
+void set_gemv_mma_min_cols(int n_cols);
 // Many columns (prefill): dequantise W tile by tile to f16 in the workspace and multiply on tensor
 // cores with cuBLAS (f32 accumulation). workspace_bytes_for_gemm says how much scratch it needs.
 size_t workspace_bytes_for_gemm(const WeightView& w, int n_cols);

@@ -36,6 +36,7 @@ void inject_error(uint64_t) {}
 Status gemv(const WeightView&, const float*, int, float*, Stream) { return none("gemv"); }
 Status gemv(const WeightView&, const float*, int, float*, Workspace, Stream) { return none("gemv"); }
 size_t workspace_bytes_for_gemv(const WeightView&, int) { return 0; }
+void set_gemv_mma_min_cols(int) {}
 size_t workspace_bytes_for_gemm(const WeightView&, int) { return 0; }
 Status gemm(const WeightView&, const float*, int, float*, Workspace, Stream) { return none("gemm"); }
 Status matmul(const WeightView&, const float*, int, float*, Workspace, Stream) { return none("matmul"); }

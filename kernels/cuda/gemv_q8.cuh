@@ -24,7 +24,7 @@ namespace strata::kernels::cuda::detail {
 
 // One warp per 32-element block.
 __global__ void quantize_act_q8_kernel(const float* __restrict__ x, int64_t n_blocks, int8_t* __restrict__ q,
-                                       float* __restrict__ d, int* __restrict__ s16);
+                                       float* __restrict__ d, int* __restrict__ s16, int perm_chunk);
 
 // NC: the columns the kernel is compiled for (1, 2, 4, 8, 16); n_cols <= NC of them are real (the
 // others are skipped by predicates), which keeps 5 instantiations per type instead of 16.

@@ -5,7 +5,7 @@
 namespace strata::kernels::cuda::detail {
 
 __global__ void quantize_act_q8_kernel(const float* __restrict__ x, int64_t n_blocks, int8_t* __restrict__ q,
-                                       float* __restrict__ d, int* __restrict__ s16) {
+                                       float* __restrict__ d, int* __restrict__ s16, int perm_chunk) {
   const int64_t blk = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (blk >= n_blocks) return;  // whole warps
@@ -15,7 +15,13 @@ __global__ void quantize_act_q8_kernel(const float* __restrict__ x, int64_t n_bl
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   const float dd = __fdiv_rn(amax, 127.0f);
   const int qi = dd > 0.0f ? __float2int_rn(__fdiv_rn(v, dd)) : 0;
-  q[blk * 32 + lane] = int8_t(qi);
+  int64_t at = blk * 32 + lane;
+  if (perm_chunk > 0) {  // the GPU layout's lane order (matmul_internal.h ActGpu)
+    const int64_t base = at - at % perm_chunk;
+    const int e = int(at - base), sub = e >> 5, t = (e >> 2) & 3, hi = ((e >> 4) & 1) * 4 + (e & 3);
+    at = base + (perm_chunk == 32 ? t * 8 + hi : (sub >> 1) * 64 + t * 16 + (sub & 1) * 8 + hi);
+  }
+  q[at] = int8_t(qi);
   int s = qi;
 #pragma unroll
   for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);  // within each 16 lanes
@@ -34,10 +40,10 @@ bool launch_gemv_q8_legacy(const WeightView& w, const ActQ8& x, int n_cols, floa
   }
 }
 
-void launch_quantize_act_q8(const float* d_x, int64_t n, int8_t* q, float* d, int* s16, cudaStream_t s) {
+void launch_quantize_act_q8(const float* d_x, int64_t n, int8_t* q, float* d, int* s16, int perm_chunk, cudaStream_t s) {
   const int64_t blocks = n / 32;
   const unsigned grid = unsigned((blocks * 32 + 255) / 256);
-  quantize_act_q8_kernel<<<grid, 256, 0, s>>>(d_x, blocks, q, d, s16);
+  quantize_act_q8_kernel<<<grid, 256, 0, s>>>(d_x, blocks, q, d, s16, perm_chunk);
 }
 
 }  // namespace strata::kernels::cuda::detail

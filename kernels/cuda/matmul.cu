@@ -21,6 +21,7 @@
 
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/matmul_internal.h"
+#include "kernels/gpu_layout.h"
 
 namespace strata::kernels::cuda {
 namespace {
@@ -46,11 +47,21 @@ std::string op_name(const char* op, const WeightView& w) {
   return fmt::format("{} {} {}x{}", op, ggml_type_info(w.type).name, w.n_in, w.n_out);
 }
 
+bool is_gpu_layout(const WeightView& w) { return w.layout == WeightLayout::kGpu; }
+
 Status validate_weights(const WeightView& w, const std::string& op) {
   const auto info = ggml_type_info(uint32_t(w.type));
   if (!info || !supports_weight_type(w.type)) return Status::error("{}: unsupported weight type {}", op, uint32_t(w.type));
   if (!w.data) return Status::error("{}: null weight pointer", op);
   if (w.n_in <= 0 || w.n_out <= 0) return Status::error("{}: empty shape", op);
+  if (is_gpu_layout(w)) {
+    if (gpu_layout_bytes(w.type, w.n_in, w.n_out) == 0)
+      return Status::error("{}: no GPU layout for this type and row length", op);
+    if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0) return Status::error("{}: gpu-layout weights must be 16-byte aligned", op);
+    if (w.n_out > (int64_t(1) << 31) - 8) return Status::error("{}: too many rows", op);
+    return Status::ok();
+  }
+  if (w.layout != WeightLayout::kGguf) return Status::error("{}: unknown weight layout {}", op, int(w.layout));
   if (w.n_in % info->block_size != 0) {
     return Status::error("{}: row length {} is not a multiple of the block size {}", op, w.n_in, info->block_size);
   }
@@ -61,6 +72,32 @@ Status validate_weights(const WeightView& w, const std::string& op) {
   }
   if (w.n_out > (int64_t(1) << 31) - 1) return Status::error("{}: too many rows", op);
   return Status::ok();
+}
+
+// validate_weights without building a message: ok exactly when validate_weights is (the caller
+// then calls validate_weights for the message).
+Status validate_weights_fast(const WeightView& w) {
+  static const std::string kNone;
+  const auto info = ggml_type_info(uint32_t(w.type));
+  if (!info || !info->has_cpu_kernels || !w.data || w.n_in <= 0 || w.n_out <= 0) return Status::error("invalid");
+  if (is_gpu_layout(w)) {
+    if (gpu_layout_bytes(w.type, w.n_in, w.n_out) == 0 || reinterpret_cast<uintptr_t>(w.data) % 16 != 0 ||
+        w.n_out > (int64_t(1) << 31) - 8)
+      return Status::error("invalid");
+    return Status::ok();
+  }
+  return validate_weights(w, kNone);  // the GGUF layout: the full check (its message is rebuilt on error)
+}
+
+// launch_status with the name built only on failure (same injected-fault accounting: one check).
+template <class Name>
+Status launch_status_lazy(Name&& name) {
+  const cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) {
+    if (!detail::injected_error_fires()) return Status::ok();
+    return Status::error("{}: kernel launch: device error (injected by STRATA_INJECT_CUDA_ERROR / inject_error)", name());
+  }
+  return Status::error("{}: kernel launch: {}", name(), cudaGetErrorString(err));
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -138,6 +175,7 @@ Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Strea
   STRATA_TRY(validate_weights(w, op));
   if (n_cols < 1 || n_cols > kMaxGemvCols) return Status::error("{}: n_cols {} outside 1..{}", op, n_cols, kMaxGemvCols);
   if (!d_x || !d_y) return Status::error("{}: null activation or output pointer", op);
+  if (is_gpu_layout(w)) return Status::error("{}: gpu-layout weights need a gemv workspace (int8 activations)", op);
   const cudaStream_t st = cudaStream_t(s);
   bool launched = false;
   if (is_float_type(w.type)) {
@@ -179,7 +217,9 @@ Status gemm(const WeightView& w, const float* d_x, int n_cols, float* d_y, Works
   const float alpha = 1.0f, beta = 0.0f;
   for (int64_t row0 = 0; row0 < w.n_out; row0 += tile_rows) {
     const int64_t rows = std::min(tile_rows, w.n_out - row0);
-    if (!detail::launch_dequant_f16(w, piece8, row0, rows, d_tile, st)) return Status::error("{}: no CUDA kernel", op);
+    const bool ok = is_gpu_layout(w) ? detail::launch_dequant_gpu_f16(w, row0, rows, d_tile, st)
+                                     : detail::launch_dequant_f16(w, piece8, row0, rows, d_tile, st);
+    if (!ok) return Status::error("{}: no CUDA kernel", op);
     STRATA_TRY(launch_status(op + ": dequantise tile"));
     // Column-major view: tile = (n_in, rows), x = (n_in, n_cols), y = (n_out, n_cols) from row0.
     cst = cublasGemmEx(*handle, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), n_cols, int(w.n_in), &alpha, d_tile, CUDA_R_16F,
@@ -219,25 +259,33 @@ size_t workspace_bytes_for_gemv(const WeightView& w, int n_cols) {
 
 Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s) {
   const size_t need = workspace_bytes_for_gemv(w, n_cols);
-  const bool aligned = q8_align(w.type) > 0 && reinterpret_cast<uintptr_t>(w.data) % q8_align(w.type) == 0 &&
-                       w.row_bytes % q8_align(w.type) == 0;
+  const bool gpu = is_gpu_layout(w);
+  const bool aligned = gpu || (q8_align(w.type) > 0 && reinterpret_cast<uintptr_t>(w.data) % q8_align(w.type) == 0 &&
+                               w.row_bytes % q8_align(w.type) == 0);
   if (need == 0 || !aligned || !ws.d_ptr || ws.bytes < need) return gemv(w, d_x, n_cols, d_y, s);
-  const std::string op = op_name("gemv_q8", w);
-  STRATA_TRY(validate_weights(w, op));
-  if (n_cols < 1 || n_cols > kMaxGemvCols) return Status::error("{}: n_cols {} outside 1..{}", op, n_cols, kMaxGemvCols);
-  if (!d_x || !d_y) return Status::error("{}: null activation or output pointer", op);
+  // The decode hot path (tens of calls per token): the operation's name is only formatted for an
+  // error, so that a call costs the two launches and little else on the host.
+  const auto op = [&] { return op_name(gpu ? "gemv_gpu" : "gemv_q8", w); };
+  if (const Status v = validate_weights_fast(w); !v) return validate_weights(w, op());
+  if (n_cols < 1 || n_cols > kMaxGemvCols) return Status::error("{}: n_cols {} outside 1..{}", op(), n_cols, kMaxGemvCols);
+  if (!d_x || !d_y) return Status::error("{}: null activation or output pointer", op());
   const cudaStream_t st = cudaStream_t(s);
   const size_t n = size_t(n_cols) * size_t(w.n_in);
   char* base = static_cast<char*>(ws.d_ptr);
   auto* q = reinterpret_cast<int8_t*>(base);
   auto* d = reinterpret_cast<float*>(base + align_up(n));
   auto* s16 = reinterpret_cast<int*>(base + align_up(n) + align_up(n / 32 * 4));
-  detail::launch_quantize_act_q8(d_x, int64_t(n), q, d, s16, st);
-  STRATA_TRY(launch_status(op + ": quantise activations"));
+  detail::launch_quantize_act_q8(d_x, int64_t(n), q, d, s16, gpu ? gpu_layout_chunk(w.type) : 0, st);
+  STRATA_TRY(launch_status_lazy([&] { return op() + ": quantise activations"; }));
+  if (gpu) {
+    if (!detail::launch_gemv_gpu(w, detail::ActGpu{q, d, s16}, n_cols, d_y, st))
+      return Status::error("{}: no CUDA kernel for this type", op());
+    return launch_status_lazy(op);
+  }
   const detail::ActQ8 x{q, d, s16};
   if (!detail::launch_gemv_q8_legacy(w, x, n_cols, d_y, st) && !detail::launch_gemv_q8_k(w, x, n_cols, d_y, st))
-    return Status::error("{}: no CUDA kernel for this type", op);
-  return launch_status(op);
+    return Status::error("{}: no CUDA kernel for this type", op());
+  return launch_status_lazy(op);
 }
 
 Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s) {
@@ -252,7 +300,9 @@ Status dequantize_rows(const WeightView& w, int64_t row0, int64_t n_rows, float*
   if (n_rows == 0) return Status::ok();
   if (!d_out) return Status::error("{}: null output pointer", op);
   const bool piece8 = is_float_type(w.type) && float_piece8(w, nullptr);
-  if (!detail::launch_dequant_f32(w, piece8, row0, n_rows, d_out, cudaStream_t(s))) {
+  const bool ok = is_gpu_layout(w) ? detail::launch_dequant_gpu_f32(w, row0, nullptr, n_rows, 1.0f, d_out, cudaStream_t(s))
+                                   : detail::launch_dequant_f32(w, piece8, row0, n_rows, d_out, cudaStream_t(s));
+  if (!ok) {
     return Status::error("{}: no CUDA kernel", op);
   }
   return launch_status(op);
@@ -266,7 +316,10 @@ Status get_rows(const WeightView& table, const int32_t* d_ids, int64_t n_tok, fl
   if (!d_ids || !d_out) return Status::error("{}: null pointer", op);
   // Ids are device data: trusted to be < n_out (the engine validates tokens before uploading them).
   const bool piece8 = is_float_type(table.type) && float_piece8(table, nullptr);
-  if (!detail::launch_gather_f32(table, piece8, d_ids, n_tok, scale, d_out, cudaStream_t(s)))
+  const bool ok = is_gpu_layout(table)
+                      ? detail::launch_dequant_gpu_f32(table, 0, d_ids, n_tok, scale, d_out, cudaStream_t(s))
+                      : detail::launch_gather_f32(table, piece8, d_ids, n_tok, scale, d_out, cudaStream_t(s));
+  if (!ok)
     return Status::error("{}: no CUDA kernel", op);
   return launch_status(op);
 }

@@ -32,9 +32,27 @@ struct ActQ8 {
   const float* d;   // (n_cols, n_in / 32)
   const int* s16;   // (n_cols, n_in / 16)
 };
-void launch_quantize_act_q8(const float* d_x, int64_t n, int8_t* q, float* d, int* s16, cudaStream_t s);
+// perm_chunk = 0: codes in element order (ActQ8); > 0: per chunk of that many elements in the GPU
+// layout's lane order (ActGpu). d and s16 are the same either way.
+void launch_quantize_act_q8(const float* d_x, int64_t n, int8_t* q, float* d, int* s16, int perm_chunk, cudaStream_t s);
 bool launch_gemv_q8_legacy(const WeightView& w, const ActQ8& x, int n_cols, float* d_y, cudaStream_t s);
 bool launch_gemv_q8_k(const WeightView& w, const ActQ8& x, int n_cols, float* d_y, cudaStream_t s);
+
+// Int8 activations for the GPU layout (gemv_gpu.cuh): the codes of launch_quantize_act_q8 (same d,
+// same s16), stored per column and chunk in lane order: element e of a chunk (s = e / 32,
+// h = e / 16 % 2, t = e / 4 % 4, i = e % 4) at 64 (s / 2) + 16 t + 8 (s % 2) + 4 h + i for
+// 256-element chunks, 8 t + 4 h + i for 32-element ones (q8_0): lane t's words of a sub-block
+// pair form one 16-byte word, and the 4 lanes t of one load read 64 consecutive bytes.
+struct ActGpu {
+  const int8_t* q;  // (n_cols, n_in), permuted per chunk
+  const float* d;   // (n_cols, n_in / 32)
+  const int* s16;   // (n_cols, n_in / 16)
+};
+// GPU-layout (kernels/gpu_layout.h) GEMV and decoders (gemv_gpu.cu); false when the type is not repacked.
+bool launch_gemv_gpu(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s);
+bool launch_dequant_gpu_f32(const WeightView& w, int64_t row0, const int32_t* ids, int64_t n_rows, float scale,
+                            float* d_out, cudaStream_t s);
+bool launch_dequant_gpu_f16(const WeightView& w, int64_t row0, int64_t n_rows, void* d_out, cudaStream_t s);
 
 // Per-family GEMV launchers (validated inputs; false when the family does not hold the type).
 // `piece8` (float types only): rows and x allow 8-element vector loads.

@@ -3,7 +3,10 @@
 //
 // - GEMV (decode, batch 1 and 8): GB/s of weight bytes over the device read ceiling. Each shape is
 //   replicated into enough distinct buffers to cover >= 4x the L2 cache (H200: 60 MB), and the
-//   timed pass walks all of them, so the figures are HBM, not cache.
+//   timed pass walks all of them, so the figures are HBM, not cache. Both weight layouts: GGUF
+//   (batch 1 and 8, the baseline) and, for the repacked types, the GPU layout (kernels/gpu_layout.h)
+//   at 1, 2, 4, 8 and 16 columns. GB/s always counts the GGUF bytes of the matrix (what a token's
+//   time is made of; the GPU layout is 0-3.6% larger, see gpu_layout.h).
 // - Prefill matmul at M = 2048 (dequantised f16 tiles + cuBLAS): TFLOP/s over the bf16 GEMM rate.
 // - Decode attention at a long context (f16 KV): GB/s of KV bytes over the device read ceiling.
 #include <algorithm>
@@ -22,6 +25,7 @@
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/read_probe.h"
+#include "kernels/gpu_layout.h"
 #include "kv/kv_quant.h"
 
 namespace strata::cli {
@@ -30,7 +34,7 @@ namespace {
 namespace cuda = kernels::cuda;
 
 struct BenchKernelsArgs {
-  std::string types = "q3_K,q4_K,q6_K,q8_0";
+  std::string types = "q3_K,q4_K,q5_K,q6_K,q8_0";
   uint64_t l2_cover = 240'000'000;  // 4 x the H200's 60 MB L2
   uint32_t ctx = 32768;
   std::string kv = "f16";  // KV type of the decode attention figure
@@ -82,6 +86,7 @@ Result<nlohmann::json> bench_gemv(GgmlType type, const Shape& sh, const BenchKer
     views.push_back({static_cast<const uint8_t*>(*p), type, sh.n_in, sh.n_out, row_bytes});
   }
   constexpr int kCols = 2048;
+  constexpr int kMaxCols = cuda::kMaxGemvCols;
   std::vector<float> xh(size_t(kCols) * sh.n_in);
   for (auto& v : xh) v = float(rng.uniform(-1.0f, 1.0f));
   auto x = mem.alloc(xh.size() * sizeof(float));
@@ -127,6 +132,54 @@ Result<nlohmann::json> bench_gemv(GgmlType type, const Shape& sh, const BenchKer
     if (cols == 1) t1 = per;
     else j["gemv8_over_gemv1"] = per / t1;
   }
+  // The GPU layout: the same matrix repacked once on the host, then copied to its own buffers.
+  if (const uint64_t gbytes = kernels::gpu_layout_bytes(type, sh.n_in, sh.n_out); gbytes && gws_bytes) {
+    std::vector<uint8_t> packed(gbytes);
+    kernels::repack_to_gpu_layout({host.data(), type, sh.n_in, sh.n_out, row_bytes}, packed.data());
+    std::vector<kernels::WeightView> gviews;
+    const int gcopies = int(std::max<uint64_t>(1, (a.l2_cover + gbytes - 1) / gbytes));
+    for (int c = 0; c < gcopies; ++c) {
+      auto p = mem.alloc(gbytes);
+      if (!p) return p.status();
+      STRATA_TRY(cuda::copy_to_device(*p, packed.data(), gbytes, nullptr));
+      gviews.push_back(kernels::gpu_layout_view(static_cast<const uint8_t*>(*p), type, sh.n_in, sh.n_out));
+    }
+    j["gpu_layout_bytes"] = gbytes;
+    double g1 = 0;
+    for (int cols : {1, 2, 4, 8, 16}) {
+      auto t = cuda::time_on_device(
+          [&]() -> Status {
+            for (const auto& v : gviews) STRATA_TRY(cuda::gemv(v, dx, cols, dy, {gws, gws_bytes}, nullptr));
+            return Status::ok();
+          },
+          a.iters, nullptr);
+      if (!t) return t.status();
+      const double per = *t / gcopies;
+      const double gbps = double(bytes) / per / 1e9;
+      j[fmt::format("gpu_gemv{}_us", cols)] = per * 1e6;
+      j[fmt::format("gpu_gemv{}_gb_s", cols)] = gbps;
+      j[fmt::format("gpu_gemv{}_fraction_of_read", cols)] = gbps * 1e9 / read_bw;
+      if (cols == 1) g1 = per;
+      else j[fmt::format("gpu_gemv{}_over_gemv1", cols)] = per / g1;
+    }
+    // The same columns on the dp4a kernel (what the MMA kernel replaces from 3 columns).
+    cuda::set_gemv_mma_min_cols(kMaxCols + 1);
+    for (int cols : {4, 8, 16}) {
+      auto t = cuda::time_on_device(
+          [&]() -> Status {
+            for (const auto& v : gviews) STRATA_TRY(cuda::gemv(v, dx, cols, dy, {gws, gws_bytes}, nullptr));
+            return Status::ok();
+          },
+          a.iters, nullptr);
+      if (!t) {
+        cuda::set_gemv_mma_min_cols(3);
+        return t.status();
+      }
+      j[fmt::format("gpu_dp4a_gemv{}_us", cols)] = *t / gcopies * 1e6;
+      j[fmt::format("gpu_dp4a_gemv{}_over_gemv1", cols)] = *t / gcopies / g1;
+    }
+    cuda::set_gemv_mma_min_cols(3);
+  }
   // Prefill matmul at M = 2048 columns on one buffer (compute-bound: the cache does not matter).
   if (gemm_flops > 0 && sh.n_out <= 32768) {
     const size_t ws_bytes = cuda::workspace_bytes_for_gemm(views[0], kCols);
@@ -140,6 +193,39 @@ Result<nlohmann::json> bench_gemv(GgmlType type, const Shape& sh, const BenchKer
     j["gemm2048_fraction_of_bf16"] = flops / gemm_flops;
   }
   return j;
+}
+
+Result<double> bench_gemv_floor(const BenchKernelsArgs& a) {
+  constexpr int64_t n_in = 256, n_out = 8;
+  const auto* k = kernels::cpu::quant_kernels(GgmlType::Q4_K);
+  std::vector<uint8_t> host(ggml_row_bytes(GgmlType::Q4_K, n_in) * n_out);
+  Rng rng(3);
+  k->fill_random(host.data(), n_in * n_out, rng, 0.02f);
+  std::vector<uint8_t> packed(kernels::gpu_layout_bytes(GgmlType::Q4_K, n_in, n_out));
+  kernels::repack_to_gpu_layout({host.data(), GgmlType::Q4_K, n_in, n_out, ggml_row_bytes(GgmlType::Q4_K, n_in)},
+                                packed.data());
+  DeviceBuffers mem;
+  auto w = mem.alloc(packed.size());
+  auto x = mem.alloc(n_in * sizeof(float));
+  auto y = mem.alloc(n_out * sizeof(float));
+  const kernels::WeightView v0{nullptr, GgmlType::Q4_K, n_in, n_out, 0, kernels::WeightLayout::kGpu};
+  const size_t ws_bytes = cuda::workspace_bytes_for_gemv(v0, 1);
+  auto ws = mem.alloc(ws_bytes);
+  for (auto* r : {&w, &x, &y, &ws})
+    if (!*r) return r->status();
+  STRATA_TRY(cuda::copy_to_device(*w, packed.data(), packed.size(), nullptr));
+  STRATA_TRY(cuda::memset_device(*x, 0, n_in * sizeof(float), nullptr));
+  const auto v = kernels::gpu_layout_view(static_cast<const uint8_t*>(*w), GgmlType::Q4_K, n_in, n_out);
+  constexpr int kCalls = 100;
+  auto t = cuda::time_on_device(
+      [&]() -> Status {
+        for (int i = 0; i < kCalls; ++i)
+          STRATA_TRY(cuda::gemv(v, static_cast<const float*>(*x), 1, static_cast<float*>(*y), {*ws, ws_bytes}, nullptr));
+        return Status::ok();
+      },
+      a.iters, nullptr);
+  if (!t) return t.status();
+  return *t / kCalls;
 }
 
 Result<nlohmann::json> bench_attention(uint32_t ctx, const BenchKernelsArgs& a, double read_bw) {
@@ -212,8 +298,9 @@ int run(BenchKernelsArgs& a) {
   nlohmann::json j = {{"bench", "kernels"}, {"device", devs[0].name},
                       {"ceilings", {{"device_read_gb_s", *read / 1e9}, {"gemm_bf16_tflops", *gemm / 1e12}}}};
   fmt::print("ceilings: device read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s\n", *read / 1e9, *gemm / 1e12);
-  fmt::print("{:<6} {:<20} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9} {:>10} {:>8}\n", "type", "shape", "gemv1 us", "GB/s",
-             "of read", "(f32 x)", "b8/b1", "gemm TF", "of bf16", "buffers");
+  fmt::print("{:<6} {:<20} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9} {:>10} {:>8} | {:>9} {:>8} {:>6} {:>6} {:>6} {:>6} {:>6}\n",
+             "type", "shape", "gemv1 us", "GB/s", "of read", "(f32 x)", "b8/b1", "gemm TF", "of bf16", "buffers",
+             "gpu1 us", "of read", "b2/b1", "b4/b1", "b8/b1", "b16/b1", "dp4a16");
   nlohmann::json rows = nlohmann::json::array();
   for (GgmlType t : types)
     for (const auto& sh : kShapes) {
@@ -224,7 +311,7 @@ int run(BenchKernelsArgs& a) {
         return 1;
       }
       const auto& x = *r;
-      fmt::print("{:<6} {:<20} {:>9.1f} {:>8.0f} {:>8.0f}% {:>8.0f}% {:>8.2f} {:>9} {:>10} {:>8}\n",
+      fmt::print("{:<6} {:<20} {:>9.1f} {:>8.0f} {:>8.0f}% {:>8.0f}% {:>8.2f} {:>9} {:>10} {:>8}",
                  ggml_type_info(t).name, sh.name, x["gemv1_us"].get<double>(), x["gemv1_gb_s"].get<double>(),
                  100 * x["gemv1_fraction_of_read"].get<double>(), 100 * x["gemv1_f32act_fraction_of_read"].get<double>(),
                  x["gemv8_over_gemv1"].get<double>(),
@@ -233,9 +320,26 @@ int run(BenchKernelsArgs& a) {
                      ? fmt::format("{:.0f}%", 100 * x["gemm2048_fraction_of_bf16"].get<double>())
                      : "-",
                  x["buffers"].get<int>());
+      if (x.contains("gpu_gemv1_us")) {
+        fmt::print(" | {:>9.1f} {:>7.0f}% {:>6.2f} {:>6.2f} {:>6.2f} {:>6.2f} {:>6.2f}\n", x["gpu_gemv1_us"].get<double>(),
+                   100 * x["gpu_gemv1_fraction_of_read"].get<double>(), x["gpu_gemv2_over_gemv1"].get<double>(),
+                   x["gpu_gemv4_over_gemv1"].get<double>(), x["gpu_gemv8_over_gemv1"].get<double>(),
+                   x["gpu_gemv16_over_gemv1"].get<double>(), x["gpu_dp4a_gemv16_over_gemv1"].get<double>());
+      } else {
+        fmt::print(" | (GGUF layout only)\n");
+      }
       rows.push_back(x);
     }
   j["matmul"] = rows;
+  // The fixed cost of one gemv call (activation quantiser + GEMV launch, back to back, no graph):
+  // a 256 x 8 q4_K matrix in the GPU layout, whose bytes take ~0 time. Small matrices (qkv) pay it.
+  if (auto floor = bench_gemv_floor(a); floor) {
+    j["gemv_call_floor_us"] = *floor * 1e6;
+    fmt::print("gemv call floor (1 column, 256x8 q4_K, GPU layout): {:.1f} us\n", *floor * 1e6);
+  } else {
+    log::error("gemv floor: {}", floor.message());
+    return 1;
+  }
   auto att = bench_attention(a.quick ? 4096 : a.ctx, a, *read);
   if (!att) {
     log::error("attention: {}", att.message());

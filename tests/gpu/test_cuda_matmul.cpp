@@ -1,6 +1,8 @@
 // CUDA matmul on quantised weights (gemv, gemm, dequantize_rows) against the CPU reference
 // (kernels::cpu::matmul_dot, the exact-weights f32 dots), for every type with CPU kernels and
-// every shape class, on fresh random data. Outputs are poisoned with NaN before each launch.
+// every shape class, on fresh random data; the same for weights repacked into the GPU layout
+// (kernels/gpu_layout.h: gemv at 1..16 columns on both the dp4a and the MMA kernel, gemm, and
+// dequantize_rows / get_rows bit for bit). Outputs are poisoned with NaN before each launch.
 // Skips without a GPU. Also prints (WARN, informational) the 1-column GEMV bandwidth on a
 // 5376 x 21504 matrix next to the measured device-read ceiling.
 #include <catch2/catch.hpp>
@@ -17,6 +19,7 @@
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/read_probe.h"
+#include "kernels/gpu_layout.h"
 #include "test_util.h"
 
 namespace {
@@ -141,9 +144,13 @@ std::vector<float> act_q8_values(const std::vector<float>& x) {
 // Runs gemv (n_cols <= 16) or gemm on the device and compares with matmul_dot. q8: the gemv gets a
 // workspace, so quantised types take the int8-activation path, compared against the reference on
 // the same int8-rounded activations.
-void check_matmul(GgmlType t, int64_t n_in, int64_t n_out, int n_cols, Rng& rng, bool q8 = false) {
+// gpu: the weights are repacked (kernels/gpu_layout.h) and the kernels take the GPU-layout view
+// (implies q8: that layout has only the int8-activation GEMV).
+void check_matmul(GgmlType t, int64_t n_in, int64_t n_out, int n_cols, Rng& rng, bool q8 = false, bool gpu = false) {
   const auto name = ggml_type_info(t).name;
-  INFO("type " << name << " n_in " << n_in << " n_out " << n_out << " n_cols " << n_cols << (q8 ? " int8 x" : ""));
+  q8 = q8 || gpu;
+  INFO("type " << name << " n_in " << n_in << " n_out " << n_out << " n_cols " << n_cols << (q8 ? " int8 x" : "")
+               << (gpu ? " gpu layout" : ""));
   const HostWeights w = make_weights(t, n_in, n_out, rng);
   const auto x_in = test::random_normal(size_t(n_cols * n_in), rng);
   const bool q8_path = q8 && n_cols <= kc::kMaxGemvCols && kc::workspace_bytes_for_gemv(w.view(), n_cols) > 0;
@@ -151,12 +158,19 @@ void check_matmul(GgmlType t, int64_t n_in, int64_t n_out, int n_cols, Rng& rng,
   std::vector<float> ref(size_t(n_cols * n_out));
   kernels::cpu::matmul_dot(w.view(), x.data(), n_cols, ref.data());
 
-  DevBuf dw(w.bytes.size()), dx(x.size() * 4), dy(ref.size() * 4);
-  check_ok(kc::copy_to_device(dw.p, w.bytes.data(), w.bytes.size(), nullptr));
+  std::vector<uint8_t> packed;
+  if (gpu) {
+    packed.resize(kernels::gpu_layout_bytes(t, n_in, n_out));
+    REQUIRE(!packed.empty());
+    kernels::repack_to_gpu_layout(w.view(), packed.data());
+  }
+  const std::vector<uint8_t>& wbytes = gpu ? packed : w.bytes;
+  DevBuf dw(wbytes.size()), dx(x.size() * 4), dy(ref.size() * 4);
+  check_ok(kc::copy_to_device(dw.p, wbytes.data(), wbytes.size(), nullptr));
   check_ok(kc::copy_to_device(dx.p, x_in.data(), x_in.size() * 4, nullptr));
   const std::vector<float> poison(ref.size(), std::numeric_limits<float>::quiet_NaN());
   check_ok(kc::copy_to_device(dy.p, poison.data(), poison.size() * 4, nullptr));
-  kernels::WeightView dv = w.view();
+  kernels::WeightView dv = gpu ? kernels::gpu_layout_view(dw.as<uint8_t>(), t, n_in, n_out) : w.view();
   dv.data = dw.as<uint8_t>();
   const bool is_gemv = n_cols <= kc::kMaxGemvCols;
   size_t ws_bytes = is_gemv ? (q8 ? kc::workspace_bytes_for_gemv(dv, n_cols) : 0) : kc::workspace_bytes_for_gemm(dv, n_cols);
@@ -213,6 +227,64 @@ TEST_CASE("cuda gemv matches the CPU reference for every type and shape class", 
   // Float rows of odd length take the element-by-element path.
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
     for (int n_cols : {1, 5, 16}) check_matmul(t, 13, 7, n_cols, rng);
+  }
+}
+
+const GgmlType kRepacked[] = {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0};
+
+TEST_CASE("cuda gemv on the GPU layout matches the CPU reference, 1..16 columns", "[gpu][gemv]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (GgmlType t : kRepacked) {
+    const int64_t c = kernels::gpu_layout_chunk(t);
+    // one chunk, one row; a partial row group; several groups and fewer chunks than warps; long rows
+    for (const auto& [n_in, n_out] : {std::pair<int64_t, int64_t>{c, 1}, {3 * c, 13}, {5376, 29}, {c * 37, 11}}) {
+      // MMA from 3 columns (the default), and the dp4a kernel for every column count.
+      for (int mma_min : {3, 17}) {
+        INFO("mma from " << mma_min << " columns");
+        kc::set_gemv_mma_min_cols(mma_min);
+        for (int n_cols = 1; n_cols <= kc::kMaxGemvCols; ++n_cols) check_matmul(t, n_in, n_out, n_cols, rng, true, true);
+      }
+      kc::set_gemv_mma_min_cols(3);
+    }
+  }
+}
+
+TEST_CASE("cuda gemm and dequantize_rows on the GPU layout", "[gpu][gemv]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (GgmlType t : kRepacked) {
+    check_matmul(t, 5376, 45, 17, rng, false, true);  // f16 tiles decoded from the GPU layout
+    INFO("type " << ggml_type_info(t).name);
+    const int64_t n_in = kernels::gpu_layout_chunk(t) * 5, n_out = 19;
+    const HostWeights w = make_weights(t, n_in, n_out, rng);
+    std::vector<uint8_t> packed(kernels::gpu_layout_bytes(t, n_in, n_out));
+    kernels::repack_to_gpu_layout(w.view(), packed.data());
+    DevBuf dw(packed.size()), dout(w.deq.size() * 4), dids(4 * 4);
+    check_ok(kc::copy_to_device(dw.p, packed.data(), packed.size(), nullptr));
+    const std::vector<float> poison(w.deq.size(), std::numeric_limits<float>::quiet_NaN());
+    check_ok(kc::copy_to_device(dout.p, poison.data(), poison.size() * 4, nullptr));
+    const kernels::WeightView dv = kernels::gpu_layout_view(dw.as<uint8_t>(), t, n_in, n_out);
+    const int64_t row0 = 5, n_rows = 13;  // crosses row groups, ends in the partial one
+    check_ok(kc::dequantize_rows(dv, row0, n_rows, dout.as<float>(), nullptr));
+    std::vector<float> got(size_t(n_rows * n_in));
+    check_ok(kc::copy_to_host(got.data(), dout.p, got.size() * 4, nullptr));
+    check_ok(kc::synchronize(nullptr));
+    CHECK(std::memcmp(got.data(), w.deq.data() + row0 * n_in, got.size() * 4) == 0);
+    // Gather (embedding rows), times 1: the same bits.
+    const int32_t ids[4] = {18, 0, 7, 8};
+    check_ok(kc::copy_to_device(dids.p, ids, sizeof(ids), nullptr));
+    check_ok(kc::copy_to_device(dout.p, poison.data(), poison.size() * 4, nullptr));
+    check_ok(kc::get_rows(dv, dids.as<int32_t>(), 4, 1.0f, dout.as<float>(), nullptr));
+    check_ok(kc::copy_to_host(got.data(), dout.p, size_t(4 * n_in) * 4, nullptr));
+    check_ok(kc::synchronize(nullptr));
+    for (int i = 0; i < 4; ++i) CHECK(std::memcmp(got.data() + i * n_in, w.deq.data() + ids[i] * n_in, n_in * 4) == 0);
+    // Without a workspace the GPU layout has no kernel: an error, not a wrong answer.
+    CHECK_FALSE(kc::gemv(dv, dout.as<float>(), 1, dout.as<float>(), nullptr).is_ok());
   }
 }
 

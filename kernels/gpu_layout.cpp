@@ -1,0 +1,277 @@
+// Host repack into the GPU layout and its exact decode (layout: gpu_layout.h). Each GGUF super-block
+// (or q8_0 block) is first unpacked to plain integers (codes per element, scales, mins, raw f16
+// d / dmin: the format facts of kernels/cpu/quant/blocks.h), then written into its tile; the decode
+// reads the tile back into the same integers and evaluates the CPU decoders' float expressions in
+// their order (no FMA: this file gets no -mfma and C++20 without extensions does not contract).
+#include "kernels/gpu_layout.h"
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <cstring>
+
+#include "core/half.h"
+#include "core/status.h"
+#include "kernels/cpu/quant/blocks.h"
+
+namespace strata::kernels {
+namespace {
+
+using namespace cpu;
+
+// One chunk of one row as integers.
+struct Unpacked {
+  uint8_t code[256];  // unsigned codes (q8_0: the int8 bits)
+  int8_t sc[16];      // q4_K/q5_K: 8 scales (0..63); q3_K: 16 scales - 32; q6_K: 16 scales
+  uint8_t mn[8];      // q4_K/q5_K mins
+  uint16_t d = 0, dmin = 0;
+};
+
+struct TypeLayout {
+  int chunk = 0, tile = 0;
+  // Stream offsets inside a tile (bytes).
+  int qs = 0, qh = 0, sc = 0, d = 0;
+};
+
+TypeLayout type_layout(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_K: return {256, 1184, 0, -1, 1024, 1152};
+    case GgmlType::Q5_K: return {256, 1440, 0, 1024, 1280, 1408};
+    case GgmlType::Q3_K: return {256, 912, 0, 512, 768, 896};
+    case GgmlType::Q6_K: return {256, 1680, 0, 1024, 1536, 1664};
+    case GgmlType::Q8_0: return {32, 272, 0, -1, -1, 256};
+    default: return {};
+  }
+}
+
+void k4_scale_min(const uint8_t* q, int j, int& sc, int& m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 15) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+int q3_scale6(const uint8_t* scales, int is) {
+  const int lo = is < 8 ? (scales[is] & 15) : (scales[is - 8] >> 4);
+  const int hi = (scales[8 + (is & 3)] >> (2 * (is >> 2))) & 3;
+  return lo | (hi << 4);
+}
+
+// GGUF block(s) of chunk c of a row -> integers.
+void unpack(GgmlType t, const uint8_t* row, int64_t c, Unpacked& u) {
+  switch (t) {
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K: {
+      const bool q5 = t == GgmlType::Q5_K;
+      const uint8_t* b = row + c * (q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K));
+      std::memcpy(&u.d, b, 2);
+      std::memcpy(&u.dmin, b + 2, 2);
+      for (int j = 0; j < 8; ++j) {
+        int s, m;
+        k4_scale_min(b + 4, j, s, m);
+        u.sc[j] = int8_t(s);
+        u.mn[j] = uint8_t(m);
+      }
+      const uint8_t* qs = b + (q5 ? 48 : 16);
+      for (int e = 0; e < 256; ++e) {
+        const int g = e / 64, hi = (e / 32) & 1, l = e % 32;
+        int code = (qs[32 * g + l] >> (4 * hi)) & 15;
+        if (q5) code |= ((b[16 + l] >> (2 * g + hi)) & 1) << 4;
+        u.code[e] = uint8_t(code);
+      }
+      return;
+    }
+    case GgmlType::Q3_K: {
+      const uint8_t* b = row + c * sizeof(BlockQ3_K);
+      const uint8_t* hmask = b;
+      const uint8_t* qs = b + 32;
+      const uint8_t* scales = b + 96;
+      std::memcpy(&u.d, b + 108, 2);
+      for (int j = 0; j < 16; ++j) u.sc[j] = int8_t(q3_scale6(scales, j) - 32);
+      for (int e = 0; e < 256; ++e) {
+        const int half = e / 128, s = (e / 32) & 3, part = (e / 16) & 1, l = e % 16;
+        const int low = (qs[32 * half + 16 * part + l] >> (2 * s)) & 3;
+        const int hb = (hmask[16 * part + l] >> (4 * half + s)) & 1;
+        u.code[e] = uint8_t(low | (hb << 2));
+      }
+      return;
+    }
+    case GgmlType::Q6_K: {
+      const uint8_t* b = row + c * sizeof(BlockQ6_K);
+      std::memcpy(&u.d, b + 208, 2);
+      for (int j = 0; j < 16; ++j) u.sc[j] = int8_t(b[192 + j]);
+      for (int e = 0; e < 256; ++e) {
+        const int ch = e / 128, k = (e / 32) & 3, l = e % 32;
+        const int low = (b[64 * ch + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 15;
+        const int hi = (b[128 + 32 * ch + l] >> (2 * k)) & 3;
+        u.code[e] = uint8_t(low | (hi << 4));
+      }
+      return;
+    }
+    case GgmlType::Q8_0: {
+      const uint8_t* b = row + c * sizeof(BlockQ8_0);
+      std::memcpy(&u.d, b, 2);
+      std::memcpy(u.code, b + 2, 32);
+      return;
+    }
+    default: STRATA_CHECK(false, "gpu layout: type not repacked");
+  }
+}
+
+// Element of lane t in sub-block s, half h, byte i (gpu_layout.h: E(s, h, i)).
+int elem(int s, int h, int t, int i) { return 32 * s + 16 * h + 4 * t + i; }
+
+// Writes (write = true) or reads row g's share of a tile from / into u.
+void tile_io(GgmlType t, uint8_t* tile, int g, Unpacked& u, bool write) {
+  const TypeLayout L = type_layout(t);
+  const int subs = L.chunk / 32;
+  auto bit_io = [&](uint8_t* byte, int bit, int nbits, int elem_idx, int code_shift) {
+    const int mask = (1 << nbits) - 1;
+    if (write) {
+      *byte = uint8_t(*byte | (((u.code[elem_idx] >> code_shift) & mask) << bit));
+    } else {
+      u.code[elem_idx] = uint8_t(u.code[elem_idx] | (((*byte >> bit) & mask) << code_shift));
+    }
+  };
+  if (!write) std::memset(u.code, 0, sizeof(u.code));
+  for (int tt = 0; tt < 4; ++tt) {
+    const int lane = 4 * g + tt;
+    for (int s = 0; s < subs; ++s)
+      for (int h = 0; h < 2; ++h)
+        for (int i = 0; i < 4; ++i) {
+          const int e = elem(s, h, tt, i);
+          switch (t) {
+            case GgmlType::Q8_0: {
+              uint8_t* p = tile + L.qs + lane * 8 + 4 * h + i;
+              if (write) *p = u.code[e];
+              else u.code[e] = *p;
+              break;
+            }
+            case GgmlType::Q4_K:
+            case GgmlType::Q5_K:
+            case GgmlType::Q6_K: {
+              bit_io(tile + L.qs + lane * 32 + 4 * s + i, 4 * h, 4, e, 0);
+              if (t == GgmlType::Q5_K) bit_io(tile + L.qh + lane * 8 + s, 4 * h + i, 1, e, 4);
+              if (t == GgmlType::Q6_K) bit_io(tile + L.qh + lane * 16 + 4 * (s / 2) + i, 4 * (s % 2) + 2 * h, 2, e, 4);
+              break;
+            }
+            case GgmlType::Q3_K: {
+              bit_io(tile + L.qs + lane * 16 + 4 * (s / 2) + i, 4 * (s % 2) + 2 * h, 2, e, 0);
+              bit_io(tile + L.qh + lane * 8 + 4 * (s / 4) + i, 2 * (s % 4) + h, 1, e, 2);
+              break;
+            }
+            default: break;
+          }
+        }
+  }
+  auto io = [&](uint8_t* p, void* v, size_t n) {
+    if (write) std::memcpy(p, v, n);
+    else std::memcpy(v, p, n);
+  };
+  switch (t) {
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+      io(tile + L.sc + 16 * g, u.sc, 8);
+      io(tile + L.sc + 16 * g + 8, u.mn, 8);
+      io(tile + L.d + 4 * g, &u.d, 2);
+      io(tile + L.d + 4 * g + 2, &u.dmin, 2);
+      break;
+    case GgmlType::Q3_K:
+    case GgmlType::Q6_K:
+      io(tile + L.sc + 16 * g, u.sc, 16);
+      io(tile + L.d + 2 * g, &u.d, 2);
+      break;
+    case GgmlType::Q8_0: io(tile + L.d + 2 * g, &u.d, 2); break;
+    default: break;
+  }
+}
+
+// The CPU decoders' expressions (kernels/cpu/quant/*_types.cpp), on the integers.
+void decode(GgmlType t, const Unpacked& u, int chunk, float* y) {
+  const float d = f16_to_f32(u.d);
+  switch (t) {
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K: {
+      const float dmin = f16_to_f32(u.dmin);
+      for (int e = 0; e < 256; ++e) {
+        const float dl = d * float(u.sc[e / 32]), ml = dmin * float(u.mn[e / 32]);
+        y[e] = dl * float(u.code[e]) - ml;
+      }
+      return;
+    }
+    case GgmlType::Q3_K:
+      for (int e = 0; e < 256; ++e) y[e] = (d * float(u.sc[e / 16])) * float(int(u.code[e]) - 4);
+      return;
+    case GgmlType::Q6_K:
+      for (int e = 0; e < 256; ++e) y[e] = d * float(u.sc[e / 16]) * float(int(u.code[e]) - 32);
+      return;
+    case GgmlType::Q8_0:
+      for (int e = 0; e < chunk; ++e) y[e] = float(int8_t(u.code[e])) * d;
+      return;
+    default: return;
+  }
+}
+
+}  // namespace
+
+int gpu_layout_tile_bytes(GgmlType t) { return type_layout(t).tile; }
+int gpu_layout_chunk(GgmlType t) { return type_layout(t).chunk; }
+
+uint64_t gpu_layout_bytes(GgmlType t, int64_t n_in, int64_t n_out) {
+  const TypeLayout L = type_layout(t);
+  if (L.chunk == 0 || n_in <= 0 || n_out <= 0 || n_in % L.chunk != 0) return 0;
+  const uint64_t groups = uint64_t((n_out + kGpuRowGroup - 1) / kGpuRowGroup);
+  return groups * uint64_t(n_in / L.chunk) * uint64_t(L.tile);
+}
+
+WeightView gpu_layout_view(const uint8_t* data, GgmlType t, int64_t n_in, int64_t n_out) {
+  const TypeLayout L = type_layout(t);
+  WeightView v{data, t, n_in, n_out, 0, WeightLayout::kGpu};
+  if (L.chunk) v.row_bytes = uint64_t(n_in / L.chunk) * uint64_t(L.tile / kGpuRowGroup);
+  return v;
+}
+
+void repack_to_gpu_layout(const WeightView& src, uint8_t* dst) {
+  const TypeLayout L = type_layout(src.type);
+  STRATA_CHECK(src.layout == WeightLayout::kGguf, "repack_to_gpu_layout: source is not in the GGUF layout");
+  STRATA_CHECK(L.chunk != 0 && src.n_in % L.chunk == 0, "repack_to_gpu_layout: type not repacked or bad row length");
+  const int64_t n_chunks = src.n_in / L.chunk;
+  const int64_t groups = (src.n_out + kGpuRowGroup - 1) / kGpuRowGroup;
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, groups, 16), [&](const tbb::blocked_range<int64_t>& r) {
+    Unpacked u;
+    for (int64_t G = r.begin(); G < r.end(); ++G) {
+      uint8_t* group = dst + uint64_t(G) * uint64_t(n_chunks) * uint64_t(L.tile);
+      std::memset(group, 0, uint64_t(n_chunks) * uint64_t(L.tile));
+      for (int g = 0; g < kGpuRowGroup; ++g) {
+        const int64_t row = G * kGpuRowGroup + g;
+        if (row >= src.n_out) break;  // padding rows stay zero
+        for (int64_t c = 0; c < n_chunks; ++c) {
+          u = Unpacked{};
+          unpack(src.type, src.row(row), c, u);
+          tile_io(src.type, group + c * L.tile, g, u, true);
+        }
+      }
+    }
+  });
+}
+
+void dequantize_gpu_layout_row(const WeightView& v, int64_t r, float* out) {
+  const TypeLayout L = type_layout(v.type);
+  STRATA_CHECK(v.layout == WeightLayout::kGpu && L.chunk != 0, "dequantize_gpu_layout_row: not a gpu-layout view");
+  STRATA_CHECK(r >= 0 && r < v.n_out, "dequantize_gpu_layout_row: row out of range");
+  const int64_t n_chunks = v.n_in / L.chunk;
+  const int64_t G = r / kGpuRowGroup;
+  const int g = int(r % kGpuRowGroup);
+  Unpacked u;
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    u = Unpacked{};
+    uint8_t* tile = const_cast<uint8_t*>(v.data) + uint64_t(G * n_chunks + c) * uint64_t(L.tile);
+    tile_io(v.type, tile, g, u, false);  // read-only when write == false
+    decode(v.type, u, L.chunk, out + c * L.chunk);
+  }
+}
+
+}  // namespace strata::kernels

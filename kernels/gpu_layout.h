@@ -1,0 +1,69 @@
+// The GPU weight layout: quantised matrices repacked once on the host (at load) into the order the
+// CUDA GEMV reads (kernels/cuda/gemv_gpu.cuh), so that consecutive lanes of a warp read
+// consecutive words of every stream (one L1 wavefront per 128 bytes) and scales arrive decoded.
+// Plain C++ (no CUDA): compiled in every build; the weight loader calls it.
+//
+// Types: q3_K, q4_K, q5_K, q6_K, q8_0 (gpu_layout_bytes() is 0 for every other type: they stay in
+// the GGUF layout). Exact: decoding the repacked matrix gives the GGUF decode bit for bit
+// (dequantize_gpu_layout_row below, the CUDA dequantize_rows; tests/kernels/test_gpu_layout.cpp).
+//
+// ---- Tiles ----
+// Rows are taken 8 at a time (a row group; the last one padded with zero rows), elements in chunks
+// of C = 256 (K types: one super-block) or 32 (q8_0: one block). A tile is one row group x one
+// chunk; tile (G, c) lies at byte (G * n_chunks + c) * tile_bytes, n_chunks = n_in / C. Inside a
+// tile, each stream starts 16-byte aligned (tile sizes are multiples of 16).
+//
+// Lanes: lane L = 4 g + t owns row g (0..7) of the group and, in each 32-element sub-block s of
+// the chunk, the 8 elements E(s, h, i) = 32 s + 16 h + 4 t + i, h = 0, 1 (half), i = 0..3 -- the
+// k positions of an int8 mma.sync B fragment (m16n8k16/k32), and what a lane pairs with one
+// 32-bit word of activations per half under __dp4a. "code" below is the element's unsigned
+// quant (q4_K 0..15, q5_K 0..31, q3_K 0..7 = low 2 bits | hmask bit << 2, value index q = code - 4,
+// q6_K 0..63, q = code - 32); q8_0 keeps its signed int8.
+//
+// Per-lane streams ([32 lanes][W bytes], lane L at L * W), then per-row streams ([8 rows][W]):
+//   q4_K (1184 B): qs[32][32]: word s, byte i = code E(s,0,i) | code E(s,1,i) << 4
+//                  sc[8][16]:  bytes 0..7 = 6-bit scale of sub-block s, 8..15 = its 6-bit min
+//                  dm[8][4]:   f16 d, f16 dmin
+//   q5_K (1440 B): qs[32][32] as q4_K (low 4 bits); qh[32][8]: byte s, bit 4 h + i = 5th bit of
+//                  E(s,h,i); sc[8][16], dm[8][4] as q4_K
+//   q3_K (912 B):  ql[32][16]: word s / 2, bits 4 (s % 2) + 2 h + 8 i .. +1 = low 2 bits of
+//                  E(s,h,i); qh[32][8]: word s / 4, bit 2 (s % 4) + h + 8 i = hmask bit of E(s,h,i);
+//                  sc[8][16]: int8 scale - 32 of 16-element sub-block j = 2 s + h; d[8][2]: f16
+//   q6_K (1680 B): ql[32][32]: as q4_K qs (low 4 bits); qh[32][16]: word s / 2, bits
+//                  4 (s % 2) + 2 h + 8 i .. +1 = top 2 bits of E(s,h,i); sc[8][16]: int8 scale of
+//                  sub-block 2 s + h; d[8][2]: f16
+//   q8_0 (272 B):  qs[32][8]: bytes 4 h + i = q of E(0,h,i); d[8][2]: f16
+// Values (as GGUF): q4_K/q5_K (d * sc) * code - dmin * m; q3_K/q6_K (d * sc) * q; q8_0 d * q.
+// Bytes per row and super-block vs GGUF: q4_K 148 vs 144, q5_K 180 vs 176, q3_K 114 vs 110,
+// q6_K 210 = 210, q8_0 34 = 34 (the decoded scales cost the difference).
+#pragma once
+
+#include <cstdint>
+
+#include "core/ggml_type.h"
+#include "kernels/weight_view.h"
+
+namespace strata::kernels {
+
+inline constexpr int kGpuRowGroup = 8;
+
+// Bytes of one tile (8 rows x one chunk) and elements per chunk; 0 when the type is not repacked.
+int gpu_layout_tile_bytes(GgmlType t);
+int gpu_layout_chunk(GgmlType t);
+// Bytes of the repacked matrix; 0 = type not repacked (or n_in not a multiple of the chunk).
+uint64_t gpu_layout_bytes(GgmlType t, int64_t n_in, int64_t n_out);
+
+// Repacks a host GGUF-layout matrix (src.layout == kGguf, rows src.row_bytes apart) into dst, which
+// holds gpu_layout_bytes(src.type, src.n_in, src.n_out) bytes (padding rows are written as zeros).
+// Thread-safe (reads src, writes only dst); parallel over row groups with oneTBB. Contract
+// (asserted): the type is repacked and n_in is a multiple of its chunk.
+void repack_to_gpu_layout(const WeightView& src_gguf_host, uint8_t* dst_host);
+
+// The view the CUDA kernels take for repacked bytes at `data` (device or host memory).
+WeightView gpu_layout_view(const uint8_t* data, GgmlType t, int64_t n_in, int64_t n_out);
+
+// Host decode of row r of a repacked matrix (view.layout == kGpu, host memory) into n_in floats:
+// the CPU reference decoders' values bit for bit. For tests and the loader's checks.
+void dequantize_gpu_layout_row(const WeightView& view, int64_t r, float* out);
+
+}  // namespace strata::kernels
