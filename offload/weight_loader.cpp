@@ -4,12 +4,14 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "core/log.h"
 #include "core/progress.h"
 #include "core/units.h"
 #include "io/aligned_buffer.h"
 #include "io/block_reader.h"
+#include "kernels/gpu_layout.h"
 
 namespace strata::offload {
 
@@ -22,6 +24,21 @@ namespace {
 constexpr uint64_t kStagingBytes = 64ull << 20;
 // Loads smaller than this finish before a bar would be drawn.
 constexpr uint64_t kProgressMinBytes = 256ull << 20;
+
+// Repacks on the host (all cores) into pinned memory directly, or into a temporary copied to the
+// device before it goes (the copy is synchronous with respect to the temporary's lifetime).
+Status load_repacked(const LoadItem& it, cuda::Stream stream) {
+  kernels::WeightView v = *it.repack;
+  v.data = static_cast<const uint8_t*>(it.src);
+  if (!it.to_device) {
+    kernels::repack_to_gpu_layout(v, static_cast<uint8_t*>(it.dst));
+    return {};
+  }
+  std::vector<uint8_t> tmp(kernels::gpu_layout_bytes(v.type, v.n_in, v.n_out));
+  kernels::repack_to_gpu_layout(v, tmp.data());
+  STRATA_TRY(cuda::copy_to_device(it.dst, tmp.data(), tmp.size(), stream));
+  return cuda::synchronize(stream);
+}
 
 Status copy_from_memory(const LoadItem& it, cuda::Stream stream) {
   if (!it.to_device) {
@@ -68,6 +85,11 @@ Result<LoadStats> load_weights(const gguf::File& file, const std::vector<LoadIte
   if (reader && !reader->notice().empty()) log::info("{}", reader->notice());
 
   for (const auto& it : items) {
+    if (it.repack) {
+      STRATA_TRY(load_repacked(it, stream).with_context("repacking weights for the GPU"));
+      progress.add(it.bytes);
+      continue;
+    }
     if (!reader || !in_file(it)) {
       STRATA_TRY(copy_from_memory(it, stream));
       progress.add(it.bytes);

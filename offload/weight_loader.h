@@ -9,12 +9,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "core/trace.h"
 #include "kernels/cuda/cuda_api.h"
+#include "kernels/weight_view.h"
 #include "model/gguf_file.h"
 #include "offload/pinned_pool.h"
 
@@ -25,6 +27,9 @@ struct LoadItem {
   uint64_t bytes = 0;
   void* dst = nullptr;        // device memory (to_device) or host memory
   bool to_device = true;
+  // Set: src is this GGUF-layout matrix (its data == src, bytes its size), and dst receives it
+  // repacked into the GPU layout (kernels/gpu_layout.h: gpu_layout_bytes of it).
+  std::optional<kernels::WeightView> repack = std::nullopt;
 };
 
 struct LoadStats {

@@ -18,35 +18,13 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cpu/avx2_common.h"
 #include "kernels/cpu/quant/blocks.h"
 #include "kernels/cpu/quant/type_kernels.h"
-
-// Small constant-trip loops below must be fully unrolled (-O2 does not), so that shift counts are
-// immediates and arrays of vectors stay in registers.
-#define STRATA_UNROLL _Pragma("GCC unroll 16")
 
 namespace strata::kernels::cpu {
 namespace {
 
-using u8 = uint8_t;
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline uint16_t load_u16(const u8* p) {
-  uint16_t v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-inline uint32_t load_u32(const u8* p) {
-  uint32_t v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
 inline float load_f16(const u8* p) { return _cvtsh_ss(load_u16(p)); }
 
 // 8 bytes at p -> 8 int32 lanes, zero- or sign-extended.

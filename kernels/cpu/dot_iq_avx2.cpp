@@ -14,28 +14,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cpu/avx2_common.h"
 #include "kernels/cpu/quant/blocks.h"
 #include "kernels/cpu/quant/iq_grids.h"
 #include "kernels/cpu/quant/type_kernels.h"
 
-#define STRATA_UNROLL _Pragma("GCC unroll 16")
-
 namespace strata::kernels::cpu {
 namespace {
 
-using u8 = uint8_t;
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-inline uint32_t load_u32(const void* p) {
-  uint32_t v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
 inline float f16(uint16_t h) { return _cvtsh_ss(h); }
 inline __m256 ld(const float* x) { return _mm256_loadu_ps(x); }
 

@@ -7,6 +7,7 @@
 #include "kv/kv_quant.h"
 #include "offload/cost_model.h"
 #include "runtime/cuda_engine_state.h"
+#include "kernels/gpu_layout.h"
 #include "offload/weight_loader.h"
 
 namespace strata::runtime {
@@ -93,11 +94,22 @@ Status CudaForward::allocate() {
   std::vector<offload::LoadItem> loads;
   // `block` >= 0: the view goes into that streamed block instead of VRAM; a cpu-tier (host
   // sourced) block's view is also computed by im.host from the model's own view.
+  // GPU layout (ForwardOptions::gpu_layout): every matrix of a repacked type in VRAM or pinned RAM.
+  const char* layout_env = std::getenv("STRATA_GPU_LAYOUT");
+  im.gpu_layout = opt_.gpu_layout && !(layout_env && std::string(layout_env) == "0") && !pl.any(Tier::disk) &&
+                  !pl.any(Tier::cpu);
+  std::vector<std::vector<std::optional<kernels::WeightView>>> repack_src;  // per streamed block, per tensor
   auto matrix = [&](const kernels::WeightView& v, kernels::WeightView& out, int32_t block, const char* what) {
     out = v;
     if (v.empty() || !err.is_ok()) return;
     if (block >= 0 && specs[block].from_host) im.host_view[&out] = &v;  // v lives as long as model_
     const uint64_t bytes = v.row_bytes * uint64_t(v.n_out);
+    const uint64_t gpu_bytes = im.gpu_layout ? kernels::gpu_layout_bytes(v.type, v.n_in, v.n_out) : 0;
+    std::optional<kernels::WeightView> repack;
+    if (gpu_bytes) {
+      repack = v;
+      out = kernels::gpu_layout_view(nullptr, v.type, v.n_in, v.n_out);
+    }
     if (block >= 0) {
       const auto map = model_->file.bytes();
       const bool in_file = model_->file.is_mapped_file() && v.data >= map.data() && v.data + bytes <= map.data() + map.size();
@@ -107,14 +119,16 @@ Status CudaForward::allocate() {
         return;
       }
       const uint64_t file_offset = in_file ? uint64_t(v.data - map.data()) : 0;
-      specs[block].tensors.push_back({v.data, bytes, 0, file_offset});
+      specs[block].tensors.push_back({v.data, gpu_bytes ? gpu_bytes : bytes, 0, file_offset});
+      if (repack_src.size() < specs.size()) repack_src.resize(specs.size());
+      repack_src[block].push_back(repack);
       members[block].emplace_back(&out, specs[block].tensors.size() - 1);
       out.data = nullptr;  // set at acquire
       return;
     }
-    auto p = im.alloc(bytes, std::string("weights ") + what);
+    auto p = im.alloc(gpu_bytes ? gpu_bytes : bytes, std::string("weights ") + what);
     if (!p) { err = p.status(); return; }
-    loads.push_back({v.data, bytes, *p, true});
+    loads.push_back({v.data, bytes, *p, true, repack});
     out.data = static_cast<const uint8_t*>(*p);
   };
   auto vec = [&](const float* v, size_t n) -> const float* {
@@ -225,10 +239,16 @@ Status CudaForward::allocate() {
                                      &disk);
     if (!store) return store.status();
     im.store = std::move(store.value());
-    for (size_t b = 0; b < im.store->n_blocks(); ++b)
-      if (!im.store->block(b).on_disk && !im.store->block(b).from_host)
-        for (const auto& t : im.store->block(b).tensors)
-          loads.push_back({t.host_src, t.bytes, im.store->pinned(b) + t.offset, false});
+    for (size_t b = 0; b < im.store->n_blocks(); ++b) {
+      if (im.store->block(b).on_disk || im.store->block(b).from_host) continue;
+      const auto& ts = im.store->block(b).tensors;
+      for (size_t i = 0; i < ts.size(); ++i) {
+        // Repacked tensors: the source is the GGUF matrix, the pinned slot gets the GPU layout.
+        const auto& rp = b < repack_src.size() && i < repack_src[b].size() ? repack_src[b][i] : std::nullopt;
+        const uint64_t src_bytes = rp ? rp->row_bytes * uint64_t(rp->n_out) : ts[i].bytes;
+        loads.push_back({ts[i].host_src, src_bytes, im.store->pinned(b) + ts[i].offset, false, rp});
+      }
+    }
     im.store->set_timeline(im.timeline.get());
     im.patches.resize(im.store->n_blocks());
     for (size_t b = 0; b < members.size(); ++b)

@@ -55,6 +55,7 @@ struct CudaForward::Impl {
     if (!store || (is_cpu(b, il) && !cpu_blocks_on_gpu)) return -1;
     return block_id(b, il);
   }
+  bool gpu_layout = false;  // resident and pinned matrices repacked (ForwardOptions::gpu_layout)
   bool host_embed = false;  // token_embd stays in host memory: rows gathered on the CPU
   float* pinned_x = nullptr;  // host gather staging (ubatch x n_embd)
   struct LayerKv { cuda::KvStoreDev store; };

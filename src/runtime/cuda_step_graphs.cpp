@@ -9,8 +9,8 @@ GraphPolicy graph_policy() {
   const char* e = std::getenv("STRATA_CUDA_GRAPHS");
   const std::string v = e ? e : "";
   if (v == "0") return GraphPolicy::off;
-  if (v == "all") return GraphPolicy::all;
-  return GraphPolicy::resident_decode;
+  if (v == "decode") return GraphPolicy::resident_decode;
+  return GraphPolicy::all;
 }
 
 namespace {

@@ -6,12 +6,11 @@
 
 namespace strata::runtime {
 
-// Which steps replay graphs (STRATA_CUDA_GRAPHS): "0" none; "all" every step shape run_step_graph
-// accepts (decode, drafts, verification, batched steps; resident or streamed); anything else, the
-// default: single-sequence decode steps of a resident engine, the only shape measured on a GPU so
-// far. The streamed and multi-shape graphs (weight_store.h, "graph steps") are written and tested
-// by tests/gpu/test_step_graphs.cpp, but that test has not yet run on a GPU: the default widens
-// to "all" once it has.
+// Which steps replay graphs (STRATA_CUDA_GRAPHS): "0" none; "decode" single-sequence decode steps
+// of a resident engine only (what graphs covered before streamed graph steps existed); anything
+// else, the default: every step shape run_step_graph accepts (decode, drafts, verification,
+// batched steps; resident or streamed; tests/gpu/test_step_graphs.cpp checks them bit for bit
+// against eager steps).
 enum class GraphPolicy { off, resident_decode, all };
 GraphPolicy graph_policy();
 

@@ -35,6 +35,12 @@ struct ForwardOptions {
   uint32_t ring_slots = 3;     // VRAM staging slots for streamed blocks: prefetch depth + 1 (>= 2)
   uint64_t vram_budget = 0;    // hard limit on what the engine allocates; 0 = none
   uint64_t pinned_budget = 0;  // limit on pinned host RAM (offload/pinned_pool.h); 0 = none
+  // CUDA: repack the quantised matrices that live in VRAM or pinned RAM into the GPU layout the
+  // fast GEMV reads (kernels/gpu_layout.h), once at load. Only where every GPU-side copy of the
+  // weights can be in it: a placement with disk- or cpu-tier blocks (copied raw at each use) keeps
+  // the GGUF layout throughout, so that every plan's GPU kernels sum in one order per engine.
+  // STRATA_GPU_LAYOUT=0 turns it off.
+  bool gpu_layout = true;
   // When set, every eval adds spans to it (per weight block: compute on the CPU or GPU, streamed
   // copies; per eval: the host's view). The CUDA engine then runs without CUDA graphs, so that
   // every block of the decode step is visible.

@@ -203,9 +203,16 @@ void Session::report_measured(double decode_tps, uint64_t streamed, double decod
   if (host_compute_s > 0 && decode_s > 0 && decode_tps > 0)
     extra += fmt::format(" | CPU compute {:.2f} ms per token ({:.0f}% of decode; host tiers)",
                          1e3 * host_compute_s / (decode_tps * decode_s), 100 * host_compute_s / decode_s);
-  log::info("decode {:.2f} tok/s measured vs {:.2f} predicted ({:.0f}%){} | VRAM peak {} of budget {} (arena {})",
-            decode_tps, p.prediction.decode_tps,
-            p.prediction.decode_tps > 0 ? 100.0 * decode_tps / p.prediction.decode_tps : 0.0, extra,
+  // A plan made for speculation is compared with its speculative prediction (which assumes an
+  // acceptance rate; the measured one is in the speculation statistics above).
+  const bool spec = plan_->shape.speculative();
+  const double predicted = spec ? p.prediction.spec_tps : p.prediction.decode_tps;
+  const std::string what =
+      spec ? fmt::format("predicted speculative at acceptance {:.2f}; {:.2f} plain", plan_->shape.acceptance,
+                         p.prediction.decode_tps)
+           : std::string("predicted");
+  log::info("decode {:.2f} tok/s measured vs {:.2f} {} ({:.0f}%){} | VRAM peak {} of budget {} (arena {})", decode_tps,
+            predicted, what, predicted > 0 ? 100.0 * decode_tps / predicted : 0.0, extra,
             format_bytes(engine_->vram_peak_bytes() + plan_->profile.cuda_context.bytes),
             format_bytes(plan_->budgets.vram), format_bytes(plan_->engine_vram_budget));
 }

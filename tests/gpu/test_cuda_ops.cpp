@@ -147,7 +147,8 @@ TEST_CASE("cuda get_rows decodes every quant type bit-exactly", "[gpu]") {
     const auto info = ggml_type_info(id);
     if (!info) continue;
     const cpu::QuantKernels* qk = cpu::quant_kernels(info->type);
-    if (!qk) continue;
+    // The CUDA backend's types (the i-quants have CPU kernels only, so far).
+    if (!qk || !kc::supports_weight_type(info->type)) continue;
     ++n_types;
     INFO("type " << info->name);
     const int64_t n_in = 768, n_out = 41, n_tok = 9;
