@@ -94,11 +94,18 @@ Status CudaForward::allocate() {
   std::vector<offload::LoadItem> loads;
   // `block` >= 0: the view goes into that streamed block instead of VRAM; a cpu-tier (host
   // sourced) block's view is also computed by im.host from the model's own view.
-  // GPU layout (ForwardOptions::gpu_layout): every matrix of a repacked type in VRAM or pinned RAM.
+  // GPU layout (ForwardOptions::gpu_layout, STRATA_GPU_LAYOUT=1/0 overrides): every matrix of a
+  // repacked type in VRAM or pinned RAM.
   const char* layout_env = std::getenv("STRATA_GPU_LAYOUT");
-  im.gpu_layout = opt_.gpu_layout && !(layout_env && std::string(layout_env) == "0") && !pl.any(Tier::disk) &&
-                  !pl.any(Tier::cpu);
+  const bool want_layout = layout_env ? std::string(layout_env) == "1" : opt_.gpu_layout;
+  im.gpu_layout = want_layout && !pl.any(Tier::disk) && !pl.any(Tier::cpu);
   std::vector<std::vector<std::optional<kernels::WeightView>>> repack_src;  // per streamed block, per tensor
+  if (im.gpu_layout) {
+    // Exactness (ForwardOptions::gpu_layout): dp4a for every column count, unless a benchmark asks
+    // for the mma.sync kernel from STRATA_GEMV_MMA_MIN_COLS columns on.
+    const char* mma = std::getenv("STRATA_GEMV_MMA_MIN_COLS");
+    cuda::set_gemv_mma_min_cols(mma ? std::atoi(mma) : cuda::kMaxGemvCols + 1);
+  }
   auto matrix = [&](const kernels::WeightView& v, kernels::WeightView& out, int32_t block, const char* what) {
     out = v;
     if (v.empty() || !err.is_ok()) return;

@@ -41,7 +41,7 @@ TEST_CASE("Plans on a 1b-shaped model give the resident run's greedy text", "[gp
   std::vector<int32_t> prompt(40);
   for (auto& t : prompt) t = int32_t(rng.next_u64() % spec.hp.n_vocab);
   const runtime::ForwardOptions base{.n_ctx = 512, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16,
-                                     .placement = {}, .trace = {}};
+                                     .placement = {}, .gpu_layout = true, .trace = {}};
   auto resident = runtime::CudaForward::create(model.value(), base);
   REQUIRE(resident.is_ok());
   const test::Greedy want = test::greedy_with_gaps(**resident, prompt, 24);

@@ -105,10 +105,11 @@ TEST_CASE("Graph steps equal eager steps bit for bit, resident and streamed", "[
            return r;
          }(), 4},
     };
-    for (const auto& c : cases) {
-      INFO(dir << ": " << c.name);
+    for (const auto& c : cases)
+    for (bool layout : {false, true}) {
+      INFO(dir << ": " << c.name << (layout ? ", GPU weight layout" : ", GGUF layout"));
       const runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16,
-                                        .placement = c.r, .ring_slots = c.slots, .trace = {}};
+                                        .placement = c.r, .ring_slots = c.slots, .gpu_layout = layout, .trace = {}};
       ::setenv("STRATA_CUDA_GRAPHS", "0", 1);
       auto eager = runtime::CudaForward::create(model.value(), opt);
       REQUIRE(eager.is_ok());

@@ -74,7 +74,9 @@ TEST_CASE("Streamed weights give bit-identical logits to resident ones", "[gpu][
     auto model = runtime::Model::load(base + "model.gguf");
     REQUIRE(model.is_ok());
     const uint32_t n_layer = (*model)->spec.hp.n_layer;
-    const runtime::ForwardOptions base_opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .placement = {}, .trace = {}};
+    // The GPU weight layout on (ForwardOptions::gpu_layout): pinned blocks are repacked like resident ones.
+    const runtime::ForwardOptions base_opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16,
+                                           .placement = {}, .gpu_layout = true, .trace = {}};
     auto resident = runtime::CudaForward::create(model.value(), base_opt);
     REQUIRE(resident.is_ok());
     const auto want_gpu_layout = test::run_prompt_then_decode(**resident, tokens, n_prompt);
