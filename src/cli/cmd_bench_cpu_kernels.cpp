@@ -82,7 +82,7 @@ nlohmann::json bench_shape(GgmlType type, const Shape& sh, int threads, double r
   std::vector<float> x(size_t(max_cols) * size_t(sh.n_in)), y(size_t(max_cols) * size_t(sh.n_out));
   for (auto& v : x) v = rng.normal();
 
-  const std::string tname = ggml_type_info(type).name;
+  const std::string tname(ggml_type_info(type).name);
   nlohmann::json j = {{"config", fmt::format("{} {} t{}", tname, sh.name, threads)},
                       {"type", tname}, {"shape", sh.name}, {"n_in", sh.n_in}, {"n_out", sh.n_out},
                       {"threads", threads}, {"weight_bytes", bytes}, {"buffers", copies},
