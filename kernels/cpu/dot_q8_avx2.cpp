@@ -8,13 +8,12 @@
 //
 // ISA hygiene (as dot_avx2.cpp): nothing here instantiates an inline function shared with other
 // translation units: no std::, no member functions of Q8ActView (pointers are computed from its
-// fields); dot_q8_scales.h has internal linkage.
+// fields).
 #include <immintrin.h>
 
 #include <cstdint>
 
 #include "kernels/cpu/dot_q8.h"
-#include "kernels/cpu/dot_q8_scales.h"
 #include "kernels/cpu/quant/blocks.h"
 
 #define STRATA_UNROLL _Pragma("GCC unroll 16")
@@ -50,12 +49,46 @@ struct KRegs {
   float d, dmin;
 };
 
-inline void load_scales(const KScales16& s, KRegs* k) {
+// The scales are unpacked with a few u32 / vector operations (the scalar unpack of
+// dot_q8_scales.h costs more than the whole integer dot of one column); the tests hold them to the
+// scalar reference.
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// 16 int8 scales per half-group (Q3_K, Q6_K): int32 in half-sum order, and sc << kOffShift.
+template <int kOffShift>
+inline void load_scales_i8(__m128i sc, KRegs* k) {
   const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-  k->sc_a = _mm256_permutevar8x32_epi32(_mm256_cvtepi16_epi32(ld128(s.sc)), order);
-  k->sc_b = _mm256_permutevar8x32_epi32(_mm256_cvtepi16_epi32(ld128(s.sc + 8)), order);
-  k->off = ld(s.off_sc);
-  k->m = ld(s.m);
+  k->sc_a = _mm256_permutevar8x32_epi32(_mm256_cvtepi8_epi32(sc), order);
+  k->sc_b = _mm256_permutevar8x32_epi32(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8)), order);
+  k->off = _mm256_slli_epi16(_mm256_cvtepi8_epi16(sc), kOffShift);
+}
+
+// Q4_K / Q5_K: 8 6-bit (scale, min) pairs per group (layout in dot_q8_scales.h); group g's scale
+// serves both of its half-groups, so half-sum order [h0 h2 h4 h6 | h1 h3 h5 h7] is [s0..s3 | s0..s3].
+inline void load_scales_k4(const uint8_t* q, KRegs* k) {
+  const uint32_t a0 = load_u32(q), a1 = load_u32(q + 4), a2 = load_u32(q + 8);
+  const uint32_t sc_lo = a0 & 0x3f3f3f3fu, m_lo = a1 & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (a2 & 0x0f0f0f0fu) | (((a0 >> 6) & 0x03030303u) << 4);
+  const uint32_t m_hi = ((a2 >> 4) & 0x0f0f0f0fu) | (((a1 >> 6) & 0x03030303u) << 4);
+  k->sc_a = _mm256_cvtepu8_epi32(_mm_set1_epi32(int(sc_lo)));
+  k->sc_b = _mm256_cvtepu8_epi32(_mm_set1_epi32(int(sc_hi)));
+  const __m128i m8 = _mm_cvtsi64_si128(int64_t(uint64_t(m_lo) | (uint64_t(m_hi) << 32)));
+  k->m = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));  // m per half-group: m0 m0 m1 m1 ...
+  k->off = _mm256_setzero_si256();
+}
+
+// Q3_K: 16 6-bit codes (scale + 32): low nibbles in bytes 0-7, top 2 bits in bytes 8-11.
+inline __m128i q3k_scales(const uint8_t* q) {
+  const uint32_t a0 = load_u32(q), a1 = load_u32(q + 4), a2 = load_u32(q + 8);
+  const uint32_t m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+  const __m128i codes = _mm_setr_epi32(int((a0 & m4) | ((a2 & m2) << 4)), int((a1 & m4) | (((a2 >> 2) & m2) << 4)),
+                                       int(((a0 >> 4) & m4) | (((a2 >> 4) & m2) << 4)),
+                                       int(((a1 >> 4) & m4) | (((a2 >> 6) & m2) << 4)));
+  return _mm_sub_epi8(codes, _mm_set1_epi8(32));
 }
 
 inline void decode(const BlockQ4_K& b, KRegs* k) {
@@ -65,9 +98,7 @@ inline void decode(const BlockQ4_K& b, KRegs* k) {
     k->u[2 * j] = bits<0>(v, m4);
     k->u[2 * j + 1] = bits<4>(v, m4);
   }
-  KScales16 s;
-  unpack_scales_k4(b.scales, &s);
-  load_scales(s, k);
+  load_scales_k4(b.scales, k);
   k->d = _cvtsh_ss(b.d), k->dmin = _cvtsh_ss(b.dmin);
 }
 
@@ -83,9 +114,7 @@ inline void decode(const BlockQ5_K& b, KRegs* k) {
   k->u[5] = _mm256_or_si256(bits<4>(v2, m4), shl<4>(bits<5>(hb, m1)));
   k->u[6] = _mm256_or_si256(bits<0>(v3, m4), shl<4>(bits<6>(hb, m1)));
   k->u[7] = _mm256_or_si256(bits<4>(v3, m4), shl<4>(bits<7>(hb, m1)));
-  KScales16 s;
-  unpack_scales_k4(b.scales, &s);
-  load_scales(s, k);
+  load_scales_k4(b.scales, k);
   k->d = _cvtsh_ss(b.d), k->dmin = _cvtsh_ss(b.dmin);
 }
 
@@ -98,9 +127,7 @@ inline void decode(const BlockQ6_K& b, KRegs* k) {
     k->u[4 * c + 2] = _mm256_or_si256(bits<4>(q0, m4), shl<4>(bits<4>(h, m2)));
     k->u[4 * c + 3] = _mm256_or_si256(bits<4>(q1, m4), shl<4>(bits<6>(h, m2)));
   }
-  KScales16 s;
-  unpack_scales_q6k(b.scales, &s);
-  load_scales(s, k);
+  load_scales_i8<5>(ld128(b.scales), k);
   k->d = _cvtsh_ss(b.d), k->dmin = 0;
 }
 
@@ -115,9 +142,7 @@ inline void decode(const BlockQ3_K& b, KRegs* k) {
   k->u[5] = _mm256_or_si256(bits<2>(q1, m2), shl<2>(bits<5>(hm, m1)));
   k->u[6] = _mm256_or_si256(bits<4>(q1, m2), shl<2>(bits<6>(hm, m1)));
   k->u[7] = _mm256_or_si256(bits<6>(q1, m2), shl<2>(bits<7>(hm, m1)));
-  KScales16 s;
-  unpack_scales_q3k(b.scales, &s);
-  load_scales(s, k);
+  load_scales_i8<2>(q3k_scales(b.scales), k);
   k->d = _cvtsh_ss(b.d), k->dmin = 0;
 }
 
