@@ -36,17 +36,27 @@ using DotQ8Fn = void (*)(const void* row, const Q8ActView& x, float* y, int64_t 
 
 #define STRATA_DECLARE_Q8_KERNELS(t)                                                        \
   void dot_q8_##t##_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_stride); \
-  void dot_q8_##t##_avx2(const void* row, const Q8ActView& x, float* y, int64_t y_stride);
+  void dot_q8_##t##_avx2(const void* row, const Q8ActView& x, float* y, int64_t y_stride);     \
+  void dot_q8_##t##_avxvnni(const void* row, const Q8ActView& x, float* y, int64_t y_stride);  \
+  void dot_q8_##t##_avx512vnni(const void* row, const Q8ActView& x, float* y, int64_t y_stride);
 STRATA_CPU_Q8_TYPES(STRATA_DECLARE_Q8_KERNELS)
 #undef STRATA_DECLARE_Q8_KERNELS
 
+// The builds of these kernels, slowest first. avx2: vpmaddubsw + vpmaddwd; avx_vnni: VEX vpdpbusd
+// (Alder Lake, Sapphire Rapids, Zen 5); avx512_vnni: EVEX vpdpbusd on ymm (AVX512_VNNI + VL: Ice
+// Lake, Zen 4). All return the same bits. STRATA_CPU=avx2 caps at avx2 (no VNNI), =scalar at scalar.
+enum class Q8Isa : int { scalar = 0, avx2 = 1, avx_vnni = 2, avx512_vnni = 3 };
+inline constexpr int kQ8IsaCount = 4;
+const char* q8_isa_name(Q8Isa isa);
+bool q8_isa_supported(Q8Isa isa);  // by this CPU and the STRATA_CPU cap
+
 bool has_dot_q8(GgmlType type);
-// The kernel of one ISA (nullptr where the type or ISA has none; the scalar one always exists for
-// the types of has_dot_q8).
-DotQ8Fn dot_q8_kernel(GgmlType type, Isa isa);
+// The kernel of one build (nullptr where the type has none; every build exists for the types of
+// has_dot_q8, but only the supported ones may be called).
+DotQ8Fn dot_q8_kernel(GgmlType type, Q8Isa isa);
 // The fastest kernel this CPU supports (and the STRATA_CPU cap allows); nullptr without a path.
 DotQ8Fn best_dot_q8(GgmlType type);
-// Which ISA best_dot_q8 picks (for reports).
-Isa best_dot_q8_isa(GgmlType type);
+// Which build best_dot_q8 picks (for reports).
+Q8Isa best_dot_q8_isa(GgmlType type);
 
 }  // namespace strata::kernels::cpu

@@ -2,8 +2,12 @@
 // the dispatch table. The decoders here read the GGML block layouts (kernels/cpu/quant/blocks.h)
 // straight into unsigned codes in element order; the SIMD kernels decode the same bits their own
 // way and must agree exactly.
+#include <cpuid.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "core/cpu_features.h"
 #include "core/half.h"
@@ -143,21 +147,36 @@ void dot_legacy_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_
 
 struct Q8Row {
   GgmlType type;
-  DotQ8Fn fn[kIsaCount];
+  DotQ8Fn fn[kQ8IsaCount];
 };
-constexpr Q8Row kQ8Rows[] = {
-    {GgmlType::Q4_0, {dot_q8_q4_0_scalar, dot_q8_q4_0_avx2, nullptr}},
-    {GgmlType::Q8_0, {dot_q8_q8_0_scalar, dot_q8_q8_0_avx2, nullptr}},
-    {GgmlType::Q3_K, {dot_q8_q3_k_scalar, dot_q8_q3_k_avx2, nullptr}},
-    {GgmlType::Q4_K, {dot_q8_q4_k_scalar, dot_q8_q4_k_avx2, nullptr}},
-    {GgmlType::Q5_K, {dot_q8_q5_k_scalar, dot_q8_q5_k_avx2, nullptr}},
-    {GgmlType::Q6_K, {dot_q8_q6_k_scalar, dot_q8_q6_k_avx2, nullptr}},
-};
+#define STRATA_Q8_ROW(T, t) {GgmlType::T, {dot_q8_##t##_scalar, dot_q8_##t##_avx2, dot_q8_##t##_avxvnni, dot_q8_##t##_avx512vnni}}
+constexpr Q8Row kQ8Rows[] = {STRATA_Q8_ROW(Q4_0, q4_0), STRATA_Q8_ROW(Q8_0, q8_0), STRATA_Q8_ROW(Q3_K, q3_k),
+                             STRATA_Q8_ROW(Q4_K, q4_k), STRATA_Q8_ROW(Q5_K, q5_k), STRATA_Q8_ROW(Q6_K, q6_k)};
+#undef STRATA_Q8_ROW
 
 const Q8Row* q8_row(GgmlType type) {
   for (const Q8Row& r : kQ8Rows)
     if (r.type == type) return &r;
   return nullptr;
+}
+
+// VNNI flags (cpuid leaf 7: subleaf 1 EAX bit 4 = AVX-VNNI; subleaf 0 ECX bit 11 = AVX512_VNNI), on
+// top of the avx2 / avx512 levels of cpu_features() (which check the OS register state), and
+// switched off by any STRATA_CPU cap.
+struct VnniFlags {
+  bool avx_vnni = false, avx512_vnni = false;
+};
+VnniFlags detect_vnni() {
+  VnniFlags f;
+  if (std::getenv("STRATA_CPU")) return f;
+  unsigned a, b, c, d;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) f.avx512_vnni = cpu_features().avx512 && (c & (1u << 11));
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = cpu_features().avx2 && (a & (1u << 4));
+  return f;
+}
+const VnniFlags& vnni() {
+  static const VnniFlags f = detect_vnni();
+  return f;
 }
 
 }  // namespace
@@ -169,19 +188,40 @@ void dot_q8_q4_k_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys)
 void dot_q8_q5_k_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockQ5_K>(r, x, y, ys); }
 void dot_q8_q6_k_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockQ6_K>(r, x, y, ys); }
 
+const char* q8_isa_name(Q8Isa isa) {
+  switch (isa) {
+    case Q8Isa::scalar: return "scalar";
+    case Q8Isa::avx2: return "avx2";
+    case Q8Isa::avx_vnni: return "avx_vnni";
+    case Q8Isa::avx512_vnni: return "avx512_vnni";
+  }
+  return "unknown";
+}
+
+bool q8_isa_supported(Q8Isa isa) {
+  switch (isa) {
+    case Q8Isa::scalar: return true;
+    case Q8Isa::avx2: return cpu_features().avx2;
+    case Q8Isa::avx_vnni: return vnni().avx_vnni;
+    case Q8Isa::avx512_vnni: return vnni().avx512_vnni;
+  }
+  return false;
+}
+
 bool has_dot_q8(GgmlType type) { return q8_row(type) != nullptr; }
 
-DotQ8Fn dot_q8_kernel(GgmlType type, Isa isa) {
+DotQ8Fn dot_q8_kernel(GgmlType type, Q8Isa isa) {
   const Q8Row* r = q8_row(type);
   return r ? r->fn[int(isa)] : nullptr;
 }
 
-Isa best_dot_q8_isa(GgmlType type) {
-  const Q8Row* r = q8_row(type);
-  if (!r) return Isa::scalar;
-  for (int isa = kIsaCount - 1; isa > 0; --isa)
-    if (r->fn[isa] && isa_supported(Isa(isa))) return Isa(isa);
-  return Isa::scalar;
+// AVX-VNNI before AVX-512 VNNI: the same ymm work, and VEX code keeps clear of AVX-512 frequency
+// licences on the CPUs that have both.
+Q8Isa best_dot_q8_isa(GgmlType type) {
+  if (!q8_row(type)) return Q8Isa::scalar;
+  for (Q8Isa isa : {Q8Isa::avx_vnni, Q8Isa::avx512_vnni, Q8Isa::avx2})
+    if (q8_isa_supported(isa)) return isa;
+  return Q8Isa::scalar;
 }
 
 DotQ8Fn best_dot_q8(GgmlType type) {

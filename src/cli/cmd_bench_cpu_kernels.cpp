@@ -87,7 +87,7 @@ nlohmann::json bench_shape(GgmlType type, const Shape& sh, int threads, double r
                       {"type", tname}, {"shape", sh.name}, {"n_in", sh.n_in}, {"n_out", sh.n_out},
                       {"threads", threads}, {"weight_bytes", bytes}, {"buffers", copies},
                       {"host_read_gb_s", read_gb_s},
-                      {"q8_isa", kc::isa_name(kc::best_dot_q8_isa(type))}};
+                      {"q8_isa", kc::q8_isa_name(kc::best_dot_q8_isa(type))}};
   auto pass_gb_s = [&](double seconds) { return double(bytes) * copies / seconds / 1e9; };
   const double t_old = best_seconds(a.iters, [&] {
     for (const auto& v : views) kc::matmul_dot(v, x.data(), 1, y.data());
