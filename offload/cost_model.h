@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/cuda_api.h"
 #include "offload/hardware_profile.h"
 #include "offload/model_blocks.h"
 #include "offload/placement.h"
@@ -32,13 +33,13 @@
 namespace strata::offload {
 
 
-// Device scratch of the CUDA engine (runtime/cuda_forward.cpp allocates exactly these, so the
+// Device scratch of the CUDA engine (runtime/cuda_allocate.cpp allocates exactly these, so the
 // planner's VRAM accounting matches what the arena will be asked for): logits are produced
 // kLogitRows rows at a time; prefill GEMMs dequantise weights into a kGemmTileBytes f16 tile;
-// cuBLAS gets kCublasWorkspaceBytes.
+// cuBLAS gets kCublasWorkspaceBytes (the last two are the kernels' own constants, cuda_api.h).
 inline constexpr uint32_t kLogitRows = 32;
-inline constexpr uint64_t kGemmTileBytes = uint64_t(64) << 20;
-inline constexpr uint64_t kCublasScratchBytes = uint64_t(32) << 20;
+inline constexpr uint64_t kGemmTileBytes = kernels::cuda::kGemmTileBytes;
+inline constexpr uint64_t kCublasScratchBytes = kernels::cuda::kCublasWorkspaceBytes;
 
 struct RunShape {
   uint64_t ctx = 4096;        // target context (KV is sized for this)

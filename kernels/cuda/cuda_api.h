@@ -66,6 +66,8 @@ Result<MemInfo> mem_info();  // of the current device
 // caller (the executor's arena) instead of cuBLAS allocating on first use.
 Status set_matmul_workspace(void* d_ptr, size_t bytes);
 inline constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;  // what cuBLAS asks for on Hopper
+// The prefill GEMM dequantises weights into f16 tiles of about this size (a multiple of 64 rows).
+inline constexpr size_t kGemmTileBytes = size_t(64) << 20;
 
 // ---- fault injection (device_memory.cu) ---------------------------------------------------------
 // Test hook: the nth checked CUDA call from now (1 = the next; copies, syncs, events, kernel

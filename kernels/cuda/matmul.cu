@@ -111,10 +111,9 @@ bool float_piece8(const WeightView& w, const float* d_x) {
 constexpr size_t kWsAlign = 256;
 size_t align_up(size_t n) { return (n + kWsAlign - 1) / kWsAlign * kWsAlign; }
 
-// Rows per dequantised f16 tile: about kTileBytes of scratch, a multiple of 64 rows.
-constexpr size_t kTileBytes = size_t(64) << 20;
+// Rows per dequantised f16 tile: about kGemmTileBytes of scratch, a multiple of 64 rows.
 int64_t gemm_tile_rows(const WeightView& w) {
-  const int64_t fit = int64_t(kTileBytes / (size_t(w.n_in) * 2));
+  const int64_t fit = int64_t(kGemmTileBytes / (size_t(w.n_in) * 2));
   const int64_t rows = std::max<int64_t>(64, fit / 64 * 64);
   return std::min(rows, w.n_out);
 }

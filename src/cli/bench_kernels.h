@@ -11,5 +11,7 @@ namespace strata::cli {
 std::function<int()> add_bench_kernels(CLI::App* bench);
 // `strata bench spec` (cmd_bench_spec.cpp): plain vs speculative decoding in the same run.
 std::function<int()> add_bench_spec(CLI::App* bench);
+// `strata bench cpu-kernels` (cmd_bench_cpu_kernels.cpp): f32- vs int8-activation CPU matmul, 1..16 columns.
+std::function<int()> add_bench_cpu_kernels(CLI::App* bench);
 
 }  // namespace strata::cli

@@ -355,10 +355,12 @@ Command add_bench(CLI::App& app) {
   auto kernels_run = add_bench_kernels(sub);
   auto kv_quality_run = add_bench_kv_quality(sub);
   auto spec_run = add_bench_spec(sub);
-  return {sub, [a, dec, kernels_run, kv_quality_run, spec_run] {
+  auto cpu_kernels_run = add_bench_cpu_kernels(sub);
+  return {sub, [a, dec, kernels_run, kv_quality_run, spec_run, cpu_kernels_run] {
             if (dec->parsed()) return run_bench_decode(*a);
             if (const int rc = kv_quality_run(); rc >= 0) return rc;
             if (const int rc = spec_run(); rc >= 0) return rc;
+            if (const int rc = cpu_kernels_run(); rc >= 0) return rc;
             return kernels_run();
           }};
 }

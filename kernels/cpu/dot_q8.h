@@ -1,0 +1,62 @@
+// Dot products of quantised weight rows with int8 activations (q8_act.h), for decode and
+// speculative verify: one call computes one weight row against 1..16 activation columns, decoding
+// each weight block once for all of them. Types: Q4_0, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K (the others
+// have no int8 path: has_dot_q8() is false and callers use the exact f32 kernels, quant_kernels.h).
+//
+// The arithmetic, shared bit for bit by the scalar reference and every SIMD kernel:
+// - K types (256-element super-blocks; 16 half-groups h of 16, 8 groups g of 32): the weight codes
+//   are made unsigned (u = q + offset: Q6_K 32, Q3_K 4, Q4_K/Q5_K 0) and per group
+//     isum_g = sum_{h in g} sc_h * sum_{i in h} u_i * xq_i  -  sum_{h in g} sc_h * offset * S_h
+//     mint_g = sum_{h in g} m_h * S_h                        (Q4_K / Q5_K mins, else 0)
+//   (S_h: the activation sums of q8_act.h), exact in int32. Then, in f32, per lane g of eight:
+//     acc_g  = fma(float(isum_g) * dx_g, d, acc_g);  accm_g = fma(float(mint_g) * dx_g, dmin, accm_g)
+//   over the super-blocks, and the result is hsum8(acc - accm), hsum8 adding lanes (0+4, 1+5, 2+6,
+//   3+7), then (0+2, 1+3), then (0+1).
+// - Q4_0 / Q8_0 (blocks of 32, signed codes w): lane j of eight is the int32 sum over elements
+//   4j..4j+3 of w_i * xq_i, and acc_j = fma(float(lane_j), d_w * dx, acc_j); result hsum8(acc).
+// So a SIMD kernel equals the scalar one exactly (the tests require it) and differs from
+// dequantise-then-dot on the same int8-rounded activations only by f32 rounding.
+//
+// Contract: row is one weight row of x.n elements (a multiple of the type's block size); 1 <=
+// x.n_col <= kQ8MaxCols; y[c * y_stride] receives column c. Pure; alignment as quant_kernels.h.
+#pragma once
+
+#include <cstdint>
+
+#include "core/ggml_type.h"
+#include "kernels/cpu/q8_act.h"
+#include "kernels/cpu/quant_kernels.h"
+
+namespace strata::kernels::cpu {
+
+using DotQ8Fn = void (*)(const void* row, const Q8ActView& x, float* y, int64_t y_stride);
+
+// X(type suffix): the types with int8-activation kernels.
+#define STRATA_CPU_Q8_TYPES(X) X(q4_0) X(q8_0) X(q3_k) X(q4_k) X(q5_k) X(q6_k)
+
+#define STRATA_DECLARE_Q8_KERNELS(t)                                                        \
+  void dot_q8_##t##_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_stride); \
+  void dot_q8_##t##_avx2(const void* row, const Q8ActView& x, float* y, int64_t y_stride);     \
+  void dot_q8_##t##_avxvnni(const void* row, const Q8ActView& x, float* y, int64_t y_stride);  \
+  void dot_q8_##t##_avx512vnni(const void* row, const Q8ActView& x, float* y, int64_t y_stride);
+STRATA_CPU_Q8_TYPES(STRATA_DECLARE_Q8_KERNELS)
+#undef STRATA_DECLARE_Q8_KERNELS
+
+// The builds of these kernels, slowest first. avx2: vpmaddubsw + vpmaddwd; avx_vnni: VEX vpdpbusd
+// (Alder Lake, Sapphire Rapids, Zen 5); avx512_vnni: EVEX vpdpbusd on ymm (AVX512_VNNI + VL: Ice
+// Lake, Zen 4). All return the same bits. STRATA_CPU=avx2 caps at avx2 (no VNNI), =scalar at scalar.
+enum class Q8Isa : int { scalar = 0, avx2 = 1, avx_vnni = 2, avx512_vnni = 3 };
+inline constexpr int kQ8IsaCount = 4;
+const char* q8_isa_name(Q8Isa isa);
+bool q8_isa_supported(Q8Isa isa);  // by this CPU and the STRATA_CPU cap
+
+bool has_dot_q8(GgmlType type);
+// The kernel of one build (nullptr where the type has none; every build exists for the types of
+// has_dot_q8, but only the supported ones may be called).
+DotQ8Fn dot_q8_kernel(GgmlType type, Q8Isa isa);
+// The fastest kernel this CPU supports (and the STRATA_CPU cap allows); nullptr without a path.
+DotQ8Fn best_dot_q8(GgmlType type);
+// Which build best_dot_q8 picks (for reports).
+Q8Isa best_dot_q8_isa(GgmlType type);
+
+}  // namespace strata::kernels::cpu

@@ -1,0 +1,232 @@
+// Scalar reference of the int8-activation dots (the arithmetic of dot_q8.h, lane for lane), and
+// the dispatch table. The decoders here read the GGML block layouts (kernels/cpu/quant/blocks.h)
+// straight into unsigned codes in element order; the SIMD kernels decode the same bits their own
+// way and must agree exactly.
+#include <cpuid.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "core/cpu_features.h"
+#include "core/half.h"
+#include "kernels/cpu/dot_q8.h"
+#include "kernels/cpu/dot_q8_scales.h"
+#include "kernels/cpu/quant/blocks.h"
+
+namespace strata::kernels::cpu {
+namespace {
+
+// One K super-block in the integer form: u[256] unsigned codes (element order), scales, d, dmin.
+struct KDecoded {
+  uint8_t u[kQK_K];
+  KScales16 s;
+  float d, dmin;
+};
+
+void decode_k(const BlockQ4_K& b, KDecoded* o) {
+  o->d = f16_to_f32(b.d), o->dmin = f16_to_f32(b.dmin);
+  unpack_scales_k4(b.scales, &o->s);
+  for (int j = 0; j < 4; ++j)
+    for (int l = 0; l < 32; ++l) {
+      o->u[64 * j + l] = b.qs[32 * j + l] & 15;
+      o->u[64 * j + 32 + l] = b.qs[32 * j + l] >> 4;
+    }
+}
+
+void decode_k(const BlockQ5_K& b, KDecoded* o) {
+  o->d = f16_to_f32(b.d), o->dmin = f16_to_f32(b.dmin);
+  unpack_scales_k4(b.scales, &o->s);
+  for (int j = 0; j < 4; ++j)
+    for (int l = 0; l < 32; ++l) {
+      o->u[64 * j + l] = uint8_t((b.qs[32 * j + l] & 15) | (((b.qh[l] >> (2 * j)) & 1) << 4));
+      o->u[64 * j + 32 + l] = uint8_t((b.qs[32 * j + l] >> 4) | (((b.qh[l] >> (2 * j + 1)) & 1) << 4));
+    }
+}
+
+// Element 128c + 32k + l: 4 low bits from ql[64c + 32(k&1) + l] (high nibble for k >= 2), 2 high
+// bits from qh[32c + l] at bit 2k.
+void decode_k(const BlockQ6_K& b, KDecoded* o) {
+  o->d = f16_to_f32(b.d), o->dmin = 0;
+  unpack_scales_q6k(b.scales, &o->s);
+  for (int c = 0; c < 2; ++c)
+    for (int k = 0; k < 4; ++k)
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t lq = b.ql[64 * c + 32 * (k & 1) + l];
+        const int lo = k >= 2 ? lq >> 4 : lq & 15;
+        const int hi = (b.qh[32 * c + l] >> (2 * k)) & 3;
+        o->u[128 * c + 32 * k + l] = uint8_t(lo | (hi << 4));
+      }
+}
+
+// Element 128h + 32j + p: 2 low bits from qs[32h + p] at bit 2j; hmask[p] bit 4h + j set means no
+// -4 offset, so u = low + 4 * bit and the value is u - 4.
+void decode_k(const BlockQ3_K& b, KDecoded* o) {
+  o->d = f16_to_f32(b.d), o->dmin = 0;
+  unpack_scales_q3k(b.scales, &o->s);
+  for (int h = 0; h < 2; ++h)
+    for (int j = 0; j < 4; ++j)
+      for (int p = 0; p < 32; ++p) {
+        const int lo = (b.qs[32 * h + p] >> (2 * j)) & 3;
+        const int hb = (b.hmask[p] >> (4 * h + j)) & 1;
+        o->u[128 * h + 32 * j + p] = uint8_t(lo | (hb << 2));
+      }
+}
+
+float hsum8(const float* v) {
+  const float a0 = v[0] + v[4], a1 = v[1] + v[5], a2 = v[2] + v[6], a3 = v[3] + v[7];
+  const float b0 = a0 + a2, b1 = a1 + a3;
+  return b0 + b1;
+}
+
+template <typename Block>
+void dot_k_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_stride) {
+  const Block* blocks = static_cast<const Block*>(row);
+  float acc[kQ8MaxCols][8] = {}, accm[kQ8MaxCols][8] = {};
+  KDecoded kd;
+  for (int64_t b = 0; b < x.n / kQK_K; ++b) {
+    decode_k(blocks[b], &kd);
+    for (int c = 0; c < x.n_col; ++c) {
+      const int8_t* xq = x.col_q(c) + b * kQK_K;
+      const float* dx = x.col_d(c) + b * 8;
+      const int16_t* sx = x.col_s(c) + b * 16;
+      for (int g = 0; g < 8; ++g) {
+        int32_t isum = 0, mint = 0;
+        for (int h = 2 * g; h < 2 * g + 2; ++h) {
+          int32_t dot = 0;
+          for (int i = 16 * h; i < 16 * h + 16; ++i) dot += int32_t(kd.u[i]) * xq[i];
+          isum += int32_t(kd.s.sc[h]) * dot - int32_t(kd.s.off_sc[h]) * sx[h];
+          mint += int32_t(kd.s.m[h]) * sx[h];
+        }
+        const float t = float(isum) * dx[g], tm = float(mint) * dx[g];
+        acc[c][g] = std::fma(t, kd.d, acc[c][g]);
+        accm[c][g] = std::fma(tm, kd.dmin, accm[c][g]);
+      }
+    }
+  }
+  for (int c = 0; c < x.n_col; ++c) {
+    float v[8];
+    for (int g = 0; g < 8; ++g) v[g] = acc[c][g] - accm[c][g];
+    y[c * y_stride] = hsum8(v);
+  }
+}
+
+// Legacy blocks of 32 as signed codes in element order, and their f32 scale.
+float decode_legacy(const BlockQ4_0& b, int8_t* w) {
+  for (int l = 0; l < 16; ++l) {
+    w[l] = int8_t((b.qs[l] & 15) - 8);
+    w[l + 16] = int8_t((b.qs[l] >> 4) - 8);
+  }
+  return f16_to_f32(b.d);
+}
+float decode_legacy(const BlockQ8_0& b, int8_t* w) {
+  std::memcpy(w, b.qs, kQK);
+  return f16_to_f32(b.d);
+}
+
+template <typename Block>
+void dot_legacy_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_stride) {
+  const Block* blocks = static_cast<const Block*>(row);
+  float acc[kQ8MaxCols][8] = {};
+  int8_t w[kQK];
+  for (int64_t b = 0; b < x.n / kQK; ++b) {
+    const float dw = decode_legacy(blocks[b], w);
+    for (int c = 0; c < x.n_col; ++c) {
+      const int8_t* xq = x.col_q(c) + b * kQK;
+      const float dwx = dw * x.col_d(c)[b];
+      for (int j = 0; j < 8; ++j) {
+        int32_t lane = 0;
+        for (int i = 4 * j; i < 4 * j + 4; ++i) lane += int32_t(w[i]) * xq[i];
+        acc[c][j] = std::fma(float(lane), dwx, acc[c][j]);
+      }
+    }
+  }
+  for (int c = 0; c < x.n_col; ++c) y[c * y_stride] = hsum8(acc[c]);
+}
+
+struct Q8Row {
+  GgmlType type;
+  DotQ8Fn fn[kQ8IsaCount];
+};
+#define STRATA_Q8_ROW(T, t) {GgmlType::T, {dot_q8_##t##_scalar, dot_q8_##t##_avx2, dot_q8_##t##_avxvnni, dot_q8_##t##_avx512vnni}}
+constexpr Q8Row kQ8Rows[] = {STRATA_Q8_ROW(Q4_0, q4_0), STRATA_Q8_ROW(Q8_0, q8_0), STRATA_Q8_ROW(Q3_K, q3_k),
+                             STRATA_Q8_ROW(Q4_K, q4_k), STRATA_Q8_ROW(Q5_K, q5_k), STRATA_Q8_ROW(Q6_K, q6_k)};
+#undef STRATA_Q8_ROW
+
+const Q8Row* q8_row(GgmlType type) {
+  for (const Q8Row& r : kQ8Rows)
+    if (r.type == type) return &r;
+  return nullptr;
+}
+
+// VNNI flags (cpuid leaf 7: subleaf 1 EAX bit 4 = AVX-VNNI; subleaf 0 ECX bit 11 = AVX512_VNNI), on
+// top of the avx2 / avx512 levels of cpu_features() (which check the OS register state), and
+// switched off by any STRATA_CPU cap.
+struct VnniFlags {
+  bool avx_vnni = false, avx512_vnni = false;
+};
+VnniFlags detect_vnni() {
+  VnniFlags f;
+  if (std::getenv("STRATA_CPU")) return f;
+  unsigned a, b, c, d;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) f.avx512_vnni = cpu_features().avx512 && (c & (1u << 11));
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = cpu_features().avx2 && (a & (1u << 4));
+  return f;
+}
+const VnniFlags& vnni() {
+  static const VnniFlags f = detect_vnni();
+  return f;
+}
+
+}  // namespace
+
+void dot_q8_q4_0_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_legacy_scalar<BlockQ4_0>(r, x, y, ys); }
+void dot_q8_q8_0_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_legacy_scalar<BlockQ8_0>(r, x, y, ys); }
+void dot_q8_q3_k_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockQ3_K>(r, x, y, ys); }
+void dot_q8_q4_k_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockQ4_K>(r, x, y, ys); }
+void dot_q8_q5_k_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockQ5_K>(r, x, y, ys); }
+void dot_q8_q6_k_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockQ6_K>(r, x, y, ys); }
+
+const char* q8_isa_name(Q8Isa isa) {
+  switch (isa) {
+    case Q8Isa::scalar: return "scalar";
+    case Q8Isa::avx2: return "avx2";
+    case Q8Isa::avx_vnni: return "avx_vnni";
+    case Q8Isa::avx512_vnni: return "avx512_vnni";
+  }
+  return "unknown";
+}
+
+bool q8_isa_supported(Q8Isa isa) {
+  switch (isa) {
+    case Q8Isa::scalar: return true;
+    case Q8Isa::avx2: return cpu_features().avx2;
+    case Q8Isa::avx_vnni: return vnni().avx_vnni;
+    case Q8Isa::avx512_vnni: return vnni().avx512_vnni;
+  }
+  return false;
+}
+
+bool has_dot_q8(GgmlType type) { return q8_row(type) != nullptr; }
+
+DotQ8Fn dot_q8_kernel(GgmlType type, Q8Isa isa) {
+  const Q8Row* r = q8_row(type);
+  return r ? r->fn[int(isa)] : nullptr;
+}
+
+// AVX-VNNI before AVX-512 VNNI: the same ymm work, and VEX code keeps clear of AVX-512 frequency
+// licences on the CPUs that have both.
+Q8Isa best_dot_q8_isa(GgmlType type) {
+  if (!q8_row(type)) return Q8Isa::scalar;
+  for (Q8Isa isa : {Q8Isa::avx_vnni, Q8Isa::avx512_vnni, Q8Isa::avx2})
+    if (q8_isa_supported(isa)) return isa;
+  return Q8Isa::scalar;
+}
+
+DotQ8Fn best_dot_q8(GgmlType type) {
+  const Q8Row* r = q8_row(type);
+  return r ? r->fn[int(best_dot_q8_isa(type))] : nullptr;
+}
+
+}  // namespace strata::kernels::cpu

@@ -1,0 +1,58 @@
+// The K types' packed sub-block scales unpacked into the per-16 integer form dot_q8.h describes.
+// Internal to the dot_q8_*.cpp files. Everything here has internal linkage (anonymous namespace),
+// so files compiled with different ISA flags can include it without sharing one instantiation.
+#pragma once
+
+#include <cstdint>
+
+namespace strata::kernels::cpu {
+namespace {
+
+// Per half-group h of 16 elements: sc_h, sc_h * offset, m_h (see dot_q8.h).
+struct KScales16 {
+  alignas(32) int16_t sc[16];
+  alignas(32) int16_t off_sc[16];
+  alignas(32) int16_t m[16];
+};
+
+// Q4_K / Q5_K: 8 (scale, min) pairs of 6 bits in 12 bytes (layout in kernels/cpu/quant/k_types.cpp);
+// pair j covers group j, so both halves of the group get it. No offset.
+inline void unpack_scales_k4(const uint8_t* q, KScales16* s) {
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    if (j < 4) {
+      sc = q[j] & 63;
+      m = q[j + 4] & 63;
+    } else {
+      sc = (q[j + 4] & 15) | ((q[j - 4] >> 6) << 4);
+      m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+    s->sc[2 * j] = s->sc[2 * j + 1] = int16_t(sc);
+    s->m[2 * j] = s->m[2 * j + 1] = int16_t(m);
+    s->off_sc[2 * j] = s->off_sc[2 * j + 1] = 0;
+  }
+}
+
+// Q3_K: 16 6-bit codes (scale + 32); unsigned weight codes carry offset 4.
+inline void unpack_scales_q3k(const uint8_t* q, KScales16* s) {
+  for (int i = 0; i < 16; ++i) {
+    const int lo = i < 8 ? (q[i] & 15) : (q[i - 8] >> 4);
+    const int hi = (q[8 + i % 4] >> (2 * (i / 4))) & 3;
+    const int sc = (lo | (hi << 4)) - 32;
+    s->sc[i] = int16_t(sc);
+    s->off_sc[i] = int16_t(4 * sc);
+    s->m[i] = 0;
+  }
+}
+
+// Q6_K: 16 int8 scales; unsigned weight codes carry offset 32.
+inline void unpack_scales_q6k(const int8_t* q, KScales16* s) {
+  for (int i = 0; i < 16; ++i) {
+    s->sc[i] = q[i];
+    s->off_sc[i] = int16_t(32 * q[i]);
+    s->m[i] = 0;
+  }
+}
+
+}  // namespace
+}  // namespace strata::kernels::cpu

@@ -1,0 +1,59 @@
+#include "kernels/cpu/q8_act.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/status.h"
+
+namespace strata::kernels::cpu {
+namespace {
+
+size_t align64(size_t b) { return (b + 63) / 64 * 64; }
+
+}  // namespace
+
+size_t q8_act_bytes(int64_t n, int64_t n_col) {
+  const size_t cols = size_t(n_col), un = size_t(n);
+  return align64(cols * un) + align64(cols * (un / kQ8Group) * sizeof(float)) +
+         align64(cols * (un / 16) * sizeof(int16_t));
+}
+
+Q8ActView quantize_q8_act(const float* x, int64_t n, int64_t n_col, void* buf) {
+  STRATA_CHECK(n % kQ8Group == 0, "int8 activations: n = {} is not a multiple of {}", n, kQ8Group);
+  auto* base = static_cast<uint8_t*>(buf);
+  const size_t cols = size_t(n_col), un = size_t(n);
+  auto* q = reinterpret_cast<int8_t*>(base);
+  auto* d = reinterpret_cast<float*>(base + align64(cols * un));
+  auto* s = reinterpret_cast<int16_t*>(base + align64(cols * un) + align64(cols * (un / kQ8Group) * sizeof(float)));
+  for (int64_t c = 0; c < n_col; ++c) {
+    const float* xc = x + c * n;
+    int8_t* qc = q + c * n;
+    for (int64_t g = 0; g < n / kQ8Group; ++g) {
+      const float* xg = xc + g * kQ8Group;
+      float amax = 0;
+      for (int i = 0; i < kQ8Group; ++i) amax = std::max(amax, std::fabs(xg[i]));
+      const float dg = amax / 127.0f;
+      const float id = dg > 0 ? 1.0f / dg : 0.0f;
+      int8_t* qg = qc + g * kQ8Group;
+      for (int i = 0; i < kQ8Group; ++i) {
+        // nearbyint: round half to even in the default rounding mode; |x * id| <= 127 up to
+        // rounding of id, so the clamp only guards that last ulp.
+        const float r = std::nearbyint(xg[i] * id);
+        qg[i] = int8_t(std::clamp(r, -127.0f, 127.0f));
+      }
+      d[c * (n / kQ8Group) + g] = dg;
+      for (int h = 0; h < 2; ++h) {
+        int sum = 0;
+        for (int i = 0; i < 16; ++i) sum += qg[16 * h + i];
+        s[c * (n / 16) + 2 * g + h] = int16_t(sum);
+      }
+    }
+  }
+  return {q, d, s, n, int(n_col)};
+}
+
+float q8_act_value(const Q8ActView& x, int col, int64_t i) {
+  return float(x.col_q(col)[i]) * x.col_d(col)[i / kQ8Group];
+}
+
+}  // namespace strata::kernels::cpu

@@ -1,0 +1,247 @@
+// The int8-activation kernels (kernels/cpu/dot_q8.h, gemv_q8.h) against their scalar reference and
+// against dequantise-then-dot on the same int8-rounded activations.
+//
+// - SIMD vs scalar: the integer sums and the f32 lane order are specified (dot_q8.h), so every ISA
+//   must return the scalar kernel's floats bit for bit.
+// - Scalar vs dequantise-then-dot (double, on x_hat = q * d): the kernel's integer sums are exact;
+//   what remains is f32 rounding: of each group's float(isum) * dx, of the fma into one of eight
+//   lanes (B terms per lane: B = super-blocks, or blocks of 32 for Q4_0/Q8_0) and of the final sum,
+//   plus the reference's own rounding of the decoded weights (d * scale first, ggml's order).
+//   We allow tol = 8 * (B + 8) * FLT_EPSILON * sum_i |w_i * x_hat_i|. A decode bug moves the result
+//   by ~|w_i x_hat_i| for some i, ~sum/n on average: far above tol for the n used here (<= 2048).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/ggml_type.h"
+#include "core/rng.h"
+#include "kernels/cpu/dot_q8.h"
+#include "kernels/cpu/gemv_q8.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant_kernels.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace strata;
+using namespace strata::kernels;
+using namespace strata::kernels::cpu;
+
+const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q3_K,
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
+
+struct Q8Buffer {
+  std::vector<uint8_t> storage;
+  Q8ActView view;
+  Q8Buffer(const std::vector<float>& x, int64_t n, int64_t n_col) : storage(q8_act_bytes(n, n_col) + 64) {
+    auto base = reinterpret_cast<uintptr_t>(storage.data());
+    view = quantize_q8_act(x.data(), n, n_col, reinterpret_cast<void*>((base + 63) / 64 * 64));
+  }
+};
+
+std::vector<float> make_x(int64_t count, Rng& rng, bool wide) {
+  std::vector<float> x = test::random_normal(size_t(count), rng);
+  if (wide)
+    for (auto& v : x) v *= std::exp2(rng.uniform(-12.0f, 12.0f));
+  return x;
+}
+
+std::vector<uint8_t> make_rows(GgmlType type, int64_t n, int64_t rows, Rng& rng) {
+  const auto* k = quant_kernels(type);
+  const uint64_t rb = ggml_row_bytes(type, uint64_t(n));
+  std::vector<uint8_t> w(rb * uint64_t(rows));
+  for (int64_t r = 0; r < rows; ++r) k->fill_random(w.data() + r * rb, n, rng, 0.05f);
+  return w;
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+int64_t block_elems(GgmlType t) { return t == GgmlType::Q4_0 || t == GgmlType::Q8_0 ? 32 : 256; }
+
+}  // namespace
+
+TEST_CASE("int8 activations: codes, scales and sums", "[q8]") {
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  const int64_t n = 512, n_col = 3;
+  auto x = make_x(n * n_col, rng, true);
+  for (int i = 0; i < 32; ++i) x[size_t(64 + i)] = 0.0f;  // an all-zero group
+  Q8Buffer q(x, n, n_col);
+  for (int c = 0; c < n_col; ++c) {
+    for (int64_t g = 0; g < n / 32; ++g) {
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[size_t(c * n + g * 32 + i)]));
+      REQUIRE(q.view.col_d(c)[g] == amax / 127.0f);
+      for (int h = 0; h < 2; ++h) {
+        int sum = 0;
+        for (int i = 0; i < 16; ++i) sum += q.view.col_q(c)[g * 32 + h * 16 + i];
+        REQUIRE(q.view.col_s(c)[2 * g + h] == sum);
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const int8_t v = q.view.col_q(c)[i];
+      REQUIRE(v >= -127);
+      const float d = q.view.col_d(c)[i / 32];
+      REQUIRE(std::fabs(q8_act_value(q.view, c, i) - x[size_t(c * n + i)]) <= 0.5f * d * (1 + 1e-5f));
+    }
+  }
+  REQUIRE(q.view.col_d(0)[2] == 0.0f);
+  REQUIRE(q.view.col_q(0)[70] == 0);
+}
+
+TEST_CASE("int8 dot: scalar reference matches dequantise-then-dot on the rounded activations", "[q8]") {
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (GgmlType t : kTypes) {
+    INFO("type " << ggml_type_info(t).name);
+    const auto* k = quant_kernels(t);
+    for (int64_t n : {int64_t(256), int64_t(1024), int64_t(2048)}) {
+      for (bool wide : {false, true}) {
+        INFO("n " << n << " wide " << wide);
+        const int n_col = 3;
+        auto w = make_rows(t, n, 1, rng);
+        auto x = make_x(n * n_col, rng, wide);
+        Q8Buffer q(x, n, n_col);
+        std::vector<float> wf(static_cast<size_t>(n));
+        k->dequantize(w.data(), wf.data(), n);
+        std::vector<float> y(n_col, kPoison);
+        dot_q8_kernel(t, Q8Isa::scalar)(w.data(), q.view, y.data(), 1);
+        const double blocks = double(n / block_elems(t));
+        for (int c = 0; c < n_col; ++c) {
+          double ref = 0, mag = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            const double p = double(wf[size_t(i)]) * double(q8_act_value(q.view, c, i));
+            ref += p;
+            mag += std::fabs(p);
+          }
+          const double tol = 8 * (blocks + 8) * FLT_EPSILON * mag;
+          INFO("col " << c << " y " << y[c] << " ref " << ref << " tol " << tol);
+          REQUIRE(std::isfinite(y[c]));
+          REQUIRE(std::fabs(double(y[c]) - ref) <= tol);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("int8 dot: every ISA equals the scalar reference bit for bit, 1..16 columns", "[q8]") {
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (GgmlType t : kTypes) {
+    INFO("type " << ggml_type_info(t).name);
+    for (int isa = 1; isa < kQ8IsaCount; ++isa) {
+      const DotQ8Fn fn = dot_q8_kernel(t, Q8Isa(isa));
+      if (!fn || !q8_isa_supported(Q8Isa(isa))) continue;
+      INFO("isa " << q8_isa_name(Q8Isa(isa)));
+      for (int64_t n : {int64_t(256), int64_t(5376)}) {
+        for (int n_col : {1, 2, 5, 16}) {
+          INFO("n " << n << " cols " << n_col);
+          auto w = make_rows(t, n, 1, rng);
+          auto x = make_x(n * n_col, rng, n_col == 5);
+          Q8Buffer q(x, n, n_col);
+          std::vector<float> ys(size_t(n_col) * 3, kPoison), yv(size_t(n_col) * 3, kPoison);
+          dot_q8_kernel(t, Q8Isa::scalar)(w.data(), q.view, ys.data(), 3);
+          fn(w.data(), q.view, yv.data(), 3);
+          for (int c = 0; c < n_col; ++c) {
+            INFO("col " << c << " scalar " << ys[size_t(3 * c)] << " simd " << yv[size_t(3 * c)]);
+            REQUIRE(std::isfinite(ys[size_t(3 * c)]));
+            REQUIRE(same_bits(ys[size_t(3 * c)], yv[size_t(3 * c)]));
+            REQUIRE(std::isnan(yv[size_t(3 * c + 1)]));  // the stride's gaps stay untouched
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("int8 dot: multi-column results equal single-column ones", "[q8]") {
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (GgmlType t : kTypes) {
+    INFO("type " << ggml_type_info(t).name);
+    for (int isa = 0; isa < kQ8IsaCount; ++isa) {
+      const DotQ8Fn fn = dot_q8_kernel(t, Q8Isa(isa));
+      if (!fn || !q8_isa_supported(Q8Isa(isa))) continue;
+      INFO("isa " << q8_isa_name(Q8Isa(isa)));
+      const int64_t n = 1024;
+      auto w = make_rows(t, n, 1, rng);
+      auto x = make_x(n * kQ8MaxCols, rng, false);
+      Q8Buffer q(x, n, kQ8MaxCols);
+      std::vector<float> multi(kQ8MaxCols, kPoison);
+      fn(w.data(), q.view, multi.data(), 1);
+      for (int c = 0; c < kQ8MaxCols; ++c) {
+        float one = kPoison;
+        fn(w.data(), q.view.columns(c, 1), &one, 1);
+        REQUIRE(std::isfinite(one));
+        REQUIRE(same_bits(one, multi[size_t(c)]));
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul_q8: oneTBB rows and column chunks equal per-row kernel calls", "[q8]") {
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K}) {
+    const int64_t n_in = 512, n_out = 301;
+    auto wb = make_rows(t, n_in, n_out, rng);
+    const WeightView w{wb.data(), t, n_in, n_out, ggml_row_bytes(t, uint64_t(n_in))};
+    for (int64_t n_tok : {int64_t(1), int64_t(7), int64_t(20)}) {
+      INFO("type " << ggml_type_info(t).name << " tokens " << n_tok);
+      auto x = make_x(n_in * n_tok, rng, false);
+      std::vector<float> y(size_t(n_tok * n_out), kPoison);
+      matmul_q8(w, x.data(), n_tok, y.data());
+      Q8Buffer q(x, n_in, n_tok);
+      const DotQ8Fn fn = best_dot_q8(t);
+      for (int64_t r = 0; r < n_out; ++r)
+        for (int c = 0; c < n_tok; ++c) {
+          float one = kPoison;
+          fn(w.row(r), q.view.columns(c, 1), &one, 1);
+          REQUIRE(std::isfinite(one));
+          REQUIRE(same_bits(one, y[size_t(c * n_out + r)]));
+        }
+      // And close to the exact f32-activation matmul (activation rounding only: a loose bound).
+      std::vector<float> ye(size_t(n_tok * n_out), kPoison);
+      matmul_dot(w, x.data(), n_tok, ye.data());
+      double err = 0, mag = 0;
+      for (size_t i = 0; i < ye.size(); ++i) {
+        err += std::fabs(double(y[i]) - ye[i]);
+        mag += std::fabs(double(ye[i]));
+      }
+      REQUIRE(err <= 0.02 * mag);
+    }
+  }
+}
+
+// Run also by ctest with STRATA_CPU=scalar and STRATA_CPU=avx2 (tests/CMakeLists.txt).
+TEST_CASE("int8 dot: best kernel honours the CPU and the STRATA_CPU cap", "[q8][q8cap]") {
+  const char* cap = std::getenv("STRATA_CPU");
+  const std::string c = cap ? cap : "";
+  for (GgmlType t : kTypes) {
+    REQUIRE(has_dot_q8(t));
+    const Q8Isa isa = best_dot_q8_isa(t);
+    REQUIRE(q8_isa_supported(isa));
+    REQUIRE(best_dot_q8(t) == dot_q8_kernel(t, isa));
+    if (c == "scalar") REQUIRE(isa == Q8Isa::scalar);
+    if (c == "avx2") REQUIRE(isa == (cpu_features().avx2 ? Q8Isa::avx2 : Q8Isa::scalar));
+    if (c.empty() && cpu_features().avx2) REQUIRE(isa != Q8Isa::scalar);
+    if (!c.empty()) REQUIRE_FALSE(q8_isa_supported(Q8Isa::avx_vnni));
+  }
+  REQUIRE_FALSE(has_dot_q8(GgmlType::IQ4_XS));
+  REQUIRE(best_dot_q8(GgmlType::F32) == nullptr);
+}
