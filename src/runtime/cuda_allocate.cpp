@@ -98,7 +98,8 @@ Status CudaForward::allocate() {
   // repacked type in VRAM or pinned RAM.
   const char* layout_env = std::getenv("STRATA_GPU_LAYOUT");
   const bool want_layout = layout_env ? std::string(layout_env) == "1" : opt_.gpu_layout;
-  im.gpu_layout = want_layout && !pl.any(Tier::disk) && !pl.any(Tier::cpu);
+  // Not under a VRAM budget: the planner counts GGUF bytes, and the layout is up to ~4% larger.
+  im.gpu_layout = want_layout && opt_.vram_budget == 0 && !pl.any(Tier::disk) && !pl.any(Tier::cpu);
   std::vector<std::vector<std::optional<kernels::WeightView>>> repack_src;  // per streamed block, per tensor
   if (im.gpu_layout) {
     // Exactness (ForwardOptions::gpu_layout): dp4a for every column count, unless a benchmark asks
