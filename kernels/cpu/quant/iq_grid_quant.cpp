@@ -8,7 +8,7 @@
 //   1. signs from the data; where the format stores 7 sign bits per 8 (the 8th makes the count of
 //      negatives even) and the count is odd, the element where a wrong sign costs least (smallest
 //      w |x|) is flipped, i.e. its target magnitude becomes -|x|;
-//   2. per sub-block, a set of float sub-scales around "the largest magnitude maps onto the top
+//   2. per sub-block, 9 float sub-scales (0.6x to 1.3x) around "the largest magnitude maps onto the top
 //      level": for each, every group's best entry (iq_grid_search.h), then the least-squares
 //      sub-scale for those entries and its error in closed form; the best candidate is refined by
 //      alternating entries / least-squares scale;
@@ -74,14 +74,20 @@ inline float delta_of(bool neg) { return neg ? -kIq1Delta : kIq1Delta; }
 void fit_at_scale(const TypeSpec& t, const GridIndex& g, const float* a, const float* w, float sc, SubFit& f) {
   const int ng = t.scale_len / g.group;
   f.sav = f.svv = f.saa = 0;
-  auto accumulate = [&](int k, float delta) {
+  auto accumulate = [&](int k, float delta) {  // float within a group, double across groups
     const float* v = g.values.data() + size_t(f.entry[k]) * g.group;
+    const float* ak = a + k * g.group;
+    const float* wk = w + k * g.group;
+    float sav = 0, svv = 0, saa = 0;
     for (int j = 0; j < g.group; ++j) {
-      const double vv = v[j] + delta, aj = a[k * g.group + j], wj = w[k * g.group + j];
-      f.sav += wj * aj * vv;
-      f.svv += wj * vv * vv;
-      f.saa += wj * aj * aj;
+      const float vv = v[j] + delta;
+      sav += wk[j] * ak[j] * vv;
+      svv += wk[j] * vv * vv;
+      saa += wk[j] * ak[j] * ak[j];
     }
+    f.sav += sav;
+    f.svv += svv;
+    f.saa += saa;
   };
   if (t.delta_len == 0) {
     for (int k = 0; k < ng; ++k) {
@@ -133,9 +139,9 @@ SubFit fit_sub_block(const TypeSpec& t, const GridIndex& g, const float* a, cons
   const float vmax = g.max_level() + (t.delta_len ? kIq1Delta : 0.0f);
   double best_err = -1;
   SubFit f;
-  constexpr int kTries = 15;
+  constexpr int kTries = 9;  // 15 gave the same error on the testdata (to 0.3%), 1.4x slower
   for (int k = 0; k < kTries; ++k) {
-    const float sc = amax / (vmax * (0.6f + 0.05f * float(k)));
+    const float sc = amax / (vmax * (0.6f + (0.7f / float(kTries - 1)) * float(k)));
     fit_at_scale(t, g, a, w, sc, f);
     if (f.svv <= 0 || f.sav <= 0) continue;
     f.scale = float(f.sav / f.svv);

@@ -100,10 +100,23 @@ GridIndex build(GridKind kind) {
 
 }  // namespace
 
+// Each grid's table is built on its first use (IQ1's, the largest, takes ~0.1 s).
+template <GridKind kKind>
+const GridIndex& index_of() {
+  static const GridIndex kIndex = build(kKind);
+  return kIndex;
+}
+
 const GridIndex& grid_index(GridKind kind) {
-  static const GridIndex kIndex[] = {build(GridKind::iq2xxs), build(GridKind::iq2xs), build(GridKind::iq2s),
-                                     build(GridKind::iq3xxs), build(GridKind::iq3s), build(GridKind::iq1s)};
-  return kIndex[int(kind)];
+  switch (kind) {
+    case GridKind::iq2xxs: return index_of<GridKind::iq2xxs>();
+    case GridKind::iq2xs: return index_of<GridKind::iq2xs>();
+    case GridKind::iq2s: return index_of<GridKind::iq2s>();
+    case GridKind::iq3xxs: return index_of<GridKind::iq3xxs>();
+    case GridKind::iq3s: return index_of<GridKind::iq3s>();
+    case GridKind::iq1s: return index_of<GridKind::iq1s>();
+  }
+  return index_of<GridKind::iq2xxs>();
 }
 
 float entry_error(const GridIndex& g, int entry, const float* a, const float* w, float scale, float delta) {
