@@ -102,7 +102,7 @@ TEST_CASE("imatrix format: round trip, llama.cpp's names, bad files refused", "[
   CHECK(has(r2.message(), "not an importance matrix"));
 }
 
-TEST_CASE("strata imatrix on the embedded model; quantize --imatrix uses it", "[imatrix]") {
+TEST_CASE("strata imatrix on the embedded model, and quantize --imatrix uses it", "[imatrix]") {
   const auto dir = test::temp_dir("imatrix-run");
   const std::string out = (dir / "tiny.imatrix").string();
   auto run = run_strata("imatrix -m " + kModel + " -f " + kText + " -o " + out + " -c 64 --chunks 3");

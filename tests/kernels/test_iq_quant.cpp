@@ -128,7 +128,7 @@ TEST_CASE("iq quant: the importance matrix moves error onto unimportant columns"
   }
 }
 
-TEST_CASE("iq quant: deterministic, and zero rows decode to zeros", "[quant][iq]") {
+TEST_CASE("iq quant: deterministic, a zero importance is uniform, zero rows decode to zeros", "[quant][iq]") {
   Rng rng(test::fresh_seed());
   constexpr int64_t n = 512;
   std::vector<float> x(static_cast<size_t>(n)), zero(static_cast<size_t>(n), 0.0f);
@@ -139,6 +139,8 @@ TEST_CASE("iq quant: deterministic, and zero rows decode to zeros", "[quant][iq]
     std::vector<uint8_t> a(bytes, 0x11), b(bytes, 0x77);
     quantize_weighted(ref.type)(x.data(), a.data(), n, nullptr);
     quantize_weighted(ref.type)(x.data(), b.data(), n, nullptr);
+    CHECK(a == b);
+    quantize_weighted(ref.type)(x.data(), b.data(), n, zero.data());  // no column important: uniform
     CHECK(a == b);
     const auto y = round_trip(ref.type, zero.data(), n, nullptr);
     CHECK(std::all_of(y.begin(), y.end(), [](float v) { return v == 0.0f; }));

@@ -113,8 +113,7 @@ float importance_floor(const float* imp, int64_t n) {
   if (!imp) return 0;
   double s = 0;
   for (int64_t j = 0; j < n; ++j) s += imp[j];
-  const float f = float(1e-6 * s / double(n));
-  return f > 0 ? f : 1e-30f;
+  return float(1e-6 * s / double(n));  // 0: no column has any importance (callers use uniform)
 }
 
 }  // namespace
@@ -122,6 +121,7 @@ float importance_floor(const float* imp, int64_t n) {
 void quantize_iq4_nl_w(const float* src, void* dst, int64_t n, const float* imp) {
   auto* blocks = static_cast<BlockIQ4_NL*>(dst);
   const float imp_floor = importance_floor(imp, n);
+  if (!(imp_floor > 0)) imp = nullptr;  // an all-zero (or absent) importance: uniform
   float wbuf[kQK];
   for (int64_t i = 0; i < n / kQK; ++i) {
     const float* x = src + i * kQK;
@@ -142,6 +142,7 @@ void quantize_iq4_nl_w(const float* src, void* dst, int64_t n, const float* imp)
 void quantize_iq4_xs_w(const float* src, void* dst, int64_t n, const float* imp) {
   auto* blocks = static_cast<BlockIQ4_XS*>(dst);
   const float imp_floor = importance_floor(imp, n);
+  if (!(imp_floor > 0)) imp = nullptr;  // an all-zero (or absent) importance: uniform
   float wbuf[kQK_K];
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const float* x = src + i * kQK_K;

@@ -130,7 +130,6 @@ SubFit fit_sub_block(const TypeSpec& t, const GridIndex& g, const float* a, cons
   SubFit best;
   float amax = 0;
   for (int j = 0; j < t.scale_len; ++j) amax = std::max(amax, std::fabs(a[j]));
-  const int ng = t.scale_len / g.group;
   if (amax == 0.0f) {  // the entry of least magnitude (the sub-block decodes as near zero as it can)
     fit_at_scale(t, g, a, w, 1.0f, best);
     best.scale = 0;
@@ -165,7 +164,6 @@ SubFit fit_sub_block(const TypeSpec& t, const GridIndex& g, const float* a, cons
     best_err = e;
     best = f;
   }
-  (void)ng;
   return best;
 }
 
@@ -313,13 +311,13 @@ float importance_floor(const float* imp, int64_t n) {
   if (!imp) return 0;
   double s = 0;
   for (int64_t j = 0; j < n; ++j) s += imp[j];
-  const float f = float(1e-6 * s / double(n));
-  return f > 0 ? f : 1e-30f;
+  return float(1e-6 * s / double(n));  // 0: no column has any importance (callers use uniform)
 }
 
 template <typename Pack>
 void quantize_rows(const TypeSpec& t, const float* src, int64_t n, const float* imp, Pack pack) {
   const float floor_w = importance_floor(imp, n);
+  if (!(floor_w > 0)) imp = nullptr;  // an all-zero (or absent) importance: uniform
   float w[kQK_K];
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const float* x = src + i * kQK_K;
