@@ -14,6 +14,10 @@
 //   "head": {tier, bytes}, "draft_resident": bool,
 //   "predicted": {decode_tps, spec_tps, prefill_tps, ttft_s, step_s, bottleneck,
 //                 step: {h2d_s, disk_s, gpu_s, cpu_s, h2d_bytes, disk_bytes, cpu_bytes}} }
+#include <algorithm>
+#include <map>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "core/units.h"
@@ -85,6 +89,25 @@ std::string plan_report(const ModelBlocks& m, const HardwareProfile& p, const Bu
   o += fmt::format("placement: {} ({} layers, {} of weights) on {}, ctx {}, KV {}, solver {}\n",
                    m.name.empty() ? m.arch : m.name, m.n_layer, format_bytes(m.weight_bytes()), p.name, r.ctx,
                    r.kv_name(), plan.solver);
+  {  // the weight types, by bytes (an i-quant or mixed file says what it holds)
+    std::map<GgmlType, uint64_t> by_type;
+    auto add = [&](const WeightBlock& wb) {
+      for (const auto& [t, n] : wb.bytes_by_type) by_type[t] += n;
+    };
+    for (const auto& wb : m.attention) add(wb);
+    for (const auto& wb : m.ffn) add(wb);
+    add(m.head);
+    if (!m.tied_head) add(m.embedding);
+    std::vector<std::pair<uint64_t, GgmlType>> order;
+    uint64_t total = 0;
+    for (const auto& [t, n] : by_type) order.emplace_back(n, t), total += n;
+    std::sort(order.rbegin(), order.rend());
+    std::string line;
+    for (const auto& [n, t] : order)
+      line += fmt::format("{}{} {} ({:.0f}%)", line.empty() ? "" : ", ", ggml_type_info(t).name, format_bytes(n),
+                          total ? 100.0 * double(n) / double(total) : 0.0);
+    if (!line.empty()) o += fmt::format("types:     {}\n", line);
+  }
   o += fmt::format("budgets:   VRAM {}, pinned {}, host RAM {}, disk {}\n", format_bytes(b.vram),
                    format_bytes(b.pinned), format_bytes(b.host), format_bytes(b.disk));
   const auto t = totals(m, plan);

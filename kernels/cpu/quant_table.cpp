@@ -22,10 +22,6 @@ constexpr GgmlType type_f32 = GgmlType::F32, type_f16 = GgmlType::F16, type_bf16
                    type_iq1_m = GgmlType::IQ1_M, type_iq4_nl = GgmlType::IQ4_NL,
                    type_iq4_xs = GgmlType::IQ4_XS;
 
-// The i-quants' quantisers: only IQ4_NL / IQ4_XS have one (nullptr: strata cannot write the type).
-constexpr QuantizeFn quantize_iq2_xxs = nullptr, quantize_iq2_xs = nullptr, quantize_iq2_s = nullptr,
-                     quantize_iq3_xxs = nullptr, quantize_iq3_s = nullptr, quantize_iq1_s = nullptr,
-                     quantize_iq1_m = nullptr;
 
 #define STRATA_KERNEL_ROW(t) \
   QuantKernels{type_##t, dequantize_##t, quantize_##t,                  \

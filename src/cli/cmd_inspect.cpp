@@ -64,7 +64,8 @@ nlohmann::json value_json(const gguf::Value& v, bool full_arrays) {
 struct Totals {
   struct Layer { uint64_t attention = 0, ffn = 0, other = 0; };
   std::map<int, Layer> layers;  // -1: outside layers
-  std::map<std::string, std::pair<uint64_t, uint64_t>> by_type;  // name -> (tensors, bytes)
+  struct Type { uint64_t tensors = 0, bytes = 0, params = 0; GgmlType type = GgmlType::F32; };
+  std::map<std::string, Type> by_type;  // by type name
   uint64_t bytes = 0, params = 0;
 };
 
@@ -75,8 +76,10 @@ Totals tally(const gguf::File& f) {
     const std::string block = block_of(ti.name);
     (block == "attention" ? l.attention : block == "ffn" ? l.ffn : l.other) += ti.n_bytes;
     auto& bt = t.by_type[std::string(ggml_type_info(ti.type).name)];
-    bt.first += 1;
-    bt.second += ti.n_bytes;
+    bt.tensors += 1;
+    bt.bytes += ti.n_bytes;
+    bt.params += ti.n_elements;
+    bt.type = ti.type;
     t.bytes += ti.n_bytes;
     t.params += ti.n_elements;
   }
@@ -134,7 +137,9 @@ int run_inspect(const InspectArgs& args) {
                                      {"other_bytes", l.other}});
     j["layers"] = layers;
     nlohmann::json types = nlohmann::json::object();
-    for (const auto& [name, c] : totals.by_type) types[name] = {{"tensors", c.first}, {"bytes", c.second}};
+    for (const auto& [name, c] : totals.by_type)
+      types[name] = {{"tensors", c.tensors}, {"bytes", c.bytes}, {"params", c.params},
+                     {"bits_per_weight", c.params ? 8.0 * double(c.bytes) / double(c.params) : 0.0}};
     j["bytes_by_type"] = types;
     j["n_tensors"] = f.tensors().size();
     j["n_params"] = totals.params;
@@ -201,8 +206,9 @@ int run_inspect(const InspectArgs& args) {
   }
   fmt::print("\nbytes per type:\n");
   for (const auto& [name, c] : totals.by_type)
-    fmt::print("  {:<8} {:>5} tensors {:>12}  {:5.1f}%\n", name, c.first, format_bytes(c.second),
-               totals.bytes ? 100.0 * double(c.second) / double(totals.bytes) : 0.0);
+    fmt::print("  {:<8} {:>5} tensors {:>12}  {:5.1f}%  {:6.4f} bits/weight\n", name, c.tensors, format_bytes(c.bytes),
+               totals.bytes ? 100.0 * double(c.bytes) / double(totals.bytes) : 0.0,
+               c.params ? 8.0 * double(c.bytes) / double(c.params) : 0.0);
   fmt::print("\ntotal: {} tensors, {:.3f} B parameters, {} of tensor data ({:.2f} bits/weight)\n",
              f.tensors().size(), double(totals.params) / 1e9, format_bytes(totals.bytes),
              totals.params ? 8.0 * double(totals.bytes) / double(totals.params) : 0.0);

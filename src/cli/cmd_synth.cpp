@@ -45,7 +45,7 @@ int run_synth(const SynthArgs& a) {
     const auto t = ggml_type_from_name(type_name);
     if (!t || !ggml_type_info(*t).has_cpu_kernels) {
       log::error("unknown or unsupported --type '{}' (have: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k "
-                 "q4_k q5_k q6_k)", type_name);
+                 "q4_k q5_k q6_k iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s iq1_s iq1_m iq4_nl iq4_xs)", type_name);
       return 2;
     }
     o.type = *t;
@@ -95,8 +95,10 @@ Command add_synth(CLI::App& app) {
                   "Shape: tiny (a few MB), 1b (gemma3-1b / Llama-3.2-1B / Qwen3-1.7B shapes), "
                   "27b (gemma3-27B shapes; gemma3 only)")->capture_default_str();
   sub->add_option("--type", a->type, "One type for every matrix: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 "
-                                     "q2_k q3_k q4_k q5_k q6_k (default: f32 for tiny, q4_k otherwise)");
-  sub->add_option("--mix", a->mix, "A llama.cpp-like per-tensor mix: q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m");
+                                     "q2_k q3_k q4_k q5_k q6_k, an i-quant iq2_xxs ... iq4_xs (default: f32 for "
+                                     "tiny, q4_k otherwise)");
+  sub->add_option("--mix", a->mix, "A llama.cpp-like per-tensor mix: q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m iq3_xxs "
+                                   "iq3_xs iq3_m iq2_m iq4_xs");
   sub->add_option("-o,--out", a->out, "Output file (default: synth-ARCH-PRESET-TYPE.gguf)");
   sub->add_option("--seed", a->seed, "Random seed (same seed, same file)")->capture_default_str();
   sub->add_option("-t,--threads", a->threads, "Worker threads (default: all cores)");

@@ -17,6 +17,7 @@ Command add_inspect(CLI::App& app);
 Command add_synth(CLI::App& app);
 Command add_export_hf(CLI::App& app);
 Command add_quantize(CLI::App& app);
+Command add_imatrix(CLI::App& app);
 Command add_convert(CLI::App& app);
 Command add_tokenize(CLI::App& app);
 Command add_vocab(CLI::App& app);

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
       strata::cli::add_synth(app),
       strata::cli::add_export_hf(app),
       strata::cli::add_quantize(app),
+      strata::cli::add_imatrix(app),
       strata::cli::add_convert(app),
       strata::cli::add_tokenize(app),
       strata::cli::add_vocab(app),

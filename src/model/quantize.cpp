@@ -4,9 +4,13 @@
 #include <chrono>
 #include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 
 #include "core/log.h"
 #include "core/progress.h"
+#include "kernels/cpu/quant/iq_quant.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "model/gguf_file.h"
 #include "model/gguf_parallel_write.h"
@@ -22,6 +26,7 @@ struct Planned {
   GgmlType type;  // output type
   size_t index;   // in the writer
   bool copy;      // bytes copied unchanged
+  std::vector<float> importance;  // from the imatrix (empty: none / uniform)
 };
 
 struct Chunk {
@@ -29,27 +34,41 @@ struct Chunk {
   uint64_t row0, rows;
 };
 
-constexpr const char* kTypeList = "f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs";
+constexpr const char* kTypeList =
+    "f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs iq3_xxs iq3_s iq2_xxs iq2_xs "
+    "iq2_s iq1_s iq1_m";
+
+std::string lower_case(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return s;
+}
+
+std::string mix_list() { return fmt::format("{}", fmt::join(quant_mix_names(), " ")); }
 
 }  // namespace
+
+Result<QuantizeTarget> parse_quantize_mix(const std::string& name) {
+  const std::string lower = lower_case(name);
+  if (!is_quant_mix(lower)) return Status::error("unknown mix '{}' (have: {})", name, mix_list());
+  QuantizeTarget t;
+  t.name = name;
+  t.mix = lower;
+  t.type = GgmlType::Q4_K;  // unused with a mix
+  return t;
+}
 
 Result<QuantizeTarget> parse_quantize_target(const std::string& name) {
   QuantizeTarget t;
   t.name = name;
-  std::string lower = name;
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  if (is_quant_mix(lower)) {
-    t.mix = lower;
-    t.type = GgmlType::Q4_K;  // unused with a mix
+  const std::string lower = lower_case(name);
+  const auto type = ggml_type_from_name(lower);
+  if (type && ggml_type_info(*type).has_cpu_kernels && kernels::cpu::quant_kernels(*type) &&
+      kernels::cpu::quant_kernels(*type)->quantize) {
+    t.type = *type;
     return t;
   }
-  const auto type = ggml_type_from_name(lower);
-  if (!type || !ggml_type_info(*type).has_cpu_kernels || !kernels::cpu::quant_kernels(*type) ||
-      !kernels::cpu::quant_kernels(*type)->quantize)
-    return Status::error("unknown quantisation type '{}' (have: {} and the mixes q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m)",
-                         name, kTypeList);
-  t.type = *type;
-  return t;
+  if (is_quant_mix(lower)) return parse_quantize_mix(lower);
+  return Status::error("unknown quantisation type '{}' (have: {} and the mixes {})", name, kTypeList, mix_list());
 }
 
 Result<QuantizeSummary> quantize_model(const std::string& in_path, const std::string& out_path,
@@ -90,7 +109,20 @@ Result<QuantizeSummary> quantize_model(const std::string& in_path, const std::st
                              ggml_type_info(t.type).name);
     }
     if (!copy && t.type != GgmlType::F32 && t.type != GgmlType::F16 && t.type != GgmlType::BF16) ++n_from_quant;
-    planned.push_back({&t, type, w.add_tensor(t.name, type, t.ne), copy});
+    std::vector<float> importance;
+    if (!copy && opt.imatrix && kernels::cpu::quantize_weighted(type)) {
+      const auto it = opt.imatrix->entries.find(t.name);
+      if (it != opt.imatrix->entries.end() && it->second.n_in != t.ne[0])
+        return Status::error("{}: tensor '{}' has rows of {} elements, its imatrix entry {}", in_path, t.name, t.ne[0],
+                             it->second.n_in);
+      importance = opt.imatrix->importance(t.name);
+      if (!importance.empty()) ++sum.n_with_imatrix;
+    }
+    if (!copy && !opt.imatrix && kernels::cpu::wants_importance(type) && !opt.allow_no_imatrix)
+      return Status::error("{} needs --imatrix (tensor '{}'; llama.cpp refuses it too: without an importance matrix "
+                           "its quality is poor; --allow-no-imatrix quantises with uniform importance)",
+                           ggml_type_info(type).name, t.name);
+    planned.push_back({&t, type, w.add_tensor(t.name, type, t.ne), copy, std::move(importance)});
     ++sum.n_tensors;
     (copy ? sum.n_copied : sum.n_requantized) += 1;
   }
@@ -122,11 +154,14 @@ Result<QuantizeSummary> quantize_model(const std::string& in_path, const std::st
     } else {
       const auto* dec = kernels::cpu::quant_kernels(t.type);
       const auto* enc = kernels::cpu::quant_kernels(p.type);
+      const auto weighted = kernels::cpu::quantize_weighted(p.type);
+      const float* imp = p.importance.empty() ? nullptr : p.importance.data();
       std::vector<float> f(c.rows * n);
       std::vector<uint8_t> out(c.rows * out_row);
       for (uint64_t r = 0; r < c.rows; ++r) {
         dec->dequantize(src + r * in_row, f.data() + r * n, int64_t(n));
-        enc->quantize(f.data() + r * n, out.data() + r * out_row, int64_t(n));
+        if (weighted) weighted(f.data() + r * n, out.data() + r * out_row, int64_t(n), imp);
+        else enc->quantize(f.data() + r * n, out.data() + r * out_row, int64_t(n));
       }
       STRATA_TRY(w.write_tensor_range(p.index, c.row0 * out_row, out.data(), out.size()));
     }

@@ -8,10 +8,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/ggml_type.h"
 #include "core/status.h"
+#include "model/imatrix.h"
 
 namespace strata::model {
 
@@ -21,23 +23,34 @@ struct QuantizeTarget {
   std::string mix;   // "" or a quant_mix_names() entry
 };
 
-// Parses "q8_0", "Q4_K", "q3_k_m", ...; error lists what exists.
+// Parses "q8_0", "Q4_K", "q3_k_m", ... (a type name first: "iq4_xs" is the type, the mix of that
+// name is "--mix iq4_xs"); error lists what exists.
 Result<QuantizeTarget> parse_quantize_target(const std::string& name);
+// Parses a mix name only ("q4_k_m", "iq3_xxs", ...).
+Result<QuantizeTarget> parse_quantize_mix(const std::string& name);
 
 struct QuantizeOptions {
   QuantizeTarget target;
   int threads = 0;  // 0: all cores
   bool progress = true;
+  // Importance per weight (kernels/cpu/quant/iq_quant.h): used by the i-quant quantisers for the
+  // tensors it has an entry for (same row length); others are quantised with uniform importance.
+  std::shared_ptr<const Imatrix> imatrix;
+  // Without an imatrix, the types llama.cpp refuses without one (IQ2_XXS, IQ2_XS, IQ1_S) are an
+  // error unless this is set (then uniform importance, with a warning).
+  bool allow_no_imatrix = false;
 };
 
 struct QuantizeSummary {
   uint64_t in_bytes = 0, out_bytes = 0;  // files
   uint32_t n_tensors = 0, n_requantized = 0, n_copied = 0;
+  uint32_t n_with_imatrix = 0;  // re-encoded with an importance vector from the imatrix
   double seconds = 0;
 };
 
 // Errors: unreadable / invalid input, unsupported architecture, a source type strata cannot decode,
-// a row length the target's block does not divide (naming the tensor), write failures.
+// a row length the target's block does not divide (naming the tensor), an imatrix entry of another
+// row length than its tensor, "TYPE needs --imatrix", write failures.
 Result<QuantizeSummary> quantize_model(const std::string& in_path, const std::string& out_path,
                                        const QuantizeOptions& options);
 

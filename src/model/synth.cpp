@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/progress.h"
 #include "kernels/cpu/quant_kernels.h"
@@ -159,7 +161,7 @@ Result<std::vector<SynthTensor>> synth_tensors(const SynthOptions& o) {
   if (!o.mix.empty()) {
     const auto names = synth_mix_names();
     if (std::find(names.begin(), names.end(), o.mix) == names.end())
-      return Status::error("unknown mix '{}' (have: q3_k_s, q3_k_m, q3_k_l, q4_k_s, q4_k_m)", o.mix);
+      return Status::error("unknown mix '{}' (have: {})", o.mix, fmt::join(names, ", "));
   }
   std::vector<SynthTensor> out;
   const auto roles = arch_roles(o.arch, o.hp);

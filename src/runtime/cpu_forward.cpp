@@ -117,6 +117,7 @@ struct CpuOps {
   const LayerRange* range = nullptr;  // eval_layers: hidden in/out
   bool exact = false;                 // every matmul by the dot kernels (eval_layers, eval_batch)
   RowMap map;
+  MatmulObserver* observer = nullptr;  // strata imatrix: sees every matmul input
 
   uint32_t logit_rows() const { return UINT32_MAX; }  // the caller's buffer holds them all
   float* logits(uint32_t r0) { return out + r0 * n_vocab; }
@@ -150,6 +151,7 @@ struct CpuOps {
     for (int64_t v = 0; v < n_vec; ++v) cpu::rms_norm(x + v * dim, weight, dim, eps, out + v * dim);
   }
   void matmul(const kernels::WeightView& m, const float* x, uint32_t n, float* y) {
+    if (observer) observer->on_matmul(m, x, n);
     if (exact) cpu::matmul_dot(m, x, n, y);  // per-row identical to n = 1
     else cpu::matmul(m, x, n, y);
   }
@@ -193,6 +195,7 @@ void CpuForward::run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map,
                            const LayerRange* range, bool exact) {
   CpuOps ops{model_->weights, kv_, pos_, logits, int64_t(model_->spec.hp.n_vocab), range, exact, {}};
   ops.trace = opt_.trace.get();
+  ops.observer = observer_;
   const ForwardBuffers b{x_.data(), h_.data(), q_.data(), k_.data(), v_.data(), att_.data(), gate_.data(), up_.data()};
   const uint32_t rows = which == Logits::none ? 0 : which == Logits::last ? 1 : n;
   const Layers layers = range ? Layers{range->first, range->end, range->hidden_out != nullptr,

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/weight_view.h"
 #include "kv/kv_cache.h"
 #include "runtime/engine.h"
 #include "runtime/model.h"
@@ -21,6 +22,15 @@
 namespace strata::runtime {
 
 struct RowMap;  // forward_pass.h
+
+// Sees the input of every matmul of the CPU forward pass before the product: n rows of m.n_in
+// floats (row-major), m the weight's view into the model mapping (m.data identifies the tensor).
+// For `strata imatrix`; called on the engine's thread, between kernels.
+class MatmulObserver {
+ public:
+  virtual ~MatmulObserver() = default;
+  virtual void on_matmul(const kernels::WeightView& m, const float* x, uint32_t n) = 0;
+};
 
 class CpuForward final : public Engine {
  public:
@@ -48,6 +58,8 @@ class CpuForward final : public Engine {
   uint32_t ubatch() const override { return opt_.ubatch; }
   const Model& model() const override { return *model_; }
   std::string_view device_name() const override { return "cpu"; }
+  // nullptr (the default) turns it off; the observer must outlive the evals it sees.
+  void set_matmul_observer(MatmulObserver* o) { observer_ = o; }
   const kv::KvCache& kv(uint32_t seq = 0) const {
     STRATA_CHECK(seq < kv_.size(), "sequence {} of {}", seq, kv_.size());
     return kv_[seq];
@@ -72,6 +84,7 @@ class CpuForward final : public Engine {
   std::vector<float> gate_, up_;  // (n, n_ff)
   std::vector<int32_t> pos_;
   std::vector<uint32_t> seqs_;  // eval_batch: per row
+  MatmulObserver* observer_ = nullptr;
 };
 
 }  // namespace strata::runtime

@@ -6,8 +6,8 @@
 // bit-identical to ggml's to_float. Dots decode one block and accumulate w * x in f32 over eight
 // interleaved partial sums, as the K types do. fill_random writes random codes and sets each
 // block's scale from the decoded block so the values have the requested standard deviation.
-// The quantisers for IQ4_NL / IQ4_XS live in iq4_quant.cpp; the grid types have none yet (ggml's
-// need an importance matrix; issue M13 item 2).
+// The quantisers live in iq4_quant.cpp (IQ4_NL / IQ4_XS) and iq_grid_quant.cpp (the grid types),
+// both with an optional importance matrix (iq_quant.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -25,7 +25,8 @@ STRATA_CPU_QUANT_TYPES(STRATA_DECLARE_TYPE_KERNELS)
 #undef STRATA_DECLARE_TYPE_KERNELS
 
 // X(type suffix): the i-quants (iq_types.cpp). Their rows have no AVX-512 dot (best_dot falls back
-// to AVX2), and only IQ4_NL / IQ4_XS have a quantiser (the grid types need an importance matrix).
+// to AVX2). Their quantisers (iq4_quant.cpp, iq_grid_quant.cpp) are the importance-free entry
+// points of iq_quant.h's weighted ones.
 #define STRATA_CPU_IQ_TYPES(X) \
   X(iq2_xxs) X(iq2_xs) X(iq2_s) X(iq3_xxs) X(iq3_s) X(iq1_s) X(iq1_m) X(iq4_nl) X(iq4_xs)
 
@@ -36,8 +37,9 @@ STRATA_CPU_QUANT_TYPES(STRATA_DECLARE_TYPE_KERNELS)
   void fill_random_##t(void* dst, int64_t n, Rng& rng, float std);
 STRATA_CPU_IQ_TYPES(STRATA_DECLARE_IQ_KERNELS)
 #undef STRATA_DECLARE_IQ_KERNELS
-void quantize_iq4_nl(const float* src, void* dst, int64_t n);  // iq4_quant.cpp
-void quantize_iq4_xs(const float* src, void* dst, int64_t n);
+#define STRATA_DECLARE_IQ_QUANTIZE(t) void quantize_##t(const float* src, void* dst, int64_t n);
+STRATA_CPU_IQ_TYPES(STRATA_DECLARE_IQ_QUANTIZE)
+#undef STRATA_DECLARE_IQ_QUANTIZE
 
 // SIMD decoders where the scalar one is slow (see best_dequantize).
 void dequantize_f16_avx2(const void* src, float* dst, int64_t n);
