@@ -5,7 +5,7 @@
 # results.tgz so the device tool returns them as a single file.
 #   tools/device/run_suite.sh [OUT_DIR] [STEPS...]
 #   STEPS: tests bench probe hf synth27b kernels offload27b disk27b prefill27b profile spec batch kv stress128k
-#          ctx32k kvhost cpublocks
+#          ctx32k kvhost cpublocks graphs27b
 #   (default: the first nine)
 set -uo pipefail
 out=${1:-${OUT:-$PWD/device-out}}
@@ -178,5 +178,21 @@ if has cpublocks; then
     --profile configs/hw/h200-probed.toml -c 4096 -p 512 -n 32 -r 2 --trace "$res/trace_cpublocks.json" \
     --json "$res/bench_cpublocks.json" > "$res/bench_cpublocks.txt" 2>&1
   echo "cpu blocks rc=$?"; grep -E "cpu|^decode|^prefill|measured" "$res/bench_cpublocks.txt" | head -20
+fi
+if has graphs27b; then
+  # M16: the 27B at --vram 12GiB with step graphs (the default) and without (STRATA_CUDA_GRAPHS=0):
+  # plain decode, and early-exit drafts from a plan made for them (draft step and verify times).
+  [ -f "$work/27b.gguf" ] || strata synth --preset 27b --mix q3_k_m --no-progress -o "$work/27b.gguf" >/dev/null 2>&1
+  P="--vram 12GiB --profile configs/hw/h200-probed.toml -c 4096"
+  PR="The scheduler picks the next task by priority. Tasks wait in queues; each queue has a level."
+  for g in 1 0; do
+    STRATA_CUDA_GRAPHS=$g strata bench decode -m "$work/27b.gguf" $P -p 512 -n 32 -r 2 \
+      --json "$res/bench_graphs27b_g$g.json" 2>&1 | tail -3 | tee -a "$res/graphs27b.txt"
+    for sp in early:d=16 early:d=8; do
+      echo "graphs=$g $sp" | tee -a "$res/graphs27b.txt"
+      STRATA_CUDA_GRAPHS=$g strata generate -m "$work/27b.gguf" $P -p "$PR" -n 64 --temp 0 --spec $sp 2>&1 >/dev/null \
+        | grep -E "draft steps|measured|predicted: decode" | tee -a "$res/graphs27b.txt"
+    done
+  done
 fi
 tar -czf "$out/results.tgz" -C "$res" .
