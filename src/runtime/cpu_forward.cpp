@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_tiled.h"
+#include "kernels/cpu/gemv_q8.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant_kernels.h"
@@ -118,6 +119,7 @@ struct CpuOps {
   bool exact = false;                 // every matmul by the dot kernels (eval_layers, eval_batch)
   RowMap map;
   MatmulObserver* observer = nullptr;  // strata imatrix: sees every matmul input
+  bool int8 = false;                   // ForwardOptions::cpu_int8
 
   uint32_t logit_rows() const { return UINT32_MAX; }  // the caller's buffer holds them all
   float* logits(uint32_t r0) { return out + r0 * n_vocab; }
@@ -152,6 +154,9 @@ struct CpuOps {
   }
   void matmul(const kernels::WeightView& m, const float* x, uint32_t n, float* y) {
     if (observer) observer->on_matmul(m, x, n);
+    // int8 activations for decode-sized calls; the chunk decides (n), so a row's arithmetic
+    // never depends on how many rows share the call.
+    if (int8 && n <= kMaxExactRows && cpu::has_dot_q8(m.type)) return cpu::matmul_q8(m, x, n, y);
     if (exact) cpu::matmul_dot(m, x, n, y);  // per-row identical to n = 1
     else cpu::matmul(m, x, n, y);
   }
@@ -196,6 +201,7 @@ void CpuForward::run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map,
   CpuOps ops{model_->weights, kv_, pos_, logits, int64_t(model_->spec.hp.n_vocab), range, exact, {}};
   ops.trace = opt_.trace.get();
   ops.observer = observer_;
+  ops.int8 = opt_.cpu_int8;
   const ForwardBuffers b{x_.data(), h_.data(), q_.data(), k_.data(), v_.data(), att_.data(), gate_.data(), up_.data()};
   const uint32_t rows = which == Logits::none ? 0 : which == Logits::last ? 1 : n;
   const Layers layers = range ? Layers{range->first, range->end, range->hidden_out != nullptr,

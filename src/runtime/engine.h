@@ -44,6 +44,12 @@ struct ForwardOptions {
   // another order, and verification and batched rows must equal one-token steps bit for bit.
   // Placements with disk- or cpu-tier blocks (copied raw at each use) keep the GGUF layout.
   bool gpu_layout = false;
+  // CPU engine, opt-in (`--cpu-matmul int8`): decode and verification rows (at most
+  // kMaxExactRows per matmul) multiply with int8-rounded activations (kernels/cpu/gemv_q8.h) for
+  // the types that have an int8 kernel; every column is computed alike, so verification rows still
+  // equal one-token steps bit for bit. Prefill chunks and other types keep the f32 kernels. The
+  // default stays the exact f32-activation reference.
+  bool cpu_int8 = false;
   // When set, every eval adds spans to it (per weight block: compute on the CPU or GPU, streamed
   // copies; per eval: the host's view). The CUDA engine then runs without CUDA graphs, so that
   // every block of the decode step is visible.

@@ -32,6 +32,7 @@ struct RunOptions {
   // default (f32, or f16 under a VRAM budget).
   std::string cache_type, cache_type_k, cache_type_v;
   std::string device = "auto";  // auto | cpu | cuda
+  std::string cpu_matmul = "exact";  // exact | int8 (ForwardOptions::cpu_int8)
   // Offloading (CUDA): a VRAM budget makes the planner place every weight block; the engine
   // streams what is not resident.
   std::string vram, pinned, profile;

@@ -70,6 +70,9 @@ Result<runtime::ForwardOptions> Session::forward_options(uint32_t n_ctx_hint) co
   fo.n_ctx = opt_.n_ctx ? opt_.n_ctx
                         : std::max<uint32_t>(std::min<uint32_t>(train ? train : 4096, 4096), n_ctx_hint);
   fo.ubatch = std::min(opt_.ubatch, fo.n_ctx);
+  if (opt_.cpu_matmul != "exact" && opt_.cpu_matmul != "int8")
+    return Status::error("--cpu-matmul: '{}' is not exact or int8", opt_.cpu_matmul);
+  fo.cpu_int8 = opt_.cpu_matmul == "int8";
   return fo;
 }
 

@@ -7,12 +7,16 @@
 
 #include <algorithm>
 #include <cstring>
+#include <cmath>
 #include <map>
+#include <span>
 
 #include "core/rng.h"
 #include "runtime/cpu_forward.h"
 #include "runtime/batch_test_util.h"
 #include "spec/spec_test_util.h"
+#include "logits_compare.h"
+#include "test_util.h"
 
 using namespace strata;
 using test::alone;
@@ -25,9 +29,10 @@ namespace {
 
 std::unique_ptr<runtime::CpuForward> cpu_engine(std::shared_ptr<const runtime::Model> model, uint32_t n_seq,
                                                 GgmlType kv = GgmlType::F32, uint32_t n_ctx = 160,
-                                                uint32_t ubatch = 16) {
+                                                uint32_t ubatch = 16, bool int8 = false) {
   runtime::ForwardOptions o{.n_ctx = n_ctx, .ubatch = ubatch, .k_type = kv, .v_type = kv, .placement = {}, .trace = {}};
   o.n_seq = n_seq;
+  o.cpu_int8 = int8;
   auto e = runtime::CpuForward::create(std::move(model), o);
   INFO((e.is_ok() ? std::string() : e.message()));
   REQUIRE(e.is_ok());
@@ -45,13 +50,15 @@ std::shared_ptr<const runtime::Model> load(const std::string& path) {
 
 TEST_CASE("eval_batch: every row is bit-identical to decoding its sequence alone (synthetic gemma3, rings wrap)",
           "[runtime][batch]") {
+  // int8: ForwardOptions::cpu_int8 (the Q8_0 weights take the int8-activation kernels).
+  for (bool int8 : {false, true})
   for (GgmlType w : {GgmlType::Q8_0, GgmlType::F32}) {
     for (GgmlType kv : {GgmlType::F32, GgmlType::Q8_0}) {
-      INFO("weights " << ggml_type_info(w).name << " kv " << ggml_type_info(kv).name);
+      INFO("weights " << ggml_type_info(w).name << " kv " << ggml_type_info(kv).name << (int8 ? " int8" : ""));
       auto model = load(test::small_spec_model(11, w));
       const uint32_t n_vocab = model->spec.hp.n_vocab;
-      auto ref = cpu_engine(model, 1, kv);
-      auto e = cpu_engine(model, 10, kv);
+      auto ref = cpu_engine(model, 1, kv, 160, 16, int8);
+      auto e = cpu_engine(model, 10, kv, 160, 16, int8);
       Rng rng(uint64_t(w) * 31 + uint64_t(kv));
       // Different prompt lengths, starts and lengths; 70+ positions wrap the 16 + 16 slot rings.
       // Up to 10 rows a step: past kGemmMinTokens, where eval() would take the SGEMM path.
@@ -207,4 +214,31 @@ TEST_CASE("eval_batch: bad rows are refused and leave every sequence as it was",
   CHECK(e->kv_bytes_per_seq() == e->kv(0).bytes());
   CHECK(e->kv_bytes_per_seq() ==
         runtime::kv_bytes_per_seq(model->spec, 32, 4, GgmlType::F32, GgmlType::F32));
+}
+
+TEST_CASE("int8 CPU matmuls (--cpu-matmul int8) stay close to the exact engine and change its decode arithmetic",
+          "[runtime][batch]") {
+  auto model = load(test::testdata("models/gemma3-swa-q4k/model.gguf"));
+  const auto tokens = test::read_tokens(test::testdata("models/gemma3-swa-q4k/tokens.txt"));
+  REQUIRE(tokens.size() >= 24);
+  auto exact = cpu_engine(model, 1, GgmlType::F32, 160, 16, false);
+  auto int8 = cpu_engine(model, 1, GgmlType::F32, 160, 16, true);
+  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 20);
+  std::vector<float> a, b;
+  REQUIRE(exact->eval(prompt, runtime::Logits::last, a).is_ok());
+  REQUIRE(int8->eval(prompt, runtime::Logits::last, b).is_ok());
+  // Decode steps: the int8 path runs (n = 1), so the logits move, but by the activation rounding only.
+  double max_abs = 0, max_diff = 0;
+  size_t moved = 0;
+  for (size_t i = 20; i < 24; ++i) {
+    REQUIRE(exact->eval(std::span(&tokens[i], 1), runtime::Logits::last, a).is_ok());
+    REQUIRE(int8->eval(std::span(&tokens[i], 1), runtime::Logits::last, b).is_ok());
+    for (size_t v = 0; v < a.size(); ++v) {
+      max_abs = std::max(max_abs, std::fabs(double(a[v])));
+      max_diff = std::max(max_diff, std::fabs(double(a[v]) - double(b[v])));
+      moved += a[v] != b[v];
+    }
+  }
+  CHECK(moved > 0);                   // the int8 kernels did run
+  CHECK(max_diff <= 0.05 * max_abs);  // 8-bit activations: about 1% of the largest logit here
 }
