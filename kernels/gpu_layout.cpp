@@ -44,22 +44,6 @@ TypeLayout type_layout(GgmlType t) {
   }
 }
 
-void k4_scale_min(const uint8_t* q, int j, int& sc, int& m) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 15) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
-int q3_scale6(const uint8_t* scales, int is) {
-  const int lo = is < 8 ? (scales[is] & 15) : (scales[is - 8] >> 4);
-  const int hi = (scales[8 + (is & 3)] >> (2 * (is >> 2))) & 3;
-  return lo | (hi << 4);
-}
-
 // GGUF block(s) of chunk c of a row -> integers.
 void unpack(GgmlType t, const uint8_t* row, int64_t c, Unpacked& u) {
   switch (t) {
@@ -71,7 +55,7 @@ void unpack(GgmlType t, const uint8_t* row, int64_t c, Unpacked& u) {
       std::memcpy(&u.dmin, b + 2, 2);
       for (int j = 0; j < 8; ++j) {
         int s, m;
-        k4_scale_min(b + 4, j, s, m);
+        cpu::k4_scale_min(j, b + 4, &s, &m);
         u.sc[j] = int8_t(s);
         u.mn[j] = uint8_t(m);
       }
@@ -90,7 +74,7 @@ void unpack(GgmlType t, const uint8_t* row, int64_t c, Unpacked& u) {
       const uint8_t* qs = b + 32;
       const uint8_t* scales = b + 96;
       std::memcpy(&u.d, b + 108, 2);
-      for (int j = 0; j < 16; ++j) u.sc[j] = int8_t(q3_scale6(scales, j) - 32);
+      for (int j = 0; j < 16; ++j) u.sc[j] = int8_t(cpu::q3_scale_code(j, scales) - 32);
       for (int e = 0; e < 256; ++e) {
         const int half = e / 128, s = (e / 32) & 3, part = (e / 16) & 1, l = e % 16;
         const int low = (qs[32 * half + 16 * part + l] >> (2 * s)) & 3;

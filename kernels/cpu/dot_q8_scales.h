@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/quant/blocks.h"
+
 namespace strata::kernels::cpu {
 namespace {
 
@@ -20,13 +22,7 @@ struct KScales16 {
 inline void unpack_scales_k4(const uint8_t* q, KScales16* s) {
   for (int j = 0; j < 8; ++j) {
     int sc, m;
-    if (j < 4) {
-      sc = q[j] & 63;
-      m = q[j + 4] & 63;
-    } else {
-      sc = (q[j + 4] & 15) | ((q[j - 4] >> 6) << 4);
-      m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
+    k4_scale_min(j, q, &sc, &m);
     s->sc[2 * j] = s->sc[2 * j + 1] = int16_t(sc);
     s->m[2 * j] = s->m[2 * j + 1] = int16_t(m);
     s->off_sc[2 * j] = s->off_sc[2 * j + 1] = 0;
@@ -36,9 +32,7 @@ inline void unpack_scales_k4(const uint8_t* q, KScales16* s) {
 // Q3_K: 16 6-bit codes (scale + 32); unsigned weight codes carry offset 4.
 inline void unpack_scales_q3k(const uint8_t* q, KScales16* s) {
   for (int i = 0; i < 16; ++i) {
-    const int lo = i < 8 ? (q[i] & 15) : (q[i - 8] >> 4);
-    const int hi = (q[8 + i % 4] >> (2 * (i / 4))) & 3;
-    const int sc = (lo | (hi << 4)) - 32;
+    const int sc = q3_scale_code(i, q) - 32;
     s->sc[i] = int16_t(sc);
     s->off_sc[i] = int16_t(4 * sc);
     s->m[i] = 0;

@@ -76,4 +76,33 @@ static_assert(sizeof(BlockIQ3_XXS) == 98 && sizeof(BlockIQ3_S) == 110);
 static_assert(sizeof(BlockIQ1_S) == 50 && sizeof(BlockIQ1_M) == 56);
 static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136);
 
+// ---- packed 6-bit scales of the K types ----
+// Internal linkage on purpose: the ISA-specific kernel files (dot_*avx*.cpp, dot_q8_*.cpp) include
+// this header, and an inline function with external linkage compiled there could be the copy the
+// linker keeps for every caller.
+namespace {
+
+// Q4_K / Q5_K: 8 (scale, min) pairs of 6 bits in 12 bytes. Pairs 0-3 sit in the low 6 bits of
+// bytes 0-3 (scales) and 4-7 (mins); pairs 4-7 keep their low nibbles in bytes 8-11 (scale low,
+// min high) and their top 2 bits in the top bits of bytes 0-3 (scale) and 4-7 (min).
+inline void k4_scale_min(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 15) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Q3_K: 16 6-bit codes (scale + 32). Low nibbles: codes 0-7 in the low halves of bytes 0-7,
+// codes 8-15 in the high halves; top 2 bits of code i in byte 8 + i % 4 at bit 2 * (i / 4).
+inline int q3_scale_code(int i, const uint8_t* s) {
+  const int lo = i < 8 ? (s[i] & 15) : (s[i - 8] >> 4);
+  const int hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+  return lo | (hi << 4);
+}
+
+}  // namespace
+
 }  // namespace strata::kernels::cpu
