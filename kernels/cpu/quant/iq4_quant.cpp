@@ -100,9 +100,9 @@ void pack_nibbles(const uint8_t* q, uint8_t* qs) {
   for (int j = 0; j < kGroup / 2; ++j) qs[j] = uint8_t(q[j] | (q[j + kGroup / 2] << 4));
 }
 
-// Weights of a block of len values: importance * sqrt(sigma2 + x^2) (iq_quant.h), the importance
-// floored at a tiny fraction of the row's mean so unused columns still get a defined choice.
-void block_weights(const float* x, const float* imp, float imp_floor, int len, float* w) {
+}  // namespace
+
+void importance_weights(const float* x, const float* imp, float imp_floor, int len, float* w) {
   double s2 = 0;
   for (int j = 0; j < len; ++j) s2 += double(x[j]) * x[j];
   const float sigma2 = float(s2 / len);
@@ -116,8 +116,6 @@ float importance_floor(const float* imp, int64_t n) {
   return float(1e-6 * s / double(n));  // 0: no column has any importance (callers use uniform)
 }
 
-}  // namespace
-
 void quantize_iq4_nl_w(const float* src, void* dst, int64_t n, const float* imp) {
   auto* blocks = static_cast<BlockIQ4_NL*>(dst);
   const float imp_floor = importance_floor(imp, n);
@@ -127,7 +125,7 @@ void quantize_iq4_nl_w(const float* src, void* dst, int64_t n, const float* imp)
     const float* x = src + i * kQK;
     const float* w = nullptr;
     if (imp) {
-      block_weights(x, imp + i * kQK, imp_floor, kQK, wbuf);
+      importance_weights(x, imp + i * kQK, imp_floor, kQK, wbuf);
       w = wbuf;
     }
     uint16_t h = f32_to_f16(best_group_scale(x, w));
@@ -148,7 +146,7 @@ void quantize_iq4_xs_w(const float* src, void* dst, int64_t n, const float* imp)
     const float* x = src + i * kQK_K;
     const float* w = nullptr;
     if (imp) {
-      block_weights(x, imp + i * kQK_K, imp_floor, kQK_K, wbuf);
+      importance_weights(x, imp + i * kQK_K, imp_floor, kQK_K, wbuf);
       w = wbuf;
     }
     auto wg = [&](int ib) { return w ? w + kGroup * ib : nullptr; };

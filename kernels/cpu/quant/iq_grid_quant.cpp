@@ -294,24 +294,13 @@ void quantize_super(const TypeSpec& t, const float* x, const float* w, SuperCode
 
 // ---- weights and the row loop ----
 
-// w = importance * sqrt(sigma2 + x^2) (a zero importance is raised to a tiny fraction of the
-// row's mean, so a column that never fired still gets a defined, near-free choice), or 1.
+// The importance weights of a super-block (iq_quant.h), or 1 without an importance.
 void make_weights(const float* x, const float* imp, float imp_floor, float* w) {
   if (!imp) {
     std::fill(w, w + kQK_K, 1.0f);
     return;
   }
-  double s2 = 0;
-  for (int j = 0; j < kQK_K; ++j) s2 += double(x[j]) * x[j];
-  const float sigma2 = float(s2 / kQK_K);
-  for (int j = 0; j < kQK_K; ++j) w[j] = std::max(imp[j], imp_floor) * std::sqrt(sigma2 + x[j] * x[j]);
-}
-
-float importance_floor(const float* imp, int64_t n) {
-  if (!imp) return 0;
-  double s = 0;
-  for (int64_t j = 0; j < n; ++j) s += imp[j];
-  return float(1e-6 * s / double(n));  // 0: no column has any importance (callers use uniform)
+  importance_weights(x, imp, imp_floor, kQK_K, w);
 }
 
 template <typename Pack>

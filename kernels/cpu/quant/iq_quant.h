@@ -38,4 +38,13 @@ void quantize_iq1_m_w(const float* src, void* dst, int64_t n, const float* impor
 void quantize_iq4_nl_w(const float* src, void* dst, int64_t n, const float* importance);
 void quantize_iq4_xs_w(const float* src, void* dst, int64_t n, const float* importance);
 
+// The error weights every i-quant quantiser minimises with (iq4_quant.cpp):
+// importance_floor: a tiny fraction (1e-6) of the row's mean importance, raised to so that a column
+// that never fired still gets a defined, near-free choice; 0 when imp is null or all zero (then
+// the callers quantise with uniform weights).
+float importance_floor(const float* imp, int64_t n);
+// w[j] = max(imp[j], imp_floor) * sqrt(sigma2 + x[j]^2) over a block of len values, sigma2 their
+// mean square.
+void importance_weights(const float* x, const float* imp, float imp_floor, int len, float* w);
+
 }  // namespace strata::kernels::cpu
