@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_run.h"
 #include "core/rng.h"
 #include "test_util.h"
 
@@ -32,7 +33,7 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
-bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+using strata::test::has;
 
 // Starts `strata args...` with stdout/stderr redirected to files; returns the pid.
 pid_t spawn(const std::vector<std::string>& args, const fs::path& out, const fs::path& err) {

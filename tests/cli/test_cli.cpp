@@ -10,35 +10,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_run.h"
 #include "test_util.h"
 
 namespace {
 
-struct Run {
-  int code;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-Run run_strata(const std::string& args) {
-  const auto dir = strata::test::temp_dir("cli");
-  const std::string err_path = (dir / "stderr").string();
-  const std::string cmd = std::string(STRATA_BINARY_DIR) + "/strata " + args + " 2>" + err_path;
-  Run r{};
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  FILE* e = fopen(err_path.c_str(), "r");
-  while (e && (n = fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
-  if (e) fclose(e);
-  return r;
-}
-
-bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+using Run = strata::test::CliRun;
+using strata::test::has;
+using strata::test::run_strata;
 
 }  // namespace
 

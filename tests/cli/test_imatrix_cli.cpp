@@ -15,36 +15,15 @@
 #include "model/gguf_file.h"
 #include "model/gguf_writer.h"
 #include "model/imatrix.h"
+#include "cli_run.h"
 #include "test_util.h"
 
 namespace {
 
 using namespace strata;
 
-struct Run {
-  int code;
-  std::string out, err;
-};
-
-Run run_strata(const std::string& args) {
-  const auto dir = test::temp_dir("imatrix-cli");
-  const std::string err_path = (dir / "stderr").string();
-  const std::string cmd = std::string(STRATA_BINARY_DIR) + "/strata " + args + " 2>" + err_path;
-  Run r{};
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  FILE* e = fopen(err_path.c_str(), "r");
-  while (e && (n = fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
-  if (e) fclose(e);
-  return r;
-}
-
-bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+using test::has;
+using test::run_strata;
 size_t lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
 
 const std::string kModel = std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny-q4_k.gguf";

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_run.h"
 #include "model/synth.h"
 #include "offload/planner.h"
 #include "session/run_plan.h"
@@ -63,17 +64,9 @@ strata::Result<strata::offload::ExecutorPlan> plan_of(const RunOptions& o) {
 
 // stderr_only: what the command writes to stderr instead of stdout.
 std::string run_strata_stdout(const std::string& args, int& code, bool stderr_only = false) {
-  const std::string cmd =
-      std::string(STRATA_BINARY_DIR) + "/strata " + args + (stderr_only ? " 2>&1 >/dev/null" : " 2>/dev/null");
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-  return out;
+  const auto r = strata::test::run_strata(args);
+  code = r.code;
+  return stderr_only ? r.err : r.out;
 }
 
 // The placement report's lines, from "placement:" to the "bottleneck:" line.
