@@ -24,8 +24,23 @@ struct Unpacked {
   uint8_t code[256];  // unsigned codes (q8_0: the int8 bits)
   int8_t sc[16];      // q4_K/q5_K: 8 scales (0..63); q3_K: 16 scales - 32; q6_K: 16 scales
   uint8_t mn[8];      // q4_K/q5_K mins
+  uint8_t packed[12]; // q3_K, q4_K, q5_K: the GGUF block's 12 packed 6-bit scale (and min) bytes
   uint16_t d = 0, dmin = 0;
 };
+
+// sc / mn from the packed GGUF scale bytes (q3_K, q4_K, q5_K).
+void unpack_scales(GgmlType t, Unpacked& u) {
+  if (t == GgmlType::Q3_K) {
+    for (int j = 0; j < 16; ++j) u.sc[j] = int8_t(cpu::q3_scale_code(j, u.packed) - 32);
+    return;
+  }
+  for (int j = 0; j < 8; ++j) {
+    int s, m;
+    cpu::k4_scale_min(j, u.packed, &s, &m);
+    u.sc[j] = int8_t(s);
+    u.mn[j] = uint8_t(m);
+  }
+}
 
 struct TypeLayout {
   int chunk = 0, tile = 0;
@@ -35,9 +50,9 @@ struct TypeLayout {
 
 TypeLayout type_layout(GgmlType t) {
   switch (t) {
-    case GgmlType::Q4_K: return {256, 1184, 0, -1, 1024, 1152};
-    case GgmlType::Q5_K: return {256, 1440, 0, 1024, 1280, 1408};
-    case GgmlType::Q3_K: return {256, 912, 0, 512, 768, 896};
+    case GgmlType::Q4_K: return {256, 1152, 0, -1, 1024, 1120};
+    case GgmlType::Q5_K: return {256, 1408, 0, 1024, 1280, 1376};
+    case GgmlType::Q3_K: return {256, 880, 0, 512, 768, 864};
     case GgmlType::Q6_K: return {256, 1680, 0, 1024, 1536, 1664};
     case GgmlType::Q8_0: return {32, 272, 0, -1, -1, 256};
     default: return {};
@@ -53,12 +68,8 @@ void unpack(GgmlType t, const uint8_t* row, int64_t c, Unpacked& u) {
       const uint8_t* b = row + c * (q5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K));
       std::memcpy(&u.d, b, 2);
       std::memcpy(&u.dmin, b + 2, 2);
-      for (int j = 0; j < 8; ++j) {
-        int s, m;
-        cpu::k4_scale_min(j, b + 4, &s, &m);
-        u.sc[j] = int8_t(s);
-        u.mn[j] = uint8_t(m);
-      }
+      std::memcpy(u.packed, b + 4, 12);
+      unpack_scales(t, u);
       const uint8_t* qs = b + (q5 ? 48 : 16);
       for (int e = 0; e < 256; ++e) {
         const int g = e / 64, hi = (e / 32) & 1, l = e % 32;
@@ -74,7 +85,8 @@ void unpack(GgmlType t, const uint8_t* row, int64_t c, Unpacked& u) {
       const uint8_t* qs = b + 32;
       const uint8_t* scales = b + 96;
       std::memcpy(&u.d, b + 108, 2);
-      for (int j = 0; j < 16; ++j) u.sc[j] = int8_t(cpu::q3_scale_code(j, scales) - 32);
+      std::memcpy(u.packed, scales, 12);
+      unpack_scales(t, u);
       for (int e = 0; e < 256; ++e) {
         const int half = e / 128, s = (e / 32) & 3, part = (e / 16) & 1, l = e % 16;
         const int low = (qs[32 * half + 16 * part + l] >> (2 * s)) & 3;
@@ -158,12 +170,16 @@ void tile_io(GgmlType t, uint8_t* tile, int g, Unpacked& u, bool write) {
   switch (t) {
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
-      io(tile + L.sc + 16 * g, u.sc, 8);
-      io(tile + L.sc + 16 * g + 8, u.mn, 8);
+      io(tile + L.sc + 12 * g, u.packed, 12);
       io(tile + L.d + 4 * g, &u.d, 2);
       io(tile + L.d + 4 * g + 2, &u.dmin, 2);
+      if (!write) unpack_scales(t, u);
       break;
     case GgmlType::Q3_K:
+      io(tile + L.sc + 12 * g, u.packed, 12);
+      io(tile + L.d + 2 * g, &u.d, 2);
+      if (!write) unpack_scales(t, u);
+      break;
     case GgmlType::Q6_K:
       io(tile + L.sc + 16 * g, u.sc, 16);
       io(tile + L.d + 2 * g, &u.d, 2);

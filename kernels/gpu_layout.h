@@ -21,21 +21,23 @@
 // q6_K 0..63, q = code - 32); q8_0 keeps its signed int8.
 //
 // Per-lane streams ([32 lanes][W bytes], lane L at L * W), then per-row streams ([8 rows][W]):
-//   q4_K (1184 B): qs[32][32]: word s, byte i = code E(s,0,i) | code E(s,1,i) << 4
-//                  sc[8][16]:  bytes 0..7 = 6-bit scale of sub-block s, 8..15 = its 6-bit min
+//   q4_K (1152 B): qs[32][32]: word s, byte i = code E(s,0,i) | code E(s,1,i) << 4
+//                  sc[8][12]:  the GGUF block's 12 packed bytes of 6-bit scales and mins, as stored
 //                  dm[8][4]:   f16 d, f16 dmin
-//   q5_K (1440 B): qs[32][32] as q4_K (low 4 bits); qh[32][8]: byte s, bit 4 h + i = 5th bit of
-//                  E(s,h,i); sc[8][16], dm[8][4] as q4_K
-//   q3_K (912 B):  ql[32][16]: word s / 2, bits 4 (s % 2) + 2 h + 8 i .. +1 = low 2 bits of
+//   q5_K (1408 B): qs[32][32] as q4_K (low 4 bits); qh[32][8]: byte s, bit 4 h + i = 5th bit of
+//                  E(s,h,i); sc[8][12], dm[8][4] as q4_K
+//   q3_K (880 B):  ql[32][16]: word s / 2, bits 4 (s % 2) + 2 h + 8 i .. +1 = low 2 bits of
 //                  E(s,h,i); qh[32][8]: word s / 4, bit 2 (s % 4) + h + 8 i = hmask bit of E(s,h,i);
-//                  sc[8][16]: int8 scale - 32 of 16-element sub-block j = 2 s + h; d[8][2]: f16
+//                  sc[8][12]: the GGUF block's 12 packed bytes of 6-bit scale codes; d[8][2]: f16
 //   q6_K (1680 B): ql[32][32]: as q4_K qs (low 4 bits); qh[32][16]: word s / 2, bits
 //                  4 (s % 2) + 2 h + 8 i .. +1 = top 2 bits of E(s,h,i); sc[8][16]: int8 scale of
 //                  sub-block 2 s + h; d[8][2]: f16
 //   q8_0 (272 B):  qs[32][8]: bytes 4 h + i = q of E(0,h,i); d[8][2]: f16
 // Values (as GGUF): q4_K/q5_K (d * sc) * code - dmin * m; q3_K/q6_K (d * sc) * q; q8_0 d * q.
-// Bytes per row and super-block vs GGUF: q4_K 148 vs 144, q5_K 180 vs 176, q3_K 114 vs 110,
-// q6_K 210 = 210, q8_0 34 = 34 (the decoded scales cost the difference).
+// Size: exactly the GGUF bytes of the matrix (tile = 8 x the GGUF block), plus zero rows padding
+// n_out to a multiple of 8. The packed scales stay packed (the kernels decode them per tile, a few
+// word operations) so that the layout costs no VRAM, pinned RAM or PCIe bytes: the planner's GGUF
+// sizes hold for both layouts, and the layout can be used under any budget.
 #pragma once
 
 #include <cstdint>

@@ -5,7 +5,8 @@
 // A reader's load() issues every load of one lane for one tile: per-lane streams are read at
 // lane * W (consecutive lanes, consecutive W-byte words: W = 8, 16 or 32 as two 16-byte loads),
 // per-row streams at g * W (the 4 lanes of a row share the word: one broadcast). codes(s, h) gives
-// the lane's 4 unsigned codes of half h of sub-block s as the bytes of one word (q8_0: signed);
+// the lane's 4 codes of half h of sub-block s as the bytes of one word: unsigned (code - kBias is
+// the value index) or, where kSigned, already the signed value index (q3_K, q8_0);
 // scale(s, h) the integer sub-scale, min(s) the integer min (q4_K / q5_K), d() / dmin() the f16
 // super-block factors. Element value (as the CPU decoders): (d * scale) * (code - kBias) - dmin * min.
 #pragma once
@@ -23,11 +24,34 @@ __device__ __forceinline__ int sbyte(const uint4& v, int k) { return int(int8_t(
 __device__ __forceinline__ int ubyte(const uint4& v, int k) { return int((word_of(v, k >> 2) >> (8 * (k & 3))) & 0xffu); }
 
 // q4_K (kHigh = false) and q5_K (kHigh = true).
+// The packed 6-bit scales of a GGUF block (12 bytes, 4-byte aligned in a tile), decoded per word.
+// q4_K / q5_K -> bytes 0..7 scales, 8..15 mins (the layout of cpu::k4_scale_min: scales and mins
+// 0-3 are the low 6 bits of bytes 0-3 / 4-7; 4-7 take their low nibble from bytes 8-11 and their
+// top 2 bits from bits 6-7 of bytes 0-3 / 4-7).
+__device__ __forceinline__ uint4 k4_scales(const uint8_t* p) {
+  const uint32_t a0 = ld_u1(p), a1 = ld_u1(p + 4), a2 = ld_u1(p + 8);
+  return make_uint4(a0 & 0x3F3F3F3Fu, (a2 & 0x0F0F0F0Fu) | ((a0 >> 2) & 0x30303030u), a1 & 0x3F3F3F3Fu,
+                    ((a2 >> 4) & 0x0F0F0F0Fu) | ((a1 >> 2) & 0x30303030u));
+}
+// q3_K -> 16 signed bytes, scale j - 32 (cpu::q3_scale_code: low nibbles of scales 0-7 / 8-15 in
+// the low / high halves of bytes 0-7, top 2 bits of scale j at bits 2 (j / 4) of byte 8 + j % 4).
+__device__ __forceinline__ uint32_t minus32(uint32_t u) {  // per byte: 6-bit u -> int8 u - 32
+  const uint32_t v = u ^ 0x20202020u;
+  return v | ((v & 0x20202020u) * 6u);  // extends bit 5 to bits 6, 7 (no carry between bytes)
+}
+__device__ __forceinline__ uint4 q3_scales(const uint8_t* p) {
+  const uint32_t a0 = ld_u1(p), a1 = ld_u1(p + 4), a2 = ld_u1(p + 8);
+  return make_uint4(minus32((a0 & 0x0F0F0F0Fu) | ((a2 << 4) & 0x30303030u)),
+                    minus32((a1 & 0x0F0F0F0Fu) | ((a2 << 2) & 0x30303030u)),
+                    minus32(((a0 >> 4) & 0x0F0F0F0Fu) | (a2 & 0x30303030u)),
+                    minus32(((a1 >> 4) & 0x0F0F0F0Fu) | ((a2 >> 2) & 0x30303030u)));
+}
+
 template <bool kHigh>
 struct GpuQ45K {
-  static constexpr int kChunk = 256, kSubs = 8, kTile = kHigh ? 1440 : 1184, kBias = 0;
-  static constexpr bool kMin = true, kScale16 = false;
-  static constexpr int kSc = kHigh ? 1280 : 1024, kD = kHigh ? 1408 : 1152;
+  static constexpr int kChunk = 256, kSubs = 8, kTile = kHigh ? 1408 : 1152, kBias = 0;
+  static constexpr bool kMin = true, kScale16 = false, kSigned = false;
+  static constexpr int kSc = kHigh ? 1280 : 1024, kD = kHigh ? 1376 : 1120;
   uint4 qa, qb, sc;
   uint2 qh;
   uint32_t dm;
@@ -35,7 +59,7 @@ struct GpuQ45K {
     qa = ld_u4(tile + lane * 32);
     qb = ld_u4(tile + lane * 32 + 16);
     if constexpr (kHigh) qh = ld_u2(tile + 1024 + lane * 8);
-    sc = ld_u4(tile + kSc + g * 16);
+    sc = k4_scales(tile + kSc + g * 12);
     dm = ld_u1(tile + kD + g * 4);
   }
   __device__ __forceinline__ uint32_t codes(int s, int h) const {
@@ -55,22 +79,25 @@ struct GpuQ45K {
 using GpuQ4K = GpuQ45K<false>;
 using GpuQ5K = GpuQ45K<true>;
 
+// q3_K codes come out signed (q = code - 4 per byte, kBias 0): the hmask bit h and low bits l
+// give q = l - 4 (1 - h), i.e. the byte l | (h ? 0 : 0xFC) = l + (h ^ 1) * 0xFC (no carry between
+// bytes), as cheap as the unsigned code, and the kernels then need no bias correction.
 struct GpuQ3K {
-  static constexpr int kChunk = 256, kSubs = 8, kTile = 912, kBias = 4;
-  static constexpr bool kMin = false, kScale16 = true;
+  static constexpr int kChunk = 256, kSubs = 8, kTile = 880, kBias = 0;
+  static constexpr bool kMin = false, kScale16 = true, kSigned = true;
   uint4 ql, sc;
   uint2 qh;
   uint16_t dd;
   __device__ __forceinline__ void load(const uint8_t* tile, int lane, int g) {
     ql = ld_u4(tile + lane * 16);
     qh = ld_u2(tile + 512 + lane * 8);
-    sc = ld_u4(tile + 768 + g * 16);
-    dd = ld16(tile + 896 + g * 2);
+    sc = q3_scales(tile + 768 + g * 12);
+    dd = ld16(tile + 864 + g * 2);
   }
   __device__ __forceinline__ uint32_t codes(int s, int h) const {
     const uint32_t lo = (word_of(ql, s >> 1) >> (4 * (s & 1) + 2 * h)) & 0x03030303u;
-    const uint32_t hb = ((s < 4 ? qh.x : qh.y) >> (2 * (s & 3) + h)) & 0x01010101u;
-    return lo | (hb << 2);
+    const uint32_t nh = (((s < 4 ? qh.x : qh.y) >> (2 * (s & 3) + h)) & 0x01010101u) ^ 0x01010101u;
+    return nh * 0xFCu + lo;
   }
   __device__ __forceinline__ int scale(int s, int h) const { return sbyte(sc, 2 * s + h); }
   __device__ __forceinline__ int min(int) const { return 0; }
@@ -80,7 +107,7 @@ struct GpuQ3K {
 
 struct GpuQ6K {
   static constexpr int kChunk = 256, kSubs = 8, kTile = 1680, kBias = 32;
-  static constexpr bool kMin = false, kScale16 = true;
+  static constexpr bool kMin = false, kScale16 = true, kSigned = false;
   uint4 qa, qb, qh, sc;
   uint16_t dd;
   __device__ __forceinline__ void load(const uint8_t* tile, int lane, int g) {
@@ -103,7 +130,7 @@ struct GpuQ6K {
 
 struct GpuQ8_0 {
   static constexpr int kChunk = 32, kSubs = 1, kTile = 272, kBias = 0;
-  static constexpr bool kMin = false, kScale16 = false;
+  static constexpr bool kMin = false, kScale16 = false, kSigned = true;
   uint2 q;
   uint16_t dd;
   __device__ __forceinline__ void load(const uint8_t* tile, int lane, int g) {
@@ -161,8 +188,10 @@ constexpr int kGpuGemvWarps = 8;  // warps per CTA, splitting one row group's ch
 // One CTA per row group of 8 rows; warp w takes chunks w, w + 8, ...; per lane, each weight word
 // is decoded once and used for all NC columns; the 8 warps' partial sums meet in shared memory in
 // a fixed order (deterministic).
+// 4 CTAs (32 warps) per SM for 1-2 columns: at 3 (the register use without the bound) a 512-CTA
+// matrix (4096 rows) took two waves on 132 SMs.
 template <class D, int NC>
-__global__ void __launch_bounds__(kGpuGemvWarps * 32) gemv_gpu_kernel(const uint8_t* __restrict__ w, int64_t n_in,
+__global__ void __launch_bounds__(kGpuGemvWarps * 32, NC <= 2 ? 4 : 2) gemv_gpu_kernel(const uint8_t* __restrict__ w, int64_t n_in,
                                                                       int64_t n_out, ActGpu x, int n_cols,
                                                                       float* __restrict__ y) {
   constexpr int S = D::kSubs;
@@ -256,14 +285,24 @@ __global__ void dequant_gpu_kernel(const uint8_t* __restrict__ w, int64_t n_in, 
       const uint32_t c = rd.codes(s, h);
       const float sc = __fmul_rn(d, float(rd.scale(s, h)));
       Out* o = out + r * n_in + ch * D::kChunk + 32 * s + 16 * h + 4 * t;
+      float v[4];
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        const int q = D::kChunk == 32 ? int(int8_t(c >> (8 * k))) : int((c >> (8 * k)) & 0xffu) - D::kBias;
-        float v = __fmul_rn(float(q), sc);
-        if constexpr (D::kMin) v = __fsub_rn(v, off);
-        v = __fmul_rn(v, scale);
-        if constexpr (sizeof(Out) == 4) o[k] = v;
-        else o[k] = __float2half_rn(v);
+        const int q = D::kSigned ? int(int8_t(c >> (8 * k))) : int((c >> (8 * k)) & 0xffu) - D::kBias;
+        v[k] = __fmul_rn(float(q), sc);
+        if constexpr (D::kMin) v[k] = __fsub_rn(v[k], off);
+        v[k] = __fmul_rn(v[k], scale);
+      }
+      // One 16- or 8-byte store per 4 elements (n_in is a multiple of the chunk, so aligned).
+      if constexpr (sizeof(Out) == 4) {
+        *reinterpret_cast<float4*>(o) = make_float4(v[0], v[1], v[2], v[3]);
+      } else {
+        const __half2 lo = __halves2half2(__float2half_rn(v[0]), __float2half_rn(v[1]));
+        const __half2 hi = __halves2half2(__float2half_rn(v[2]), __float2half_rn(v[3]));
+        uint2 packed;
+        packed.x = *reinterpret_cast<const uint32_t*>(&lo);
+        packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+        *reinterpret_cast<uint2*>(o) = packed;
       }
     }
   }

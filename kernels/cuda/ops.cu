@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/cuda_check.cuh"
@@ -27,60 +28,96 @@ unsigned grid_for(int64_t n, int threads) {
   return unsigned(blocks < 65535 * 16 ? blocks : 65535 * 16);  // grid-stride loops cover the rest
 }
 
-// ---- rms_norm: one block per vector ----
-
 constexpr int kNormThreads = 256;
 
+// ---- rms_norm: one block per vector ----
+// Decode normalises one 5376-wide vector at a time, so one block must finish it in about one
+// memory round trip: float4 loads, unrolled so that a thread's loads are all in flight before the
+// (double) sum needs them, and 1024 threads when there are few vectors (a 256-thread block with a
+// load-then-add loop took ~16 us per vector: 21 dependent round trips).
+
+template <bool kVec4>
 __global__ void rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ w, int64_t n, float eps,
                                 float* out) {
   const float* xv = x + int64_t(blockIdx.x) * n;
   float* ov = out + int64_t(blockIdx.x) * n;
   double ss = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += double(xv[i]) * double(xv[i]);
+  if constexpr (kVec4) {
+    const float4* x4 = reinterpret_cast<const float4*>(xv);
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < n / 4; i += blockDim.x) {
+      const float4 v = x4[i];
+      ss += double(v.x) * double(v.x) + double(v.y) * double(v.y) + double(v.z) * double(v.z) +
+            double(v.w) * double(v.w);
+    }
+  } else {
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += double(xv[i]) * double(xv[i]);
+  }
   for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-  __shared__ double warp_sums[kNormThreads / 32];
+  __shared__ double warp_sums[32];
   __shared__ float inv_s;
   if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
   __syncthreads();
   if (threadIdx.x == 0) {
     double t = 0;
-    for (int i = 0; i < kNormThreads / 32; ++i) t += warp_sums[i];
+    for (int i = 0; i < int(blockDim.x >> 5); ++i) t += warp_sums[i];
     inv_s = float(1.0 / sqrt(t / double(n) + double(eps)));
   }
   __syncthreads();
   const float inv = inv_s;
   // out may alias x: every read of x above happened before the barrier.
-  if (w) {
+  if constexpr (kVec4) {
+    const float4* x4 = reinterpret_cast<const float4*>(xv);
+    const float4* w4 = reinterpret_cast<const float4*>(w);
+    float4* o4 = reinterpret_cast<float4*>(ov);
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < n / 4; i += blockDim.x) {
+      const float4 v = x4[i];
+      float4 r = make_float4(__fmul_rn(v.x, inv), __fmul_rn(v.y, inv), __fmul_rn(v.z, inv), __fmul_rn(v.w, inv));
+      if (w) {
+        const float4 g = w4[i];
+        r = make_float4(__fmul_rn(r.x, g.x), __fmul_rn(r.y, g.y), __fmul_rn(r.z, g.z), __fmul_rn(r.w, g.w));
+      }
+      o4[i] = r;
+    }
+  } else if (w) {
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ov[i] = __fmul_rn(__fmul_rn(xv[i], inv), w[i]);
   } else {
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ov[i] = __fmul_rn(xv[i], inv);
   }
 }
 
-// ---- rope: one thread per (token, pair), looping over heads ----
+// ---- rope: one block per token; each (pair) angle once, in shared memory, then every head ----
+// The angle needs a double pow and sincos: computed once per (token, pair) by the first half_dim
+// threads, then all threads rotate (head, pair) elements in parallel (a thread looping over the
+// heads made ~n_heads dependent memory round trips: ~8.5 us per decode call).
 
-__global__ void rope_kernel(float* x, const int32_t* __restrict__ pos, int64_t n_tok, int64_t n_heads,
-                            int64_t head_dim, double base, float linear_scale, const float* __restrict__ freq_div,
-                            bool neox) {
-  const int64_t half = head_dim / 2;
-  const int64_t total = n_tok * half;
-  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t t = idx / half, i = idx % half;
+constexpr int kRopeThreads = 256;
+constexpr int kRopeMaxHalf = 512;  // head_dim <= 1024 (rope() checks)
+
+__global__ void rope_kernel(float* x, const int32_t* __restrict__ pos, int64_t n_heads, int64_t head_dim,
+                            double base, float linear_scale, const float* __restrict__ freq_div, bool neox) {
+  const int64_t half = head_dim / 2, t = blockIdx.x;
+  __shared__ float cs[kRopeMaxHalf], sn[kRopeMaxHalf];
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
     const float p = float(pos[t]) / linear_scale;  // as the CPU forward: float(pos) / lin
     double theta = double(p) * pow(base, -2.0 * double(i) / double(head_dim));
     if (freq_div) theta /= double(freq_div[i]);
     double sd, cd;
     sincos(theta, &sd, &cd);
-    const float c = float(cd), s = float(sd);
-    for (int64_t h = 0; h < n_heads; ++h) {
-      float* v = x + (t * n_heads + h) * head_dim;
-      float* a = neox ? &v[i] : &v[2 * i];
-      float* b = neox ? &v[i + half] : &v[2 * i + 1];
-      const float x0 = *a, x1 = *b;
-      *a = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-      *b = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
-    }
+    cs[i] = float(cd), sn[i] = float(sd);
+  }
+  __syncthreads();
+  float* xt = x + t * n_heads * head_dim;
+  for (int64_t idx = threadIdx.x; idx < n_heads * half; idx += blockDim.x) {
+    const int64_t h = idx / half, i = idx % half;
+    float* v = xt + h * head_dim;
+    float* a = neox ? &v[i] : &v[2 * i];
+    float* b = neox ? &v[i + half] : &v[2 * i + 1];
+    const float x0 = *a, x1 = *b, c = cs[i], s = sn[i];
+    *a = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+    *b = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
   }
 }
 
@@ -114,21 +151,25 @@ Status rms_norm(const float* d_x, const float* d_w, int64_t n_vec, int64_t n, fl
   if (n_vec < 0 || n <= 0) return Status::error("rms_norm: bad shape (n_vec {}, n {})", n_vec, n);
   if (n_vec == 0) return Status::ok();
   if (n_vec > 0x7fffffff) return Status::error("rms_norm: too many vectors ({})", n_vec);
-  rms_norm_kernel<<<unsigned(n_vec), kNormThreads, 0, as_stream(s)>>>(d_x, d_w, n, eps, d_out);
+  const unsigned threads = n_vec < 64 && n >= 4096 ? 1024 : kNormThreads;
+  const bool vec4 = n % 4 == 0 && reinterpret_cast<uintptr_t>(d_x) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(d_out) % 16 == 0 && reinterpret_cast<uintptr_t>(d_w) % 16 == 0;
+  if (vec4) rms_norm_kernel<true><<<unsigned(n_vec), threads, 0, as_stream(s)>>>(d_x, d_w, n, eps, d_out);
+  else rms_norm_kernel<false><<<unsigned(n_vec), threads, 0, as_stream(s)>>>(d_x, d_w, n, eps, d_out);
   return launch_status("rms_norm");
 }
 
 Status rope(float* d_x, const int32_t* d_pos, int64_t n_tok, int64_t n_heads, int64_t head_dim, float base,
             float linear_scale, const float* d_freq_div, bool neox, Stream s) {
   if (!d_x || !d_pos) return Status::error("rope: null pointer");
-  if (n_tok < 0 || n_heads <= 0 || head_dim <= 0 || head_dim % 2 != 0) {
+  if (n_tok < 0 || n_heads <= 0 || head_dim <= 0 || head_dim % 2 != 0 || head_dim > 2 * kRopeMaxHalf) {
     return Status::error("rope: bad shape (n_tok {}, n_heads {}, head_dim {})", n_tok, n_heads, head_dim);
   }
   if (!(base > 0) || !(linear_scale > 0)) return Status::error("rope: bad base {} or linear scale {}", base, linear_scale);
   if (n_tok == 0) return Status::ok();
-  const int64_t total = n_tok * (head_dim / 2);
-  rope_kernel<<<grid_for(total, 256), 256, 0, as_stream(s)>>>(d_x, d_pos, n_tok, n_heads, head_dim, double(base),
-                                                              linear_scale, d_freq_div, neox);
+  if (n_tok > 0x7fffffff) return Status::error("rope: too many tokens ({})", n_tok);
+  rope_kernel<<<unsigned(n_tok), kRopeThreads, 0, as_stream(s)>>>(d_x, d_pos, n_heads, head_dim, double(base),
+                                                                 linear_scale, d_freq_div, neox);
   return launch_status("rope");
 }
 

@@ -6,10 +6,11 @@
 //   timed pass walks all of them, so the figures are HBM, not cache. Both weight layouts: GGUF
 //   (batch 1 and 8, the baseline) and, for the repacked types, the GPU layout (kernels/gpu_layout.h)
 //   at 1, 2, 4, 8 and 16 columns. GB/s always counts the GGUF bytes of the matrix (what a token's
-//   time is made of; the GPU layout is 0-3.6% larger, see gpu_layout.h).
+//   time is made of; the GPU layout has the same size but for padding rows, see gpu_layout.h).
 // - Prefill matmul at M = 2048 (dequantised f16 tiles + cuBLAS): TFLOP/s over the bf16 GEMM rate.
 // - Decode attention at a long context (f16 KV): GB/s of KV bytes over the device read ceiling.
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <sstream>
 
@@ -56,6 +57,29 @@ struct DeviceBuffers {
     return p;
   }
 };
+
+// Times `enqueue` (on the given stream) captured once as a CUDA graph and replayed: how the
+// engine runs every decode, draft and verify step, so the figure has no per-launch host cost
+// (eager back-to-back calls pay ~8 us each here, more than a 4096-row matrix takes to read).
+Result<double> time_as_graph(const std::function<Status(cuda::Stream)>& enqueue, int iters) {
+  auto st = cuda::stream_create();
+  if (!st) return st.status();
+  struct StreamGuard {
+    cuda::Stream s;
+    ~StreamGuard() { cuda::stream_destroy(s); }
+  } guard{*st};
+  STRATA_TRY(cuda::capture_begin(*st));
+  const Status e = enqueue(*st);
+  auto g = cuda::capture_end(*st);
+  if (!e) {
+    if (g) cuda::graph_destroy(*g);
+    return e;
+  }
+  if (!g) return g.status();
+  auto t = cuda::time_on_device([&] { return cuda::graph_launch(*g, *st); }, iters, *st);
+  cuda::graph_destroy(*g);
+  return t;
+}
 
 struct Shape {
   const char* name;
@@ -161,6 +185,19 @@ Result<nlohmann::json> bench_gemv(GgmlType type, const Shape& sh, const BenchKer
       j[fmt::format("gpu_gemv{}_fraction_of_read", cols)] = gbps * 1e9 / read_bw;
       if (cols == 1) g1 = per;
       else j[fmt::format("gpu_gemv{}_over_gemv1", cols)] = per / g1;
+    }
+    // As the engine runs them: inside a CUDA graph (activation quantiser + GEMV per matrix).
+    for (int cols : {1, 8, 16}) {
+      auto t = time_as_graph(
+          [&](cuda::Stream st) -> Status {
+            for (const auto& v : gviews) STRATA_TRY(cuda::gemv(v, dx, cols, dy, {gws, gws_bytes}, st));
+            return Status::ok();
+          },
+          a.iters);
+      if (!t) return t.status();
+      const double per = *t / gcopies;
+      j[fmt::format("graph_gpu_gemv{}_us", cols)] = per * 1e6;
+      j[fmt::format("graph_gpu_gemv{}_fraction_of_read", cols)] = double(bytes) / per / read_bw;
     }
     // The same columns on the dp4a kernel (what the MMA kernel replaces from 3 columns).
     cuda::set_gemv_mma_min_cols(kMaxCols + 1);
@@ -298,9 +335,10 @@ int run(BenchKernelsArgs& a) {
   nlohmann::json j = {{"bench", "kernels"}, {"device", devs[0].name},
                       {"ceilings", {{"device_read_gb_s", *read / 1e9}, {"gemm_bf16_tflops", *gemm / 1e12}}}};
   fmt::print("ceilings: device read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s\n", *read / 1e9, *gemm / 1e12);
-  fmt::print("{:<6} {:<20} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9} {:>10} {:>8} | {:>9} {:>8} {:>6} {:>6} {:>6} {:>6} {:>6}\n",
+  fmt::print("{:<6} {:<20} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9} {:>10} {:>8} | {:>9} {:>8} {:>6} {:>6} {:>6} {:>6} {:>6} |"
+             " {:>8} {:>6} {:>6}\n",
              "type", "shape", "gemv1 us", "GB/s", "of read", "(f32 x)", "b8/b1", "gemm TF", "of bf16", "buffers",
-             "gpu1 us", "of read", "b2/b1", "b4/b1", "b8/b1", "b16/b1", "dp4a16");
+             "gpu1 us", "of read", "b2/b1", "b4/b1", "b8/b1", "b16/b1", "dp4a16", "graph1", "g8/g1", "g16/g1");
   nlohmann::json rows = nlohmann::json::array();
   for (GgmlType t : types)
     for (const auto& sh : kShapes) {
@@ -321,10 +359,14 @@ int run(BenchKernelsArgs& a) {
                      : "-",
                  x["buffers"].get<int>());
       if (x.contains("gpu_gemv1_us")) {
-        fmt::print(" | {:>9.1f} {:>7.0f}% {:>6.2f} {:>6.2f} {:>6.2f} {:>6.2f} {:>6.2f}\n", x["gpu_gemv1_us"].get<double>(),
-                   100 * x["gpu_gemv1_fraction_of_read"].get<double>(), x["gpu_gemv2_over_gemv1"].get<double>(),
-                   x["gpu_gemv4_over_gemv1"].get<double>(), x["gpu_gemv8_over_gemv1"].get<double>(),
-                   x["gpu_gemv16_over_gemv1"].get<double>(), x["gpu_dp4a_gemv16_over_gemv1"].get<double>());
+        const double g1 = x["graph_gpu_gemv1_us"].get<double>();
+        fmt::print(" | {:>9.1f} {:>7.0f}% {:>6.2f} {:>6.2f} {:>6.2f} {:>6.2f} {:>6.2f} | {:>7.0f}% {:>6.2f} {:>6.2f}\n",
+                   x["gpu_gemv1_us"].get<double>(), 100 * x["gpu_gemv1_fraction_of_read"].get<double>(),
+                   x["gpu_gemv2_over_gemv1"].get<double>(), x["gpu_gemv4_over_gemv1"].get<double>(),
+                   x["gpu_gemv8_over_gemv1"].get<double>(), x["gpu_gemv16_over_gemv1"].get<double>(),
+                   x["gpu_dp4a_gemv16_over_gemv1"].get<double>(),
+                   100 * x["graph_gpu_gemv1_fraction_of_read"].get<double>(), x["graph_gpu_gemv8_us"].get<double>() / g1,
+                   x["graph_gpu_gemv16_us"].get<double>() / g1);
       } else {
         fmt::print(" | (GGUF layout only)\n");
       }

@@ -95,11 +95,19 @@ Status CudaForward::allocate() {
   // `block` >= 0: the view goes into that streamed block instead of VRAM; a cpu-tier (host
   // sourced) block's view is also computed by im.host from the model's own view.
   // GPU layout (ForwardOptions::gpu_layout, STRATA_GPU_LAYOUT=1/0 overrides): every matrix of a
-  // repacked type in VRAM or pinned RAM.
+  // repacked type in VRAM or pinned RAM. Placements with blocks copied raw at each use (disk and
+  // cpu tiers) keep the GGUF layout throughout, so that every matrix runs the same kernel as in a
+  // resident GGUF engine (streamed == resident bit for bit; a mixed engine would match neither).
+  // Under a VRAM budget only matrices whose layout is exactly their GGUF size (n_out a multiple of
+  // 8: no padding rows) are repacked, so the planner's sizes stay exact.
   const char* layout_env = std::getenv("STRATA_GPU_LAYOUT");
   const bool want_layout = layout_env ? std::string(layout_env) == "1" : opt_.gpu_layout;
-  // Not under a VRAM budget: the planner counts GGUF bytes, and the layout is up to ~4% larger.
-  im.gpu_layout = want_layout && opt_.vram_budget == 0 && !pl.any(Tier::disk) && !pl.any(Tier::cpu);
+  im.gpu_layout = want_layout && !pl.any(Tier::disk) && !pl.any(Tier::cpu);
+  auto layout_bytes = [&](const kernels::WeightView& v) -> uint64_t {
+    if (!im.gpu_layout) return 0;
+    const uint64_t g = kernels::gpu_layout_bytes(v.type, v.n_in, v.n_out);
+    return opt_.vram_budget == 0 || g == v.row_bytes * uint64_t(v.n_out) ? g : 0;
+  };
   std::vector<std::vector<std::optional<kernels::WeightView>>> repack_src;  // per streamed block, per tensor
   if (im.gpu_layout) {
     // Exactness (ForwardOptions::gpu_layout): dp4a for every column count, unless a benchmark asks
@@ -112,7 +120,7 @@ Status CudaForward::allocate() {
     if (v.empty() || !err.is_ok()) return;
     if (block >= 0 && specs[block].from_host) im.host_view[&out] = &v;  // v lives as long as model_
     const uint64_t bytes = v.row_bytes * uint64_t(v.n_out);
-    const uint64_t gpu_bytes = im.gpu_layout ? kernels::gpu_layout_bytes(v.type, v.n_in, v.n_out) : 0;
+    const uint64_t gpu_bytes = layout_bytes(v);
     std::optional<kernels::WeightView> repack;
     if (gpu_bytes) {
       repack = v;

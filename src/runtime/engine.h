@@ -35,15 +35,13 @@ struct ForwardOptions {
   uint32_t ring_slots = 3;     // VRAM staging slots for streamed blocks: prefetch depth + 1 (>= 2)
   uint64_t vram_budget = 0;    // hard limit on what the engine allocates; 0 = none
   uint64_t pinned_budget = 0;  // limit on pinned host RAM (offload/pinned_pool.h); 0 = none
-  // CUDA, opt-in (or STRATA_GPU_LAYOUT=1): repack the quantised matrices that live in VRAM or
-  // pinned RAM into the GPU layout the faster GEMV reads (kernels/gpu_layout.h), once at load.
-  // Measured on the H200 (27B-shaped Q3_K_M, resident): decode 52.6 -> 73.8 tok/s, but prefill
-  // 5090 -> 2780 tok/s (its dequantise-to-f16 GEMM path is slower), and the layout's matrices are
-  // up to ~4% larger than the planner counts, so budgeted plans (use_plan) never turn it on. The
-  // engine then runs every column count on the dp4a kernel: the int8 mma.sync kernel sums in
-  // another order, and verification and batched rows must equal one-token steps bit for bit.
-  // Placements with disk- or cpu-tier blocks (copied raw at each use) keep the GGUF layout.
-  bool gpu_layout = false;
+  // CUDA (STRATA_GPU_LAYOUT=0/1 overrides): repack the quantised matrices that live in VRAM or
+  // pinned RAM into the GPU layout the faster GEMV reads (kernels/gpu_layout.h), once at load. The
+  // layout has the GGUF size, so budgeted plans use it too. The engine then runs every column
+  // count on the dp4a kernel: the int8 mma.sync kernel sums in another order, and verification and
+  // batched rows must equal one-token steps bit for bit. Placements with blocks copied raw at each
+  // use (disk and cpu tiers) keep the GGUF layout throughout.
+  bool gpu_layout = true;
   // CPU engine, opt-in (`--cpu-matmul int8`): decode and verification rows (at most
   // kMaxExactRows per matmul) multiply with int8-rounded activations (kernels/cpu/gemv_q8.h) for
   // the types that have an int8 kernel; every column is computed alike, so verification rows still

@@ -61,16 +61,25 @@ TEST_CASE("A device error mid-step fails the eval cleanly and names the block", 
   const uint32_t n_layer = (*model)->spec.hp.n_layer;
   const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 12);
 
-  // The logits of every decode step, from an engine that never fails.
-  auto clean = runtime::CudaForward::create(model.value(), options({}));
-  REQUIRE(clean.is_ok());
+  // The logits of every decode step, from an engine that never fails: in the GPU layout (the
+  // default), and in the GGUF layout that placements with a disk-tier block run (ForwardOptions::
+  // gpu_layout).
   std::vector<float> logits;
-  REQUIRE((*clean)->eval(prompt, runtime::Logits::last, logits).is_ok());
-  std::vector<std::vector<float>> expected;
-  for (size_t i = 12; i < 20; ++i) {
-    REQUIRE((*clean)->eval(std::span(&tokens[i], 1), runtime::Logits::last, logits).is_ok());
-    expected.push_back(logits);
-  }
+  auto clean_logits = [&](bool gpu_layout) {
+    auto opt = options({});
+    opt.gpu_layout = gpu_layout;
+    auto clean = runtime::CudaForward::create(model.value(), opt);
+    REQUIRE(clean.is_ok());
+    REQUIRE((*clean)->eval(prompt, runtime::Logits::last, logits).is_ok());
+    std::vector<std::vector<float>> out;
+    for (size_t i = 12; i < 20; ++i) {
+      REQUIRE((*clean)->eval(std::span(&tokens[i], 1), runtime::Logits::last, logits).is_ok());
+      out.push_back(logits);
+    }
+    return out;
+  };
+  const std::vector<std::vector<float>> expected = clean_logits(true);
+  const std::vector<std::vector<float>> expected_gguf = clean_logits(false);
 
   SECTION("resident: the error is reported, the step can be retried, and the retry is exact") {
     auto e = runtime::CudaForward::create(model.value(), options({}));
@@ -106,7 +115,7 @@ TEST_CASE("A device error mid-step fails the eval cleanly and names the block", 
     // A decode step makes tens of checked calls; walk the failure through them. Each failed step
     // is retried cleanly, so the sequence stays in step with the clean engine.
     size_t step = 0;
-    for (uint64_t nth = 1; nth <= 61 && step < expected.size(); nth += 12) {
+    for (uint64_t nth = 1; nth <= 61 && step < expected_gguf.size(); nth += 12) {
       kernels::cuda::inject_error(nth);
       const uint32_t before = (*e)->n_past();
       Status s = (*e)->eval(std::span(&tokens[12 + step], 1), runtime::Logits::last, logits);
@@ -119,7 +128,7 @@ TEST_CASE("A device error mid-step fails the eval cleanly and names the block", 
       if (s.message().find("block ") == std::string::npos)
         WARN("failure outside a weight block: " << s.message());
       REQUIRE((*e)->eval(std::span(&tokens[12 + step], 1), runtime::Logits::last, logits).is_ok());
-      CHECK(logits == expected[step]);
+      CHECK(logits == expected_gguf[step]);
       ++step;
     }
     CHECK(named_streamed);

@@ -86,5 +86,5 @@ TEST_CASE("gpu layout: types that are not repacked report 0 bytes", "[gpu_layout
     CHECK(k::gpu_layout_bytes(t, 256, 8) == 0);
   CHECK(k::gpu_layout_bytes(GgmlType::Q4_K, 300, 8) == 0);  // not whole super-blocks
   CHECK(k::gpu_layout_bytes(GgmlType::Q8_0, 32, 1) == 272);
-  CHECK(k::gpu_layout_bytes(GgmlType::Q4_K, 256, 9) == 2 * 1184);
+  CHECK(k::gpu_layout_bytes(GgmlType::Q4_K, 256, 9) == 2 * 1152);  // 9 rows: two row groups of 8 x 144 B
 }
