@@ -1,0 +1,458 @@
+// Flash-decoding attention (attention_decode.h): 1..64 queries over f16 / Q8_0 / Q4_1 KV, read
+// in place (quantised blocks are decoded in registers from shared memory).
+//
+// Grid: (row tiles, n_head_kv, splits). For KV head g the rows are the (query, head) pairs whose
+// head maps to g (row r = query r / group, head g * group + r % group); a block takes R <= 8
+// consecutive rows, so all the query heads of a GQA group (and several queries) share each KV
+// load. blockIdx.z picks chunk z of every row's keys (decode_chunk_keys: <= 32 chunks of a
+// power-of-two multiple of 256 keys, aligned to absolute positions); the block walks the union of
+// its rows' chunk-z ranges in tiles of TK = 4096 / head_dim keys.
+//
+// Loads: each key's head slice is copied raw (the 16-byte-aligned span around it) into a
+// cp.async ring in shared memory (3 stages), 16-byte copies only; keys outside the rows' ranges are
+// zero-filled, and so are bytes past the end of the store. Compute: a warp holds 32 / LK keys at
+// once, LK = head_dim / 8 lanes per key, each lane 8 dimensions (q in registers); scores are an
+// f32 dot over the lane's 8 dims and a butterfly over the LK lanes. Each group of LK lanes keeps
+// its own online softmax (running max m, sum l, f32 output acc) over its 4 keys of every tile, so
+// the loop needs no block-wide reduction; at the end the block merges its groups in a fixed order
+// and writes the chunk's (m, l, acc) to the workspace, and combine_kernel merges the chunks of a
+// row in order z = 0, 1, ... (or, unsplit, writes acc / l itself).
+//
+// Determinism and batch exactness: no float atomics, every sum in a fixed order with explicitly
+// rounded operations (no contraction choices left to the compiler), and a row's keys, tiles,
+// chunks and lanes depend only on its own position, so a row of a k-query call equals the query
+// run alone. Keys of a tile that a row does not see are skipped per row (no update at all).
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda/attention_decode.h"
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/kv_quant.cuh"
+
+namespace strata::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 128, kWarps = kThreads / 32;
+constexpr int kStages = 3;  // 48 KB of f16 tiles: four blocks per H200 SM, 512 blocks in one wave
+constexpr int kKeysPerGroup = 4;  // keys of a tile per lane group (TK / groups, for every head_dim)
+
+struct DecParams {
+  const float* q;
+  const int32_t* pos;
+  const uint8_t* k;
+  const uint8_t* v;
+  const uint8_t* k_end;  // one past the store's last byte (copies past it are zero-filled)
+  const uint8_t* v_end;
+  int64_t k_row_bytes, v_row_bytes;    // bytes per slot
+  int64_t k_head_bytes, v_head_bytes;  // bytes of one head's slice of a slot
+  int k_fmt, v_fmt;                    // kvq::Fmt: kF16, kQ8 or kQ4
+  int k_units, v_units;                // 16-byte units staged per key (the aligned span)
+  float* out;
+  float* part_acc;  // (splits, n_q * n_head, head_dim) when split
+  float* part_ml;   // (splits, n_q * n_head, 2): m, l
+  int n_q, n_head, group, capacity, window;
+  int split;  // 0: one block per row tile covers all keys and writes out directly
+  float scale;
+};
+
+template <int HD>
+struct Geo {
+  static constexpr int TK = 4096 / HD;        // keys per tile
+  static constexpr int LK = HD / 8;           // lanes per key
+  static constexpr int GPW = 32 / LK;         // lane groups per warp
+  static constexpr int NG = kWarps * GPW;     // lane groups per block
+  static_assert(TK == NG * kKeysPerGroup);
+};
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
+  const unsigned s = unsigned(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Dimensions 8c .. 8c + 7 of a key's head slice (b: its first byte in shared memory).
+//   f16: 16 bytes at 16c (b is 16-byte aligned: f16 slices always are).
+//   q8:  block c / 4 (34 bytes: f16 d, 32 int8 codes), codes (c % 4) * 8 .. + 7 (2-byte aligned).
+//   q4:  block c / 4 (20 bytes: f16 d, f16 m, 16 code bytes; value i is the low nibble of byte i,
+//        value 16 + i its high nibble): bytes (c & 1) * 8 .. + 7, nibble (c >> 1) & 1 (4-aligned).
+__device__ __forceinline__ void decode8(int fmt, const uint8_t* b, int c, float (&x)[8]) {
+  if (fmt == kvq::kF16) {
+    const uint4 w = *reinterpret_cast<const uint4*>(b + c * 16);
+    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&ws[i]));
+      x[2 * i] = f.x;
+      x[2 * i + 1] = f.y;
+    }
+  } else if (fmt == kvq::kQ8) {
+    const uint8_t* blk = b + (c >> 2) * kvq::kQ8Bytes;
+    const float d = kvq::half_bits_to_float(*reinterpret_cast<const uint16_t*>(blk));
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(blk + 2 + (c & 3) * 8);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t two = h[i];
+      x[2 * i] = __fmul_rn(float(int8_t(uint8_t(two))), d);
+      x[2 * i + 1] = __fmul_rn(float(int8_t(uint8_t(two >> 8))), d);
+    }
+  } else {
+    const uint8_t* blk = b + (c >> 2) * kvq::kQ4Bytes;
+    const uint32_t dm = *reinterpret_cast<const uint32_t*>(blk);
+    const float d = kvq::half_bits_to_float(dm), m = kvq::half_bits_to_float(dm >> 16);
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(blk + 4 + (c & 1) * 8);
+    const int shift = ((c >> 1) & 1) * 4;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const uint32_t word = w[i] >> shift;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[4 * i + e] = __fmaf_rn(float((word >> (8 * e)) & 0xfu), d, m);
+    }
+  }
+}
+
+template <int HD, int R>
+__global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecParams p) {
+  using G = Geo<HD>;
+  constexpr int TK = G::TK, LK = G::LK, GPW = G::GPW, NG = G::NG;
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ int row_lo[R], row_hi[R];  // this split's key range per row (empty: lo > hi)
+  __shared__ int row_live[R];           // a row of the call (not padding)
+  __shared__ uint8_t k_off[kStages][TK], v_off[kStages][TK];  // slice start within its first unit
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = blockIdx.y, z = blockIdx.z;
+  const int n_rows = p.n_q * p.group;
+  const int row0 = blockIdx.x * R;
+
+  if (tid < R) {
+    const int gr = row0 + tid;
+    int lo = 0x7fffffff, hi = -1, live = 0;
+    if (gr < n_rows) {
+      live = 1;
+      const int64_t pos = p.pos[gr / p.group];
+      const int64_t vis_lo = p.window > 0 && pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
+      int64_t s_lo = vis_lo, s_hi = pos;
+      if (p.split) {
+        const int64_t c = decode_chunk_keys(pos - vis_lo + 1);
+        const int64_t start = (vis_lo / c + z) * c;
+        s_lo = start > vis_lo ? start : vis_lo;
+        s_hi = start + c - 1 < pos ? start + c - 1 : pos;
+      } else if (z > 0) {
+        s_hi = -1;
+      }
+      if (s_lo <= s_hi) lo = int(s_lo), hi = int(s_hi);
+    }
+    row_lo[tid] = lo;
+    row_hi[tid] = hi;
+    row_live[tid] = live;
+  }
+  __syncthreads();
+  int h_lo = 0x7fffffff, h_hi = -1;  // hull of the rows' ranges
+#pragma unroll
+  for (int r = 0; r < R; ++r) h_lo = min(h_lo, row_lo[r]), h_hi = max(h_hi, row_hi[r]);
+  const int t_first = h_hi >= h_lo ? h_lo / TK * TK : 0;
+  const int n_tiles = h_hi >= h_lo ? (h_hi - t_first) / TK + 1 : 0;
+
+  const int k_tile_bytes = TK * p.k_units * 16;
+  const int stage_bytes = k_tile_bytes + TK * p.v_units * 16;
+  const uint8_t* Kg = p.k + int64_t(g) * p.k_head_bytes;
+  const uint8_t* Vg = p.v + int64_t(g) * p.v_head_bytes;
+
+  // Tile i into stage i % kStages (an empty group past the last tile keeps the counting uniform).
+  auto issue = [&](int i) {
+    if (i < n_tiles) {
+      const int st = i % kStages, t = t_first + i * TK;
+      uint8_t* sk = smem + st * stage_bytes;
+      const int k_total = TK * p.k_units, total = k_total + TK * p.v_units;
+      for (int u = tid; u < total; u += kThreads) {
+        const bool is_v = u >= k_total;
+        const int uu = is_v ? u - k_total : u, units = is_v ? p.v_units : p.k_units;
+        const int kk = uu / units, w = uu - kk * units, j = t + kk;
+        const uint8_t* src = is_v ? p.v : p.k;
+        int bytes = 0, off = 0;
+        if (j >= h_lo && j <= h_hi) {
+          const int64_t slot = int64_t(unsigned(j) % unsigned(p.capacity));
+          const uint8_t* a = (is_v ? Vg : Kg) + slot * (is_v ? p.v_row_bytes : p.k_row_bytes);
+          off = int(reinterpret_cast<uintptr_t>(a) & 15u);
+          src = a - off + 16 * w;
+          const int64_t left = (is_v ? p.v_end : p.k_end) - src;
+          bytes = left >= 16 ? 16 : (left > 0 ? int(left) : 0);
+          if (bytes == 0) src = is_v ? p.v : p.k;
+        }
+        if (w == 0) (is_v ? v_off : k_off)[st][kk] = uint8_t(off);
+        cp_async16(sk + (is_v ? k_tile_bytes : 0) + uu * 16, src, bytes);
+      }
+    }
+    cp_async_commit();
+  };
+
+  // This thread: lane group grp (keys grp * 4 .. + 3 of each tile), dimensions 8c .. 8c + 7.
+  const int grp = warp * GPW + lane / LK, c = lane % LK;
+  float qr[R][8], acc[R][8], m[R], l[R];
+  int rlo[R], rhi[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    rlo[r] = row_lo[r];
+    rhi[r] = row_hi[r];
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+    const int gr = min(row0 + r, n_rows - 1);  // padding rows compute on a real row, never written
+    const int64_t orow = int64_t(gr / p.group) * p.n_head + int64_t(g) * p.group + gr % p.group;
+    const float4* qp = reinterpret_cast<const float4*>(p.q + orow * HD + c * 8);
+    const float4 a = qp[0], b = qp[1];
+    qr[r][0] = a.x, qr[r][1] = a.y, qr[r][2] = a.z, qr[r][3] = a.w;
+    qr[r][4] = b.x, qr[r][5] = b.y, qr[r][6] = b.z, qr[r][7] = b.w;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[r][e] = 0.0f;
+  }
+
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) issue(i);
+  for (int i = 0; i < n_tiles; ++i) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile i landed for every thread; stage (i - 1) % kStages is free
+    issue(i + kStages - 1);
+    const int st = i % kStages, t = t_first + i * TK;
+    const uint8_t* sk = smem + st * stage_bytes;
+    const uint8_t* sv = sk + k_tile_bytes;
+
+    float s[kKeysPerGroup][R];
+#pragma unroll
+    for (int k = 0; k < kKeysPerGroup; ++k) {
+      const int kk = grp * kKeysPerGroup + k, j = t + kk;
+      float x[8];
+      decode8(p.k_fmt, sk + kk * p.k_units * 16 + k_off[st][kk], c, x);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float d = __fmul_rn(qr[r][0], x[0]);
+#pragma unroll
+        for (int e = 1; e < 8; ++e) d = __fmaf_rn(qr[r][e], x[e], d);
+#pragma unroll
+        for (int o = LK / 2; o > 0; o >>= 1) d = __fadd_rn(d, __shfl_xor_sync(0xffffffffu, d, o));
+        s[k][r] = (j >= rlo[r] && j <= rhi[r]) ? __fmul_rn(d, p.scale) : -INFINITY;
+      }
+    }
+    bool act[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const float mx = fmaxf(fmaxf(s[0][r], s[1][r]), fmaxf(s[2][r], s[3][r]));
+      act[r] = mx != -INFINITY;
+      if (!act[r]) continue;
+      const float m_new = fmaxf(m[r], mx);
+      const float alpha = expf(m[r] - m_new);  // 0 while m is -inf
+      float sum = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kKeysPerGroup; ++k) {
+        s[k][r] = expf(s[k][r] - m_new);  // exp(-inf) = 0 for unseen keys
+        sum = __fadd_rn(sum, s[k][r]);
+      }
+      l[r] = __fmaf_rn(l[r], alpha, sum);
+      m[r] = m_new;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[r][e] = __fmul_rn(acc[r][e], alpha);
+    }
+#pragma unroll
+    for (int k = 0; k < kKeysPerGroup; ++k) {
+      const int kk = grp * kKeysPerGroup + k;
+      float x[8];
+      decode8(p.v_fmt, sv + kk * p.v_units * 16 + v_off[st][kk], c, x);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (!act[r]) continue;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r][e] = __fmaf_rn(s[k][r], x[e], acc[r][e]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the stages are free: they take the groups' states
+
+  // Merge the lane groups (fixed order), then this split's result.
+  float* s_ml = reinterpret_cast<float*>(smem);  // (NG, R, 2)
+  float* s_acc = s_ml + NG * R * 2;              // (NG, R, HD)
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (c == 0) s_ml[(grp * R + r) * 2] = m[r], s_ml[(grp * R + r) * 2 + 1] = l[r];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s_acc[(grp * R + r) * HD + c * 8 + e] = acc[r][e];
+  }
+  __syncthreads();
+  const int64_t n_out_rows = int64_t(p.n_q) * p.n_head;
+  for (int e = tid; e < R * HD; e += kThreads) {
+    const int r = e / HD, d = e % HD;
+    if (!row_live[r]) continue;
+    float M = -INFINITY;
+    for (int q = 0; q < NG; ++q) M = fmaxf(M, s_ml[(q * R + r) * 2]);
+    float L = 0.0f, A = 0.0f;
+    if (M != -INFINITY) {
+      for (int q = 0; q < NG; ++q) {
+        const float mq = s_ml[(q * R + r) * 2];
+        if (mq == -INFINITY) continue;
+        const float w = expf(mq - M);
+        L = __fmaf_rn(w, s_ml[(q * R + r) * 2 + 1], L);
+        A = __fmaf_rn(w, s_acc[(q * R + r) * HD + d], A);
+      }
+    }
+    const int gr = row0 + r;
+    const int64_t orow = int64_t(gr / p.group) * p.n_head + int64_t(g) * p.group + gr % p.group;
+    if (!p.split) {
+      p.out[orow * HD + d] = L > 0.0f ? __fdiv_rn(A, L) : 0.0f;
+    } else {
+      const int64_t prow = int64_t(z) * n_out_rows + orow;
+      p.part_acc[prow * HD + d] = A;
+      if (d == 0) p.part_ml[prow * 2] = M, p.part_ml[prow * 2 + 1] = L;
+    }
+  }
+}
+
+// Merges the splits of one (query, head) row in order: out = sum_z w_z acc_z / sum_z w_z l_z,
+// w_z = e^(m_z - M). Block: head_dim threads.
+__global__ void decode_combine_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
+                                      int64_t n_rows, int n_splits, int head_dim, float* __restrict__ out) {
+  const int64_t row = blockIdx.x;
+  const int d = threadIdx.x;
+  float M = -INFINITY;
+  for (int z = 0; z < n_splits; ++z) M = fmaxf(M, part_ml[(z * n_rows + row) * 2]);
+  float L = 0.0f, A = 0.0f;
+  for (int z = 0; z < n_splits; ++z) {
+    const float m = part_ml[(z * n_rows + row) * 2];
+    if (m == -INFINITY) continue;
+    const float w = expf(m - M);
+    L = __fmaf_rn(w, part_ml[(z * n_rows + row) * 2 + 1], L);
+    A = __fmaf_rn(w, part_acc[(z * n_rows + row) * head_dim + d], A);
+  }
+  out[row * head_dim + d] = L > 0.0f ? __fdiv_rn(A, L) : 0.0f;
+}
+
+// ---- host side ----
+
+int fmt_of(GgmlType t) { return t == GgmlType::F16 ? kvq::kF16 : t == GgmlType::Q8_0 ? kvq::kQ8 : kvq::kQ4; }
+
+// 16-byte units that hold a head slice of `bytes` starting anywhere in its first unit (f16 slices
+// are always 16-byte aligned: rows of n_head_kv * head_dim halves, head_dim % 8 == 0).
+int units_of(GgmlType t, int64_t bytes) { return int(t == GgmlType::F16 ? bytes / 16 : (bytes + 15 + 15) / 16); }
+
+// Splits a grid must hold for rows of a store: at most kDecodeTargetSplits, at most
+// ceil(n / kDecodeMinChunk) for n visible keys, one more where a window's range starts unaligned.
+int64_t grid_splits(int64_t max_visible, bool windowed) {
+  const int64_t n = std::max<int64_t>(max_visible, 1);
+  return std::min(kDecodeTargetSplits, (n + kDecodeMinChunk - 1) / kDecodeMinChunk) + (windowed ? 1 : 0);
+}
+
+template <int HD>
+size_t smem_bytes(int k_units, int v_units, int R) {
+  const size_t stages = size_t(kStages) * Geo<HD>::TK * (k_units + v_units) * 16;
+  const size_t merge = size_t(Geo<HD>::NG) * R * (HD + 2) * sizeof(float);
+  return std::max(stages, merge);
+}
+
+template <int HD, int R>
+Status launch(const DecParams& p, dim3 grid, cudaStream_t st) {
+  const size_t smem = smem_bytes<HD>(p.k_units, p.v_units, R);
+  STRATA_TRY(detail::cuda_status(cudaFuncSetAttribute(decode_attention_kernel<HD, R>,
+                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+                                 "decode attention: cudaFuncSetAttribute"));
+  decode_attention_kernel<HD, R><<<grid, kThreads, smem, st>>>(p);
+  return detail::launch_status("decode attention");
+}
+
+template <int HD>
+Status launch_rows(const DecParams& p, dim3 grid, int R, cudaStream_t st) {
+  switch (R) {
+    case 1: return launch<HD, 1>(p, grid, st);
+    case 2: return launch<HD, 2>(p, grid, st);
+    case 4: return launch<HD, 4>(p, grid, st);
+    default: return launch<HD, 8>(p, grid, st);
+  }
+}
+
+int64_t store_splits(const KvStoreDev& kv, const AttentionShapeDev& s) {
+  const int64_t max_visible = s.window > 0 ? std::min(s.window, kv.capacity) : kv.capacity;
+  return grid_splits(max_visible, s.window > 0);
+}
+
+}  // namespace
+
+bool decode_attention_split_fits(int64_t n_q, const KvStoreDev& kv, const AttentionShapeDev& s, Workspace ws) {
+  const int64_t splits = store_splits(kv, s);
+  const size_t per_split = size_t(n_q * s.n_head) * size_t(s.head_dim + 2) * sizeof(float);
+  return splits == 1 || (ws.d_ptr != nullptr && ws.bytes >= size_t(splits) * per_split);
+}
+
+bool decode_attention_applies(int64_t n_q, int64_t head_dim, GgmlType k, GgmlType v) {
+  auto ok = [](GgmlType t) { return t == GgmlType::F16 || t == GgmlType::Q8_0 || t == GgmlType::Q4_1; };
+  return n_q >= 1 && n_q <= kDecodeMaxQueries && ok(k) && ok(v) &&
+         (head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256);
+}
+
+size_t decode_attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s, int64_t max_keys) {
+  const int64_t nq = std::min(n_q, kDecodeMaxQueries);
+  if (nq <= 0 || s.n_head <= 0 || s.head_dim <= 0) return 0;
+  // Windowed or not: the engine sizes one workspace for all layers with window 0.
+  const int64_t z = grid_splits(max_keys, true);
+  return size_t(z) * size_t(nq * s.n_head) * size_t(s.head_dim + 2) * sizeof(float);
+}
+
+Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
+                        const AttentionShapeDev& s, float* d_out, Workspace ws, cudaStream_t st) {
+  if (kv.capacity > 0x7fffffff || n_q * s.n_head > 0x7fffffff)
+    return Status::error("decode attention: capacity {} or rows {} too large", kv.capacity, n_q * s.n_head);
+  DecParams p{};
+  p.q = d_q;
+  p.pos = d_pos;
+  p.k = static_cast<const uint8_t*>(kv.d_k);
+  p.v = static_cast<const uint8_t*>(kv.d_v);
+  const int64_t width = s.n_head_kv * s.head_dim;
+  p.k_row_bytes = int64_t(ggml_row_bytes(kv.k_dtype, uint64_t(width)));
+  p.v_row_bytes = int64_t(ggml_row_bytes(kv.v_dtype, uint64_t(width)));
+  p.k_end = p.k + kv.capacity * p.k_row_bytes;
+  p.v_end = p.v + kv.capacity * p.v_row_bytes;
+  p.k_head_bytes = int64_t(ggml_row_bytes(kv.k_dtype, uint64_t(s.head_dim)));
+  p.v_head_bytes = int64_t(ggml_row_bytes(kv.v_dtype, uint64_t(s.head_dim)));
+  p.k_fmt = fmt_of(kv.k_dtype);
+  p.v_fmt = fmt_of(kv.v_dtype);
+  p.k_units = units_of(kv.k_dtype, p.k_head_bytes);
+  p.v_units = units_of(kv.v_dtype, p.v_head_bytes);
+  p.out = d_out;
+  p.n_q = int(n_q);
+  p.n_head = int(s.n_head);
+  p.group = int(s.n_head / s.n_head_kv);
+  p.capacity = int(kv.capacity);
+  p.window = int(std::min<int64_t>(s.window, 0x7fffffff));
+  p.scale = s.scale;
+
+  // Splits: fixed by the store and the window (never by n_q), as far as the workspace holds them.
+  const int64_t splits = decode_attention_split_fits(n_q, kv, s, ws) ? store_splits(kv, s) : 1;
+  p.split = splits > 1;
+  if (p.split) {
+    p.part_acc = static_cast<float*>(ws.d_ptr);
+    p.part_ml = p.part_acc + size_t(splits) * size_t(n_q * s.n_head) * size_t(s.head_dim);
+  }
+  const int64_t rows = n_q * p.group;
+  const int R = rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 8;
+  const int64_t tiles = (rows + R - 1) / R;
+  if (s.n_head_kv > 65535) return Status::error("decode attention: {} KV heads: grid too large", s.n_head_kv);
+  const dim3 grid(unsigned(tiles), unsigned(s.n_head_kv), unsigned(splits));
+  auto run = [&]() -> Status {
+    switch (s.head_dim) {
+      case 32: return launch_rows<32>(p, grid, R, st);
+      case 64: return launch_rows<64>(p, grid, R, st);
+      case 128: return launch_rows<128>(p, grid, R, st);
+      case 256: return launch_rows<256>(p, grid, R, st);
+      default: return Status::error("decode attention: head_dim {} unsupported", s.head_dim);
+    }
+  };
+  if (Status status = run(); !status || !p.split) return status;
+  decode_combine_kernel<<<unsigned(n_q * s.n_head), unsigned(s.head_dim), 0, st>>>(
+      p.part_acc, p.part_ml, n_q * s.n_head, int(splits), int(s.head_dim), d_out);
+  return detail::launch_status("decode attention (combine)");
+}
+
+}  // namespace strata::kernels::cuda
