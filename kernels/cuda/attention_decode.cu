@@ -265,7 +265,9 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecParams p)
       decode8(p.v_fmt, sv + kk * p.v_units * 16 + v_off[st][kk], c, x);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        if (!act[r]) continue;
+        // p == 0 (unseen or underflowed) adds nothing: skipping it keeps a row independent of
+        // what the store holds at keys it does not see (zero-filled or another row's).
+        if (!act[r] || s[k][r] == 0.0f) continue;
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[r][e] = __fmaf_rn(s[k][r], x[e], acc[r][e]);
       }
