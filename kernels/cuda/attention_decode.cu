@@ -38,6 +38,7 @@ namespace {
 constexpr int kThreads = 128, kWarps = kThreads / 32;
 constexpr int kStages = 3;  // 48 KB of f16 tiles: four blocks per H200 SM, 512 blocks in one wave
 constexpr int kKeysPerGroup = 4;  // keys of a tile per lane group (TK / groups, for every head_dim)
+constexpr int kMaxUnits = 8;      // 16-byte copies per thread per tile (TK * units per key <= 1024)
 
 struct DecParams {
   const float* q;
@@ -55,7 +56,7 @@ struct DecParams {
   float* part_ml;   // (splits, n_q * n_head, 2): m, l
   int n_q, n_head, group, capacity, window;
   int split;  // 0: one block per row tile covers all keys and writes out directly
-  float scale;
+  float scale_log2;  // scale / ln 2: scores in log2 units (exp2 is one instruction)
 };
 
 template <int HD>
@@ -77,12 +78,22 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// Dimensions 8c .. 8c + 7 of a key's head slice (b: its first byte in shared memory).
+// Exact small-integer to float without I2F (a quarter-rate instruction): byte e of x placed under
+// the exponent of 2^23 (0x4B000000), minus 2^23 (+ 128 for offset bytes).
+__device__ __forceinline__ float magic_byte(uint32_t x, int e) {
+  return __int_as_float(int(__byte_perm(x, 0x4B000000u, 0x7540u + unsigned(e))));
+}
+
+// Dimensions 8c .. 8c + 7 of a key's head slice (b: its first byte in shared memory), as
+// x * d + m: f16 values (d = 1, m = 0 unused), or the exact integer codes with their block's
+// scale d (and q4's offset m; q8's is 0), so that the callers fold d and m in once per key
+// instead of once per value (score = d * sum q x + m * sum q; acc += (p d) x, acc_m += p m).
 //   f16: 16 bytes at 16c (b is 16-byte aligned: f16 slices always are).
-//   q8:  block c / 4 (34 bytes: f16 d, 32 int8 codes), codes (c % 4) * 8 .. + 7 (2-byte aligned).
+//   q8:  block c / 4 (34 bytes: f16 d, 32 int8 codes), codes (c % 4) * 8 .. + 7 (2-byte aligned:
+//        read as three aligned words and funnel-shifted).
 //   q4:  block c / 4 (20 bytes: f16 d, f16 m, 16 code bytes; value i is the low nibble of byte i,
 //        value 16 + i its high nibble): bytes (c & 1) * 8 .. + 7, nibble (c >> 1) & 1 (4-aligned).
-__device__ __forceinline__ void decode8(int fmt, const uint8_t* b, int c, float (&x)[8]) {
+__device__ __forceinline__ void codes8(int fmt, const uint8_t* b, int c, float (&x)[8], float& d, float& m) {
   if (fmt == kvq::kF16) {
     const uint4 w = *reinterpret_cast<const uint4*>(b + c * 16);
     const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
@@ -92,33 +103,39 @@ __device__ __forceinline__ void decode8(int fmt, const uint8_t* b, int c, float 
       x[2 * i] = f.x;
       x[2 * i + 1] = f.y;
     }
+    d = 1.0f, m = 0.0f;
   } else if (fmt == kvq::kQ8) {
     const uint8_t* blk = b + (c >> 2) * kvq::kQ8Bytes;
-    const float d = kvq::half_bits_to_float(*reinterpret_cast<const uint16_t*>(blk));
-    const uint16_t* h = reinterpret_cast<const uint16_t*>(blk + 2 + (c & 3) * 8);
+    d = kvq::half_bits_to_float(*reinterpret_cast<const uint16_t*>(blk));
+    m = 0.0f;
+    const uint8_t* codes = blk + 2 + (c & 3) * 8;
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(codes) & ~uintptr_t(3));
+    const unsigned sh = unsigned(reinterpret_cast<uintptr_t>(codes) & 2u) * 8u;
+    const uint32_t w0 = w[0], w1 = w[1], w2 = w[2];
+    const uint32_t lo = __funnelshift_r(w0, w1, sh) ^ 0x80808080u, hi = __funnelshift_r(w1, w2, sh) ^ 0x80808080u;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t two = h[i];
-      x[2 * i] = __fmul_rn(float(int8_t(uint8_t(two))), d);
-      x[2 * i + 1] = __fmul_rn(float(int8_t(uint8_t(two >> 8))), d);
+    for (int e = 0; e < 4; ++e) {
+      x[e] = __fsub_rn(magic_byte(lo, e), 8388736.0f);
+      x[4 + e] = __fsub_rn(magic_byte(hi, e), 8388736.0f);
     }
   } else {
     const uint8_t* blk = b + (c >> 2) * kvq::kQ4Bytes;
     const uint32_t dm = *reinterpret_cast<const uint32_t*>(blk);
-    const float d = kvq::half_bits_to_float(dm), m = kvq::half_bits_to_float(dm >> 16);
+    d = kvq::half_bits_to_float(dm), m = kvq::half_bits_to_float(dm >> 16);
     const uint32_t* w = reinterpret_cast<const uint32_t*>(blk + 4 + (c & 1) * 8);
-    const int shift = ((c >> 1) & 1) * 4;
+    const unsigned shift = unsigned((c >> 1) & 1) * 4u;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      const uint32_t word = w[i] >> shift;
+      const uint32_t nib = (w[i] >> shift) & 0x0F0F0F0Fu;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) x[4 * i + e] = __fmaf_rn(float((word >> (8 * e)) & 0xfu), d, m);
+      for (int e = 0; e < 4; ++e) x[4 * i + e] = __fsub_rn(magic_byte(nib, e), 8388608.0f);
     }
   }
 }
 
 template <int HD, int R>
-__global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecParams p) {
+// One or two rows (decode): at most 128 registers, four blocks per SM.
+__global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_kernel(DecParams p) {
   using G = Geo<HD>;
   constexpr int TK = G::TK, LK = G::LK, GPW = G::GPW, NG = G::NG;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -165,21 +182,37 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecParams p)
   const uint8_t* Kg = p.k + int64_t(g) * p.k_head_bytes;
   const uint8_t* Vg = p.v + int64_t(g) * p.v_head_bytes;
 
+  // This thread's 16-byte units of a tile (the same every tile): unit u = tid + 128 i is unit w of
+  // key kk of K (u < TK * k_units) or V.
+  const int k_total = TK * p.k_units, total = k_total + TK * p.v_units;
+  int u_kw[kMaxUnits];  // kk << 8 | w
+#pragma unroll
+  for (int i = 0; i < kMaxUnits; ++i) {
+    const int u = tid + i * kThreads;
+    const bool is_v = u >= k_total;
+    const int uu = is_v ? u - k_total : u, units = is_v ? p.v_units : p.k_units;
+    const int kk = uu / units;
+    u_kw[i] = kk << 8 | (uu - kk * units);
+  }
+
   // Tile i into stage i % kStages (an empty group past the last tile keeps the counting uniform).
   auto issue = [&](int i) {
     if (i < n_tiles) {
       const int st = i % kStages, t = t_first + i * TK;
       uint8_t* sk = smem + st * stage_bytes;
-      const int k_total = TK * p.k_units, total = k_total + TK * p.v_units;
-      for (int u = tid; u < total; u += kThreads) {
+      const int slot0 = int(unsigned(t) % unsigned(p.capacity));
+#pragma unroll
+      for (int n = 0; n < kMaxUnits; ++n) {
+        const int u = tid + n * kThreads;
+        if (u >= total) break;
         const bool is_v = u >= k_total;
-        const int uu = is_v ? u - k_total : u, units = is_v ? p.v_units : p.k_units;
-        const int kk = uu / units, w = uu - kk * units, j = t + kk;
+        const int kk = u_kw[n] >> 8, w = u_kw[n] & 0xff, j = t + kk;
         const uint8_t* src = is_v ? p.v : p.k;
         int bytes = 0, off = 0;
         if (j >= h_lo && j <= h_hi) {
-          const int64_t slot = int64_t(unsigned(j) % unsigned(p.capacity));
-          const uint8_t* a = (is_v ? Vg : Kg) + slot * (is_v ? p.v_row_bytes : p.k_row_bytes);
+          int slot = slot0 + kk;
+          while (slot >= p.capacity) slot -= p.capacity;  // once at most unless the ring is shorter than a tile
+          const uint8_t* a = (is_v ? Vg : Kg) + int64_t(slot) * (is_v ? p.v_row_bytes : p.k_row_bytes);
           off = int(reinterpret_cast<uintptr_t>(a) & 15u);
           src = a - off + 16 * w;
           const int64_t left = (is_v ? p.v_end : p.k_end) - src;
@@ -187,7 +220,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecParams p)
           if (bytes == 0) src = is_v ? p.v : p.k;
         }
         if (w == 0) (is_v ? v_off : k_off)[st][kk] = uint8_t(off);
-        cp_async16(sk + (is_v ? k_tile_bytes : 0) + uu * 16, src, bytes);
+        cp_async16(sk + u * 16, src, bytes);
       }
     }
     cp_async_commit();
@@ -195,7 +228,9 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecParams p)
 
   // This thread: lane group grp (keys grp * 4 .. + 3 of each tile), dimensions 8c .. 8c + 7.
   const int grp = warp * GPW + lane / LK, c = lane % LK;
-  float qr[R][8], acc[R][8], m[R], l[R];
+  // acc_m: sum of p * m over q4 V blocks (the lane's 8 dims are one block), added at the end.
+  float qr[R][8], acc[R][8], acc_m[R], qsum[R], m[R], l[R];
+  const bool k_f16 = p.k_fmt == kvq::kF16, v_f16 = p.v_fmt == kvq::kF16, v_q4 = p.v_fmt == kvq::kQ4;
   int rlo[R], rhi[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -211,6 +246,10 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecParams p)
     qr[r][4] = b.x, qr[r][5] = b.y, qr[r][6] = b.z, qr[r][7] = b.w;
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[r][e] = 0.0f;
+    acc_m[r] = 0.0f;
+    qsum[r] = qr[r][0];
+#pragma unroll
+    for (int e = 1; e < 8; ++e) qsum[r] = __fadd_rn(qsum[r], qr[r][e]);
   }
 
 #pragma unroll
@@ -223,53 +262,78 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecParams p)
     const uint8_t* sk = smem + st * stage_bytes;
     const uint8_t* sv = sk + k_tile_bytes;
 
-    float s[kKeysPerGroup][R];
+    // Scores: the lane's partial dot for each of its group's 4 keys, then a transposed butterfly:
+    // two exchange steps leave each lane one key (kidx = 2 * bit(LK/2) + bit(LK/4) of the lane),
+    // the remaining steps finish its sum (every lane of that key ends with the same bits).
+    float P[kKeysPerGroup][R];
 #pragma unroll
     for (int k = 0; k < kKeysPerGroup; ++k) {
-      const int kk = grp * kKeysPerGroup + k, j = t + kk;
-      float x[8];
-      decode8(p.k_fmt, sk + kk * p.k_units * 16 + k_off[st][kk], c, x);
+      const int kk = grp * kKeysPerGroup + k;
+      float x[8], bd, bm;
+      codes8(p.k_fmt, sk + kk * p.k_units * 16 + k_off[st][kk], c, x, bd, bm);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float d = __fmul_rn(qr[r][0], x[0]);
 #pragma unroll
         for (int e = 1; e < 8; ++e) d = __fmaf_rn(qr[r][e], x[e], d);
-#pragma unroll
-        for (int o = LK / 2; o > 0; o >>= 1) d = __fadd_rn(d, __shfl_xor_sync(0xffffffffu, d, o));
-        s[k][r] = (j >= rlo[r] && j <= rhi[r]) ? __fmul_rn(d, p.scale) : -INFINITY;
+        P[k][r] = k_f16 ? d : __fmaf_rn(d, bd, __fmul_rn(bm, qsum[r]));
       }
     }
+    constexpr int B1 = LK / 2, B2 = LK / 4;
+    const bool hi1 = (lane & B1) != 0, hi2 = (lane & B2) != 0;
+    const int kidx = (hi1 ? 2 : 0) + (hi2 ? 1 : 0);
+    float sc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float a2[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float keep = hi1 ? P[2 + h][r] : P[h][r], send = hi1 ? P[h][r] : P[2 + h][r];
+        a2[h] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, B1));
+      }
+      const float keep = hi2 ? a2[1] : a2[0], send = hi2 ? a2[0] : a2[1];
+      float d = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, B2));
+#pragma unroll
+      for (int o = LK / 8; o > 0; o >>= 1) d = __fadd_rn(d, __shfl_xor_sync(0xffffffffu, d, o));
+      const int j = t + grp * kKeysPerGroup + kidx;
+      sc[r] = (j >= rlo[r] && j <= rhi[r]) ? __fmul_rn(d, p.scale_log2) : -INFINITY;  // log2 units
+    }
+    // Online softmax over the 4 keys (each lane exponentiates its own key; p gathered for P.V).
+    float pk[kKeysPerGroup][R];
     bool act[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const float mx = fmaxf(fmaxf(s[0][r], s[1][r]), fmaxf(s[2][r], s[3][r]));
+      float mx = fmaxf(sc[r], __shfl_xor_sync(0xffffffffu, sc[r], B1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, B2));
       act[r] = mx != -INFINITY;
-      if (!act[r]) continue;
       const float m_new = fmaxf(m[r], mx);
-      const float alpha = expf(m[r] - m_new);  // 0 while m is -inf
-      float sum = 0.0f;
+      const float p_own = act[r] ? exp2f(sc[r] - m_new) : 0.0f;  // exp2(-inf) = 0 for unseen keys
 #pragma unroll
-      for (int k = 0; k < kKeysPerGroup; ++k) {
-        s[k][r] = expf(s[k][r] - m_new);  // exp(-inf) = 0 for unseen keys
-        sum = __fadd_rn(sum, s[k][r]);
-      }
+      for (int k = 0; k < kKeysPerGroup; ++k)
+        pk[k][r] = __shfl_sync(0xffffffffu, p_own, (lane & ~(B1 | B2)) | ((k & 2) ? B1 : 0) | ((k & 1) ? B2 : 0));
+      if (!act[r]) continue;
+      const float alpha = exp2f(m[r] - m_new);  // 0 while m is -inf
+      const float sum = __fadd_rn(__fadd_rn(__fadd_rn(pk[0][r], pk[1][r]), pk[2][r]), pk[3][r]);
       l[r] = __fmaf_rn(l[r], alpha, sum);
       m[r] = m_new;
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc[r][e] = __fmul_rn(acc[r][e], alpha);
+      acc_m[r] = __fmul_rn(acc_m[r], alpha);
     }
 #pragma unroll
     for (int k = 0; k < kKeysPerGroup; ++k) {
       const int kk = grp * kKeysPerGroup + k;
-      float x[8];
-      decode8(p.v_fmt, sv + kk * p.v_units * 16 + v_off[st][kk], c, x);
+      float x[8], bd, bm;
+      codes8(p.v_fmt, sv + kk * p.v_units * 16 + v_off[st][kk], c, x, bd, bm);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         // p == 0 (unseen or underflowed) adds nothing: skipping it keeps a row independent of
         // what the store holds at keys it does not see (zero-filled or another row's).
-        if (!act[r] || s[k][r] == 0.0f) continue;
+        if (!act[r] || pk[k][r] == 0.0f) continue;
+        const float pd = v_f16 ? pk[k][r] : __fmul_rn(pk[k][r], bd);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[r][e] = __fmaf_rn(s[k][r], x[e], acc[r][e]);
+        for (int e = 0; e < 8; ++e) acc[r][e] = __fmaf_rn(pd, x[e], acc[r][e]);
+        if (v_q4) acc_m[r] = __fmaf_rn(pk[k][r], bm, acc_m[r]);
       }
     }
   }
@@ -283,7 +347,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecParams p)
   for (int r = 0; r < R; ++r) {
     if (c == 0) s_ml[(grp * R + r) * 2] = m[r], s_ml[(grp * R + r) * 2 + 1] = l[r];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) s_acc[(grp * R + r) * HD + c * 8 + e] = acc[r][e];
+    for (int e = 0; e < 8; ++e) s_acc[(grp * R + r) * HD + c * 8 + e] = __fadd_rn(acc[r][e], acc_m[r]);
   }
   __syncthreads();
   const int64_t n_out_rows = int64_t(p.n_q) * p.n_head;
@@ -297,7 +361,7 @@ __global__ void __launch_bounds__(kThreads) decode_attention_kernel(DecParams p)
       for (int q = 0; q < NG; ++q) {
         const float mq = s_ml[(q * R + r) * 2];
         if (mq == -INFINITY) continue;
-        const float w = expf(mq - M);
+        const float w = exp2f(mq - M);
         L = __fmaf_rn(w, s_ml[(q * R + r) * 2 + 1], L);
         A = __fmaf_rn(w, s_acc[(q * R + r) * HD + d], A);
       }
@@ -326,7 +390,7 @@ __global__ void decode_combine_kernel(const float* __restrict__ part_acc, const 
   for (int z = 0; z < n_splits; ++z) {
     const float m = part_ml[(z * n_rows + row) * 2];
     if (m == -INFINITY) continue;
-    const float w = expf(m - M);
+    const float w = exp2f(m - M);
     L = __fmaf_rn(w, part_ml[(z * n_rows + row) * 2 + 1], L);
     A = __fmaf_rn(w, part_acc[(z * n_rows + row) * head_dim + d], A);
   }
@@ -339,7 +403,11 @@ int fmt_of(GgmlType t) { return t == GgmlType::F16 ? kvq::kF16 : t == GgmlType::
 
 // 16-byte units that hold a head slice of `bytes` starting anywhere in its first unit (f16 slices
 // are always 16-byte aligned: rows of n_head_kv * head_dim halves, head_dim % 8 == 0).
-int units_of(GgmlType t, int64_t bytes) { return int(t == GgmlType::F16 ? bytes / 16 : (bytes + 15 + 15) / 16); }
+int units_of(GgmlType t, int64_t bytes) {
+  if (t == GgmlType::F16) return int(bytes / 16);
+  // Slice start <= 14 (q8) / 12 (q4) bytes into its first unit; q8 reads one word past its codes.
+  return int(t == GgmlType::Q8_0 ? (bytes + 14 + 4 + 15) / 16 : (bytes + 12 + 15) / 16);
+}
 
 // Splits a grid must hold for rows of a store: at most kDecodeTargetSplits, at most
 // ceil(n / kDecodeMinChunk) for n visible keys, one more where a window's range starts unaligned.
@@ -428,7 +496,7 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
   p.group = int(s.n_head / s.n_head_kv);
   p.capacity = int(kv.capacity);
   p.window = int(std::min<int64_t>(s.window, 0x7fffffff));
-  p.scale = s.scale;
+  p.scale_log2 = s.scale * 1.4426950408889634f;
 
   // Splits: fixed by the store and the window (never by n_q), as far as the workspace holds them.
   const int64_t splits = decode_attention_split_fits(n_q, kv, s, ws) ? store_splits(kv, s) : 1;
@@ -437,6 +505,10 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
     p.part_acc = static_cast<float*>(ws.d_ptr);
     p.part_ml = p.part_acc + size_t(splits) * size_t(n_q * s.n_head) * size_t(s.head_dim);
   }
+  // Per tensor TK * units <= 512 for every format and head_dim (f16: exactly 512), so a tile is
+  // at most kMaxUnits copies per thread.
+  if ((4096 / s.head_dim) * (p.k_units + p.v_units) > kMaxUnits * kThreads)
+    return Status::error("decode attention: tile of {} units exceeds the copy plan", (4096 / s.head_dim) * (p.k_units + p.v_units));
   const int64_t rows = n_q * p.group;
   const int R = rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 8;
   const int64_t tiles = (rows + R - 1) / R;
