@@ -38,7 +38,7 @@ namespace {
 constexpr int kThreads = 128, kWarps = kThreads / 32;
 constexpr int kStages = 3;  // 48 KB of f16 tiles: four blocks per H200 SM, 512 blocks in one wave
 constexpr int kKeysPerGroup = 4;  // keys of a tile per lane group (TK / groups, for every head_dim)
-constexpr int kMaxUnits = 8;      // 16-byte copies per thread per tile (TK * units per key <= 1024)
+constexpr int kMaxUnits = 8;      // 16-byte copies per thread per tile, half K, half V (TK * units <= 512 each)
 
 struct DecParams {
   const float* q;
@@ -133,8 +133,9 @@ __device__ __forceinline__ void codes8(int fmt, const uint8_t* b, int c, float (
   }
 }
 
-template <int HD, int R>
+// KF, VF: the K and V formats when fixed at compile time (the same-type pairs), else -1 (p's).
 // One or two rows (decode): at most 128 registers, four blocks per SM.
+template <int HD, int R, int KF, int VF>
 __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_kernel(DecParams p) {
   using G = Geo<HD>;
   constexpr int TK = G::TK, LK = G::LK, GPW = G::GPW, NG = G::NG;
@@ -182,46 +183,50 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
   const uint8_t* Kg = p.k + int64_t(g) * p.k_head_bytes;
   const uint8_t* Vg = p.v + int64_t(g) * p.v_head_bytes;
 
-  // This thread's 16-byte units of a tile (the same every tile): unit u = tid + 128 i is unit w of
-  // key kk of K (u < TK * k_units) or V.
-  const int k_total = TK * p.k_units, total = k_total + TK * p.v_units;
-  int u_kw[kMaxUnits];  // kk << 8 | w
+  // This thread's 16-byte units of a tile (the same every tile): unit u = tid + 128 n of K is
+  // unit w of key kk (u = kk * k_units + w), likewise for V.
+  constexpr int kPerTensor = kMaxUnits / 2;
+  const int k_total = TK * p.k_units, v_total = TK * p.v_units;
+  int k_kw[kPerTensor], v_kw[kPerTensor];  // kk << 8 | w
 #pragma unroll
-  for (int i = 0; i < kMaxUnits; ++i) {
-    const int u = tid + i * kThreads;
-    const bool is_v = u >= k_total;
-    const int uu = is_v ? u - k_total : u, units = is_v ? p.v_units : p.k_units;
-    const int kk = uu / units;
-    u_kw[i] = kk << 8 | (uu - kk * units);
+  for (int n = 0; n < kPerTensor; ++n) {
+    const int u = tid + n * kThreads, kk = u / p.k_units, kv = u / p.v_units;
+    k_kw[n] = kk << 8 | (u - kk * p.k_units);
+    v_kw[n] = kv << 8 | (u - kv * p.v_units);
   }
 
+  // One tensor's units of tile t into its part of a stage.
+  auto copy_units = [&](const int (&kw)[kPerTensor], int n_units, const uint8_t* base, const uint8_t* end,
+                        int64_t row_bytes, uint8_t* dst, uint8_t* offs, int t, int slot0) {
+#pragma unroll
+    for (int n = 0; n < kPerTensor; ++n) {
+      const int u = tid + n * kThreads;
+      if (u >= n_units) break;
+      const int kk = kw[n] >> 8, w = kw[n] & 0xff, j = t + kk;
+      const uint8_t* src = base;
+      int bytes = 0, off = 0;
+      if (j >= h_lo && j <= h_hi) {
+        int slot = slot0 + kk;
+        while (slot >= p.capacity) slot -= p.capacity;  // once at most unless the ring is shorter than a tile
+        const uint8_t* a = base + int64_t(slot) * row_bytes;
+        off = int(reinterpret_cast<uintptr_t>(a) & 15u);
+        src = a - off + 16 * w;
+        const int64_t left = end - src;
+        bytes = left >= 16 ? 16 : (left > 0 ? int(left) : 0);
+        if (bytes == 0) src = base;
+      }
+      if (w == 0) offs[kk] = uint8_t(off);
+      cp_async16(dst + u * 16, src, bytes);
+    }
+  };
   // Tile i into stage i % kStages (an empty group past the last tile keeps the counting uniform).
   auto issue = [&](int i) {
     if (i < n_tiles) {
       const int st = i % kStages, t = t_first + i * TK;
       uint8_t* sk = smem + st * stage_bytes;
       const int slot0 = int(unsigned(t) % unsigned(p.capacity));
-#pragma unroll
-      for (int n = 0; n < kMaxUnits; ++n) {
-        const int u = tid + n * kThreads;
-        if (u >= total) break;
-        const bool is_v = u >= k_total;
-        const int kk = u_kw[n] >> 8, w = u_kw[n] & 0xff, j = t + kk;
-        const uint8_t* src = is_v ? p.v : p.k;
-        int bytes = 0, off = 0;
-        if (j >= h_lo && j <= h_hi) {
-          int slot = slot0 + kk;
-          while (slot >= p.capacity) slot -= p.capacity;  // once at most unless the ring is shorter than a tile
-          const uint8_t* a = (is_v ? Vg : Kg) + int64_t(slot) * (is_v ? p.v_row_bytes : p.k_row_bytes);
-          off = int(reinterpret_cast<uintptr_t>(a) & 15u);
-          src = a - off + 16 * w;
-          const int64_t left = (is_v ? p.v_end : p.k_end) - src;
-          bytes = left >= 16 ? 16 : (left > 0 ? int(left) : 0);
-          if (bytes == 0) src = is_v ? p.v : p.k;
-        }
-        if (w == 0) (is_v ? v_off : k_off)[st][kk] = uint8_t(off);
-        cp_async16(sk + u * 16, src, bytes);
-      }
+      copy_units(k_kw, k_total, Kg, p.k_end, p.k_row_bytes, sk, k_off[st], t, slot0);
+      copy_units(v_kw, v_total, Vg, p.v_end, p.v_row_bytes, sk + k_tile_bytes, v_off[st], t, slot0);
     }
     cp_async_commit();
   };
@@ -230,7 +235,8 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
   const int grp = warp * GPW + lane / LK, c = lane % LK;
   // acc_m: sum of p * m over q4 V blocks (the lane's 8 dims are one block), added at the end.
   float qr[R][8], acc[R][8], acc_m[R], qsum[R], m[R], l[R];
-  const bool k_f16 = p.k_fmt == kvq::kF16, v_f16 = p.v_fmt == kvq::kF16, v_q4 = p.v_fmt == kvq::kQ4;
+  const int k_fmt = KF >= 0 ? KF : p.k_fmt, v_fmt = VF >= 0 ? VF : p.v_fmt;
+  const bool k_f16 = k_fmt == kvq::kF16, v_f16 = v_fmt == kvq::kF16, v_q4 = v_fmt == kvq::kQ4;
   int rlo[R], rhi[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -270,7 +276,7 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
     for (int k = 0; k < kKeysPerGroup; ++k) {
       const int kk = grp * kKeysPerGroup + k;
       float x[8], bd, bm;
-      codes8(p.k_fmt, sk + kk * p.k_units * 16 + k_off[st][kk], c, x, bd, bm);
+      codes8(k_fmt, sk + kk * p.k_units * 16 + k_off[st][kk], c, x, bd, bm);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float d = __fmul_rn(qr[r][0], x[0]);
@@ -324,7 +330,7 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
     for (int k = 0; k < kKeysPerGroup; ++k) {
       const int kk = grp * kKeysPerGroup + k;
       float x[8], bd, bm;
-      codes8(p.v_fmt, sv + kk * p.v_units * 16 + v_off[st][kk], c, x, bd, bm);
+      codes8(v_fmt, sv + kk * p.v_units * 16 + v_off[st][kk], c, x, bd, bm);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         // p == 0 (unseen or underflowed) adds nothing: skipping it keeps a row independent of
@@ -423,14 +429,27 @@ size_t smem_bytes(int k_units, int v_units, int R) {
   return std::max(stages, merge);
 }
 
-template <int HD, int R>
-Status launch(const DecParams& p, dim3 grid, cudaStream_t st) {
+template <int HD, int R, int KF, int VF>
+Status launch_fmt(const DecParams& p, dim3 grid, cudaStream_t st) {
   const size_t smem = smem_bytes<HD>(p.k_units, p.v_units, R);
-  STRATA_TRY(detail::cuda_status(cudaFuncSetAttribute(decode_attention_kernel<HD, R>,
+  STRATA_TRY(detail::cuda_status(cudaFuncSetAttribute(decode_attention_kernel<HD, R, KF, VF>,
                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                                  "decode attention: cudaFuncSetAttribute"));
-  decode_attention_kernel<HD, R><<<grid, kThreads, smem, st>>>(p);
+  decode_attention_kernel<HD, R, KF, VF><<<grid, kThreads, smem, st>>>(p);
   return detail::launch_status("decode attention");
+}
+
+// Same-type pairs get their decoders fixed at compile time; mixed pairs switch per key.
+template <int HD, int R>
+Status launch(const DecParams& p, dim3 grid, cudaStream_t st) {
+  if (p.k_fmt == p.v_fmt) {
+    switch (p.k_fmt) {
+      case kvq::kF16: return launch_fmt<HD, R, kvq::kF16, kvq::kF16>(p, grid, st);
+      case kvq::kQ8: return launch_fmt<HD, R, kvq::kQ8, kvq::kQ8>(p, grid, st);
+      default: return launch_fmt<HD, R, kvq::kQ4, kvq::kQ4>(p, grid, st);
+    }
+  }
+  return launch_fmt<HD, R, -1, -1>(p, grid, st);
 }
 
 template <int HD>
@@ -507,8 +526,8 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
   }
   // Per tensor TK * units <= 512 for every format and head_dim (f16: exactly 512), so a tile is
   // at most kMaxUnits copies per thread.
-  if ((4096 / s.head_dim) * (p.k_units + p.v_units) > kMaxUnits * kThreads)
-    return Status::error("decode attention: tile of {} units exceeds the copy plan", (4096 / s.head_dim) * (p.k_units + p.v_units));
+  if ((4096 / s.head_dim) * std::max(p.k_units, p.v_units) > kMaxUnits / 2 * kThreads)
+    return Status::error("decode attention: tile of {} units exceeds the copy plan", (4096 / s.head_dim) * std::max(p.k_units, p.v_units));
   const int64_t rows = n_q * p.group;
   const int R = rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 8;
   const int64_t tiles = (rows + R - 1) / R;
