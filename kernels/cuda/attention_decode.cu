@@ -12,9 +12,10 @@
 // cp.async ring in shared memory (3 stages), 16-byte copies only; keys outside the rows' ranges are
 // zero-filled, and so are bytes past the end of the store. Compute: a warp holds 32 / LK keys at
 // once, LK = head_dim / 8 lanes per key, each lane 8 dimensions (q in registers); scores are an
-// f32 dot over the lane's 8 dims and a butterfly over the LK lanes. Each group of LK lanes keeps
-// its own online softmax (running max m, sum l, f32 output acc) over its 4 keys of every tile, so
-// the loop needs no block-wide reduction; at the end the block merges its groups in a fixed order
+// f32 dot over the lane's 8 dims (over the integer codes for q8/q4, the block's d and m applied
+// once per key) and a transposed butterfly over the LK lanes, in log2 units (exp2). Each group of
+// LK lanes keeps its own online softmax (running max m, sum l, f32 output acc) over its 4 keys of
+// every tile, so the loop needs no block-wide reduction; at the end the block merges its groups in a fixed order
 // and writes the chunk's (m, l, acc) to the workspace, and combine_kernel merges the chunks of a
 // row in order z = 0, 1, ... (or, unsplit, writes acc / l itself).
 //
@@ -22,6 +23,12 @@
 // rounded operations (no contraction choices left to the compiler), and a row's keys, tiles,
 // chunks and lanes depend only on its own position, so a row of a k-query call equals the query
 // run alone. Keys of a tile that a row does not see are skipped per row (no update at all).
+//
+// Measured (H200, bench kernels, 1 query, 16 KV heads x 128, GQA 2): f16 54% / 64% of device read
+// at 32K / 128K keys, q8 29 / 34%, q4 20 / 24% (the tiled kernel: 14-15%, 5%, 4%). The limiter is
+// instruction issue (SM ~66%, 4 blocks x 4 warps per SM by registers, ~5 cycles per issued
+// instruction), not DRAM: per key the work (decode, 2 x 8 FMAs per row per lane, butterfly,
+// softmax, copy plan) is about the same for every format, so fewer bytes per key do not run faster.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
