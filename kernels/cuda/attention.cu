@@ -2,7 +2,12 @@
 // p % capacity), grouped KV heads; semantics of kernels/cpu/attention.h. KV formats: f32 (K and V
 // both), or f16 / Q8_0 / Q4_1 chosen per tensor (kv_quant.cuh decodes them).
 //
-// One tiled online-softmax kernel serves decode and prefill. For one KV head g, the "rows" are the
+// attention() dispatches: 1..64 queries over f16 / Q8_0 / Q4_1 KV (head_dim 32/64/128/256) go to
+// the flash-decoding kernel (attention_decode.cu); longer f16 / f32 chunks to the tensor-core
+// kernel (attention_tc.cu); the rest (f32 KV, head_dim 48/96, long quantised chunks) to the tiled
+// SIMT kernel of this file. kv_write is in attention_kv_write.cu.
+//
+// The tiled kernel: for one KV head g, the "rows" are the
 // (query, head) pairs whose head maps to g: row r = query r / group, head g * group + r % group.
 // A block takes R consecutive rows and walks a range of keys in tiles of TK: it loads the K and V
 // tile once into shared memory (decoded to f32: quantised KV is dequantised per tile, in registers
@@ -25,6 +30,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda/attention_decode.h"
+#include "kernels/cuda/attention_internal.h"
 #include "kernels/cuda/attention_tc.h"
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/cuda_check.cuh"
@@ -33,6 +40,7 @@
 namespace strata::kernels::cuda {
 namespace {
 
+using detail::check_kv;
 using detail::launch_status;
 
 constexpr int kThreads = 128;
@@ -356,58 +364,6 @@ __global__ void combine_kernel(const float* __restrict__ part_acc, const float* 
   }
 }
 
-// f32 / f16 K and V of the same type in one kernel (the common case: one launch per layer).
-template <typename T>
-__global__ void kv_write_kernel(const float* __restrict__ k, const float* __restrict__ v,
-                                const int32_t* __restrict__ pos, int64_t n_tok, int64_t width, int64_t capacity,
-                                T* dk, T* dv) {
-  const int64_t total = n_tok * width;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t t = i / width, c = i % width;
-    const int64_t dst = (int64_t(pos[t]) % capacity) * width + c;
-    if constexpr (sizeof(T) == 2) {
-      dk[dst] = __float2half_rn(k[i]);  // round to nearest even, as core/half.h's f32_to_f16
-      dv[dst] = __float2half_rn(v[i]);
-    } else {
-      dk[dst] = k[i];
-      dv[dst] = v[i];
-    }
-  }
-}
-
-// One tensor (K or V) into an f32 / f16 store.
-template <typename T>
-__global__ void kv_store_float(const float* __restrict__ x, const int32_t* __restrict__ pos, int64_t n_tok,
-                               int64_t width, int64_t capacity, T* dst) {
-  const int64_t total = n_tok * width;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t t = i / width, c = i % width;
-    const int64_t o = (int64_t(pos[t]) % capacity) * width + c;
-    if constexpr (sizeof(T) == 2) dst[o] = __float2half_rn(x[i]);
-    else dst[o] = x[i];
-  }
-}
-
-// One tensor into a Q8_0 / Q4_1 store: one warp per group of 32 values (lane = value), so the
-// group's range is two shuffle reductions and every lane writes its own code.
-template <int F>
-__global__ void kv_store_quant(const float* __restrict__ x, const int32_t* __restrict__ pos, int64_t n_tok,
-                               int64_t width, int64_t capacity, uint8_t* dst) {
-  constexpr int64_t kBytes = F == kvq::kQ8 ? kvq::kQ8Bytes : kvq::kQ4Bytes;
-  const int lane = int(threadIdx.x & 31u);
-  const int64_t groups = width / kvq::kGroup;  // per row
-  const int64_t total = n_tok * groups;
-  const int64_t n_warps = (int64_t(gridDim.x) * blockDim.x) >> 5;
-  // gi is uniform across the warp, so the whole warp takes every iteration (shuffles need it).
-  for (int64_t gi = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; gi < total; gi += n_warps) {
-    const int64_t t = gi / groups, b = gi % groups;
-    const float v = x[t * width + b * kvq::kGroup + lane];
-    uint8_t* blk = dst + (int64_t(pos[t]) % capacity) * (groups * kBytes) + b * kBytes;
-    if constexpr (F == kvq::kQ8) kvq::quantize_q8_group(v, lane, blk);
-    else kvq::quantize_q4_group(v, lane, blk);
-  }
-}
-
 // ---- host side ----
 
 int fmt_of(GgmlType t) {
@@ -483,33 +439,22 @@ Status launch_hd(const AttnParams& p, int64_t hd, int R, cudaStream_t st) {
   }
 }
 
-Status check_kv(const char* op, const KvStoreDev& kv) {
-  if (!kv.d_k || !kv.d_v) return Status::error("{}: null KV store pointer", op);
-  for (GgmlType t : {kv.k_dtype, kv.v_dtype}) {
-    if (t != GgmlType::F16 && t != GgmlType::F32 && t != GgmlType::Q8_0 && t != GgmlType::Q4_1)
-      return Status::error("{}: KV dtype {} unsupported (f32, f16, q8_0, q4_1)", op, ggml_type_info(t).name);
-  }
-  // f32 is one kernel family of its own (units of 4 values); the others mix freely.
-  if ((kv.k_dtype == GgmlType::F32) != (kv.v_dtype == GgmlType::F32))
-    return Status::error("{}: f32 KV on CUDA needs K and V both f32 (got {} and {})", op,
-                         ggml_type_info(kv.k_dtype).name, ggml_type_info(kv.v_dtype).name);
-  if (kv.capacity <= 0) return Status::error("{}: KV capacity {} must be > 0", op, kv.capacity);
-  if ((reinterpret_cast<uintptr_t>(kv.d_k) | reinterpret_cast<uintptr_t>(kv.d_v)) % 16 != 0) {
-    return Status::error("{}: KV store pointers must be 16-byte aligned", op);
-  }
-  return Status::ok();
-}
-
 }  // namespace
 
 size_t attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s, int64_t max_keys) {
   if (n_q <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.head_dim <= 0) return 0;
   const int splits = desired_splits(n_q, s, max_keys);
-  return splits > 1 ? size_t(splits) * bytes_per_split(n_q, s) : 0;
+  const size_t tiled = splits > 1 ? size_t(splits) * bytes_per_split(n_q, s) : 0;
+  return std::max(tiled, decode_attention_workspace_bytes(n_q, s, max_keys));
+}
+
+bool attention_rows_exact(const float* d_q, int64_t n_q, const KvStoreDev& kv, const AttentionShapeDev& s, Workspace ws) {
+  return decode_attention_applies(n_q, s.head_dim, kv.k_dtype, kv.v_dtype) &&
+         reinterpret_cast<uintptr_t>(d_q) % 16 == 0 && decode_attention_split_fits(n_q, kv, s, ws);
 }
 
 Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv, const AttentionShapeDev& s,
-                 float* d_out, Workspace ws, Stream s_) {
+                 float* d_out, Workspace ws, Stream s_, AttentionKernel kernel) {
   if (!d_q || !d_pos || !d_out) return Status::error("attention: null pointer");
   if (Status st = check_kv("attention", kv); !st) return st;
   if (s.n_head <= 0 || s.n_head_kv <= 0 || s.n_head % s.n_head_kv != 0) {
@@ -525,6 +470,12 @@ Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvSt
   if (s.window < 0) return Status::error("attention: negative window {}", s.window);
   if (n_q < 0) return Status::error("attention: negative n_q {}", n_q);
   if (n_q == 0) return Status::ok();
+  const cudaStream_t st = as_stream(s_);
+  // 1..64 queries over f16 / q8 / q4 KV: flash-decoding (attention_decode.cu; q rows are read as
+  // float4). Everything else: the tensor-core kernel for long f16 / f32 chunks, else the tiled one.
+  if (kernel == AttentionKernel::best && decode_attention_applies(n_q, s.head_dim, kv.k_dtype, kv.v_dtype) &&
+      reinterpret_cast<uintptr_t>(d_q) % 16 == 0)
+    return decode_attention(d_q, d_pos, n_q, kv, s, d_out, ws, st);
 
   AttnParams p{};
   p.q = d_q;
@@ -559,8 +510,7 @@ Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvSt
     p.part_ml = p.part_acc + size_t(splits) * size_t(n_q * s.n_head) * size_t(s.head_dim);
   }
 
-  const cudaStream_t st = as_stream(s_);
-  if (attention_tc_applies(n_q, s.head_dim, kv.k_dtype, kv.v_dtype)) {
+  if (kernel == AttentionKernel::best && attention_tc_applies(n_q, s.head_dim, kv.k_dtype, kv.v_dtype)) {
     const TcAttnParams tp{d_q, d_pos, kv.d_k, kv.d_v, d_out, n_q, s.n_head, s.n_head_kv, kv.capacity, s.window,
                           p.group, s.scale};
     return attention_tc(tp, s.head_dim, kv.k_dtype == GgmlType::F16, st);
@@ -575,53 +525,5 @@ Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvSt
   return launch_status("attention (combine)");
 }
 
-Status kv_write(const float* d_k, const float* d_v, const int32_t* d_pos, int64_t n_tok, int64_t width,
-                const KvStoreDev& kv, Stream s) {
-  if (!d_k || !d_v || !d_pos) return Status::error("kv_write: null pointer");
-  if (Status st = check_kv("kv_write", kv); !st) return st;
-  if (n_tok < 0 || width <= 0) return Status::error("kv_write: bad shape (n_tok {}, width {})", n_tok, width);
-  if (n_tok == 0) return Status::ok();
-  const int64_t total = n_tok * width;
-  const unsigned grid = unsigned(std::min<int64_t>((total + 255) / 256, 65535 * 16));
-  const cudaStream_t st = as_stream(s);
-  if (kv.k_dtype == kv.v_dtype && kv.k_dtype == GgmlType::F16) {
-    kv_write_kernel<__half><<<grid, 256, 0, st>>>(d_k, d_v, d_pos, n_tok, width, kv.capacity,
-                                                  static_cast<__half*>(kv.d_k), static_cast<__half*>(kv.d_v));
-    return launch_status("kv_write");
-  }
-  if (kv.k_dtype == kv.v_dtype && kv.k_dtype == GgmlType::F32) {
-    kv_write_kernel<float><<<grid, 256, 0, st>>>(d_k, d_v, d_pos, n_tok, width, kv.capacity,
-                                                 static_cast<float*>(kv.d_k), static_cast<float*>(kv.d_v));
-    return launch_status("kv_write");
-  }
-  // Mixed or quantised: one launch per tensor.
-  for (int which = 0; which < 2; ++which) {
-    const float* x = which ? d_v : d_k;
-    void* dst = which ? kv.d_v : kv.d_k;
-    switch (which ? kv.v_dtype : kv.k_dtype) {
-      case GgmlType::F16:
-        kv_store_float<__half><<<grid, 256, 0, st>>>(x, d_pos, n_tok, width, kv.capacity, static_cast<__half*>(dst));
-        break;
-      case GgmlType::F32:
-        kv_store_float<float><<<grid, 256, 0, st>>>(x, d_pos, n_tok, width, kv.capacity, static_cast<float*>(dst));
-        break;
-      case GgmlType::Q8_0:
-      case GgmlType::Q4_1: {
-        if (width % kvq::kGroup != 0)
-          return Status::error("kv_write: quantised KV needs whole groups of 32 (width {})", width);
-        const int64_t warps = n_tok * (width / kvq::kGroup);  // 8 per block of 256 threads
-        const unsigned qgrid = unsigned(std::min<int64_t>((warps + 7) / 8, 65535 * 16));
-        if ((which ? kv.v_dtype : kv.k_dtype) == GgmlType::Q8_0)
-          kv_store_quant<kvq::kQ8><<<qgrid, 256, 0, st>>>(x, d_pos, n_tok, width, kv.capacity, static_cast<uint8_t*>(dst));
-        else
-          kv_store_quant<kvq::kQ4><<<qgrid, 256, 0, st>>>(x, d_pos, n_tok, width, kv.capacity, static_cast<uint8_t*>(dst));
-        break;
-      }
-      default: return Status::error("kv_write: unsupported KV dtype");
-    }
-    if (Status e = launch_status("kv_write"); !e) return e;
-  }
-  return Status::ok();
-}
 
 }  // namespace strata::kernels::cuda

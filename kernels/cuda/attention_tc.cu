@@ -15,7 +15,7 @@
 //
 // Precision: Q and P (and f32 K/V) are rounded to f16 before their products: about
 // 1e-3 relative on the output, against ~1e-6 for the f32 kernel. It is used only for chunks of at
-// least kMinQueries queries, so decode and speculative verification (<= 16 tokens) keep the f32
+// least kTcMinQueries (65) queries, so decode and speculative verification (<= 64 tokens) keep an f32
 // kernel and its results.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

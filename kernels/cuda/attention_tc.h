@@ -11,9 +11,10 @@
 
 namespace strata::kernels::cuda {
 
-// Below this many queries the f32 kernel runs: decode and speculative verification (<= 16
-// tokens) keep its precision, and small chunks would leave most of a 64-row tile empty anyway.
-inline constexpr int64_t kTcMinQueries = 64;
+// Below this many queries an f32 kernel runs: decode and speculative verification (up to 64
+// tokens, attention_decode.h) keep its precision, and small chunks would leave most of a 64-row
+// tile empty anyway.
+inline constexpr int64_t kTcMinQueries = 65;
 
 struct TcAttnParams {
   const float* q;        // (n_q, n_head, head_dim)

@@ -150,9 +150,18 @@ struct AttentionShapeDev {
 };
 // q, out: (n_q, n_head, head_dim); d_pos: n_q positions. Split over the sequence for long contexts
 // (scratch in ws; attention_workspace_bytes says how much).
+// 1..64 queries over f16 / q8_0 / q4_1 KV run flash-decoding (attention_decode.h): a row of a
+// k-query call is bit-identical to the query run alone. `kernel` forces the tiled SIMT kernel
+// (the decode path before flash-decoding), for benchmarks and tests only.
+enum class AttentionKernel { best, tiled };
+// True when attention() over these n_q queries computes each row bit-identically to that query
+// run alone (flash-decoding applies and ws holds its splits): a verify pass may then run its
+// queries in one call and still equal decode steps.
+bool attention_rows_exact(const float* d_q, int64_t n_q, const KvStoreDev& kv, const AttentionShapeDev& s, Workspace ws);
 size_t attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s, int64_t max_keys);
 Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
-                 const AttentionShapeDev& s, float* d_out, Workspace ws, Stream s_);
+                 const AttentionShapeDev& s, float* d_out, Workspace ws, Stream s_,
+                 AttentionKernel kernel = AttentionKernel::best);
 // Writes (n_tok, n_head_kv * head_dim) K and V rows into their slots, converting to each store's
 // dtype (quantised types: the codes of kernels/cpu's KV quantiser, kv/kv_quant.h, bit for bit).
 Status kv_write(const float* d_k, const float* d_v, const int32_t* d_pos, int64_t n_tok, int64_t width,

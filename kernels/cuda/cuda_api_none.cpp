@@ -52,8 +52,9 @@ Status gelu_tanh_mul(float*, const float*, int64_t, Stream) { return none("gelu_
 Status add(float*, const float*, int64_t, Stream) { return none("add"); }
 Status get_rows(const WeightView&, const int32_t*, int64_t, float, float*, Stream) { return none("get_rows"); }
 size_t attention_workspace_bytes(int64_t, const AttentionShapeDev&, int64_t) { return 0; }
+bool attention_rows_exact(const float*, int64_t, const KvStoreDev&, const AttentionShapeDev&, Workspace) { return false; }
 Status attention(const float*, const int32_t*, int64_t, const KvStoreDev&, const AttentionShapeDev&, float*, Workspace,
-                 Stream) {
+                 Stream, AttentionKernel) {
   return none("attention");
 }
 Status kv_write(const float*, const float*, const int32_t*, int64_t, int64_t, const KvStoreDev&, Stream) {

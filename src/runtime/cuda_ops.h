@@ -204,10 +204,12 @@ struct Ops {
       return im.check(im.host->attention(il, q, im.host_pos.data(), n, s, out, im.stream));
     device_op();
     const cuda::AttentionShapeDev shape{s.n_head, s.n_head_kv, s.head_dim, s.window, s.scale};
-    if (!range && !map.batched())
+    // One call, unless this is a verify pass (range) whose rows must equal decode steps and the
+    // kernel does not promise that for a multi-query call.
+    if (!map.batched() && (!range || cuda::attention_rows_exact(q, n, im.kv[map.seq][il].store, shape, im.ws)))
       return im.check(cuda::attention(q, im.d_pos, n, im.kv[map.seq][il].store, shape, out, im.ws, im.stream));
-    // Verification and batched steps: each query exactly as a decode step computes it (same
-    // splits, same key tiles), over its own sequence's cache.
+    // Verification (otherwise) and batched steps: each query exactly as a decode step computes it
+    // (same splits, same key tiles), over its own sequence's cache.
     const int64_t row = s.n_head * s.head_dim;
     for (uint32_t t = 0; t < n; ++t)
       im.check(cuda::attention(q + t * row, im.d_pos + t, 1, im.kv[map.seq_of(t)][il].store, shape, out + t * row,

@@ -1,0 +1,49 @@
+// Flash-decoding attention for 1..kDecodeMaxQueries queries (attention_decode.cu), internal to
+// kernels/cuda: attention.cu's attention() hands such calls to it when it applies (f16 / Q8_0 /
+// Q4_1 KV, head_dim 32, 64, 128 or 256).
+//
+// Contract beyond kernels/cpu/attention.h's semantics: a row (query, head) of a k-query call is
+// bit-identical to the same query run alone, because the keys a row's arithmetic visits, their
+// order and their split into chunks depend only on that row's own position, the window and the
+// store's capacity (never on n_q or the other rows). The one exception: a workspace too small
+// for the split count (decode_attention_workspace_bytes) makes the call run unsplit.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/ggml_type.h"
+#include "core/status.h"
+#include "kernels/cuda/cuda_api.h"
+
+namespace strata::kernels::cuda {
+
+inline constexpr int64_t kDecodeMaxQueries = 64;
+
+// Split size for a row that sees n keys: the smallest power-of-two multiple of 256 keys that
+// splits n into at most 32 chunks. Chunk z of the row covers absolute positions
+// [(floor(lo / C) + z) C, (floor(lo / C) + z + 1) C) intersected with its visible keys [lo, pos].
+inline constexpr int64_t kDecodeMinChunk = 256;
+inline constexpr int64_t kDecodeTargetSplits = 32;
+#ifdef __CUDACC__
+#define STRATA_DECODE_HD __host__ __device__
+#else
+#define STRATA_DECODE_HD
+#endif
+STRATA_DECODE_HD inline int64_t decode_chunk_keys(int64_t n) {
+  int64_t c = kDecodeMinChunk;
+  while ((n + c - 1) / c > kDecodeTargetSplits) c *= 2;
+  return c;
+}
+
+bool decode_attention_applies(int64_t n_q, int64_t head_dim, GgmlType k, GgmlType v);
+// Workspace for calls of up to n_q queries over stores of up to max_keys slots.
+size_t decode_attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s, int64_t max_keys);
+// Whether a call of n_q queries runs split (the workspace holds the splits its store needs).
+bool decode_attention_split_fits(int64_t n_q, const KvStoreDev& kv, const AttentionShapeDev& s, Workspace ws);
+// Inputs validated by attention().
+Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
+                        const AttentionShapeDev& s, float* d_out, Workspace ws, cudaStream_t st);
+
+}  // namespace strata::kernels::cuda

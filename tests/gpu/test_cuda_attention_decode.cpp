@@ -1,0 +1,227 @@
+// The flash-decoding attention kernel (kernels/cuda/attention_decode.cu, 1..64 queries over f16,
+// Q8_0 and Q4_1 KV) against the CPU reference (kernels/cpu/attention.h): 1, 2, 8 and 64 queries,
+// GQA 1..8, head dims 32..256, full causal and sliding windows in ring stores whose positions
+// wrap, key counts that are no multiple of the 256-key split or the key tile, and long contexts
+// (33000 keys: 17 chunks of 2048). Also: a row of a k-query call is bit-identical to the query run
+// alone (verification == decode), the same call twice gives the same bits, and an unsplit call
+// (no workspace) is still right. Skips without a GPU.
+//
+// Tolerance: as test_cuda_attention.cpp's f32 kernel (exact f32 products of the same decoded K/V
+// values, different summation orders): |gpu - cpu| <= 2e-5 + 1e-3 |cpu|; q * 3 makes the softmax
+// peaked, so one wrong key, slot or chunk merge moves outputs by ~1e-2 or more.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/rng.h"
+#include "cuda_test_util.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cuda/cuda_api.h"
+#include "kv/kv_quant.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace strata;
+using namespace strata::test;
+namespace kc = strata::kernels::cuda;
+namespace cpu = strata::kernels::cpu;
+
+struct Case {
+  int64_t head_dim = 128, n_head_kv = 2, group = 2, window = 0, capacity = 0;
+  GgmlType k_dtype = GgmlType::F16, v_dtype = GgmlType::F16;
+  std::vector<int32_t> pos;
+};
+
+std::vector<uint8_t> random_store(GgmlType t, int64_t capacity, int64_t width, Rng& rng) {
+  const size_t row = kv::kv_row_bytes(t, uint32_t(width));
+  std::vector<uint8_t> buf(size_t(capacity) * row);
+  for (int64_t slot = 0; slot < capacity; ++slot) {
+    auto f = random_normal(size_t(width), rng);
+    kv::kv_quantize_row(t, f.data(), buf.data() + size_t(slot) * row, uint32_t(width));
+  }
+  return buf;
+}
+
+std::vector<int32_t> consecutive(int32_t first, int64_t n) {
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[size_t(i)] = first + int32_t(i);
+  return p;
+}
+
+// A case's store and queries on the device, and a way to run the GPU kernel on any subset of
+// the queries (by index) with or without a workspace.
+struct Fixture {
+  Case c;
+  int64_t n_head = 0, width = 0, row = 0;  // row: floats per query
+  std::vector<uint8_t> k, v;
+  std::vector<float> q;
+  DevBuf dk, dv;
+  kc::AttentionShapeDev s{};
+  kc::KvStoreDev kv{};
+
+  Fixture(const Case& c_, Rng& rng)
+      : c(c_), n_head(c_.n_head_kv * c_.group), width(c_.n_head_kv * c_.head_dim), row(n_head * c_.head_dim),
+        k(random_store(c_.k_dtype, c_.capacity, width, rng)), v(random_store(c_.v_dtype, c_.capacity, width, rng)),
+        q(random_normal(c_.pos.size() * size_t(row), rng, 3.0f)), dk(to_device(k)), dv(to_device(v)) {
+    s.n_head = n_head;
+    s.n_head_kv = c.n_head_kv;
+    s.head_dim = c.head_dim;
+    s.window = c.window;
+    s.scale = 1.0f / std::sqrt(float(c.head_dim));
+    kv = {dk.as<void>(), dv.as<void>(), c.k_dtype, c.v_dtype, c.capacity};
+  }
+
+  // Queries [first, first + n) in one call.
+  std::vector<float> gpu(size_t first, size_t n, bool workspace = true) {
+    std::vector<float> qs(q.begin() + long(first * size_t(row)), q.begin() + long((first + n) * size_t(row)));
+    std::vector<int32_t> ps(c.pos.begin() + long(first), c.pos.begin() + long(first + n));
+    DevBuf dq = to_device(qs), dpos = to_device(ps), dout(qs.size() * 4);
+    dout.poison();
+    const int32_t max_pos = *std::max_element(c.pos.begin(), c.pos.end());
+    const size_t ws_bytes = workspace ? kc::attention_workspace_bytes(int64_t(n), s, std::max<int64_t>(c.capacity, max_pos + 1)) : 0;
+    DevBuf ws(ws_bytes);
+    ws.poison();
+    REQUIRE(kc::attention(dq.as<float>(), dpos.as<int32_t>(), int64_t(n), kv, s, dout.as<float>(),
+                          kc::Workspace{ws_bytes ? ws.as<void>() : nullptr, ws_bytes}, nullptr));
+    return dout.download<float>(qs.size());
+  }
+
+  std::vector<float> reference() const {
+    std::vector<float> ref(q.size());
+    cpu::KvStore ckv{k.data(), v.data(), c.k_dtype, c.v_dtype, c.capacity};
+    cpu::AttentionShape cs{n_head, c.n_head_kv, c.head_dim, c.window, s.scale};
+    cpu::attention(q.data(), c.pos.data(), int64_t(c.pos.size()), ckv, cs, ref.data());
+    return ref;
+  }
+
+  std::string describe() const {
+    return fmt::format("head_dim {} n_head_kv {} group {} window {} capacity {} K {} V {} n_q {} pos {}..{}", c.head_dim,
+                       c.n_head_kv, c.group, c.window, c.capacity, kv::kv_type_name(c.k_dtype),
+                       kv::kv_type_name(c.v_dtype), c.pos.size(), c.pos.front(), c.pos.back());
+  }
+};
+
+void check_close(const std::vector<float>& got, const std::vector<float>& ref) {
+  REQUIRE(got.size() == ref.size());
+  double worst = 0;
+  size_t worst_i = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double r = std::isfinite(got[i]) ? std::abs(double(got[i]) - ref[i]) / (2e-5 + 1e-3 * std::abs(ref[i])) : INFINITY;
+    if (r > worst) worst = r, worst_i = i;
+  }
+  INFO("worst at " << worst_i << ": gpu " << got[worst_i] << " cpu " << ref[worst_i]);
+  CHECK(worst <= 1.0);
+}
+
+// n_q queries ending at `last`; a ring of window + n_q - 1 + margin slots for windows (positions
+// wrap when last is large), else capacity last + 1 + margin.
+Case make_case(int64_t hd, int64_t group, int64_t window, GgmlType kt, GgmlType vt, int64_t n_q, int32_t last,
+               Rng& rng) {
+  Case c;
+  c.head_dim = hd;
+  c.group = group;
+  c.n_head_kv = group >= 4 ? 2 : 3;  // odd KV-head counts: slices at every alignment
+  c.window = window;
+  c.k_dtype = kt;
+  c.v_dtype = vt;
+  c.pos = consecutive(last - int32_t(n_q) + 1, n_q);
+  c.capacity = window > 0 ? window + n_q - 1 + int64_t(rng.next_u64() % 8) : int64_t(last) + 1 + int64_t(rng.next_u64() % 5);
+  return c;
+}
+
+constexpr GgmlType kTypes[] = {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_1};
+
+}  // namespace
+
+TEST_CASE("decode attention: 1, 2, 8 and 64 queries over f16, q8 and q4 KV match the CPU", "[gpu][attention]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (const GgmlType t : kTypes) {
+    for (const int64_t n_q : {1, 2, 8, 64}) {
+      for (const int64_t window : {int64_t(0), int64_t(16), int64_t(700)}) {
+        const int64_t hd = std::array<int64_t, 4>{32, 64, 128, 256}[rng.next_u64() % 4];
+        const int64_t group = int64_t(1) << (rng.next_u64() % 4);  // 1, 2, 4, 8
+        // Short contexts (fewer keys than a tile or a chunk) sometimes, else up to ~6000 keys;
+        // never a multiple of the chunk on purpose.
+        const int32_t last = rng.uniform() < 0.25f ? int32_t(n_q - 1 + rng.next_u64() % 50)
+                                                   : int32_t(300 + rng.next_u64() % 6000);
+        Fixture f(make_case(hd, group, window, t, t, n_q, std::max<int32_t>(last, int32_t(n_q - 1)), rng), rng);
+        INFO(f.describe());
+        check_close(f.gpu(0, f.c.pos.size()), f.reference());
+      }
+    }
+  }
+}
+
+TEST_CASE("decode attention: long contexts and mixed K/V types match the CPU", "[gpu][attention]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  // 33000 keys (17 chunks of 2048, the last partial), 1..8 queries; a 5000-key window in a ring
+  // whose positions wrap several times.
+  for (const GgmlType t : kTypes) {
+    for (const int64_t n_q : {1, 8}) {
+      Fixture f(make_case(128, 2, 0, t, t, n_q, 32999, rng), rng);
+      INFO(f.describe());
+      check_close(f.gpu(0, f.c.pos.size()), f.reference());
+    }
+    Fixture w(make_case(64, 4, 5000, t, t, 2, 40000 + int32_t(rng.next_u64() % 1000), rng), rng);
+    INFO(w.describe());
+    check_close(w.gpu(0, w.c.pos.size()), w.reference());
+  }
+  const std::pair<GgmlType, GgmlType> mixed[] = {{GgmlType::Q8_0, GgmlType::Q4_1},
+                                                 {GgmlType::F16, GgmlType::Q4_1},
+                                                 {GgmlType::Q4_1, GgmlType::F16}};
+  for (const auto& [kt, vt] : mixed) {
+    Fixture f(make_case(128, 2, rng.uniform() < 0.5f ? 0 : 100, kt, vt, 3, 2000 + int32_t(rng.next_u64() % 3000), rng), rng);
+    INFO(f.describe());
+    check_close(f.gpu(0, f.c.pos.size()), f.reference());
+  }
+}
+
+TEST_CASE("decode attention: a row of a k-query call equals the query run alone, bit for bit", "[gpu][attention]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (const GgmlType t : kTypes) {
+    for (const int64_t n_q : {2, 8, 64}) {
+      // Long enough for several chunks; windows whose start crosses chunk boundaries within the call.
+      const int64_t window = rng.uniform() < 0.5f ? 0 : 300 + int64_t(rng.next_u64() % 600);
+      const int32_t last = int32_t(2000 + rng.next_u64() % 20000);
+      Fixture f(make_case(128, int64_t(1) << (rng.next_u64() % 3), window, t, t, n_q, last, rng), rng);
+      INFO(f.describe());
+      const std::vector<float> all = f.gpu(0, f.c.pos.size());
+      for (size_t i = 0; i < f.c.pos.size(); ++i) {
+        const std::vector<float> one = f.gpu(i, 1);
+        INFO("query " << i << " at " << f.c.pos[i]);
+        REQUIRE(std::memcmp(one.data(), all.data() + i * size_t(f.row), one.size() * 4) == 0);
+      }
+      // The same call again: the same bits (fixed reduction order, no float atomics).
+      const std::vector<float> again = f.gpu(0, f.c.pos.size());
+      REQUIRE(std::memcmp(again.data(), all.data(), all.size() * 4) == 0);
+    }
+  }
+}
+
+TEST_CASE("decode attention without a workspace runs unsplit and matches the CPU", "[gpu][attention]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (const GgmlType t : kTypes) {
+    Fixture f(make_case(64, 2, t == GgmlType::Q8_0 ? 40 : 0, t, t, 4, 3000 + int32_t(rng.next_u64() % 1000), rng), rng);
+    INFO(f.describe());
+    check_close(f.gpu(0, f.c.pos.size(), false), f.reference());
+  }
+}
