@@ -146,10 +146,8 @@ Status WeightStore::host_copy(uint32_t b, uint8_t* slot) {
 }
 
 Status WeightStore::issue_copies_through(uint64_t last_use, bool needed_now) {
-  const uint64_t n = slots_.size();
   for (; issued_ <= last_use; ++issued_) {
     const uint32_t b = schedule_[(issued_ - schedule_base_) % schedule_.size()];
-    const size_t slot = issued_ % n;
     std::optional<TakenRead> read;
     if (blocks_[b].on_disk) {
       auto r = take_read(issued_, needed_now && issued_ == uses_);
@@ -157,31 +155,41 @@ Status WeightStore::issue_copies_through(uint64_t last_use, bool needed_now) {
       if (!*r) break;  // still reading: this copy and the later ones wait for a later call
       read = std::move(**r);
     }
-    if (slot_used_[slot]) STRATA_TRY(cuda::stream_wait(copy_, slot_free_[slot]));
-    std::optional<uint32_t> begin;
-    if (timeline_) {
-      auto m = timeline_->mark(copy_);
-      if (!m) return m.status();
-      begin = *m;
+    if (Status st = issue_copy(b, issued_ % slots_.size(), read); !st) {
+      // The use stays unissued; its read was consumed, so the reads posted behind it go too and
+      // are posted again in use order (a retry reads the block again).
+      if (read) drop_reads();
+      return st;
     }
-    if (read) {
-      STRATA_TRY(copy_disk(b, slots_[slot], *read));
-    } else if (blocks_[b].from_host) {
-      STRATA_TRY(host_copy(b, slots_[slot]));
-    } else {
-      STRATA_TRY(copy_pinned(b, slot));
-    }
-    if (timeline_) {
-      auto end = timeline_->mark(copy_);
-      if (!end) return end.status();
-      timeline_->span("h2d copy", blocks_[b].label, *begin, *end);
-    }
-    STRATA_TRY(cuda::event_record(ready_[slot], copy_));
-    ++stats_.copies;
-    stats_.bytes_copied += blocks_[b].bytes;
   }
   // The disk uses past the issued ones start reading now, as far as the buffers allow.
   if (reader_) STRATA_TRY(post_reads(last_use, false));
+  return Status::ok();
+}
+
+Status WeightStore::issue_copy(uint32_t b, size_t slot, const std::optional<TakenRead>& read) {
+  if (slot_used_[slot]) STRATA_TRY(cuda::stream_wait(copy_, slot_free_[slot]));
+  std::optional<uint32_t> begin;
+  if (timeline_) {
+    auto m = timeline_->mark(copy_);
+    if (!m) return m.status();
+    begin = *m;
+  }
+  if (read) {
+    STRATA_TRY(copy_disk(b, slots_[slot], *read));
+  } else if (blocks_[b].from_host) {
+    STRATA_TRY(host_copy(b, slots_[slot]));
+  } else {
+    STRATA_TRY(copy_pinned(b, slot));
+  }
+  if (timeline_) {
+    auto end = timeline_->mark(copy_);
+    if (!end) return end.status();
+    timeline_->span("h2d copy", blocks_[b].label, *begin, *end);
+  }
+  STRATA_TRY(cuda::event_record(ready_[slot], copy_));
+  ++stats_.copies;
+  stats_.bytes_copied += blocks_[b].bytes;
   return Status::ok();
 }
 

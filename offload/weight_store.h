@@ -160,6 +160,9 @@ class WeightStore {
   // Issues the copies of uses up to last_use, in order; a disk use whose read is not done yet
   // stops the issuing there, unless it is the use being acquired now (needed_now: then wait).
   Status issue_copies_through(uint64_t last_use, bool needed_now);
+  struct TakenRead;
+  // One use's copy into its slot (after the slot's last use), its ready event and its figures.
+  Status issue_copy(uint32_t block, size_t slot, const std::optional<TakenRead>& read);
   Status copy_pinned(uint32_t block, size_t slot);  // one pinned block into a slot, on the copy stream
   Status issue_graph_copies_through(uint64_t use);
 

@@ -113,8 +113,14 @@ Status WeightStore::post_reads(uint64_t last_use, bool wait_first) {
 
 Result<std::optional<WeightStore::TakenRead>> WeightStore::take_read(uint64_t use, bool needed) {
   STRATA_TRY(post_reads(use, needed));
+  if (needed && (reads_.empty() || reads_.front().use != use)) {
+    // Not expected (every path that leaves a use unissued drops the reads behind it); rather
+    // than fail, post this read again at the head of the order.
+    drop_reads();
+    STRATA_TRY(post_reads(use, true));
+  }
   if (reads_.empty() || reads_.front().use != use) {
-    STRATA_CHECK(!needed, "disk tier: the read of use {} was not posted", use);
+    STRATA_CHECK(!needed, "disk tier: the read of use {} could not be posted", use);
     return std::optional<TakenRead>();
   }
   PendingRead& front = reads_.front();
