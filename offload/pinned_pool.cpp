@@ -88,6 +88,24 @@ Status BounceRing::copies_enqueued(cuda::Stream s) {
   return Status::ok();
 }
 
+Result<bool> BounceRing::copied(uint64_t i) const {
+  const Buffer& b = buf_[i % buf_.size()];
+  if (!b.busy) return true;
+  return cuda::event_done(b.copied);
+}
+
+Status BounceRing::wait_copied(uint64_t i) const {
+  const Buffer& b = buf_[i % buf_.size()];
+  return b.busy ? cuda::event_synchronize(b.copied) : Status::ok();
+}
+
+Status BounceRing::copies_enqueued(uint64_t i, cuda::Stream s) {
+  Buffer& b = buf_[i % buf_.size()];
+  STRATA_TRY(cuda::event_record(b.copied, s));
+  b.busy = true;
+  return Status::ok();
+}
+
 std::vector<std::span<uint8_t>> BounceRing::buffers() const {
   std::vector<std::span<uint8_t>> v;
   for (const auto& b : buf_) v.push_back({b.base, bytes_});

@@ -6,7 +6,8 @@
 // BounceRing: a few buffers of the pool used round robin for host -> device copies (the disk tier
 // reads into one while the previous one's copies run; the loader likewise). acquire() hands out the
 // next buffer once the copies enqueued from its previous use have completed; a host wait on that
-// buffer's event only, never on a stream.
+// buffer's event only, never on a stream. The disk tier numbers its uses instead (buffer(i),
+// copied(i)): its reads fill buffers on an io thread (offload/io_thread.h).
 //
 // Not thread-safe: one executor owns a pool. Buffers are page-aligned (O_DIRECT reads land in
 // them; cudaMallocHost does not promise page alignment, so each allocation carries up to a page of
@@ -67,6 +68,17 @@ class BounceRing {
   Result<uint8_t*> acquire();
   // After the copies from the buffer acquire() returned were enqueued on s: marks their end.
   Status copies_enqueued(kernels::cuda::Stream s);
+
+  // Numbered use, for a user that fills buffers on another thread ahead of their copies (the disk
+  // tier's io thread): use i is buffer i % size(). Before handing buffer i to the filler, the
+  // owning thread checks copied(i) (or waits, wait_copied(i)): the copies last enqueued from that
+  // buffer are done. After enqueuing use i's copies: copies_enqueued(i, s). A ring is used either
+  // this way or through acquire(), not both.
+  uint32_t size() const { return uint32_t(buf_.size()); }
+  uint8_t* buffer(uint64_t i) const { return buf_[i % buf_.size()].base; }
+  Result<bool> copied(uint64_t i) const;
+  Status wait_copied(uint64_t i) const;
+  Status copies_enqueued(uint64_t i, kernels::cuda::Stream s);
   uint64_t buffer_bytes() const { return bytes_; }
   std::vector<std::span<uint8_t>> buffers() const;  // for registering with the reader
 

@@ -1,7 +1,6 @@
 #include "offload/weight_store.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <optional>
 
@@ -86,6 +85,7 @@ Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, Pinne
 }
 
 WeightStore::~WeightStore() {
+  io_.reset();  // runs the reads still queued (they write the bounce buffers), then joins
   if (copy_) (void)cuda::synchronize(copy_);
   if (compute_) (void)cuda::synchronize(compute_);  // kernels may still read a slot
   for (auto e : ready_) cuda::event_destroy(e);
@@ -125,53 +125,7 @@ Status WeightStore::set_schedule(std::vector<uint32_t> order) {
   schedule_ = std::move(order);
   schedule_base_ = uses_;
   issued_ = uses_;
-  return Status::ok();
-}
-
-Status WeightStore::open_disk(const DiskSource& disk) {
-  auto r = io::BlockReader::open(disk.path, disk.reader);
-  if (!r) return r.status().with_context("disk tier");
-  reader_ = std::move(r.value());
-  // Each tensor is read as its enclosing 4 KiB-aligned span, placed back to back in the bounce buffer.
-  uint64_t bounce_bytes = 0;
-  bounce_offset_.resize(blocks_.size());
-  for (size_t b = 0; b < blocks_.size(); ++b) {
-    if (!blocks_[b].on_disk) continue;
-    uint64_t off = 0;
-    for (const auto& t : blocks_[b].tensors) {
-      bounce_offset_[b].push_back(off);
-      off += io::enclosing_span_bytes(t.file_offset, t.bytes);
-    }
-    bounce_bytes = std::max(bounce_bytes, off);
-  }
-  auto ring = BounceRing::create(*pool_, 2, bounce_bytes, "the disk tier");
-  if (!ring) return ring.status();
-  bounce_ = std::move(ring.value());
-  reader_->register_buffers(bounce_->buffers());
-  if (!reader_->notice().empty()) log::info("{}", reader_->notice());
-  return Status::ok();
-}
-
-Status WeightStore::read_and_copy(uint32_t b, uint8_t* slot) {
-  const auto& blk = blocks_[b];
-  auto base = bounce_->acquire();
-  if (!base) return base.status();
-  std::vector<io::ReadOp> ops(blk.tensors.size());
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const auto& t = blk.tensors[i];
-    const uint64_t span = io::enclosing_span_bytes(t.file_offset, t.bytes);
-    ops[i] = {t.file_offset, t.bytes, {*base + bounce_offset_[b][i], span}, blk.label, std::nullopt, {}};
-  }
-  const double t0 = timeline_ ? timeline_->trace().now_us() : 0;
-  const auto w0 = std::chrono::steady_clock::now();
-  STRATA_TRY(reader_->read(ops).with_context(fmt::format("disk tier, block {}", blk.label)));
-  stats_.disk_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
-  if (timeline_) timeline_->trace().span_until_now("disk read", blk.label, t0);
-  for (size_t i = 0; i < ops.size(); ++i)
-    STRATA_TRY(cuda::copy_to_device(slot + blk.tensors[i].offset, ops[i].data.data(), blk.tensors[i].bytes, copy_));
-  STRATA_TRY(bounce_->copies_enqueued(copy_));
-  ++stats_.disk_reads;
-  stats_.disk_bytes += blk.bytes;
+  drop_reads();
   return Status::ok();
 }
 
@@ -191,34 +145,51 @@ Status WeightStore::host_copy(uint32_t b, uint8_t* slot) {
   return host_bounce_->copies_enqueued(copy_);
 }
 
-Status WeightStore::issue_copies_through(uint64_t last_use) {
-  const uint64_t n = slots_.size();
+Status WeightStore::issue_copies_through(uint64_t last_use, bool needed_now) {
   for (; issued_ <= last_use; ++issued_) {
     const uint32_t b = schedule_[(issued_ - schedule_base_) % schedule_.size()];
-    const size_t slot = issued_ % n;
-    if (slot_used_[slot]) STRATA_TRY(cuda::stream_wait(copy_, slot_free_[slot]));
-    std::optional<uint32_t> begin;
-    if (timeline_) {
-      auto m = timeline_->mark(copy_);
-      if (!m) return m.status();
-      begin = *m;
-    }
+    std::optional<TakenRead> read;
     if (blocks_[b].on_disk) {
-      STRATA_TRY(read_and_copy(b, slots_[slot]));
-    } else if (blocks_[b].from_host) {
-      STRATA_TRY(host_copy(b, slots_[slot]));
-    } else {
-      STRATA_TRY(copy_pinned(b, slot));
+      auto r = take_read(issued_, needed_now && issued_ == uses_);
+      if (!r) return r.status();
+      if (!*r) break;  // still reading: this copy and the later ones wait for a later call
+      read = std::move(**r);
     }
-    if (timeline_) {
-      auto end = timeline_->mark(copy_);
-      if (!end) return end.status();
-      timeline_->span("h2d copy", blocks_[b].label, *begin, *end);
+    if (Status st = issue_copy(b, issued_ % slots_.size(), read); !st) {
+      // The use stays unissued; its read was consumed, so the reads posted behind it go too and
+      // are posted again in use order (a retry reads the block again).
+      if (read) drop_reads();
+      return st;
     }
-    STRATA_TRY(cuda::event_record(ready_[slot], copy_));
-    ++stats_.copies;
-    stats_.bytes_copied += blocks_[b].bytes;
   }
+  // The disk uses past the issued ones start reading now, as far as the buffers allow.
+  if (reader_) STRATA_TRY(post_reads(last_use, false));
+  return Status::ok();
+}
+
+Status WeightStore::issue_copy(uint32_t b, size_t slot, const std::optional<TakenRead>& read) {
+  if (slot_used_[slot]) STRATA_TRY(cuda::stream_wait(copy_, slot_free_[slot]));
+  std::optional<uint32_t> begin;
+  if (timeline_) {
+    auto m = timeline_->mark(copy_);
+    if (!m) return m.status();
+    begin = *m;
+  }
+  if (read) {
+    STRATA_TRY(copy_disk(b, slots_[slot], *read));
+  } else if (blocks_[b].from_host) {
+    STRATA_TRY(host_copy(b, slots_[slot]));
+  } else {
+    STRATA_TRY(copy_pinned(b, slot));
+  }
+  if (timeline_) {
+    auto end = timeline_->mark(copy_);
+    if (!end) return end.status();
+    timeline_->span("h2d copy", blocks_[b].label, *begin, *end);
+  }
+  STRATA_TRY(cuda::event_record(ready_[slot], copy_));
+  ++stats_.copies;
+  stats_.bytes_copied += blocks_[b].bytes;
   return Status::ok();
 }
 
@@ -314,7 +285,7 @@ Result<const uint8_t*> WeightStore::acquire(uint32_t block) {
     return Status::error("weight store: block {} acquired out of schedule (expected {})", blocks_[block].label,
                          blocks_[expected].label);
   // Keep ring_slots - 1 uses in flight beyond this one's.
-  STRATA_TRY(issue_copies_through(uses_ + slots_.size() - 1));
+  STRATA_TRY(issue_copies_through(uses_ + slots_.size() - 1, true));
   const size_t slot = uses_ % slots_.size();
   STRATA_TRY(cuda::stream_wait(compute_, ready_[slot]));
   acquired_ = true;
@@ -336,6 +307,9 @@ Status WeightStore::release(uint32_t block) {
   slot_used_[slot] = true;
   acquired_ = false;
   ++uses_;
+  // Copies held back behind a read that has finished since: issue them now (the window of the
+  // last acquire, without waiting), and post reads whose buffer has come free.
+  if (reader_ && issued_ < uses_ + slots_.size() - 1) STRATA_TRY(issue_copies_through(uses_ + slots_.size() - 2, false));
   return Status::ok();
 }
 

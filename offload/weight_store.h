@@ -14,10 +14,15 @@
 //
 // Disk tier: a block marked on_disk has no pinned copy. Its tensors are read from the model file
 // (io/block_reader.h: io_uring, O_DIRECT, several reads in flight) into one of two pinned bounce
-// buffers when its copy is issued, then copied on like a pinned block. The read runs on the host
-// while the GPU works on the blocks already enqueued (up to ring_slots - 1 ahead), so a disk-bound
-// schedule keeps the disk busy back to back; a bounce buffer is reused only after the event that
-// ends its copies (a host wait on the copy stream, never on compute).
+// buffers, then copied on like a pinned block. The reads run on an io thread (offload/io_thread.h)
+// and hand back a future: a read is posted as soon as its use is within the copy window (up to
+// ring_slots - 1 uses ahead) and a bounce buffer is free (the copies from its previous read are
+// done: a host check of that buffer's event, never a wait on a stream), so a disk-bound schedule
+// keeps the disk busy back to back while the enqueuing thread runs on. Its copy is enqueued once
+// the read is done; until then later copies queue behind it (the copy stream stays in use order).
+// The enqueuing thread blocks on a read only in acquire() of the very block, when the read is late
+// (Stats::disk_wait_seconds). Reads posted for a prediction that a new schedule drops finish on
+// the io thread unused (reads run in posting order, so a later read into the same buffer waits).
 //
 // The order of uses is a schedule (the streamed blocks of one forward chunk, in order) repeated:
 // decode steps all have the same schedule, so the next step's first blocks are prefetched while
@@ -42,7 +47,12 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <future>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -50,6 +60,7 @@
 #include "io/block_reader.h"
 #include "kernels/cuda/cuda_api.h"
 #include "offload/gpu_timeline.h"
+#include "offload/io_thread.h"
 #include "offload/pinned_pool.h"
 #include "offload/vram_arena.h"
 
@@ -89,7 +100,8 @@ class WeightStore {
     uint64_t copies = 0, bytes_copied = 0, schedule_resets = 0;
     uint64_t pinned_bytes = 0, ring_bytes = 0;
     uint64_t disk_reads = 0, disk_bytes = 0;  // on_disk blocks read, and their bytes
-    double disk_seconds = 0;                  // host time spent in those reads
+    double disk_seconds = 0;                  // host time spent in those reads (on the io thread)
+    double disk_wait_seconds = 0;             // time the enqueuing thread waited for late reads
   };
 
   // Pins (from `pinned`, which outlives the store) and packs every block, and the bounce buffers
@@ -110,7 +122,7 @@ class WeightStore {
   // Block i's packed bytes in pinned memory (null for on_disk blocks).
   uint8_t* pinned(size_t i) const { return pinned_[i]; }
   // The disk reader's one-line fallback notice (empty when none, or no disk blocks).
-  std::string disk_notice() const { return reader_ ? reader_->notice() : std::string(); }
+  std::string disk_notice() const;
 
   // The blocks the next chunk will acquire, in order (ids < n_blocks()).
   Status set_schedule(std::vector<uint32_t> order);
@@ -118,7 +130,7 @@ class WeightStore {
   // until release(). Must follow the schedule.
   Result<const uint8_t*> acquire(uint32_t block);
   Status release(uint32_t block);
-  const Stats& stats() const { return stats_; }
+  Stats stats() const;  // a snapshot (the disk figures are written by the io thread)
 
   // ---- graph steps (see the header comment) ----
   // Every block of `order` is pinned (no disk read, no host copy): the schedule can be captured.
@@ -145,7 +157,12 @@ class WeightStore {
 
  private:
   WeightStore() = default;
-  Status issue_copies_through(uint64_t use);
+  // Issues the copies of uses up to last_use, in order; a disk use whose read is not done yet
+  // stops the issuing there, unless it is the use being acquired now (needed_now: then wait).
+  Status issue_copies_through(uint64_t last_use, bool needed_now);
+  struct TakenRead;
+  // One use's copy into its slot (after the slot's last use), its ready event and its figures.
+  Status issue_copy(uint32_t block, size_t slot, const std::optional<TakenRead>& read);
   Status copy_pinned(uint32_t block, size_t slot);  // one pinned block into a slot, on the copy stream
   Status issue_graph_copies_through(uint64_t use);
 
@@ -176,12 +193,39 @@ class WeightStore {
   Stats stats_;
   GpuTimeline* timeline_ = nullptr;
 
-  // Disk tier (empty without on_disk blocks).
+  // Disk tier (empty without on_disk blocks): weight_store_disk.cpp.
+  struct DiskRead {  // what a read job hands back
+    Status status;
+    std::vector<std::span<const uint8_t>> data;  // per tensor: its bytes in the bounce buffer
+  };
+  struct PendingRead {
+    uint64_t use = 0;  // the use it was posted for
+    uint64_t seq = 0;  // the read's number: bounce buffer seq % 2
+    std::future<DiskRead> done;
+  };
   Status open_disk(const DiskSource& disk);
-  Status read_and_copy(uint32_t block, uint8_t* slot);
-  std::unique_ptr<io::BlockReader> reader_;
+  // Posts the reads of the disk uses in [max(read_scan_, issued_), last_use] while a bounce
+  // buffer is free; wait_first: the first of them is needed now (wait for its buffer).
+  Status post_reads(uint64_t last_use, bool wait_first);
+  struct TakenRead {
+    uint64_t seq = 0;
+    std::vector<std::span<const uint8_t>> data;
+  };
+  // The finished read for disk use `use` (the next to issue), or nullopt when it is not done (or
+  // not posted) yet; needed: wait for it. A failed read is its error (and the posted reads go).
+  Result<std::optional<TakenRead>> take_read(uint64_t use, bool needed);
+  Status copy_disk(uint32_t block, uint8_t* slot, const TakenRead& read);
+  void drop_reads();  // forgets the posted reads (a new schedule, or a failed read)
+  std::unique_ptr<io::BlockReader> reader_;  // used by the io thread only, after open_disk
   std::unique_ptr<BounceRing> bounce_;  // two: one is read while the other's copies run
   std::vector<std::vector<uint64_t>> bounce_offset_;  // per block, per tensor: where its span lands
+  std::unique_ptr<IoThread> io_;
+  std::deque<PendingRead> reads_;  // posted and not yet copied, in use order (at most one per buffer)
+  uint64_t reads_posted_ = 0;
+  uint64_t read_scan_ = 0;  // uses below it have their read posted, or need none
+  mutable std::mutex disk_mu_;  // the read jobs' figures and the reader's notice
+  Stats disk_stats_;            // disk_reads, disk_bytes, disk_seconds (under disk_mu_)
+  std::string disk_notice_;     // under disk_mu_
 
   // Host-sourced blocks (empty without from_host blocks).
   Status open_host_bounce(uint64_t bytes);

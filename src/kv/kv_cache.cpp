@@ -48,26 +48,21 @@ size_t KvCache::v_row_bytes(uint32_t il) const { return kv_row_bytes(v_type_, la
 
 const uint8_t* KvCache::k_row(uint32_t il, uint32_t pos) const {
   const Layer& l = layers_.at(il);
-  return l.k.data() + size_t(pos % l.capacity) * k_row_bytes(il);
+  return l.k.data() + size_t(kv_ring_slot(pos, l.capacity)) * k_row_bytes(il);
 }
 
 const uint8_t* KvCache::v_row(uint32_t il, uint32_t pos) const {
   const Layer& l = layers_.at(il);
-  return l.v.data() + size_t(pos % l.capacity) * v_row_bytes(il);
+  return l.v.data() + size_t(kv_ring_slot(pos, l.capacity)) * v_row_bytes(il);
 }
 
 void KvCache::write(uint32_t il, uint32_t pos, const float* k, const float* v) {
   STRATA_CHECK(il < layers_.size() && pos < n_ctx_, "KV write layer {} pos {} (n_ctx {})", il, pos, n_ctx_);
   Layer& l = layers_[il];
-  const size_t slot = pos % l.capacity;
+  const size_t slot = kv_ring_slot(pos, l.capacity);
   const uint32_t w = l.shape.width;
   kv_quantize_row(k_type_, k, l.k.data() + slot * kv_row_bytes(k_type_, w), w);
   kv_quantize_row(v_type_, v, l.v.data() + slot * kv_row_bytes(v_type_, w), w);
-}
-
-void KvCache::set_n_tokens(uint32_t n) {
-  STRATA_CHECK(n <= n_ctx_, "n_tokens {} > n_ctx {}", n, n_ctx_);
-  n_tokens_ = n;
 }
 
 kernels::cpu::KvStore KvCache::view(uint32_t il) const {

@@ -1,9 +1,8 @@
 // Per-layer K/V storage for one sequence (CPU). Sliding-window layers keep a ring of
-// `window + margin` slots (the margin covers a prefill chunk or speculative draft written ahead of
-// the queries that still need the oldest entries); full-attention layers keep `n_ctx` slots.
-// The entry for position p lives in slot p % capacity, so rollback is only the valid length
-// (set_n_tokens): as long as no write went more than `margin` positions past the length rolled
-// back to, every entry the remaining queries can see is still in its slot.
+// `window + margin` slots, full-attention layers `n_ctx` slots (core/kv_ring.h); the entry for
+// position p lives in slot p % capacity. Storage only: which positions are valid, how far a call
+// may write ahead and how far a rollback may go are the sequence table's (kv/sequence_table.h),
+// which the engine keeps beside its caches; a rollback touches no stored byte.
 //
 // Element types, chosen separately for K and V (kv/kv_quant.h has the codecs):
 //   F32, F16 — as computed (f16: round to nearest even).
@@ -38,7 +37,6 @@ class KvCache {
                                 GgmlType k_type, GgmlType v_type);
 
   uint32_t n_ctx() const { return n_ctx_; }
-  uint32_t n_tokens() const { return n_tokens_; }  // positions [0, n_tokens) are valid
   GgmlType k_type() const { return k_type_; }
   GgmlType v_type() const { return v_type_; }
   uint32_t n_layer() const { return uint32_t(layers_.size()); }
@@ -48,8 +46,6 @@ class KvCache {
   // Stores K and V (width floats each) of position pos in layer il, converted to the layer's
   // types. pos < n_ctx (asserted).
   void write(uint32_t il, uint32_t pos, const float* k, const float* v);
-  // Marks positions [0, n) as valid; positions >= n are forgotten (speculative rollback).
-  void set_n_tokens(uint32_t n);
   kernels::cpu::KvStore view(uint32_t il) const;
   // The stored bytes of position pos's K or V row in layer il (tests compare stores with these).
   const uint8_t* k_row(uint32_t il, uint32_t pos) const;
@@ -65,7 +61,6 @@ class KvCache {
   };
   std::vector<Layer> layers_;
   uint32_t n_ctx_ = 0;
-  uint32_t n_tokens_ = 0;
   GgmlType k_type_ = GgmlType::F32, v_type_ = GgmlType::F32;
 };
 

@@ -103,4 +103,25 @@ Result<ModelWeights> load_weights(const gguf::File& file, const ModelSpec& spec)
   return w;
 }
 
+std::span<const LayerTensor> layer_tensors() {
+  using L = LayerWeights;
+  using R = TensorRole;
+  static constexpr LayerTensor kTable[] = {
+      {R::attn_norm, nullptr, &L::attn_norm},
+      {R::attn_q, &L::wq, nullptr},
+      {R::attn_k, &L::wk, nullptr},
+      {R::attn_v, &L::wv, nullptr},
+      {R::attn_output, &L::wo, nullptr},
+      {R::attn_q_norm, nullptr, &L::q_norm},
+      {R::attn_k_norm, nullptr, &L::k_norm},
+      {R::post_attention_norm, nullptr, &L::post_attn_norm},
+      {R::ffn_norm, nullptr, &L::ffn_norm},
+      {R::ffn_gate, &L::ffn_gate, nullptr},
+      {R::ffn_up, &L::ffn_up, nullptr},
+      {R::ffn_down, &L::ffn_down, nullptr},
+      {R::post_ffw_norm, nullptr, &L::post_ffw_norm},
+  };
+  return kTable;
+}
+
 }  // namespace strata::model

@@ -3,6 +3,7 @@
 // (row length first). The views point into the GGUF mapping: the File must outlive the weights.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "core/status.h"
@@ -37,5 +38,16 @@ struct ModelWeights {
 };
 
 Result<ModelWeights> load_weights(const gguf::File& file, const ModelSpec& spec);
+
+// Where each per-layer role of the architecture table (model/arch.h: role_info gives its Block)
+// lives in LayerWeights: a matrix or a norm vector (the other member null). In the role table's
+// order, so code that walks a layer's weights by role keeps one order: the CUDA engine assigns
+// matrices to streamed blocks by role_info(role).block.
+struct LayerTensor {
+  TensorRole role;
+  kernels::WeightView LayerWeights::*matrix;
+  const float* LayerWeights::*norm;
+};
+std::span<const LayerTensor> layer_tensors();
 
 }  // namespace strata::model

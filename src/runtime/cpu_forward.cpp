@@ -35,8 +35,11 @@ Result<std::unique_ptr<CpuForward>> CpuForward::create(std::shared_ptr<const Mod
 }
 
 CpuForward::CpuForward(std::shared_ptr<const Model> model, ForwardOptions options, std::vector<kv::KvCache> kv)
-    : model_(std::move(model)), opt_(options), kv_(std::move(kv)) {
+    : model_(std::move(model)), opt_(options), seqs_(sequence_table(model_->spec, options)), kv_(std::move(kv)) {
   const auto& s = model_->spec;
+  for (uint32_t il = 0; il < s.hp.n_layer; ++il)
+    STRATA_CHECK(kv_.front().capacity(il) == seqs_.slots(il), "layer {}: {} KV slots stored, {} in the table", il,
+                 kv_.front().capacity(il), seqs_.slots(il));
   const size_t n = max_chunk_rows(opt_);
   x_.resize(n * s.hp.n_embd);
   h_.resize(n * s.hp.n_embd);
@@ -47,21 +50,16 @@ CpuForward::CpuForward(std::shared_ptr<const Model> model, ForwardOptions option
   gate_.resize(n * s.hp.n_ff);
   up_.resize(n * s.hp.n_ff);
   pos_.resize(n);
-  seqs_.resize(kMaxExactRows);
+  row_seqs_.reserve(kMaxExactRows);
 }
 
 Status CpuForward::eval(uint32_t seq, std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) {
   const auto& hp = model_->spec.hp;
-  if (seq >= n_seq()) return Status::error("sequence {} is out of range (the engine holds {})", seq, n_seq());
+  STRATA_TRY(seqs_.check_seq(seq));
   if (tokens.empty()) return Status::error("nothing to evaluate (empty token list)");
-  for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] < 0 || uint32_t(tokens[i]) >= hp.n_vocab)
-      return Status::error("token id {} at index {} is out of range (vocabulary has {} tokens)", tokens[i], i,
-                           hp.n_vocab);
+  STRATA_TRY(check_tokens(model_->spec, tokens));
+  STRATA_TRY(seqs_.check_append(seq, tokens.size()));
   const uint32_t pos0 = n_past(seq);
-  if (uint64_t(pos0) + tokens.size() > opt_.n_ctx)
-    return Status::error("context full: {} tokens already, {} more would exceed the context of {}", pos0,
-                         tokens.size(), opt_.n_ctx);
   logits.resize(which == Logits::all ? tokens.size() * hp.n_vocab : which == Logits::last ? hp.n_vocab : 0);
   for (size_t done = 0; done < tokens.size();) {
     const uint32_t n = uint32_t(std::min<size_t>(opt_.ubatch, tokens.size() - done));
@@ -70,7 +68,7 @@ Status CpuForward::eval(uint32_t seq, std::span<const int32_t> tokens, Logits wh
     TraceScope step(opt_.trace.get(), "host", n == 1 ? "decode step" : fmt::format("prefill {} tokens", n));
     run_chunk(tokens.data() + done, n, RowMap{seq, pos0 + uint32_t(done)},
               which == Logits::all ? Logits::all : (last_chunk ? which : Logits::none), out, nullptr, false);
-    kv_[seq].set_n_tokens(pos0 + uint32_t(done) + n);
+    seqs_.append(seq, n);
     done += n;
   }
   return {};
@@ -78,31 +76,25 @@ Status CpuForward::eval(uint32_t seq, std::span<const int32_t> tokens, Logits wh
 
 Status CpuForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
                                std::vector<float>& logits) {
-  auto range = check_layer_range(model_->spec, tokens, pos0, r, n_past(), opt_.n_ctx, opt_.ubatch);
+  auto range = check_layer_range(model_->spec, tokens, pos0, r, seqs_);
   if (!range) return range.status();
   const uint32_t n = uint32_t(tokens.size()), n_vocab = model_->spec.hp.n_vocab;
   logits.resize(which == Logits::all ? n * n_vocab : which == Logits::last ? n_vocab : 0);
   run_chunk(tokens.data(), n, RowMap{0, pos0}, which, logits.data(), &*range, true);
-  if (range->end == model_->spec.hp.n_layer && range->skip.empty()) kv_[0].set_n_tokens(pos0 + n);
+  seqs_.wrote(0, pos0, n, range->end == model_->spec.hp.n_layer && range->skip.empty());
   return {};
 }
 
 Status CpuForward::eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) {
-  std::vector<uint32_t> past(kv_.size());
-  for (size_t i = 0; i < kv_.size(); ++i) past[i] = kv_[i].n_tokens();
-  auto pos = check_batch_rows(model_->spec, rows, past, opt_.n_ctx, opt_.ubatch);
+  auto pos = check_batch_rows(model_->spec, rows, seqs_, row_seqs_);
   if (!pos) return pos.status();
   const uint32_t n = uint32_t(rows.size());
   std::vector<int32_t> tokens(n);
-  for (uint32_t t = 0; t < n; ++t) {
-    tokens[t] = rows[t].token;
-    seqs_[t] = rows[t].seq;
-  }
+  for (uint32_t t = 0; t < n; ++t) tokens[t] = rows[t].token;
   logits.resize(size_t(n) * model_->spec.hp.n_vocab);
   TraceScope step(opt_.trace.get(), "host", fmt::format("decode step x{}", n));
-  run_chunk(tokens.data(), n, RowMap{0, 0, seqs_.data(), pos->data()}, Logits::all, logits.data(), nullptr, true);
-  for (uint32_t t = 0; t < n; ++t)
-    kv_[rows[t].seq].set_n_tokens(std::max<uint32_t>(kv_[rows[t].seq].n_tokens(), uint32_t((*pos)[t]) + 1));
+  run_chunk(tokens.data(), n, RowMap{0, 0, row_seqs_.data(), pos->data()}, Logits::all, logits.data(), nullptr, true);
+  seqs_.placed(row_seqs_, *pos);
   return {};
 }
 

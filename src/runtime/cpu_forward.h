@@ -2,8 +2,9 @@
 // data in ModelSpec: norms, activation, RoPE style, embedding scale, sliding layers). It is the
 // reference every other backend is compared against, so it computes in f32 with exact weights.
 //
-// One instance holds ForwardOptions::n_seq sequences, each with its own KV cache, and one
-// activation scratch: prefill runs on one sequence at a time, eval_batch() decodes a token of
+// One instance holds ForwardOptions::n_seq sequences, each with its own KV storage (kv::KvCache)
+// and a row of the sequence table (kv/sequence_table.h: lengths, write-ahead and rollback rules,
+// shared with the CUDA engine), and one activation scratch: prefill runs on one sequence at a time, eval_batch() decodes a token of
 // several sequences in one pass over the weights. Not thread-safe; internally parallel (oneTBB).
 #pragma once
 
@@ -16,6 +17,7 @@
 #include "core/status.h"
 #include "kernels/weight_view.h"
 #include "kv/kv_cache.h"
+#include "kv/sequence_table.h"
 #include "runtime/engine.h"
 #include "runtime/model.h"
 
@@ -47,12 +49,9 @@ class CpuForward final : public Engine {
   // The dot kernels too (rows of one matrix row are dotted while it is in cache: the weights are
   // read once per step), and per row the attention of a one-token eval over its own cache.
   Status eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) override;
-  uint32_t n_seq() const override { return uint32_t(kv_.size()); }
-  uint32_t n_past(uint32_t seq) const override { return kv(seq).n_tokens(); }
-  void truncate(uint32_t seq, uint32_t n) override {
-    STRATA_CHECK(seq < kv_.size(), "truncate: sequence {} of {}", seq, kv_.size());
-    kv_[seq].set_n_tokens(std::min(n, kv_[seq].n_tokens()));
-  }
+  uint32_t n_seq() const override { return seqs_.n_seq(); }
+  uint32_t n_past(uint32_t seq) const override { return seqs_.length(seq); }
+  void truncate(uint32_t seq, uint32_t n) override { seqs_.truncate(seq, n); }
   uint64_t kv_bytes_per_seq() const override { return kv_.front().bytes(); }
   uint32_t n_ctx() const override { return kv_.front().n_ctx(); }
   uint32_t ubatch() const override { return opt_.ubatch; }
@@ -73,7 +72,8 @@ class CpuForward final : public Engine {
 
   std::shared_ptr<const Model> model_;
   ForwardOptions opt_;
-  std::vector<kv::KvCache> kv_;  // per sequence
+  kv::SequenceTable seqs_;       // lengths and KV rules of every sequence
+  std::vector<kv::KvCache> kv_;  // per sequence: the storage
   // Activation scratch, sized for one chunk of `ubatch` tokens.
   std::vector<float> x_;    // (n, n_embd) residual stream
   std::vector<float> h_;    // (n, n_embd) normed input of a block / block output
@@ -83,7 +83,7 @@ class CpuForward final : public Engine {
   std::vector<float> att_;  // (n, n_head * head_dim)
   std::vector<float> gate_, up_;  // (n, n_ff)
   std::vector<int32_t> pos_;
-  std::vector<uint32_t> seqs_;  // eval_batch: per row
+  std::vector<uint32_t> row_seqs_;  // eval_batch: per row
   MatmulObserver* observer_ = nullptr;
 };
 

@@ -7,6 +7,7 @@
 #include "kv/kv_quant.h"
 #include "offload/cost_model.h"
 #include "runtime/cuda_engine_state.h"
+#include "runtime/cuda_step_graphs.h"
 #include "kernels/gpu_layout.h"
 #include "offload/weight_loader.h"
 
@@ -27,15 +28,16 @@ Status CudaForward::allocate() {
     const char* ops = std::getenv("STRATA_TRACE_OPS");
     im.trace_ops = ops && std::string(ops) == "1";
   }
+  im.graph_policy = graph_policy_from_env();
+  im.graphs_enabled = im.graph_policy != GraphPolicy::off;
   const auto& s = model_->spec;
   const auto& host = model_->weights;
   const uint32_t n_layer = s.hp.n_layer;
   STRATA_TRY(pl.check(n_layer));
   // Fail at create, naming the tensor, rather than at the first matmul.
-  for (const auto& t : model_->file.tensors())
-    if (t.ne.size() >= 2 && !cuda::supports_weight_type(t.type))
-      return Status::error("tensor {} is {}: the CUDA engine has no kernels for that type yet (the CPU engine has: "
-                           "--device cpu)", t.name, ggml_type_info(t.type).name);
+  if (const auto* t = unsupported_tensor(*model_))
+    return Status::error("tensor {} is {}: the CUDA engine has no kernels for that type yet (the CPU engine has: "
+                         "--device cpu)", t->name, ggml_type_info(t->type).name);
   using offload::Tier;
 
   // Streamed blocks: their tensors are collected here and packed by the weight store; the device
@@ -165,24 +167,27 @@ Status CudaForward::allocate() {
   im.dev.output_norm = vec(host.output_norm, d);
   im.dev.rope_freqs = vec(host.rope_freqs, hd / 2);
   im.dev.layers.resize(host.layers.size());
+  // Per layer, by the architecture's role table: each matrix goes into its role's block (resident
+  // when that block is), norms to VRAM; in the table's order (the packing order of a block).
   for (uint32_t il = 0; il < n_layer && err.is_ok(); ++il) {
     const auto& h = host.layers[il];
     auto& l = im.dev.layers[il];
-    const int32_t ab = im.attention_block[il], fb = im.ffn_block[il];
-    l.attn_norm = vec(h.attn_norm, d);
-    matrix(h.wq, l.wq, ab, "wq"); matrix(h.wk, l.wk, ab, "wk"); matrix(h.wv, l.wv, ab, "wv"); matrix(h.wo, l.wo, ab, "wo");
-    l.q_norm = vec(h.q_norm, hd); l.k_norm = vec(h.k_norm, hd);
-    l.post_attn_norm = vec(h.post_attn_norm, d);
-    l.ffn_norm = vec(h.ffn_norm, d);
-    matrix(h.ffn_gate, l.ffn_gate, fb, "ffn_gate"); matrix(h.ffn_up, l.ffn_up, fb, "ffn_up");
-    matrix(h.ffn_down, l.ffn_down, fb, "ffn_down");
-    l.post_ffw_norm = vec(h.post_ffw_norm, d);
+    for (const model::LayerTensor& t : model::layer_tensors()) {
+      const auto& info = model::role_info(t.role);
+      if (t.norm) {
+        l.*t.norm = vec(h.*t.norm, model::role_shape(t.role, s.hp)[0]);
+        continue;
+      }
+      const int32_t block = info.block == Block::attention ? im.attention_block[il] : im.ffn_block[il];
+      matrix(h.*t.matrix, l.*t.matrix, block, std::string(info.gguf_name).c_str());
+    }
   }
   STRATA_TRY(err);
 
-  // KV: a ring of window + ubatch slots for sliding layers, n_ctx slots otherwise; each slot one
-  // row of K (V) in k_type (v_type): f32, f16 or Q8_0/Q4_1 blocks (kv/kv_quant.h).
-  // One cache per sequence (n_seq of them, all inside the arena's budget).
+  // KV storage: the slots the sequence table gives each layer (a ring of window + ubatch for
+  // sliding layers, n_ctx otherwise); each slot one row of K (V) in k_type (v_type): f32, f16 or
+  // Q8_0/Q4_1 blocks (kv/kv_quant.h). One store per sequence (n_seq of them, all inside the
+  // arena's budget); the kernels find position p in slot p % capacity, the table's rule.
   const size_t k_row = kv::kv_row_bytes(opt_.k_type, s.kv_width()), v_row = kv::kv_row_bytes(opt_.v_type, s.kv_width());
   im.kv.resize(opt_.n_seq);
   for (uint32_t sq = 0; sq < opt_.n_seq; ++sq) {
@@ -193,7 +198,7 @@ Status CudaForward::allocate() {
         im.kv[sq].push_back({});
         continue;
       }
-      const int64_t cap = int64_t(s.kv_slots(il, opt_.n_ctx, opt_.ubatch));
+      const int64_t cap = int64_t(seqs_.slots(il));
       auto k = im.alloc(size_t(cap) * k_row, "kv K " + tag + std::to_string(il));
       if (!k) return k.status();
       auto v = im.alloc(size_t(cap) * v_row, "kv V " + tag + std::to_string(il));
@@ -230,8 +235,11 @@ Status CudaForward::allocate() {
   size_t ws = 0;
   const int gemv_cols = int(std::min<size_t>(n, cuda::kMaxGemvCols));
   for (const auto& l : im.dev.layers)
-    for (const auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_gate, &l.ffn_up, &l.ffn_down})
-      ws = std::max({ws, cuda::workspace_bytes_for_gemm(*m, int(n)), cuda::workspace_bytes_for_gemv(*m, gemv_cols)});
+    for (const model::LayerTensor& t : model::layer_tensors()) {
+      if (!t.matrix) continue;
+      const kernels::WeightView& m = l.*t.matrix;
+      ws = std::max({ws, cuda::workspace_bytes_for_gemm(m, int(n)), cuda::workspace_bytes_for_gemv(m, gemv_cols)});
+    }
   ws = std::max({ws, cuda::workspace_bytes_for_gemm(im.dev.output, int(n)),
                  cuda::workspace_bytes_for_gemv(im.dev.output, gemv_cols)});
   const cuda::AttentionShapeDev shape{s.hp.n_head, s.hp.n_head_kv, hd, 0, s.attention_scale};

@@ -26,6 +26,13 @@ namespace strata::runtime {
 
 namespace cuda = kernels::cuda;
 
+// Which steps replay CUDA graphs (STRATA_CUDA_GRAPHS, read at create): off; resident_decode,
+// single-sequence decode steps of a resident engine only (what graphs covered before streamed
+// graph steps existed); all, the default: every step shape run_step_graph accepts (decode, drafts,
+// verification, batched steps; resident or streamed; tests/gpu/test_step_graphs.cpp checks them
+// bit for bit against eager steps).
+enum class GraphPolicy { off, resident_decode, all };
+
 struct CudaForward::Impl {
   cuda::Stream stream = nullptr;
   std::unique_ptr<offload::VramArena> arena;   // every device byte this engine holds
@@ -73,7 +80,8 @@ struct CudaForward::Impl {
   // before each launch and outputs (logits, the residual stream) after it, outside the graph.
   // Streamed blocks are copied inside the graph (weight_store.h, "graph steps").
   std::map<StepShape, cuda::Graph> step_graphs;
-  bool graphs_enabled = true;   // off after a failed capture, or by STRATA_CUDA_GRAPHS=0
+  GraphPolicy graph_policy = GraphPolicy::all;
+  bool graphs_enabled = true;   // off after a failed capture, or by the policy (off)
   bool capturing = false;
   bool capture_warm = false;
   CudaForward::GraphStats graph_stats;    // the step being captured finds its first streamed blocks in the ring

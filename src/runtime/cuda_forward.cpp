@@ -12,7 +12,8 @@
 namespace strata::runtime {
 
 CudaForward::CudaForward(std::shared_ptr<const Model> model, ForwardOptions options)
-    : model_(std::move(model)), opt_(options), n_past_(options.n_seq, 0), impl_(std::make_unique<Impl>()) {
+    : model_(std::move(model)), opt_(options), seqs_(sequence_table(model_->spec, options)),
+      impl_(std::make_unique<Impl>()) {
 }
 
 CudaForward::~CudaForward() = default;
@@ -33,6 +34,12 @@ Result<std::unique_ptr<CudaForward>> CudaForward::create(std::shared_ptr<const M
   return f;
 }
 
+const gguf::TensorInfo* CudaForward::unsupported_tensor(const Model& model) {
+  for (const auto& t : model.file.tensors())
+    if (t.ne.size() >= 2 && !cuda::supports_weight_type(t.type)) return &t;
+  return nullptr;
+}
+
 uint64_t CudaForward::streamed_bytes() const { return impl_->store ? impl_->store->stats().bytes_copied : 0; }
 double CudaForward::host_compute_seconds() const { return impl_->host ? impl_->host->compute_seconds() : 0.0; }
 uint64_t CudaForward::disk_bytes() const { return impl_->store ? impl_->store->stats().disk_bytes : 0; }
@@ -46,7 +53,7 @@ uint64_t CudaForward::kv_bytes_per_seq() const {
 Status CudaForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
                                 std::vector<float>& logits) {
   const auto& s = model_->spec;
-  auto range = check_layer_range(s, tokens, pos0, r, n_past_[0], opt_.n_ctx, opt_.ubatch);
+  auto range = check_layer_range(s, tokens, pos0, r, seqs_);
   if (!range) return range.status();
   Impl& im = *impl_;
   im.first_error = Status();
@@ -62,13 +69,14 @@ Status CudaForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, 
     forward_chunk(ops, s, im.dev, im.buf, tokens.data(), n, RowMap{0, pos0}, rows, L);
   im.check(cuda::synchronize(im.stream));
   if (!im.first_error.is_ok()) return im.first_error.with_context("CUDA forward (layer range)");
-  if (range->end == s.hp.n_layer && range->skip.empty()) n_past_[0] = pos0 + n;
+  seqs_.wrote(0, pos0, n, range->end == s.hp.n_layer && range->skip.empty());
   return {};
 }
 
 Status CudaForward::eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) {
   const auto& s = model_->spec;
-  auto pos = check_batch_rows(s, rows, n_past_, opt_.n_ctx, opt_.ubatch);
+  std::vector<uint32_t> seqs;
+  auto pos = check_batch_rows(s, rows, seqs_, seqs);
   if (!pos) return pos.status();
   if (rows.size() == 1) return eval(rows[0].seq, std::span(&rows[0].token, 1), Logits::last, logits);
   Impl& im = *impl_;
@@ -77,11 +85,7 @@ Status CudaForward::eval_batch(std::span<const BatchRow> rows, std::vector<float
     return ws.with_context("CUDA forward (batched step)");
   const uint32_t n = uint32_t(rows.size());
   std::vector<int32_t> tokens(n);
-  std::vector<uint32_t> seqs(n);
-  for (uint32_t t = 0; t < n; ++t) {
-    tokens[t] = rows[t].token;
-    seqs[t] = rows[t].seq;
-  }
+  for (uint32_t t = 0; t < n; ++t) tokens[t] = rows[t].token;
   logits.resize(size_t(n) * s.hp.n_vocab);
   Ops ops{im, s, logits.data(), nullptr, {}};
   TraceScope host_span(opt_.trace.get(), "host", fmt::format("decode step x{}", n));
@@ -92,22 +96,17 @@ Status CudaForward::eval_batch(std::span<const BatchRow> rows, std::vector<float
   im.check(cuda::synchronize(im.stream));
   if (im.timeline && im.first_error.is_ok()) im.check(im.timeline->flush());
   if (!im.first_error.is_ok()) return im.first_error.with_context("CUDA forward (batched step)");
-  for (uint32_t t = 0; t < n; ++t) n_past_[seqs[t]] = std::max<uint32_t>(n_past_[seqs[t]], uint32_t((*pos)[t]) + 1);
+  seqs_.placed(seqs, *pos);
   return {};
 }
 
 Status CudaForward::eval(uint32_t seq, std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) {
   const auto& s = model_->spec;
   const uint32_t n_vocab = s.hp.n_vocab;
-  if (seq >= n_seq()) return Status::error("sequence {} is out of range (the engine holds {})", seq, n_seq());
+  STRATA_TRY(seqs_.check_seq(seq));
   if (tokens.empty()) return Status::error("nothing to evaluate (empty token list)");
-  for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] < 0 || uint32_t(tokens[i]) >= n_vocab)
-      return Status::error("token id {} at index {} is out of range (vocabulary has {} tokens)", tokens[i], i, n_vocab);
-  uint32_t& past = n_past_[seq];
-  if (uint64_t(past) + tokens.size() > opt_.n_ctx)
-    return Status::error("context full: {} tokens already, {} more would exceed the context of {}", past,
-                         tokens.size(), opt_.n_ctx);
+  STRATA_TRY(check_tokens(s, tokens));
+  STRATA_TRY(seqs_.check_append(seq, tokens.size()));
   Impl& im = *impl_;
   im.first_error = Status();
   // cuBLAS's scratch comes from this engine's arena (another engine may have set its own).
@@ -124,12 +123,13 @@ Status CudaForward::eval(uint32_t seq, std::span<const int32_t> tokens, Logits w
     // Decode steps replay the graph of their shape (run_step_graph says when they cannot);
     // prefill chunks run eagerly.
     const Layers L{0, s.hp.n_layer, false, nullptr};
-    if (n != 1 || !run_step_graph(im, ops, s, tokens.data() + done, n, RowMap{seq, past}, rows, L))
-      forward_chunk(ops, s, im.dev, im.buf, tokens.data() + done, n, RowMap{seq, past}, rows, L);
+    const RowMap map{seq, n_past(seq)};
+    if (n != 1 || !run_step_graph(im, ops, s, tokens.data() + done, n, map, rows, L))
+      forward_chunk(ops, s, im.dev, im.buf, tokens.data() + done, n, map, rows, L);
     im.check(cuda::synchronize(im.stream));
     if (im.timeline && im.first_error.is_ok()) im.check(im.timeline->flush());
     if (!im.first_error.is_ok()) return im.first_error.with_context("CUDA forward");
-    past += n;
+    seqs_.append(seq, n);
     done += n;
   }
   return {};

@@ -3,8 +3,10 @@
 // same forward_pass.h as the CPU engine over the CUDA kernels (kernels/cuda/cuda_api.h). Weights
 // are uploaded (or pinned, when streamed) once at create().
 //
-// One instance holds ForwardOptions::n_seq sequences, each with its own KV cache in VRAM (all
-// allocated at create(), inside the VRAM budget), and one activation scratch. Not thread-safe.
+// One instance holds ForwardOptions::n_seq sequences, each with its own KV storage in VRAM (all
+// allocated at create(), inside the VRAM budget, with the slots the sequence table gives) and a row
+// of the sequence table (kv/sequence_table.h: lengths, write-ahead and rollback rules, shared with
+// the CPU engine), and one activation scratch. Not thread-safe.
 // All work runs on one CUDA stream; eval() returns when the logits are on the host.
 #pragma once
 
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kv/sequence_table.h"
 #include "runtime/engine.h"
 #include "runtime/model.h"
 
@@ -22,8 +25,12 @@ namespace strata::runtime {
 
 class CudaForward final : public Engine {
  public:
-  // Errors: no CUDA device / built without CUDA, VRAM allocation refused (with the size asked).
+  // Errors: no CUDA device / built without CUDA, a weight type without CUDA kernels (naming the
+  // tensor), VRAM allocation refused (with the size asked).
   static Result<std::unique_ptr<CudaForward>> create(std::shared_ptr<const Model> model, ForwardOptions options);
+  // The first weight matrix of a type the CUDA kernels cannot compute (the i-quants, for now), or
+  // null: create() refuses such a model, make_engine(automatic) runs it on the CPU.
+  static const gguf::TensorInfo* unsupported_tensor(const Model& model);
   ~CudaForward();
   CudaForward(const CudaForward&) = delete;
   CudaForward& operator=(const CudaForward&) = delete;
@@ -41,15 +48,9 @@ class CudaForward final : public Engine {
   // decode step on the row's own cache (as eval_layers); a graph of its shape as eval_layers. A
   // single row runs as eval() of its sequence.
   Status eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) override;
-  uint32_t n_seq() const override { return uint32_t(n_past_.size()); }
-  uint32_t n_past(uint32_t seq) const override {
-    STRATA_CHECK(seq < n_past_.size(), "sequence {} of {}", seq, n_past_.size());
-    return n_past_[seq];
-  }
-  void truncate(uint32_t seq, uint32_t n) override {
-    STRATA_CHECK(seq < n_past_.size(), "truncate: sequence {} of {}", seq, n_past_.size());
-    n_past_[seq] = std::min(n, n_past_[seq]);
-  }
+  uint32_t n_seq() const override { return seqs_.n_seq(); }
+  uint32_t n_past(uint32_t seq) const override { return seqs_.length(seq); }
+  void truncate(uint32_t seq, uint32_t n) override { seqs_.truncate(seq, n); }
   uint64_t kv_bytes_per_seq() const override;
   uint32_t n_ctx() const override { return opt_.n_ctx; }
   uint32_t ubatch() const override { return opt_.ubatch; }
@@ -75,7 +76,7 @@ class CudaForward final : public Engine {
 
   std::shared_ptr<const Model> model_;
   ForwardOptions opt_;
-  std::vector<uint32_t> n_past_;  // per sequence
+  kv::SequenceTable seqs_;  // lengths and KV rules of every sequence (storage: Impl::kv)
   uint64_t device_bytes_ = 0;
   std::unique_ptr<Impl> impl_;
 };

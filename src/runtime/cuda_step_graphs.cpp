@@ -5,7 +5,7 @@
 
 namespace strata::runtime {
 
-GraphPolicy graph_policy() {
+GraphPolicy graph_policy_from_env() {
   const char* e = std::getenv("STRATA_CUDA_GRAPHS");
   const std::string v = e ? e : "";
   if (v == "0") return GraphPolicy::off;
@@ -69,15 +69,10 @@ cuda::Graph capture(CudaForward::Impl& im, Ops& ops, const model::ModelSpec& s, 
 bool run_step_graph(CudaForward::Impl& im, Ops& ops, const model::ModelSpec& s, const int32_t* tokens, uint32_t n,
                     const RowMap& map, uint32_t rows, Layers L) {
   if (!im.graphs_enabled || im.timeline || im.host) return false;
-  const GraphPolicy policy = graph_policy();
-  if (policy == GraphPolicy::off) {
-    im.graphs_enabled = false;
-    return false;
-  }
   if (n == 0 || n > kMaxExactRows || rows > offload::kLogitRows) return false;
   const bool resident_decode = !im.store && !im.host_embed && n == 1 && L.first == 0 && L.end == s.hp.n_layer &&
                                !L.skip && !L.store_hidden && !map.batched();
-  if (policy == GraphPolicy::resident_decode && !resident_decode) return false;
+  if (im.graph_policy == GraphPolicy::resident_decode && !resident_decode) return false;
   const std::vector<uint32_t> schedule = ops.schedule_for(L, rows > 0);
   if (im.store && !im.store->graphable(schedule)) return false;
   const bool warm = im.store && im.store->prefilled(schedule);

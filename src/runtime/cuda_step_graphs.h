@@ -6,13 +6,9 @@
 
 namespace strata::runtime {
 
-// Which steps replay graphs (STRATA_CUDA_GRAPHS): "0" none; "decode" single-sequence decode steps
-// of a resident engine only (what graphs covered before streamed graph steps existed); anything
-// else, the default: every step shape run_step_graph accepts (decode, drafts, verification,
-// batched steps; resident or streamed; tests/gpu/test_step_graphs.cpp checks them bit for bit
-// against eager steps).
-enum class GraphPolicy { off, resident_decode, all };
-GraphPolicy graph_policy();
+// The policy STRATA_CUDA_GRAPHS asks for (GraphPolicy, cuda_engine_state.h): "0" off, "decode"
+// resident_decode, anything else all. Read once, when an engine is created.
+GraphPolicy graph_policy_from_env();
 
 // Runs the step (the arguments of forward_chunk; ops.host_logits and ops.range set by the caller)
 // as the graph of its shape, capturing that on first use, and enqueues the copies of its outputs

@@ -6,6 +6,7 @@
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/device_info.h"
 #include "kv/kv_quant.h"
+#include "kv/sequence_table.h"
 #include "runtime/cpu_forward.h"
 #include "runtime/cuda_forward.h"
 
@@ -18,9 +19,15 @@ void use_plan(const offload::ExecutorPlan& e, ForwardOptions& o) {
   o.pinned_budget = e.pinned_budget;
 }
 
+kv::SequenceTable sequence_table(const model::ModelSpec& spec, const ForwardOptions& o) {
+  std::vector<uint32_t> windows(spec.hp.n_layer);
+  for (uint32_t il = 0; il < spec.hp.n_layer; ++il) windows[il] = spec.window(il);
+  return kv::SequenceTable(std::move(windows), o.n_ctx, o.ubatch, o.n_seq);
+}
+
 Result<LayerRange> check_layer_range(const model::ModelSpec& spec, std::span<const int32_t> tokens, uint32_t pos0,
-                                     const LayerRange& r, uint32_t n_past, uint32_t n_ctx, uint32_t ubatch) {
-  const uint32_t n_layer = spec.hp.n_layer;
+                                     const LayerRange& r, const kv::SequenceTable& seqs) {
+  const uint32_t n_layer = spec.hp.n_layer, ubatch = seqs.margin();
   LayerRange out = r;
   if (out.end == 0) out.end = n_layer;
   if (out.first >= out.end || out.end > n_layer)
@@ -32,42 +39,34 @@ Result<LayerRange> check_layer_range(const model::ModelSpec& spec, std::span<con
     return Status::error("layer range starting at layer {} needs the residual stream entering it", out.first);
   if (tokens.empty() || tokens.size() > std::min(kMaxExactRows, ubatch))
     return Status::error("eval_layers takes 1..{} tokens (got {})", std::min(kMaxExactRows, ubatch), tokens.size());
+  STRATA_TRY(check_tokens(spec, tokens));
+  STRATA_TRY(seqs.check_write(0, pos0, tokens.size()));
+  return out;
+}
+
+Status check_tokens(const model::ModelSpec& spec, std::span<const int32_t> tokens) {
   for (size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] < 0 || uint32_t(tokens[i]) >= spec.hp.n_vocab)
       return Status::error("token id {} at index {} is out of range (vocabulary has {} tokens)", tokens[i], i,
                            spec.hp.n_vocab);
-  const uint64_t end_pos = uint64_t(pos0) + tokens.size();
-  if (end_pos > n_ctx)
-    return Status::error("context full: positions up to {} would exceed the context of {}", end_pos, n_ctx);
-  // A sliding layer's ring holds window + ubatch slots: writing further ahead of n_past would
-  // overwrite keys that queries at n_past still read.
-  if (end_pos > uint64_t(n_past) + ubatch)
-    return Status::error("positions up to {} are more than ubatch ({}) past the {} evaluated", end_pos, ubatch, n_past);
-  return out;
+  return {};
 }
 
 Result<std::vector<int32_t>> check_batch_rows(const model::ModelSpec& spec, std::span<const BatchRow> rows,
-                                              std::span<const uint32_t> n_past, uint32_t n_ctx, uint32_t ubatch) {
+                                              const kv::SequenceTable& seqs, std::vector<uint32_t>& row_seqs) {
   if (rows.empty() || rows.size() > kMaxExactRows)
     return Status::error("eval_batch takes 1..{} rows (got {})", kMaxExactRows, rows.size());
-  std::vector<uint32_t> count(n_past.size(), 0);
-  std::vector<int32_t> pos(rows.size());
+  row_seqs.resize(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     const BatchRow& r = rows[i];
-    if (r.seq >= n_past.size())
-      return Status::error("row {}: sequence {} is out of range (the engine holds {})", i, r.seq, n_past.size());
+    if (r.seq >= seqs.n_seq())
+      return Status::error("row {}: sequence {} is out of range (the engine holds {})", i, r.seq, seqs.n_seq());
     if (r.token < 0 || uint32_t(r.token) >= spec.hp.n_vocab)
       return Status::error("row {}: token id {} is out of range (vocabulary has {} tokens)", i, r.token,
                            spec.hp.n_vocab);
-    const uint64_t p = uint64_t(n_past[r.seq]) + count[r.seq];
-    if (p >= n_ctx)
-      return Status::error("row {}: context of sequence {} full ({} tokens, context {})", i, r.seq, p, n_ctx);
-    // Like eval_layers: a sliding layer's ring holds window + ubatch slots.
-    if (++count[r.seq] > ubatch)
-      return Status::error("row {}: more than ubatch ({}) rows of sequence {} in one step", i, ubatch, r.seq);
-    pos[i] = int32_t(p);
+    row_seqs[i] = r.seq;
   }
-  return pos;
+  return seqs.place_rows(row_seqs);
 }
 
 uint64_t kv_bytes_per_seq(const model::ModelSpec& spec, uint32_t n_ctx, uint32_t ubatch, GgmlType k_type,
@@ -84,12 +83,11 @@ Result<std::unique_ptr<Engine>> make_engine(std::shared_ptr<const Model> model, 
   if (device == Device::automatic) {
     device = kernels::cuda::devices().empty() ? Device::cpu : Device::cuda;
     // A type only the CPU computes (the i-quants, for now): the CPU engine, said once.
-    for (const auto& t : model->file.tensors())
-      if (device == Device::cuda && t.ne.size() >= 2 && !kernels::cuda::supports_weight_type(t.type)) {
-        log::info("tensor {} is {}, which the CUDA engine cannot compute yet: running on the CPU", t.name,
-                  ggml_type_info(t.type).name);
-        device = Device::cpu;
-      }
+    if (const auto* t = device == Device::cuda ? CudaForward::unsupported_tensor(*model) : nullptr) {
+      log::info("tensor {} is {}, which the CUDA engine cannot compute yet: running on the CPU", t->name,
+                ggml_type_info(t->type).name);
+      device = Device::cpu;
+    }
   }
   if (device == Device::cuda) {
     std::string why;

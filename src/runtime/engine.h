@@ -14,6 +14,7 @@
 
 #include "core/status.h"
 #include "core/trace.h"
+#include "kv/sequence_table.h"
 #include "offload/executor_plan.h"
 #include "offload/placement.h"
 #include "runtime/model.h"
@@ -151,15 +152,23 @@ class Engine {
   virtual double host_compute_seconds() const { return 0; }
 };
 
-// For engine implementations: checks eval_layers' arguments (the errors listed there); returns
-// the range with `end` resolved (0 -> n_layer) and an all-zero skip mask cleared.
+// For engine implementations: the sequence table (kv/sequence_table.h) of o.n_seq sequences of
+// the model's layers, n_ctx positions, ubatch the write-ahead margin.
+kv::SequenceTable sequence_table(const model::ModelSpec& spec, const ForwardOptions& o);
+
+// For engine implementations: token ids in the vocabulary (the error names the first bad index).
+Status check_tokens(const model::ModelSpec& spec, std::span<const int32_t> tokens);
+
+// For engine implementations: checks eval_layers' arguments (the errors listed there; the KV ones
+// are sequence 0's, from the table); returns the range with `end` resolved (0 -> n_layer) and an
+// all-zero skip mask cleared.
 Result<LayerRange> check_layer_range(const model::ModelSpec& spec, std::span<const int32_t> tokens, uint32_t pos0,
-                                     const LayerRange& r, uint32_t n_past, uint32_t n_ctx, uint32_t ubatch);
+                                     const LayerRange& r, const kv::SequenceTable& seqs);
 
 // For engine implementations: checks eval_batch's arguments (the errors listed there) and returns
-// each row's position. n_past: per sequence.
+// each row's position (SequenceTable::place_rows); row_seqs receives each row's sequence.
 Result<std::vector<int32_t>> check_batch_rows(const model::ModelSpec& spec, std::span<const BatchRow> rows,
-                                              std::span<const uint32_t> n_past, uint32_t n_ctx, uint32_t ubatch);
+                                              const kv::SequenceTable& seqs, std::vector<uint32_t>& row_seqs);
 
 // KV cache bytes of one sequence: K and V rows of every layer, n_ctx slots for full-attention
 // layers and a ring of min(n_ctx, window + ubatch) for sliding ones (how both engines size it).

@@ -14,9 +14,10 @@
 // Not a CUDA graph citizen: host work cannot be captured (cuda_forward.cpp runs without graphs
 // when this has anything to do).
 //
-// Rollback: a host KV layer has n_ctx slots (full attention) or a ring of window + ubatch slots,
-// and entry p lives in slot p % capacity, exactly like the device KV, so Engine::truncate needs no
-// work here: positions past n_past are never read and are overwritten by the next writes.
+// Rollback: a host KV layer has the slots of the engine's sequence table (kv/sequence_table.h:
+// n_ctx for full attention, a ring of window + ubatch) and entry p lives in slot p % capacity,
+// exactly like the device KV, so Engine::truncate is the table's alone: positions past n_past are
+// never read and are overwritten by the next writes.
 //
 // One instance per engine; not thread-safe. Pinned staging is sized for `matmul_rows` rows of a
 // cpu-tier block and `ubatch` rows of host-KV attention.

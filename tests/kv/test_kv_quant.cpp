@@ -129,8 +129,6 @@ std::pair<kv::KvCache, kv::KvCache> filled(const AttnCase& c, GgmlType kt, GgmlT
     kv::kv_dequantize_row(vt, q->v_row(0, p), vd.data(), width);
     f->write(0, p, kd.data(), vd.data());
   }
-  q->set_n_tokens(n);
-  f->set_n_tokens(n);
   return {std::move(q.value()), std::move(f.value())};
 }
 

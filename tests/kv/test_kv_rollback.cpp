@@ -3,6 +3,8 @@
 // mark, as speculative decoding does, plus restarts from 0), the cache equals one built from
 // scratch with the surviving tokens: the stored rows every later query can see are byte-equal, and
 // the attention output of the next chunk's queries is bit-equal. Ring and full layers, every dtype.
+// The valid length lives in a kv::SequenceTable beside the storage (as in the engines); the table
+// agrees that every rollback made here is within its rule.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include "kernels/cpu/attention.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_quant.h"
+#include "kv/sequence_table.h"
 #include "test_util.h"
 
 using namespace strata;
@@ -45,13 +48,11 @@ kv::KvCache from_scratch(const std::vector<Token>& tokens, uint32_t n, GgmlType 
   auto c = kv::KvCache::create(kLayers, kCtx, kMargin, kt, vt);
   REQUIRE(c.is_ok());
   for (uint32_t p = 0; p < n; ++p) write(*c, p, tokens[p]);
-  c->set_n_tokens(n);
   return std::move(c.value());
 }
 
 // The rows a query at position >= n can see: the last window (ring) or everything (full).
 void require_same_rows(const kv::KvCache& a, const kv::KvCache& b, uint32_t n) {
-  REQUIRE(a.n_tokens() == b.n_tokens());
   for (uint32_t il = 0; il < 2; ++il) {
     const uint32_t lo = kLayers[il].window ? (n > kWindow ? n - kWindow : 0) : 0;
     for (uint32_t p = lo; p < n; ++p) {
@@ -90,6 +91,8 @@ TEST_CASE("kv rollback: random appends and truncates equal a cache built from sc
       Rng rng(seed * 7919 + uint64_t(kt) * 31 + uint64_t(vt));
       auto cache = kv::KvCache::create(kLayers, kCtx, kMargin, kt, vt);
       REQUIRE(cache.is_ok());
+      kv::SequenceTable seqs({kWindow, 0}, kCtx, kMargin, 1);
+      for (uint32_t il = 0; il < 2; ++il) REQUIRE(seqs.slots(il) == cache->capacity(il));
       std::vector<Token> tokens(kCtx);  // what each surviving position holds
       uint32_t n = 0, high = 0;          // valid length; 1 + highest position written since the last restart
       uint32_t reused = 0, rollbacks = 0;
@@ -99,6 +102,7 @@ TEST_CASE("kv rollback: random appends and truncates equal a cache built from sc
         if (r < 55 && n < kCtx) {
           // Append a chunk: its queries attend like a prefill chunk or a speculative verify.
           const uint32_t c = std::min(kCtx - n, 1 + rng.next_u32() % kMargin);
+          REQUIRE(seqs.check_write(0, n, c).is_ok());
           for (uint32_t p = n; p < n + c; ++p) {
             tokens[p] = random_token(rng);
             write(*cache, p, tokens[p]);
@@ -108,18 +112,22 @@ TEST_CASE("kv rollback: random appends and truncates equal a cache built from sc
           reused += n + c > kWindow + kMargin;  // this chunk overwrote ring slots
           n += c;
           high = std::max(high, n);
-          cache->set_n_tokens(n);
+          seqs.append(0, c);
         } else if (r < 95) {
           // Roll back: no write may have gone more than `margin` past the new length.
           const uint32_t lo = high > kMargin ? high - kMargin : 0;
           if (n < lo) FAIL("invariant: n >= high - margin");
           n = lo + rng.next_u32() % (n - lo + 1);
-          cache->set_n_tokens(n);
+          REQUIRE(seqs.can_truncate(0, n));
+          seqs.truncate(0, n);
+          if (n == 0) high = 0;  // nothing is visible any more: a restart
           ++rollbacks;
         } else {
           n = high = 0;  // restart the sequence
-          cache->set_n_tokens(0);
+          seqs.truncate(0, 0);
         }
+        REQUIRE(seqs.length(0) == n);
+        REQUIRE(seqs.written_end(0) == high);
         const auto ref = from_scratch(tokens, n, kt, vt);
         require_same_rows(*cache, ref, n);
         if (n > 0) require_same_attention(*cache, ref, n - 1, 1, rng);  // the last token's query again
