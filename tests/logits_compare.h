@@ -1,4 +1,4 @@
-// Reading reference token/logit files (../shared/testdata/models) and comparing logits the way
+// Reading reference token/logit files (tests/data/reference/models) and comparing logits the way
 // testdata/README.md defines closeness: per position, max|got - ref| / max|ref|, and top-1
 // agreement wherever the reference's top-1/top-2 gap is clear.
 #pragma once
@@ -9,22 +9,34 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace strata::test {
 
+// A missing or empty reference file fails the test that reads it with the file's name (Catch
+// reports the exception), instead of handing back nothing for the comparisons to divide by.
+[[noreturn]] inline void missing_reference(const std::string& path) {
+  throw std::runtime_error("test data missing or empty: " + path +
+                           " (tests/data/reference/README.md lists the files; STRATA_TESTDATA points elsewhere)");
+}
+
 inline std::vector<int32_t> read_tokens(const std::string& path) {
   std::ifstream in(path);
+  if (!in) missing_reference(path);
   std::vector<int32_t> t;
   int32_t x;
   while (in >> x) t.push_back(x);
+  if (t.empty()) missing_reference(path);
   return t;
 }
 
 inline std::vector<float> read_f32(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
+  if (!in) missing_reference(path);
   std::vector<char> bytes{std::istreambuf_iterator<char>(in), {}};
+  if (bytes.size() < 4) missing_reference(path);
   std::vector<float> v(bytes.size() / 4);
   std::memcpy(v.data(), bytes.data(), v.size() * 4);
   return v;

@@ -10,7 +10,7 @@
 
 namespace strata::test {
 
-// ../shared/testdata/<rel>
+// tests/data/reference/<rel> (or $STRATA_TESTDATA/<rel>)
 std::string testdata(const std::string& rel);
 // The bytes of tests/fuzz/regressions/<target>/<name>: an input a fuzz target once crashed on.
 std::string fuzz_regression(const std::string& target, const std::string& name);

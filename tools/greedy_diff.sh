@@ -7,7 +7,7 @@ set -uo pipefail
 old=$1 new=$2
 shift 2
 here=$(cd "$(dirname "$0")/.." && pwd)
-data=${STRATA_TESTDATA:-$here/../shared/testdata}
+data=${STRATA_TESTDATA:-$here/tests/data/reference}
 prompt="The scheduler picks the next task by priority. Tasks wait in queues; each queue has a level."
 rc=0
 for m in "$data"/models/*/model.gguf "$here"/models/strata-tiny-q4_k.gguf; do

@@ -209,8 +209,8 @@ int run_inspect(const InspectArgs& args) {
     fmt::print("  {:<8} {:>5} tensors {:>12}  {:5.1f}%  {:6.4f} bits/weight\n", name, c.tensors, format_bytes(c.bytes),
                totals.bytes ? 100.0 * double(c.bytes) / double(totals.bytes) : 0.0,
                c.params ? 8.0 * double(c.bytes) / double(c.params) : 0.0);
-  fmt::print("\ntotal: {} tensors, {:.3f} B parameters, {} of tensor data ({:.2f} bits/weight)\n",
-             f.tensors().size(), double(totals.params) / 1e9, format_bytes(totals.bytes),
+  fmt::print("\ntotal: {} tensors, {} parameters, {} of tensor data ({:.2f} bits/weight)\n",
+             f.tensors().size(), format_count(totals.params), format_bytes(totals.bytes),
              totals.params ? 8.0 * double(totals.bytes) / double(totals.params) : 0.0);
   return 0;
 }

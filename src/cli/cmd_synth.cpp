@@ -77,8 +77,8 @@ int run_synth(const SynthArgs& a) {
     log::error("{}", sum.message());
     return 1;
   }
-  log::info("wrote {}{}: {} tensors, {:.3f} B parameters, {} in {:.1f} s ({}/s)", out, o.header_only ? " (header only)" : "", sum->n_tensors,
-            double(sum->n_params) / 1e9, format_bytes(sum->file_bytes), sum->seconds,
+  log::info("wrote {}{}: {} tensors, {} parameters, {} in {:.1f} s ({}/s)", out, o.header_only ? " (header only)" : "", sum->n_tensors,
+            format_count(sum->n_params), format_bytes(sum->file_bytes), sum->seconds,
             format_bytes(uint64_t(double(sum->file_bytes) / std::max(sum->seconds, 1e-9))));
   fmt::print("{}\n", out);
   return 0;

@@ -47,6 +47,16 @@ std::string format_bytes(uint64_t bytes) {
   return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.2f} {}", v, kNames[u]);
 }
 
+std::string format_count(uint64_t n) {
+  static const char* kNames[] = {"", "K", "M", "B", "T"};
+  double v = double(n);
+  int u = 0;
+  while (v >= 999.95 && u < 4) { v /= 1000.0; ++u; }
+  if (u == 0) return fmt::format("{}", n);
+  const int decimals = v >= 99.995 ? 1 : v >= 9.9995 ? 2 : 3;  // 4 significant digits
+  return fmt::format("{:.{}f} {}", v, decimals, kNames[u]);
+}
+
 std::string format_flops(double flops_per_s) {
   static const char* kNames[] = {"FLOP/s", "KFLOP/s", "MFLOP/s", "GFLOP/s", "TFLOP/s", "PFLOP/s"};
   double v = flops_per_s;

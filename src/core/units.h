@@ -22,4 +22,8 @@ std::string format_bytes(uint64_t bytes);
 // "40.5 GFLOP/s", "151 TFLOP/s": a compute rate with the unit that keeps 3 significant digits.
 std::string format_flops(double flops_per_s);
 
+// "950", "31.23 M", "27.01 B": a count (parameters, tokens) with the decimal unit (K, M, B, T)
+// that keeps it at 4 significant digits.
+std::string format_count(uint64_t n);
+
 }  // namespace strata

@@ -57,7 +57,7 @@ TEST_CASE("inspect works on a header-only file and says so", "[cli]") {
   CHECK(has(i.out, "header only"));
   CHECK(has(i.out, "block_count"));
   CHECK(has(i.out, "62"));
-  CHECK(has(i.out, "27.009 B parameters"));
+  CHECK(has(i.out, "27.01 B parameters"));
 }
 
 TEST_CASE("bad input gives one clear line and a non-zero exit", "[cli]") {

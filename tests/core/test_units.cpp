@@ -34,3 +34,13 @@ TEST_CASE("sizes format in binary units, rates in decimal ones", "[core][units]"
   CHECK(format_flops(999.6e9) == "1.00 TFLOP/s");
   CHECK(format_flops(0) == "0.00 FLOP/s");
 }
+
+TEST_CASE("counts format with the decimal unit that fits", "[core][units]") {
+  CHECK(format_count(0) == "0");
+  CHECK(format_count(950) == "950");
+  CHECK(format_count(1000) == "1.000 K");
+  CHECK(format_count(31'234'567) == "31.23 M");
+  CHECK(format_count(999'999) == "1.000 M");  // rounds up into the next unit, not "1000.0 K"
+  CHECK(format_count(27'009'000'000ull) == "27.01 B");
+  CHECK(format_count(350'000'000ull) == "350.0 M");
+}

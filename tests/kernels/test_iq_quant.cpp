@@ -1,5 +1,5 @@
 // The importance-aware i-quant quantisers (kernels/cpu/quant/iq_quant.h) against ggml's on the
-// independent test data (../shared/testdata/quant/<type>.gguf: `src`, and ggml's `deq`): per row,
+// independent test data (tests/data/reference/quant/<type>.gguf: `src`, and ggml's `deq`): per row,
 // strata's squared error on `src` is at most kSseSlack x ggml's; ggml quantised iq2_xxs, iq2_xs
 // and iq1_s with a uniform importance of 1 (the others with none), so those three are compared
 // both without an importance matrix and with one of all ones. Also: an importance matrix moves

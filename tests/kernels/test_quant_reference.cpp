@@ -1,4 +1,4 @@
-// strata's quant kernels against ggml's, on the independent test data (../shared/testdata/quant,
+// strata's quant kernels against ggml's, on the independent test data (tests/data/reference/quant,
 // made by llama.cpp: see its README). For every type strata supports:
 //   - decode: dequantising ggml's `quant` reproduces ggml's `deq` bit for bit (1 ulp allowed, for
 //     a build of ggml that fused a multiply-add);

@@ -1,4 +1,4 @@
-// The CPU engine against logits computed by independent tools (../shared/testdata/models):
+// The CPU engine against logits computed by independent tools (tests/data/reference/models):
 // llama.cpp, and a float64 NumPy forward pass for gemma3. Tolerances from testdata/README.md.
 #include <catch2/catch.hpp>
 
@@ -134,4 +134,15 @@ TEST_CASE("quantised KV caches (q8, q4, mixed) stay close to f32 KV through the 
       CHECK(d.top1_mismatch == 0);
     }
   }
+}
+
+TEST_CASE("a missing or empty reference file fails the test with its name", "[runtime][reference]") {
+  const std::string absent = test::testdata("models/no-such-model/logits.llamacpp.f32");
+  CHECK_THROWS_WITH(test::read_f32(absent), Catch::Contains(absent) && Catch::Contains("test data missing"));
+  CHECK_THROWS_WITH(test::read_tokens(absent), Catch::Contains(absent));
+  const auto empty = test::temp_dir("empty-ref") / "tokens.txt";
+  { std::ofstream touch(empty); }
+  CHECK_THROWS_WITH(test::read_tokens(empty.string()), Catch::Contains("empty"));
+  // The shipped data is where the tests look for it (a clone needs nothing beside it).
+  CHECK(test::read_tokens(test::testdata("models/llama/tokens.txt")).size() >= 8);
 }

