@@ -141,6 +141,10 @@ int run_serve(ServeArgs a) {
     log::error("the HTTP server stopped with an error");
     return 1;
   }
+  if (Status w = write_trace(s); !w) {  // --trace: the spans of the whole run
+    log::error("{}", w.message());
+    return 1;
+  }
   log::info("stopped");
   return 0;
 }
