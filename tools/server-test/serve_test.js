@@ -49,9 +49,13 @@ async function streamText(stream, chat) {
 }
 
 async function main() {
+  // Every reference first: execFileSync blocks node's event loop, and a keep-alive connection the
+  // server closed meanwhile (idle > its 5 s) would otherwise be reused before undici notices.
   const prompt = 'The capital of France is';
   const want = generate(prompt, false);
   const wantChat = generate('Tell me a story about a dragon.', true);
+  const prompts = Array.from({ length: 16 }, (_, i) => `Story number ${i}: once upon a time`);
+  const wants = prompts.map((p) => generate(p, false));
 
   const models = await client.models.list();
   check(models.data.length === 1 && typeof models.data[0].id === 'string', 'GET /v1/models lists the model',
@@ -96,8 +100,6 @@ async function main() {
         [a.choices[0].text, b.choices[0].text]);
 
   // 16 concurrent streams over different prompts: each complete and equal to its own greedy text.
-  const prompts = Array.from({ length: 16 }, (_, i) => `Story number ${i}: once upon a time`);
-  const wants = prompts.map((p) => generate(p, false));
   const results = await Promise.all(prompts.map(async (p) => streamText(await client.completions.create(
       { model, prompt: p, max_tokens: N, temperature: 0, stream: true }), false)));
   results.forEach((r, i) => check(r.text === wants[i] && r.finish !== null, `concurrent stream ${i} complete and equal`,
