@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstdio>
 #include <mutex>
 #include <regex>
 #include <spawn.h>
@@ -76,6 +77,17 @@ class ServeProcess {
     return err_;
   }
   void signal(int sig) { kill(pid_, sig); }
+  // Resident memory of the server now (VmRSS), in KiB; -1 when unreadable.
+  long rss_kib() const {
+    FILE* f = std::fopen(("/proc/" + std::to_string(pid_) + "/status").c_str(), "r");
+    if (!f) return -1;
+    char line[256];
+    long kib = -1;
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "VmRSS: %ld kB", &kib) == 1) break;
+    std::fclose(f);
+    return kib;
+  }
   // Sends `sig` and returns the exit status (128 + signal when killed by one).
   int stop(int sig = SIGTERM) {
     kill(pid_, sig);

@@ -196,6 +196,40 @@ TEST_CASE("serve: a full queue answers 429, and a client gone mid-stream frees i
   CHECK(s.stop() == 0);
 }
 
+TEST_CASE("serve: a bounded load loses no request and memory returns to its idle level", "[serve]") {
+  ServeProcess s({"-m", kModel, "--device", "cpu", "-c", "512", "--parallel", "4", "--queue", "64"});
+  httplib::Client c("127.0.0.1", s.port());
+  // A fixed count: 8 clients x 6 requests, streamed and not, with different prompts and lengths.
+  auto run_load = [&](int rounds) {
+    std::atomic<int> ok{0};
+    std::vector<std::thread> clients;
+    for (int t = 0; t < 8; ++t)
+      clients.emplace_back([&, t] {
+        httplib::Client lc("127.0.0.1", s.port());
+        lc.set_read_timeout(60);
+        for (int i = 0; i < rounds; ++i) {
+          const json body = {{"prompt", "Request " + std::to_string(t * 100 + i) + " says"},
+                             {"max_tokens", 8 + 4 * i}, {"temperature", 0.7}, {"seed", t * 100 + i},
+                             {"stream", (t + i) % 2 == 1}};
+          auto r = lc.Post("/v1/completions", body.dump(), "application/json");
+          if (r && r->status == 200 && (body["stream"] ? has(r->body, "data: [DONE]") : has(r->body, "usage"))) ++ok;
+        }
+      });
+    for (auto& t : clients) t.join();
+    return ok.load();
+  };
+  CHECK(run_load(1) == 8);  // warm up: allocator pools and thread stacks reach their working size
+  const long idle = s.rss_kib();
+  CHECK(run_load(6) == 48);
+  CHECK(wait_metric(c, "strata_running_sessions", 0) == 0);
+  CHECK(metric(c, "strata_queue_length") == 0);
+  CHECK(metric(c, "strata_sessions_completed_total") == 56);
+  const long after = s.rss_kib();
+  INFO("RSS idle " << idle << " KiB, after the load " << after << " KiB");
+  CHECK(after < idle + 16 * 1024);  // KV is allocated up front: the load adds no lasting memory
+  CHECK(s.stop() == 0);
+}
+
 TEST_CASE("serve: SIGTERM lets the request in flight finish, then exits 0", "[serve]") {
   ServeProcess s({"-m", kModel, "--device", "cpu", "-c", "1024", "--parallel", "1", "--max-tokens", "600"});
   httplib::Client c("127.0.0.1", s.port());
