@@ -230,29 +230,47 @@ TEST_CASE("serve: a bounded load loses no request and memory returns to its idle
   CHECK(s.stop() == 0);
 }
 
-TEST_CASE("serve: SIGTERM lets the request in flight finish, then exits 0", "[serve]") {
-  ServeProcess s({"-m", kModel, "--device", "cpu", "-c", "1024", "--parallel", "1", "--max-tokens", "600"});
+TEST_CASE("serve: SIGTERM lets the requests in flight finish, streamed or not, then exits 0", "[serve]") {
+  ServeProcess s({"-m", kModel, "--device", "cpu", "-c", "1024", "--parallel", "2", "--max-tokens", "400"});
   httplib::Client c("127.0.0.1", s.port());
+  // Sampled at a high temperature so neither ends early on an end-of-text token.
+  const std::string body = R"({"prompt": "Once upon a time", "max_tokens": 400, "temperature": 2, "top_k": 0,
+                               "top_p": 1, "min_p": 0, "seed": 3)";
   int status = 0;
-  std::string body;
-  std::thread t([&] {
+  std::string whole, stream;
+  std::thread t1([&] {
     httplib::Client rc("127.0.0.1", s.port());
     rc.set_read_timeout(60);
-    auto res = rc.Post("/v1/completions",
-                  R"({"prompt": "Once upon a time", "max_tokens": 600, "temperature": 2, "top_k": 0, "top_p": 1,
-                      "min_p": 0, "seed": 3})",
-                  "application/json");
+    auto res = rc.Post("/v1/completions", body + "}", "application/json");
     if (res) {
       status = res->status;
-      body = res->body;
+      whole = res->body;
     }
   });
-  REQUIRE(wait_metric(c, "strata_running_sessions", 1) == 1);
+  std::thread t2([&] {
+    httplib::Client rc("127.0.0.1", s.port());
+    rc.set_read_timeout(60);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.headers = {{"Content-Type", "application/json"}};
+    req.body = body + R"(, "stream": true})";
+    req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+      stream.append(d, n);
+      return true;
+    };
+    rc.send(req);
+  });
+  const double running = wait_metric(c, "strata_running_sessions", 2);
   s.signal(SIGTERM);
-  t.join();
-  INFO(body);
+  t1.join();
+  t2.join();
+  REQUIRE(running == 2);  // both were in flight when the signal came
+  INFO(whole);
   REQUIRE(status == 200);
-  CHECK(json::parse(body)["usage"]["completion_tokens"].get<int>() > 0);
+  CHECK(json::parse(whole)["usage"]["completion_tokens"].get<int>() > 0);
+  CHECK(has(stream, "\"finish_reason\":\"length\""));
+  CHECK(stream.ends_with("data: [DONE]\n\n"));
   CHECK(s.stop(0) == 0);  // signal 0: only reap
   CHECK(has(s.stderr_text(), "draining"));
 }
