@@ -10,7 +10,7 @@
 
 namespace strata::test {
 
-TEST_CASE("encode_chat: one user message as generate --chat; contents never control tokens", "[serve]") {
+TEST_CASE("encode_chat: one user message as generate --chat, and contents never control tokens", "[serve]") {
   const auto tok = load_lenml("gemma3");
   const auto family = tokenizer::detect_chat_family(tok.chat_template());
   REQUIRE(family == tokenizer::ChatFamily::gemma);
