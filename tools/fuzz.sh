@@ -7,14 +7,14 @@
 #   tools/fuzz.sh 600 gguf jobs      # chosen targets, 10 min each
 #   STRATA_FUZZ_BUILD=dir            # build folder (default build-fuzz)
 #   STRATA_FUZZ_PARALLEL=n           # targets run at once (default nproc)
-# Targets: gguf, tokenizer, jobs, profile. New inputs libFuzzer finds go to a scratch corpus in
+# Targets: gguf, tokenizer, jobs, profile, request. New inputs libFuzzer finds go to a scratch corpus in
 # the build folder (reused by the next run), so the committed seeds stay small.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-30}
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(gguf tokenizer jobs profile)
+[ ${#targets[@]} -gt 0 ] || targets=(gguf tokenizer jobs profile request)
 build=${STRATA_FUZZ_BUILD:-build-fuzz}
 parallel=${STRATA_FUZZ_PARALLEL:-$(nproc)}
 

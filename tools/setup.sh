@@ -9,6 +9,8 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libtbb-dev libopenblas-dev libmimalloc-dev liburing-dev
   catch2 nlohmann-json3-dev libcli11-dev libfmt-dev libtomlplusplus-dev
+  # cpp-httplib for `strata serve` (src/server)
+  libcpp-httplib-dev
   # clang + libFuzzer (libclang_rt.fuzzer) for tests/fuzz (tools/fuzz.sh)
   clang libclang-rt-dev
 )
@@ -21,6 +23,7 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
   bash "$(dirname "$0")/tokenizer/setup.sh" "$@"
+  bash "$(dirname "$0")/server-test/setup.sh" "$@"
   exit $?
 fi
 if [ "${1:-}" = "--check" ]; then
@@ -35,3 +38,4 @@ export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 bash "$(dirname "$0")/tokenizer/setup.sh"
+bash "$(dirname "$0")/server-test/setup.sh"

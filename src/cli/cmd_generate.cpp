@@ -22,6 +22,7 @@
 #include "session/session.h"
 #include "spec/speculative_decoder.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/unicode.h"
 
 namespace strata::cli {
 namespace {
@@ -38,20 +39,6 @@ struct GenerateArgs {
   int64_t seed = -1;
   std::string json_out;       // --json: run figures, speculative statistics included
 };
-
-// Bytes of a complete UTF-8 prefix of s (a piece may end inside a multi-byte character).
-size_t complete_utf8_prefix(const std::string& s) {
-  size_t i = s.size();
-  for (size_t back = 0; back < 4 && i > 0; ++back) {
-    const unsigned char c = static_cast<unsigned char>(s[i - 1]);
-    if ((c & 0xC0) != 0x80) {  // a lead byte or ASCII: is its sequence complete?
-      const size_t need = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
-      return back + 1 >= need ? s.size() : i - 1;
-    }
-    --i;
-  }
-  return s.size();
-}
 
 // The placement report (cli/placement_report.h) for this run without a budget, on stderr: stdout
 // carries only the generated text. The run shape carries the speculation of --spec
@@ -166,7 +153,7 @@ int run_generate(GenerateArgs a) {
   std::string pending;
   auto emit = [&](int32_t next) {
     pending += tok->token_to_piece(next, false);
-    const size_t ready = complete_utf8_prefix(pending);
+    const size_t ready = tokenizer::utf8_complete_prefix(pending);
     std::fwrite(pending.data(), 1, ready, stdout);
     std::fflush(stdout);
     pending.erase(0, ready);

@@ -30,5 +30,6 @@ Command add_probe(CLI::App& app);
 Command add_batch(CLI::App& app);
 Command add_batch_merge(CLI::App& app);
 Command add_stress(CLI::App& app);
+Command add_serve(CLI::App& app);
 
 }  // namespace strata::cli

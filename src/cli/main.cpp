@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
       strata::cli::add_batch(app),
       strata::cli::add_batch_merge(app),
       strata::cli::add_stress(app),
+      strata::cli::add_serve(app),
       strata::cli::add_inspect(app),
       strata::cli::add_synth(app),
       strata::cli::add_export_hf(app),

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,5 +17,12 @@ namespace strata::session {
 // its turn.
 std::vector<int32_t> encode_prompt(const tokenizer::Tokenizer& tok, const std::string& text,
                                    tokenizer::ChatFamily family, const std::string& system = {});
+
+// A whole conversation inside the template (family none: the contents concatenated, with BOS),
+// ready for the assistant's turn: the server's chat completions. Every message's content is
+// encoded without parsing control tokens, the template's text with; for one user message this is
+// encode_prompt's result, so a chat request matches `strata generate --chat`.
+std::vector<int32_t> encode_chat(const tokenizer::Tokenizer& tok, std::span<const tokenizer::ChatMessage> messages,
+                                 tokenizer::ChatFamily family);
 
 }  // namespace strata::session

@@ -41,6 +41,19 @@ const ByteLevelTables& byte_level() {
 
 }  // namespace
 
+size_t utf8_complete_prefix(std::string_view s) {
+  size_t i = s.size();
+  for (size_t back = 0; back < 4 && i > 0; ++back) {
+    const unsigned char c = static_cast<unsigned char>(s[i - 1]);
+    if ((c & 0xC0) != 0x80) {  // a lead byte or ASCII: is its sequence complete?
+      const size_t need = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+      return back + 1 >= need ? s.size() : i - 1;
+    }
+    --i;
+  }
+  return s.size();
+}
+
 size_t utf8_len_at(std::string_view s, size_t i) { return utf8_decode_at(s, i).len; }
 
 Utf8Char utf8_decode_at(std::string_view s, size_t i) {

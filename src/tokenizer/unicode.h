@@ -29,6 +29,10 @@ Utf8Char utf8_decode_at(std::string_view s, size_t i);
 std::vector<Utf8Char> utf8_chars(std::string_view s);
 void utf8_append(std::string& out, uint32_t cp);
 std::string utf8_encode(uint32_t cp);
+// Bytes of s up to its last complete UTF-8 sequence: a token's piece may end inside a multi-byte
+// character, and text streamed out (generate's stdout, the server's chunks) holds the rest back.
+// A malformed byte counts as complete (it is never completed by what follows).
+size_t utf8_complete_prefix(std::string_view s);
 
 bool is_letter(uint32_t cp);      // general category L*
 bool is_number(uint32_t cp);      // general category N*

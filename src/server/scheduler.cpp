@@ -1,0 +1,177 @@
+#include "server/scheduler.h"
+
+#include <chrono>
+#include <optional>
+
+#include "server/text_filter.h"
+#include "session/batch_runner.h"
+
+namespace strata::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+uint64_t us_since(Clock::time_point t) {
+  return uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count());
+}
+
+}  // namespace
+
+// A request on one engine sequence.
+struct Scheduler::Slot {
+  std::optional<Job> job;  // empty: the sequence is free
+  bool started = false;    // prefilled
+  std::unique_ptr<session::JobRunner::Stream> stream;
+  std::unique_ptr<TextFilter> text;
+  size_t emitted = 0;      // generated tokens whose pieces went into `text`
+  int32_t pending = -1;    // the token this session feeds into the next batched step
+};
+
+Scheduler::Scheduler(runtime::Engine& engine, const tokenizer::Tokenizer& tok, Metrics& metrics,
+                     uint32_t queue_limit)
+    : engine_(engine), tok_(tok), metrics_(metrics), queue_limit_(queue_limit), slots_(engine.n_seq()) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() { drain(); }
+
+Admit Scheduler::submit(Job job) {
+  {
+    std::lock_guard lock(mu_);
+    if (draining_) return Admit::draining;
+    // Room: the free sequences (their requests wait here until the next step) plus the queue.
+    if (queue_.size() >= queue_limit_ + (slots_.size() - busy_)) return Admit::queue_full;
+    queue_.push_back(std::move(job));
+    metrics_.queued = uint32_t(queue_.size());
+  }
+  cv_.notify_all();
+  return Admit::ok;
+}
+
+void Scheduler::drain() {
+  {
+    std::lock_guard lock(mu_);
+    draining_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Scheduler::release(Slot& s, uint32_t seq) {
+  engine_.truncate(seq, 0);  // the session's KV is forgotten; the next request overwrites it
+  s = Slot{};
+  std::lock_guard lock(mu_);
+  --busy_;
+  metrics_.running = busy_;
+}
+
+void Scheduler::finish(Slot& s, uint32_t seq, const char* reason) {
+  s.job->ticket->append(s.text->flush());
+  Usage u{uint32_t(s.job->prompt.size()), uint32_t(s.stream->g.ids.size())};
+  s.job->ticket->finish(reason, u);
+  ++metrics_.completed;
+  release(s, seq);
+}
+
+// After next_token(): the new token's text to the client, and the end when it came.
+void Scheduler::after_token(Slot& s, uint32_t seq) {
+  const auto& g = s.stream->g;
+  bool stopped = false;
+  for (; s.emitted < g.ids.size(); ++s.emitted) {
+    ++metrics_.generated_tokens;
+    stopped = s.text->append(tok_.token_to_piece(g.ids[s.emitted], false));
+  }
+  s.job->ticket->append(s.text->take());
+  if (stopped) return finish(s, seq, "stop");
+  // next_token's ends: "eos" (end of generation), "length" (max_tokens), "context" (full).
+  if (s.pending < 0) finish(s, seq, std::string_view(g.stop) == "eos" ? "stop" : "length");
+}
+
+void Scheduler::start(Slot& s, uint32_t seq, session::JobRunner& runner) {
+  Job& job = *s.job;
+  s.started = true;
+  s.text = std::make_unique<TextFilter>(job.stop);
+  s.stream = std::make_unique<session::JobRunner::Stream>(job.sp, engine_.model().spec.hp.n_vocab, job.max_tokens,
+                                                           seq);
+  for (int32_t id : job.prompt) s.stream->sampler.accept(id);
+  engine_.truncate(seq, 0);
+  const auto t0 = Clock::now();
+  if (Status st = engine_.eval(seq, job.prompt, runtime::Logits::last, s.stream->logits); !st) {
+    job.ticket->fail(st.message());
+    ++metrics_.failed;
+    return release(s, seq);
+  }
+  metrics_.prefill_us += us_since(t0);
+  metrics_.prompt_tokens += job.prompt.size();
+  s.pending = runner.next_token(*s.stream);
+  after_token(s, seq);
+}
+
+void Scheduler::loop() {
+  // next_token needs a runner for the engine and the tokenizer only (no chat, no progress). The
+  // server never installs session/interrupt.h's handlers, so next_token's interrupted() is false:
+  // SIGTERM drains (cmd_serve) instead of cutting sessions short.
+  session::JobRunner runner(engine_, tok_, {}, nullptr);
+  const uint32_t n_vocab = engine_.model().spec.hp.n_vocab;
+  std::vector<runtime::BatchRow> rows;
+  std::vector<uint32_t> row_seq;
+  std::vector<float> logits;
+  while (true) {
+    // Between steps: free sequences take queued requests.
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return !queue_.empty() || busy_ > 0 || draining_; });
+      if (queue_.empty() && busy_ == 0) return;  // draining, and nothing left
+      for (Slot& s : slots_)
+        if (!s.job && !queue_.empty()) {
+          s.job = std::move(queue_.front());
+          queue_.pop_front();
+          ++busy_;
+        }
+      metrics_.running = busy_;
+      metrics_.queued = uint32_t(queue_.size());
+    }
+    for (uint32_t seq = 0; seq < slots_.size(); ++seq) {
+      Slot& s = slots_[seq];
+      if (s.job && s.job->ticket->cancelled()) {
+        ++metrics_.cancelled;
+        release(s, seq);
+      } else if (s.job && !s.started) {
+        start(s, seq, runner);
+      }
+    }
+    // One step: every running session's next token through one sweep over the weights.
+    rows.clear();
+    row_seq.clear();
+    for (uint32_t seq = 0; seq < slots_.size(); ++seq)
+      if (slots_[seq].job && slots_[seq].pending >= 0) {
+        rows.push_back({seq, slots_[seq].pending});
+        row_seq.push_back(seq);
+      }
+    const auto t0 = Clock::now();
+    for (size_t r0 = 0; r0 < rows.size(); r0 += runtime::kMaxExactRows) {
+      const size_t nr = std::min<size_t>(runtime::kMaxExactRows, rows.size() - r0);
+      if (Status st = engine_.eval_batch(std::span(rows).subspan(r0, nr), logits); !st) {
+        for (size_t i = r0; i < r0 + nr; ++i) {  // every session of the failed step fails
+          Slot& s = slots_[row_seq[i]];
+          s.job->ticket->fail(st.message());
+          ++metrics_.failed;
+          release(s, row_seq[i]);
+        }
+        continue;
+      }
+      for (size_t i = 0; i < nr; ++i) {
+        Slot& s = slots_[row_seq[r0 + i]];
+        s.stream->logits.assign(logits.begin() + i * n_vocab, logits.begin() + (i + 1) * n_vocab);
+      }
+    }
+    if (!rows.empty()) metrics_.decode_us += us_since(t0);
+    for (uint32_t seq : row_seq) {
+      Slot& s = slots_[seq];
+      if (!s.job) continue;  // failed above
+      s.pending = runner.next_token(*s.stream);
+      after_token(s, seq);
+    }
+  }
+}
+
+}  // namespace strata::server

@@ -1,0 +1,41 @@
+#include "server/ticket.h"
+
+namespace strata::server {
+
+void Ticket::append(const std::string& text) {
+  if (text.empty()) return;
+  {
+    std::lock_guard lock(mu_);
+    pending_.text += text;
+  }
+  cv_.notify_all();
+}
+
+void Ticket::finish(std::string finish_reason, Usage usage) {
+  {
+    std::lock_guard lock(mu_);
+    pending_.done = true;
+    pending_.finish_reason = std::move(finish_reason);
+    pending_.usage = usage;
+  }
+  cv_.notify_all();
+}
+
+void Ticket::fail(std::string error) {
+  {
+    std::lock_guard lock(mu_);
+    pending_.done = true;
+    pending_.error = std::move(error);
+  }
+  cv_.notify_all();
+}
+
+Update Ticket::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return pending_.done || !pending_.text.empty(); });
+  Update u = pending_;
+  pending_.text.clear();  // the end stays: every later wait() sees it again
+  return u;
+}
+
+}  // namespace strata::server

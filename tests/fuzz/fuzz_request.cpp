@@ -1,0 +1,47 @@
+// Fuzz target: the server's request parser (server/request.h), fed every body a client can send,
+// and the text filter that streams generated text past stop strings. Every body must end in a
+// request or an OpenAI error: what parses must hold the ranges the scheduler relies on, an error
+// must be a 4xx whose body is JSON. The filter must hand out exactly its text, never a stop string.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "server/request.h"
+#include "server/text_filter.h"
+
+using namespace strata;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  const server::RequestLimits limits{64, 4};
+  for (auto ep : {server::Endpoint::completions, server::Endpoint::chat}) {
+    server::CompletionRequest r;
+    if (auto e = server::parse_request(body, ep, limits, r)) {
+      if (e->status < 400 || e->status >= 500) __builtin_trap();
+      if (nlohmann::json::parse(e->body(), nullptr, false).is_discarded()) __builtin_trap();
+      continue;
+    }
+    if (r.max_tokens < 1 || r.max_tokens > limits.max_tokens || r.stop.size() > limits.max_stop) __builtin_trap();
+    if (!r.sp.validate().is_ok()) __builtin_trap();
+    if (ep == server::Endpoint::chat ? r.messages.empty() : r.prompt.empty()) __builtin_trap();
+    for (const auto& s : r.stop)
+      if (s.empty()) __builtin_trap();
+
+    // The prompt's bytes as a generation, in pieces of 1..4 bytes, past the request's stop strings.
+    const std::string text = ep == server::Endpoint::chat ? r.messages[0].content : r.prompt;
+    server::TextFilter f(r.stop);
+    std::string out;
+    for (size_t i = 0; i < text.size() && !f.stopped(); i += 1 + i % 4) {
+      f.append(std::string_view(text).substr(i, 1 + i % 4));
+      out += f.take();
+    }
+    out += f.flush();
+    if (out != f.text()) __builtin_trap();
+    for (const auto& s : r.stop)
+      if (out.find(s) != std::string::npos) __builtin_trap();
+  }
+  return 0;
+}
