@@ -107,7 +107,7 @@ TEST_CASE("generate runs every architecture and greedy output is deterministic",
   }
 }
 
-TEST_CASE("generate --spec: greedy text equals plain decoding's; statistics on stderr and in --json", "[cli]") {
+TEST_CASE("generate --spec: greedy text equals plain decoding's, statistics on stderr and in --json", "[cli]") {
   const auto dir = strata::test::temp_dir("cli-generate-spec");
   const std::string model = std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny-q4_k.gguf";
   const std::string cmd = "generate -m " + model + " -q -p 'A list holds items. A list of lists holds lists.\n\nSummary:' "
@@ -148,7 +148,7 @@ std::string report_block(const std::string& s) {
   return s.substr(a, s.find('\n', b) + 1 - a);
 }
 
-TEST_CASE("generate prints the placement report of strata plan first; -q silences it", "[cli]") {
+TEST_CASE("generate prints the placement report of strata plan first, -q silences it", "[cli]") {
   const auto dir = strata::test::temp_dir("cli-generate-report");
   const std::string model = (dir / "llama.gguf").string();
   REQUIRE(run_strata("synth --no-progress --type q8_0 --arch llama -o " + model).code == 0);

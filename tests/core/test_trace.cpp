@@ -41,7 +41,7 @@ TEST_CASE("trace: bounded, and says how many spans it dropped", "[trace]") {
   CHECK(noted);
 }
 
-TEST_CASE("trace: scopes measure host time; safe from many threads", "[trace]") {
+TEST_CASE("trace: scopes measure host time, safe from many threads", "[trace]") {
   Trace t;
   {
     strata::TraceScope scope(&t, "host", "sleep");

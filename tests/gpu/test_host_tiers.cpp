@@ -184,7 +184,7 @@ TEST_CASE("Host KV rolls back: truncate then new tokens equals a fresh run", "[g
   }
 }
 
-TEST_CASE("Host KV takes no VRAM; host tiers show as cpu compute spans in a trace", "[gpu][host-tiers][trace]") {
+TEST_CASE("Host KV takes no VRAM, host tiers show as cpu compute spans in a trace", "[gpu][host-tiers][trace]") {
   if (kernels::cuda::devices().empty()) {
     WARN("skipped: no CUDA device");
     return;
