@@ -226,7 +226,22 @@ TEST_CASE("serve: a bounded load loses no request and memory returns to its idle
   CHECK(metric(c, "strata_sessions_completed_total") == 56);
   const long after = s.rss_kib();
   INFO("RSS idle " << idle << " KiB, after the load " << after << " KiB");
-  CHECK(after < idle + 16 * 1024);  // KV is allocated up front: the load adds no lasting memory
+  // KV is allocated up front: the load adds no lasting memory. Under AddressSanitizer freed blocks
+  // wait in its quarantine (256 MiB by default), so RSS cannot come back; there the server's
+  // LeakSanitizer check at exit (stop() == 0, detect_leaks) is the leak test and the bound only
+  // catches growth beyond the quarantine.
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr long kSlackKiB = (256 + 16) * 1024;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  constexpr long kSlackKiB = (256 + 16) * 1024;
+#else
+  constexpr long kSlackKiB = 16 * 1024;
+#endif
+#else
+  constexpr long kSlackKiB = 16 * 1024;
+#endif
+  CHECK(after < idle + kSlackKiB);
   CHECK(s.stop() == 0);
 }
 
