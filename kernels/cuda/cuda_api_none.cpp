@@ -26,6 +26,7 @@ Result<float> event_elapsed_ms(Event, Event) { return none("event_elapsed_ms"); 
 Status event_synchronize(Event) { return none("event_synchronize"); }
 Result<bool> event_done(Event) { return none("event_done"); }
 Status stream_wait(Stream, Event) { return none("stream_wait"); }
+Status event_record_external(Event, Stream) { return none("event_record_external"); }
 Result<MemInfo> mem_info() { return none("mem_info"); }
 Status capture_begin(Stream) { return none("capture_begin"); }
 Result<Graph> capture_end(Stream) { return none("capture_end"); }

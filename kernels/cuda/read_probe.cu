@@ -113,22 +113,29 @@ Result<double> time_on_device(const std::function<Status()>& enqueue, int iters,
   return double(best) * 1e-3;
 }
 
-Result<double> measure_gemm_flops(int n, int iters) {
+namespace {
+
+// One n x n x n cuBLAS GEMM timed on the device: bf16 x bf16 -> f32, or int8 x int8 -> int32
+// (IMMA wants A transposed: the "TN" form). Returns operations (multiply-adds x 2) per second.
+Result<double> measure_gemm_rate(int n, int iters, bool int8) {
   using detail::cuda_status;
-  const std::string op = "measure_gemm_flops";
-  const size_t elems = size_t(n) * n;
+  const std::string op = int8 ? "measure_int8_gemm_ops" : "measure_gemm_flops";
+  const size_t elems = size_t(n) * n, in_bytes = int8 ? 1 : 2;
   void *a = nullptr, *b = nullptr, *c = nullptr;
-  cudaError_t e = cudaMalloc(&a, elems * 2);
-  if (e == cudaSuccess) e = cudaMalloc(&b, elems * 2);
+  cudaError_t e = cudaMalloc(&a, elems * in_bytes);
+  if (e == cudaSuccess) e = cudaMalloc(&b, elems * in_bytes);
   if (e == cudaSuccess) e = cudaMalloc(&c, elems * 4);
-  if (e == cudaSuccess) e = cudaMemset(a, 0x3c, elems * 2);  // random-ish bf16 bit patterns
-  if (e == cudaSuccess) e = cudaMemset(b, 0x3b, elems * 2);
+  if (e == cudaSuccess) e = cudaMemset(a, 0x3c, elems * in_bytes);  // random-ish bit patterns
+  if (e == cudaSuccess) e = cudaMemset(b, 0x3b, elems * in_bytes);
   cublasHandle_t h = nullptr;
   const bool have_handle = e == cudaSuccess && cublasCreate(&h) == CUBLAS_STATUS_SUCCESS;
   auto gemm = [&] {
     const float one = 1.0f, zero = 0.0f;
-    const auto st = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n,
-                                 &zero, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    const int32_t ione = 1, izero = 0;
+    const auto st = int8 ? cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &ione, a, CUDA_R_8I, n, b, CUDA_R_8I, n,
+                                        &izero, c, CUDA_R_32I, n, CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT)
+                         : cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n,
+                                        &zero, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     return st == CUBLAS_STATUS_SUCCESS ? Status::ok() : Status::error("{}: cublasGemmEx: {}", op, cublasGetStatusString(st));
   };
   auto t = have_handle ? time_on_device(gemm, iters, nullptr) : Result<double>(Status::error("{}: no cuBLAS handle", op));
@@ -140,5 +147,10 @@ Result<double> measure_gemm_flops(int n, int iters) {
   if (!t) return t.status();
   return 2.0 * double(n) * n * n / *t;
 }
+
+}  // namespace
+
+Result<double> measure_gemm_flops(int n, int iters) { return measure_gemm_rate(n, iters, false); }
+Result<double> measure_int8_gemm_ops(int n, int iters) { return measure_gemm_rate(n, iters, true); }
 
 }  // namespace strata::kernels::cuda

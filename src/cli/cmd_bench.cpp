@@ -19,6 +19,7 @@
 #include "cli/bench_kv_quality.h"
 #include "cli/command.h"
 #include "cli/model_args.h"
+#include "cli/prefill_figures.h"
 #include "core/log.h"
 #include "core/rng.h"
 #include "core/units.h"
@@ -128,16 +129,6 @@ Result<Roofline> measure_roofline(const session::Session& m, const runtime::Engi
   return r;
 }
 
-// FLOPs of one token through the weights (2 per weight element; attention scores left out).
-double flops_per_token(const runtime::Model& model) {
-  const auto& w = model.weights;
-  auto elems = [](const kernels::WeightView& v) { return double(v.n_in) * double(v.n_out); };
-  double e = elems(w.output);
-  for (const auto& l : w.layers)
-    e += elems(l.wq) + elems(l.wk) + elems(l.wv) + elems(l.wo) + elems(l.ffn_gate) + elems(l.ffn_up) + elems(l.ffn_down);
-  return 2 * e;
-}
-
 // N sessions, each prefilled with its own prompt, then decoding together: aggregate tokens/s of
 // the batched steps (the best of `reps`).
 Result<std::vector<double>> bench_batched(runtime::Engine& f, uint32_t n_prompt, uint32_t n_gen, int reps) {
@@ -197,13 +188,10 @@ int run_bench_decode(BenchDecodeArgs& a) {
     return 1;
   }
   const bool gpu = f.device_name() == "cuda";
-  // The prefill ceiling: bf16 GEMM on the GPU; on the CPU, f32 SGEMM on every worker (the CPU
-  // prefill path is dequantised tiles times SGEMM, kernels/cpu/matmul.h).
-  double gemm_flops = 0;
-  if (gpu && a.n_prompt >= 256) {
-    auto g = kernels::cuda::measure_gemm_flops(8192, 3);
-    if (g) gemm_flops = *g;
-  }
+  // The prefill ceilings: bf16 and int8 GEMM on the GPU; on the CPU, f32 SGEMM on every worker (the
+  // CPU prefill path is dequantised tiles times SGEMM, kernels/cpu/matmul.h).
+  GemmCeilings gemm;
+  if (gpu && a.n_prompt >= 256) gemm = measure_gemm_ceilings();
   double sgemm_flops = 0;
   if (!gpu && a.n_prompt >= uint32_t(kernels::cpu::kGemmMinTokens)) {
     log::info("measuring the f32 SGEMM rate ({} threads)...", threads);
@@ -213,7 +201,8 @@ int run_bench_decode(BenchDecodeArgs& a) {
   Rng rng(1);
   std::vector<int32_t> prompt(a.n_prompt);
   for (auto& t : prompt) t = int32_t(rng.next_u32() % f.model().spec.hp.n_vocab);
-  double best_tps = 0, best_pp = 0, h2d_gbps = 0, disk_gbps = 0, host_ms_per_token = 0;
+  double best_tps = 0, h2d_gbps = 0, disk_gbps = 0, host_ms_per_token = 0;
+  PrefillRun best_prefill;  // the fastest of the reps
   // Host-tier work (cpu-tier blocks, host-KV attention): CPU seconds inside decode steps.
   auto host_s = [&] { return f.host_compute_seconds(); };
   std::vector<double> runs;
@@ -221,11 +210,14 @@ int run_bench_decode(BenchDecodeArgs& a) {
     f.truncate(0);
     std::vector<float> logits;
     const auto tp = std::chrono::steady_clock::now();
+    const uint64_t streamed_pp = f.streamed_bytes();
     if (Status s = f.eval(prompt, runtime::Logits::last, logits); !s) {
       log::error("{}", s.message());
       return 1;
     }
-    best_pp = std::max(best_pp, a.n_prompt / std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count());
+    const PrefillRun pr{a.n_prompt, std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count(),
+                        f.streamed_bytes() - streamed_pp};
+    if (best_prefill.seconds == 0 || pr.seconds < best_prefill.seconds) best_prefill = pr;
     const auto t0 = std::chrono::steady_clock::now();
     const uint64_t streamed0 = f.streamed_bytes(), disk0 = f.disk_bytes();
     const double host0 = host_s();
@@ -255,7 +247,8 @@ int run_bench_decode(BenchDecodeArgs& a) {
     batch_runs = std::move(b.value());
   }
   const double roof_tps = 1.0 / roof->seconds_per_token;
-  const double pp_flops = best_pp * flops_per_token(f.model());
+  const double best_pp = best_prefill.seconds > 0 ? a.n_prompt / best_prefill.seconds : 0;
+  const double pp_flops = best_pp * weight_flops_per_token(f.model());
   nlohmann::json j = {
       {"bench", "decode"}, {"model", a.m.model}, {"arch", std::string(model::arch_name(f.model().spec.arch))},
       {"device", std::string(f.device_name())}, {"threads", threads}, {"n_prompt", a.n_prompt}, {"n_gen", a.n_gen},
@@ -274,10 +267,12 @@ int run_bench_decode(BenchDecodeArgs& a) {
     j["batch_speedup"] = best_tps > 0 ? best / best_tps : 0.0;
     j["batch_kv_bytes_per_session"] = f.kv_bytes_per_seq();
   }
-  if (gemm_flops > 0) {
-    j["ceilings"]["gemm_bf16_tflops"] = gemm_flops / 1e12;
-    j["prefill_fraction_of_gemm"] = pp_flops / gemm_flops;
+  j.update(prefill_json(best_prefill, f.model(), gemm));
+  if (gemm.bf16_flops > 0) {
+    j["ceilings"]["gemm_bf16_tflops"] = gemm.bf16_flops / 1e12;
+    j["prefill_fraction_of_gemm"] = pp_flops / gemm.bf16_flops;  // weight GEMMs alone (earlier results' figure)
   }
+  if (gemm.int8_ops > 0) j["ceilings"]["gemm_int8_tops"] = gemm.int8_ops / 1e12;
   if (sgemm_flops > 0) {
     j["ceilings"]["sgemm_f32_gflops"] = sgemm_flops / 1e9;
     j["prefill_fraction_of_sgemm"] = pp_flops / sgemm_flops;
@@ -315,13 +310,12 @@ int run_bench_decode(BenchDecodeArgs& a) {
   }
   fmt::print("decode: {:.2f} tok/s | {} of weights per token | roofline {:.2f} tok/s ({}) | {:.0f}% of roofline\n",
              best_tps, format_bytes(per_token), roof_tps, roof->what, 100 * best_tps / roof_tps);
-  std::string of_ceiling;
-  if (gemm_flops > 0)
-    of_ceiling = fmt::format(" ({:.0f}% of bf16 GEMM {})", 100 * pp_flops / gemm_flops, format_flops(gemm_flops));
-  else if (sgemm_flops > 0)
-    of_ceiling = fmt::format(" ({:.0f}% of f32 SGEMM {} on {} thread{})", 100 * pp_flops / sgemm_flops,
-                             format_flops(sgemm_flops), threads, threads == 1 ? "" : "s");
-  fmt::print("prefill: {:.1f} tok/s over {} tokens = {}{}\n", best_pp, a.n_prompt, format_flops(pp_flops), of_ceiling);
+  if (sgemm_flops > 0)
+    fmt::print("prefill: {:.1f} tok/s over {} tokens = {} ({:.0f}% of f32 SGEMM {} on {} thread{})\n", best_pp, a.n_prompt,
+               format_flops(pp_flops), 100 * pp_flops / sgemm_flops, format_flops(sgemm_flops), threads,
+               threads == 1 ? "" : "s");
+  else
+    fmt::print("{}\n", prefill_line(best_prefill, f.model(), gemm));
   if (!batch_runs.empty())
     fmt::print("batch {}: {:.2f} tok/s in all ({:.2f} per session) = x{:.2f} the one session's {:.2f} tok/s\n", a.batch,
                j["batch_tok_per_s"].get<double>(), j["batch_tok_per_s_per_session"].get<double>(),

@@ -1,7 +1,8 @@
 // strata stress -m M.gguf [--vram 12GiB --profile P] --ctx 4k:128k: ramps the context length
 // (doubling), runs a prefill of the whole context minus the decode and a fixed decode at each
 // length, and reports per length the bytes per tier (weights; KV by layer kind), peak VRAM, prefill
-// and decode tok/s. Stops at the first length that fails, with the reason (the rows before it
+// tok/s with its time to first token, fraction of the GEMM ceilings and PCIe bytes per prompt token
+// (cli/prefill_figures.h), and decode tok/s. Stops at the first length that fails, with the reason (the rows before it
 // stand). Writes a table, JSON (--json) and an SVG plot of speed and memory vs context (--svg).
 #include <algorithm>
 #include <chrono>
@@ -10,8 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
-#include "cli/output_file.h"
 #include "cli/model_args.h"
+#include "cli/output_file.h"
+#include "cli/prefill_figures.h"
 #include "cli/svg_plot.h"
 #include "core/log.h"
 #include "core/rng.h"
@@ -52,16 +54,14 @@ Result<std::vector<uint32_t>> parse_range(const std::string& s) {
   return out;
 }
 
-// KV bytes the engines allocate at context n_ctx, split by layer kind (sliding rings hold
-// window + ubatch slots, runtime/cuda_forward.cpp and kv/kv_cache).
+// KV bytes the engines allocate at context n_ctx, split by layer kind (ModelSpec::kv_slots: the
+// one ring-size rule both engines size their KV by).
 std::pair<uint64_t, uint64_t> kv_bytes(const model::ModelSpec& s, uint32_t n_ctx, uint32_t ubatch, GgmlType k,
                                        GgmlType v) {
   uint64_t swa = 0, full = 0;
   const uint64_t row = kv::kv_row_bytes(k, s.kv_width()) + kv::kv_row_bytes(v, s.kv_width());
   for (uint32_t il = 0; il < s.hp.n_layer; ++il) {
-    const uint32_t w = s.window(il);
-    const uint64_t cap = w ? std::min<uint64_t>(n_ctx, uint64_t(w) + ubatch) : n_ctx;
-    (w ? swa : full) += cap * row;
+    (s.window(il) ? swa : full) += s.kv_slots(il, n_ctx, ubatch) * row;
   }
   return {swa, full};
 }
@@ -75,8 +75,11 @@ int run(StressArgs& a) {
   const auto limit = a.m.thread_limit();
   nlohmann::json rows = nlohmann::json::array();
   std::string stop_reason;
-  fmt::print("{:>8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>11} {:>10}\n", "ctx", "weights gpu", "weights host",
-             "KV sliding", "KV full", "VRAM peak", "prefill t/s", "decode t/s");
+  fmt::print("{:>8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>11} {:>9} {:>8} {:>10} {:>10}\n", "ctx", "weights gpu",
+             "weights host", "KV sliding", "KV full", "VRAM peak", "prefill t/s", "TTFT s", "% bf16", "PCIe/tok",
+             "decode t/s");
+  GemmCeilings gemm;  // measured once, at the first GPU length
+  bool gemm_measured = false;
   // The model is opened once; each length gets its own engine (the previous one freed first).
   auto sess = session::Session::open(a.m);
   if (!sess) stop_reason = sess.message();
@@ -98,12 +101,15 @@ int run(StressArgs& a) {
     std::vector<int32_t> prompt(ctx - a.n_gen - 1);
     for (auto& t : prompt) t = int32_t(rng.next_u32() % spec.hp.n_vocab);
     std::vector<float> logits;
+    if (f.device_name() == "cuda" && !gemm_measured) gemm = measure_gemm_ceilings(), gemm_measured = true;
+    const uint64_t streamed0 = f.streamed_bytes();
     const auto t0 = std::chrono::steady_clock::now();
     if (Status s = f.eval(prompt, runtime::Logits::last, logits); !s) {
       stop_reason = fmt::format("prefill at context {}: {}", ctx, s.message());
       break;
     }
     const auto t1 = std::chrono::steady_clock::now();
+    const PrefillRun prefill{prompt.size(), std::chrono::duration<double>(t1 - t0).count(), f.streamed_bytes() - streamed0};
     Status failed;
     for (uint32_t i = 0; i < a.n_gen && failed.is_ok(); ++i) {
       const int32_t next = runtime::argmax(logits);
@@ -137,9 +143,15 @@ int run(StressArgs& a) {
     nlohmann::json r = {{"ctx", ctx},           {"weights_gpu_bytes", w_gpu}, {"weights_host_bytes", w_host},
                         {"kv_sliding_bytes", kv_swa}, {"kv_full_bytes", kv_full}, {"vram_peak_bytes", f.vram_peak_bytes()},
                         {"prefill_tok_per_s", pp}, {"decode_tok_per_s", tg}, {"device", std::string(f.device_name())}};
+    r.update(prefill_json(prefill, f.model(), gemm));
     rows.push_back(r);
-    fmt::print("{:>8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>11.1f} {:>10.2f}\n", ctx, format_bytes(w_gpu),
-               format_bytes(w_host), format_bytes(kv_swa), format_bytes(kv_full), format_bytes(f.vram_peak_bytes()), pp, tg);
+    const std::string of_bf16 = r.contains("prefill_fraction_of_bf16_gemm")
+                                    ? fmt::format("{:.0f}%", 100 * r["prefill_fraction_of_bf16_gemm"].get<double>())
+                                    : std::string("-");
+    fmt::print("{:>8} {:>12} {:>12} {:>12} {:>12} {:>12} {:>11.1f} {:>9.2f} {:>8} {:>10} {:>10.2f}\n", ctx,
+               format_bytes(w_gpu), format_bytes(w_host), format_bytes(kv_swa), format_bytes(kv_full),
+               format_bytes(f.vram_peak_bytes()), pp, prefill.seconds, of_bf16,
+               format_bytes(prefill.streamed_bytes / std::max<uint64_t>(1, prefill.n_prompt)), tg);
     std::fflush(stdout);
   }
   if (!stop_reason.empty()) fmt::print("stopped: {}\n", stop_reason);
