@@ -61,11 +61,13 @@ Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, Pinne
     auto p = arena.alloc(slot_bytes, "staging ring slot " + std::to_string(i));
     if (!p) return p.status();
     ws->slots_.push_back(static_cast<uint8_t*>(*p));
-    auto r = cuda::event_create(), f = cuda::event_create();
+    auto r = cuda::event_create(), f = cuda::event_create(), t = cuda::event_create();
     if (!r) return r.status();
     if (!f) return f.status();
+    if (!t) return t.status();
     ws->ready_.push_back(*r);
     ws->slot_free_.push_back(*f);
+    ws->tail_free_.push_back(*t);
   }
   ws->slot_used_.assign(ring_slots, false);
   ws->g_slot_used_.assign(ring_slots, false);
@@ -90,6 +92,7 @@ WeightStore::~WeightStore() {
   if (compute_) (void)cuda::synchronize(compute_);  // kernels may still read a slot
   for (auto e : ready_) cuda::event_destroy(e);
   for (auto e : slot_free_) cuda::event_destroy(e);
+  for (auto e : tail_free_) cuda::event_destroy(e);
   for (auto e : {fork_, join_, fence_})
     if (e) cuda::event_destroy(e);
   for (uint8_t* p : pinned_) pool_->release(p);
@@ -236,28 +239,32 @@ Status WeightStore::end_graph_schedule() {
   if (g_use_ != g_order_.size())
     return Status::error("weight store: graph step used {} of its {} blocks", g_use_, g_order_.size());
   if (g_order_.empty()) return Status::ok();
-  // Tail: the next step's first uses into slots 0..P-1, each after this step's last use of it.
-  for (uint64_t i = 0; i < g_prefetch_; ++i) {
-    if (g_slot_used_[i]) STRATA_TRY(cuda::stream_wait(copy_, slot_free_[i]));
-    STRATA_TRY(copy_pinned(g_order_[i], i));
-  }
-  // Join: the capture ends on the compute stream with the copy stream's work inside it.
+  // Join: the capture ends on the compute stream with the copy stream's work inside it. (The tail
+  // is not captured: graph_launched issues it.)
   STRATA_TRY(cuda::event_record(join_, copy_));
   return cuda::stream_wait(compute_, join_);
 }
 
 Status WeightStore::before_graph_launch() {
-  if (!eager_since_graph_) return Status::ok();
+  if (!eager_since_graph_ && !tail_pending_) return Status::ok();
   STRATA_TRY(cuda::event_record(fence_, copy_));
   STRATA_TRY(cuda::stream_wait(compute_, fence_));
   eager_since_graph_ = false;
+  tail_pending_ = false;
   return Status::ok();
 }
 
-void WeightStore::graph_launched(const std::vector<uint32_t>& order, bool warm) {
-  if (order.empty()) return;  // a resident step: the slots keep what they hold
+Status WeightStore::graph_launched(const std::vector<uint32_t>& order, bool warm) {
+  if (order.empty()) return Status::ok();  // a resident step: the slots keep what they hold
   graphs_since_eager_ = true;
   const uint64_t p = std::min<uint64_t>(slots_.size() - 1, order.size());
+  // The tail: the next step's first uses into slots 0..P-1, each after the launched graph's last use
+  // of its slot (tail_free_, recorded by the graph); the next graph launch waits for them.
+  for (uint64_t i = 0; i < p; ++i) {
+    STRATA_TRY(cuda::stream_wait(copy_, tail_free_[i]));
+    STRATA_TRY(copy_pinned(order[i], i));
+  }
+  tail_pending_ = true;
   uint64_t copies = order.size() + (warm ? 0 : p), bytes = 0;
   for (uint32_t b : order) bytes += blocks_[b].bytes;
   for (uint64_t i = 0; i < (warm ? 0 : p); ++i) bytes += blocks_[order[i]].bytes;
@@ -265,6 +272,7 @@ void WeightStore::graph_launched(const std::vector<uint32_t>& order, bool warm) 
   stats_.bytes_copied += bytes;
   prefilled_ = true;
   prefilled_order_ = order;
+  return Status::ok();
 }
 
 Result<const uint8_t*> WeightStore::acquire(uint32_t block) {
@@ -297,6 +305,9 @@ Status WeightStore::release(uint32_t block) {
   if (graph_mode_) {
     const size_t slot = g_use_ % slots_.size();
     STRATA_TRY(cuda::event_record(slot_free_[slot], compute_));
+    // The step's last use of a slot the tail refills: an event the tail (outside the graph) waits for.
+    if (slot < g_prefetch_ && g_use_ + slots_.size() >= g_order_.size())
+      STRATA_TRY(cuda::event_record_external(tail_free_[slot], compute_));
     g_slot_used_[slot] = true;
     acquired_ = false;
     ++g_use_;

@@ -36,14 +36,21 @@
 // stream at begin_graph_schedule, joined back at end_graph_schedule), ordered by the same
 // ready / slot_free events, which inside a capture become graph edges. A block's views can then be
 // written once at capture time: they stay valid for every replay. To keep the copy engine busy
-// across steps as the eager path does, a graph step ends with a tail: the copies of its schedule's
-// first P = min(N - 1, S) uses into slots 0..P-1 for the next step. The next graph step of the same
-// schedule is captured "warm" (those P copies skipped: the previous graph, earlier on the same
-// stream, has completed them); any other schedule is "cold" (copies everything). Only pinned blocks
-// can be in a graph step (a disk read or a host copy is host work); graphable() says.
+// across steps as the eager path does, a graph step is followed by a tail: the copies of its
+// schedule's first P = min(N - 1, S) uses into slots 0..P-1 for the next step. The tail is issued
+// outside the graph, on the copy stream right after the launch (graph_launched), each copy waiting
+// for the graph's last use of its slot through an external event node (tail_free_): so the graph
+// completes with its compute, and the tail's copies keep PCIe busy while the host syncs, samples
+// and launches the next step (inside the graph, the tail made every step wait for it, and the copy
+// engine sat idle through that host turnaround: 91% of the PCIe roofline against 99% eager, 27B at
+// --vram 12GiB on the H200). The next graph step of the same schedule is captured "warm" (those P
+// copies skipped: the compute stream waits for the tail before the launch); any other schedule is
+// "cold" (copies everything). Only pinned blocks can be in a graph step (a disk read or a host copy
+// is host work); graphable() says.
 // The eager and graph modes share the ring: before a graph launch the compute stream waits for the
-// eager copies (before_graph_launch), and the first eager schedule after graphs makes the copy
-// stream wait for the compute stream (every graph launched so far) before it reuses a slot.
+// copy stream's work (eager copies, a tail: before_graph_launch), and the first eager schedule after
+// graphs makes the copy stream wait for the compute stream (every graph launched so far) before it
+// reuses a slot.
 #pragma once
 
 #include <cstdint>
@@ -141,17 +148,18 @@ class WeightStore {
   }
   // While the compute stream is capturing: forks the copy stream into the capture and makes
   // `order` the step-local schedule of the captured step (warm: the tail of the previous graph step
-  // filled the first uses). acquire/release then follow it until end_graph_schedule, which captures
-  // the tail copies and joins the copy stream back into the compute stream.
+  // filled the first uses). acquire/release then follow it until end_graph_schedule, which joins
+  // the copy stream back into the compute stream.
   Status begin_graph_schedule(std::vector<uint32_t> order, bool warm);
   Status end_graph_schedule();
   // After a failed capture: leaves graph mode (nothing of the capture ran).
   void abort_graph_schedule() { graph_mode_ = false; acquired_ = false; }
-  // Before launching a graph step: the compute stream waits for every eager copy issued so far.
+  // Before launching a graph step: the compute stream waits for every copy issued outside a graph
+  // so far (eager copies, the last graph's tail).
   Status before_graph_launch();
-  // After launching a graph step (of schedule `order`, warm or cold): counts its copies and notes
-  // which uses its tail prefilled.
-  void graph_launched(const std::vector<uint32_t>& order, bool warm);
+  // After launching a graph step (of schedule `order`, warm or cold): issues its tail (the next
+  // step's first uses, see above), counts its copies and notes which uses the tail prefilled.
+  Status graph_launched(const std::vector<uint32_t>& order, bool warm);
   // Copies appear as spans on the timeline's "h2d copy" track (null: no tracing).
   void set_timeline(GpuTimeline* t) { timeline_ = t; }
 
@@ -173,10 +181,14 @@ class WeightStore {
   bool g_warm_ = false;
   std::vector<bool> g_slot_used_;
   kernels::cuda::Event fork_ = nullptr, join_ = nullptr, fence_ = nullptr;
+  // Per slot < P: recorded (an external node of the graph) at a graph step's last use of the slot;
+  // the tail's copy into the slot waits for it.
+  std::vector<kernels::cuda::Event> tail_free_;
   bool prefilled_ = false;               // the slots hold prefilled_order_'s first uses
   std::vector<uint32_t> prefilled_order_;
   bool graphs_since_eager_ = false;      // a graph step was launched after the last eager schedule
   bool eager_since_graph_ = false;       // eager copies were issued after the last graph launch
+  bool tail_pending_ = false;            // a graph's tail was issued after the last graph launch
 
   std::vector<StreamedBlockSpec> blocks_;
   PinnedPool* pool_ = nullptr;

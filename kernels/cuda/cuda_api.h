@@ -42,6 +42,9 @@ Result<Event> event_create();
 void event_destroy(Event e);
 Status event_record(Event e, Stream s);
 Status stream_wait(Stream s, Event e);  // work enqueued on s after this waits for e's last record
+// Inside a stream capture: records e as an external event node of the graph, so that work enqueued
+// outside the graph after its launch can wait (stream_wait) for the part of the graph before it.
+Status event_record_external(Event e, Stream s);
 // Timing events (traces): the GPU time between two recorded events, once both have completed.
 Result<Event> event_create_timed();
 Result<float> event_elapsed_ms(Event from, Event to);

@@ -64,6 +64,7 @@ Status kv_write(const float*, const float*, const int32_t*, int64_t, int64_t, co
 Result<double> measure_read_bandwidth(size_t, int) { return none("measure_read_bandwidth"); }
 Result<double> measure_h2d_bandwidth(size_t, size_t, int) { return none("measure_h2d_bandwidth"); }
 Result<double> measure_gemm_flops(int, int) { return none("measure_gemm_flops"); }
+Result<double> measure_int8_gemm_ops(int, int) { return none("measure_int8_gemm_ops"); }
 Result<double> time_on_device(const std::function<Status()>&, int, Stream) { return none("time_on_device"); }
 
 }  // namespace strata::kernels::cuda

@@ -140,6 +140,11 @@ Status event_record(Event e, Stream s) {
   return cuda_status(cudaEventRecord(cudaEvent_t(e), cudaStream_t(s)), "event_record");
 }
 
+Status event_record_external(Event e, Stream s) {
+  return cuda_status(cudaEventRecordWithFlags(cudaEvent_t(e), cudaStream_t(s), cudaEventRecordExternal),
+                     "event_record_external");
+}
+
 Status stream_wait(Stream s, Event e) {
   return cuda_status(cudaStreamWaitEvent(cudaStream_t(s), cudaEvent_t(e), 0), "stream_wait");
 }

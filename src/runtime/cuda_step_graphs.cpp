@@ -98,7 +98,7 @@ bool run_step_graph(CudaForward::Impl& im, Ops& ops, const model::ModelSpec& s, 
   if (im.store) im.check(im.store->before_graph_launch());
   im.check(cuda::graph_launch(it->second, im.stream));
   ++im.graph_stats.launches;
-  if (im.store) im.store->graph_launched(schedule, warm);
+  if (im.store) im.check(im.store->graph_launched(schedule, warm));
 
   // Outputs, outside the graph.
   if (rows > 0)
