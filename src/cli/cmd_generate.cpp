@@ -92,19 +92,10 @@ int run_generate(GenerateArgs a) {
 
   const auto t_load = std::chrono::steady_clock::now();
   // The model file is opened once; --spec is parsed against it before anything is planned.
-  bool bad_options = false;
-  auto sess = session::Session::open(a.m, &bad_options);
-  if (!sess) {
-    log::error("{}", sess.message());
-    return bad_options ? 2 : 1;
-  }
-  auto& s = **sess;
-  auto tok_r = s.tokenizer();
-  if (!tok_r) {
-    log::error("{}", tok_r.message());
-    return 1;
-  }
-  const tokenizer::Tokenizer* tok = *tok_r;
+  OpenModel om;
+  if (int rc = om.open(a.m, true)) return rc;
+  auto& s = *om.session;
+  const tokenizer::Tokenizer* tok = om.tok;
   const auto family = a.chat ? tokenizer::detect_chat_family(tok->chat_template()) : tokenizer::ChatFamily::none;
   if (a.chat && family == tokenizer::ChatFamily::none)
     log::warn("--chat: the model has no chat template strata knows; using the raw prompt");
@@ -125,10 +116,7 @@ int run_generate(GenerateArgs a) {
     }
     profile = std::move(*p);
   }
-  if (Status st = s.open_engine(want); !st) {
-    log::error("{}", st.message());
-    return 1;
-  }
+  if (int rc = om.open_engine(want)) return rc;
   auto& f = s.engine();
   if (prompt_ids.size() >= f.n_ctx()) {
     log::error("the prompt has {} tokens, more than the context of {} (raise -c)", prompt_ids.size(), f.n_ctx());

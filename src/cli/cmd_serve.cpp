@@ -81,25 +81,14 @@ int run_serve(ServeArgs a) {
     }
   }
 
-  bool bad_options = false;
-  auto sess = session::Session::open(a.m, &bad_options);
-  if (!sess) {
-    log::error("{}", sess.message());
-    return bad_options ? 2 : 1;
-  }
-  auto& s = **sess;
-  auto tok = s.tokenizer();
-  if (!tok) {
-    log::error("{}", tok.message());
-    return 1;
-  }
-  if (Status st = s.open_engine(0, a.parallel, a.parallel); !st) {
-    log::error("{}", st.message());
-    return 1;
-  }
+  OpenModel om;
+  if (int rc = om.open(a.m, true)) return rc;
+  if (int rc = om.open_engine(0, a.parallel, a.parallel)) return rc;
+  auto& s = *om.session;
+  const tokenizer::Tokenizer& tok = *om.tok;
   auto& engine = s.engine();
   server::EngineInfo info{engine.n_ctx(), engine.n_seq(), engine.kv_bytes_per_seq(),
-                          tokenizer::detect_chat_family((*tok)->chat_template())};
+                          tokenizer::detect_chat_family(tok.chat_template())};
   server::ServerOptions opt;
   opt.host = a.host;
   opt.port = a.port;
@@ -111,8 +100,8 @@ int run_serve(ServeArgs a) {
   opt.threads = std::min<uint32_t>(a.parallel + a.queue + 4, 1024);
 
   server::Metrics metrics;
-  server::Scheduler scheduler(engine, **tok, metrics, a.queue);
-  server::HttpServer http(opt, info, **tok, scheduler, metrics);
+  server::Scheduler scheduler(engine, tok, metrics, a.queue);
+  server::HttpServer http(opt, info, tok, scheduler, metrics);
   auto port = http.bind();
   if (!port) {
     log::error("{}", port.message());
