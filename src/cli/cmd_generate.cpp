@@ -52,16 +52,9 @@ void print_report(const GenerateArgs& a, const offload::HardwareProfile& profile
     log::warn("placement report: {}", blocks.message());
     return;
   }
-  offload::RunShape r;
-  r.ctx = f.n_ctx();
-  r.prompt = n_prompt;
-  r.gen = a.n_predict > 0 ? uint64_t(a.n_predict) : f.n_ctx() - std::min(n_prompt, f.n_ctx());
-  session::apply_speculation(s.spec(), r);
-  if (auto kv = a.m.kv_types()) {
-    r.kv = session::planner_kv_dtype(kv->first);
-    if (kv->second != kv->first) r.kv_v = session::planner_kv_dtype(kv->second);
-  }
-  auto p = print_placement_report({std::move(*blocks), profile, offload::Budgets::of(profile), r}, stderr);
+  const uint64_t gen = a.n_predict > 0 ? uint64_t(a.n_predict) : f.n_ctx() - std::min(n_prompt, f.n_ctx());
+  auto p = print_placement_report(
+      {std::move(*blocks), profile, offload::Budgets::of(profile), report_shape(s, n_prompt, gen)}, stderr);
   if (!p) log::warn("placement report: {}", p.message());
 }
 

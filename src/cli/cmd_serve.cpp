@@ -9,13 +9,17 @@
 #include <semaphore.h>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/model_args.h"
+#include "cli/placement_report.h"
 #include "core/log.h"
 #include "core/text_file.h"
 #include "core/units.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
+#include "session/run_plan.h"
 #include "session/session.h"
 
 namespace strata::cli {
@@ -88,7 +92,18 @@ int run_serve(ServeArgs a) {
   const tokenizer::Tokenizer& tok = *om.tok;
   auto& engine = s.engine();
   server::EngineInfo info{engine.n_ctx(), engine.n_seq(), engine.kv_bytes_per_seq(),
-                          tokenizer::detect_chat_family(tok.chat_template())};
+                          tokenizer::detect_chat_family(tok.chat_template()), {}};  // plan_json below
+  // GET /v1/strata/plan: the placement, and what the server adds to it (its sessions).
+  auto profile = profile_or_detected(a.m.profile, a.m.device != "cpu");
+  nlohmann::json plan = profile ? session_plan_json(s, *profile, report_shape(s, 0, a.max_tokens))
+                                : nlohmann::json{{"schema", "strata.plan/1"}, {"feasible", false},
+                                                 {"reason", profile.message()}, {"applied", false}};
+  plan["server"] = {{"sessions", info.n_seq}, {"n_ctx", info.n_ctx}, {"kv_bytes_per_session", info.kv_bytes_per_seq},
+                    {"device", std::string(engine.device_name())}};
+  if (const auto& e = s.executor_plan())
+    plan["server"]["predicted_aggregate_decode_tps"] = session::predicted_aggregate_tps(*e, info.n_seq);
+  info.plan_json = plan.dump();
+
   server::ServerOptions opt;
   opt.host = a.host;
   opt.port = a.port;
