@@ -158,8 +158,9 @@ int run_serve(ServeArgs a) {
 Command add_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   auto* sub = app.add_subcommand(
-      "serve", "OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions (streaming with SSE), "
-               "/v1/models, /health, /metrics; continuous batching over --parallel sessions");
+      "serve", "OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions (streaming with SSE, "
+               "logprobs), /v1/models, /health, /metrics, /v1/strata/plan; continuous batching over --parallel "
+               "sessions");
   a->m.add_to(sub);
   sub->add_option("--host", a->host, "Address to listen on (loopback by default; 0.0.0.0 exposes the server)")
       ->capture_default_str();

@@ -115,6 +115,8 @@ TEST_CASE("serve: errors are OpenAI-shaped, and keys and limits are enforced", "
            {R"({"prompt": "hi", "stop": [1]})", "stop"},
            {R"({"prompt": "hi", "stream": "yes"})", "stream"},
            {R"({"prompt": "hi", "n": 2})", "n"},
+           {R"({"prompt": "hi", "logprobs": 21})", "logprobs"},
+           {R"({"prompt": "hi", "logprobs": true})", "logprobs"},
            {R"({"max_tokens": 2})", "prompt"}}) {
     INFO(body);
     r = post(body);
@@ -127,6 +129,13 @@ TEST_CASE("serve: errors are OpenAI-shaped, and keys and limits are enforced", "
   REQUIRE(r);
   CHECK(r->status == 400);
   CHECK(error_of(r)["param"] == "messages[].role");
+  r = c.Post("/v1/chat/completions", auth(),
+             R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 50})",
+             "application/json");
+  REQUIRE(r);
+  CHECK(r->status == 400);
+  CHECK(error_of(r)["param"] == "top_logprobs");
+  CHECK(error_of(r)["type"] == "invalid_request_error");
 
   r = post(R"({"prompt": ")" + std::string(5000, 'a') + R"("})");
   REQUIRE(r);
