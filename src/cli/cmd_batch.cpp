@@ -113,24 +113,13 @@ int run_batch(BatchArgs a) {
 
   // Never more sessions than jobs to run.
   const uint32_t want = a.batch ? uint32_t(std::min<size_t>(a.batch, todo.size())) : 0;
-  auto sess = session::Session::open(a.m);
-  if (!sess) {
-    log::error("{}", sess.message());
-    return 1;
-  }
-  auto& ses = **sess;
-  if (Status s = ses.open_engine(0, want, uint32_t(std::min<size_t>(todo.size(), kMaxAutoSessions))); !s) {
-    log::error("{}", s.message());
-    return 1;
-  }
+  OpenModel om;
+  if (int rc = om.open(a.m, true)) return rc;
+  if (int rc = om.open_engine(0, want, uint32_t(std::min<size_t>(todo.size(), kMaxAutoSessions)))) return rc;
+  auto& ses = *om.session;
   auto& e = ses.engine();
   const uint32_t sessions = uint32_t(std::min<size_t>(e.n_seq(), todo.size()));
-  auto tok_r = ses.tokenizer();
-  if (!tok_r) {
-    log::error("{}", tok_r.message());
-    return 1;
-  }
-  const tokenizer::Tokenizer* tok = *tok_r;
+  const tokenizer::Tokenizer* tok = om.tok;
   if (a.chat) {
     ro.chat = tokenizer::detect_chat_family(tok->chat_template());
     if (ro.chat == tokenizer::ChatFamily::none)

@@ -169,16 +169,10 @@ int run_bench_decode(BenchDecodeArgs& a) {
     log::error("{}", s.message());
     return 2;
   }
-  auto sess = session::Session::open(a.m);
-  if (!sess) {
-    log::error("{}", sess.message());
-    return 1;
-  }
-  auto& ses = **sess;
-  if (Status s = ses.open_engine(a.n_prompt + a.n_gen + 1, a.batch); !s) {
-    log::error("{}", s.message());
-    return 1;
-  }
+  OpenModel om;
+  if (int rc = om.open(a.m, false)) return rc;
+  if (int rc = om.open_engine(a.n_prompt + a.n_gen + 1, a.batch)) return rc;
+  auto& ses = *om.session;
   auto& f = ses.engine();
   ses.report_plan();
   const uint64_t per_token = weight_bytes_per_token(f.model());

@@ -59,22 +59,11 @@ int run(BenchSpecArgs a) {
     a.prompt = std::move(*text);
   }
   // The run plans without speculation (--spec stays none): it compares every mode on one engine.
-  auto sess = session::Session::open(a.m);
-  if (!sess) {
-    log::error("{}", sess.message());
-    return 1;
-  }
-  auto& ses = **sess;
-  auto tok = ses.tokenizer();
-  if (!tok) {
-    log::error("{}", tok.message());
-    return 1;
-  }
-  const auto prompt = (*tok)->encode(a.prompt, true, false);
-  if (Status s = ses.open_engine(uint32_t(prompt.size()) + a.n_gen + 1); !s) {
-    log::error("{}", s.message());
-    return 1;
-  }
+  OpenModel om;
+  if (int rc = om.open(a.m, true)) return rc;
+  auto& ses = *om.session;
+  const auto prompt = om.tok->encode(a.prompt, true, false);
+  if (int rc = om.open_engine(uint32_t(prompt.size()) + a.n_gen + 1)) return rc;
   auto& f = ses.engine();
   ses.report_plan();
   std::vector<spec::SpecConfig> configs;

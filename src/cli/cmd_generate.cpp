@@ -52,16 +52,9 @@ void print_report(const GenerateArgs& a, const offload::HardwareProfile& profile
     log::warn("placement report: {}", blocks.message());
     return;
   }
-  offload::RunShape r;
-  r.ctx = f.n_ctx();
-  r.prompt = n_prompt;
-  r.gen = a.n_predict > 0 ? uint64_t(a.n_predict) : f.n_ctx() - std::min(n_prompt, f.n_ctx());
-  session::apply_speculation(s.spec(), r);
-  if (auto kv = a.m.kv_types()) {
-    r.kv = session::planner_kv_dtype(kv->first);
-    if (kv->second != kv->first) r.kv_v = session::planner_kv_dtype(kv->second);
-  }
-  auto p = print_placement_report({std::move(*blocks), profile, offload::Budgets::of(profile), r}, stderr);
+  const uint64_t gen = a.n_predict > 0 ? uint64_t(a.n_predict) : f.n_ctx() - std::min(n_prompt, f.n_ctx());
+  auto p = print_placement_report(
+      {std::move(*blocks), profile, offload::Budgets::of(profile), report_shape(s, n_prompt, gen)}, stderr);
   if (!p) log::warn("placement report: {}", p.message());
 }
 
@@ -92,19 +85,10 @@ int run_generate(GenerateArgs a) {
 
   const auto t_load = std::chrono::steady_clock::now();
   // The model file is opened once; --spec is parsed against it before anything is planned.
-  bool bad_options = false;
-  auto sess = session::Session::open(a.m, &bad_options);
-  if (!sess) {
-    log::error("{}", sess.message());
-    return bad_options ? 2 : 1;
-  }
-  auto& s = **sess;
-  auto tok_r = s.tokenizer();
-  if (!tok_r) {
-    log::error("{}", tok_r.message());
-    return 1;
-  }
-  const tokenizer::Tokenizer* tok = *tok_r;
+  OpenModel om;
+  if (int rc = om.open(a.m, true)) return rc;
+  auto& s = *om.session;
+  const tokenizer::Tokenizer* tok = om.tok;
   const auto family = a.chat ? tokenizer::detect_chat_family(tok->chat_template()) : tokenizer::ChatFamily::none;
   if (a.chat && family == tokenizer::ChatFamily::none)
     log::warn("--chat: the model has no chat template strata knows; using the raw prompt");
@@ -125,10 +109,7 @@ int run_generate(GenerateArgs a) {
     }
     profile = std::move(*p);
   }
-  if (Status st = s.open_engine(want); !st) {
-    log::error("{}", st.message());
-    return 1;
-  }
+  if (int rc = om.open_engine(want)) return rc;
   auto& f = s.engine();
   if (prompt_ids.size() >= f.n_ctx()) {
     log::error("the prompt has {} tokens, more than the context of {} (raise -c)", prompt_ids.size(), f.n_ctx());

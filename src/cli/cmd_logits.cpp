@@ -67,23 +67,12 @@ int run_logits(const LogitsArgs& a) {
     }
     ids = std::move(parsed.value());
   }
-  auto sess = session::Session::open(a.m);
-  if (!sess) {
-    log::error("{}", sess.message());
-    return 1;
-  }
-  if (Status s = (*sess)->open_engine(0); !s) {
-    log::error("{}", s.message());
-    return 1;
-  }
-  runtime::Engine* fwd = &(*sess)->engine();
+  OpenModel om;
+  if (int rc = om.open(a.m, !a.prompt.empty())) return rc;
+  if (int rc = om.open_engine()) return rc;
+  runtime::Engine* fwd = &om.session->engine();
   if (!a.prompt.empty()) {
-    auto tok = (*sess)->tokenizer();
-    if (!tok) {
-      log::error("{}", tok.message());
-      return 1;
-    }
-    ids = (*tok)->encode(a.prompt, !a.no_bos, false);
+    ids = om.tok->encode(a.prompt, !a.no_bos, false);
     if (ids.empty()) {
       log::error("the prompt encodes to no tokens");
       return 2;

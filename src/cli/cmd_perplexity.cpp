@@ -35,23 +35,12 @@ int run_perplexity(const PerplexityArgs& a) {
     log::error("give the chunk length with -c (e.g. -c 512)");
     return 2;
   }
-  auto sess = session::Session::open(a.m);
-  if (!sess) {
-    log::error("{}", sess.message());
-    return 1;
-  }
-  if (Status s = (*sess)->open_engine(0); !s) {
-    log::error("{}", s.message());
-    return 1;
-  }
-  runtime::Engine* fwd = &(*sess)->engine();
+  OpenModel om;
+  if (int rc = om.open(a.m, true)) return rc;
+  if (int rc = om.open_engine()) return rc;
+  runtime::Engine* fwd = &om.session->engine();
   auto& f = *fwd;
-  auto tok = (*sess)->tokenizer();
-  if (!tok) {
-    log::error("{}", tok.message());
-    return 1;
-  }
-  const std::vector<int32_t> ids = (*tok)->encode(text, false, false);
+  const std::vector<int32_t> ids = om.tok->encode(text, false, false);
   const uint32_t n_ctx = f.n_ctx();
   if (n_ctx < 4) {
     log::error("-c {} is too short to score anything", n_ctx);
@@ -86,7 +75,7 @@ int run_perplexity(const PerplexityArgs& a) {
   std::vector<double> lp, lq;
   for (size_t c = 0; c < n_chunks; ++c) {
     std::vector<int32_t> chunk(ids.begin() + long(c * n_ctx), ids.begin() + long((c + 1) * n_ctx));
-    if ((*tok)->bos() >= 0) chunk[0] = (*tok)->bos();
+    if (om.tok->bos() >= 0) chunk[0] = om.tok->bos();
     f.truncate(0);
     if (Status s = f.eval(chunk, runtime::Logits::all, logits); !s) {
       log::error("{}", s.message());

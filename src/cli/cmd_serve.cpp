@@ -9,13 +9,17 @@
 #include <semaphore.h>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "cli/model_args.h"
+#include "cli/placement_report.h"
 #include "core/log.h"
 #include "core/text_file.h"
 #include "core/units.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
+#include "session/run_plan.h"
 #include "session/session.h"
 
 namespace strata::cli {
@@ -81,25 +85,25 @@ int run_serve(ServeArgs a) {
     }
   }
 
-  bool bad_options = false;
-  auto sess = session::Session::open(a.m, &bad_options);
-  if (!sess) {
-    log::error("{}", sess.message());
-    return bad_options ? 2 : 1;
-  }
-  auto& s = **sess;
-  auto tok = s.tokenizer();
-  if (!tok) {
-    log::error("{}", tok.message());
-    return 1;
-  }
-  if (Status st = s.open_engine(0, a.parallel, a.parallel); !st) {
-    log::error("{}", st.message());
-    return 1;
-  }
+  OpenModel om;
+  if (int rc = om.open(a.m, true)) return rc;
+  if (int rc = om.open_engine(0, a.parallel, a.parallel)) return rc;
+  auto& s = *om.session;
+  const tokenizer::Tokenizer& tok = *om.tok;
   auto& engine = s.engine();
   server::EngineInfo info{engine.n_ctx(), engine.n_seq(), engine.kv_bytes_per_seq(),
-                          tokenizer::detect_chat_family((*tok)->chat_template())};
+                          tokenizer::detect_chat_family(tok.chat_template()), {}};  // plan_json below
+  // GET /v1/strata/plan: the placement, and what the server adds to it (its sessions).
+  auto profile = profile_or_detected(a.m.profile, a.m.device != "cpu");
+  nlohmann::json plan = profile ? session_plan_json(s, *profile, report_shape(s, 0, a.max_tokens))
+                                : nlohmann::json{{"schema", "strata.plan/1"}, {"feasible", false},
+                                                 {"reason", profile.message()}, {"applied", false}};
+  plan["server"] = {{"sessions", info.n_seq}, {"n_ctx", info.n_ctx}, {"kv_bytes_per_session", info.kv_bytes_per_seq},
+                    {"device", std::string(engine.device_name())}};
+  if (const auto& e = s.executor_plan())
+    plan["server"]["predicted_aggregate_decode_tps"] = session::predicted_aggregate_tps(*e, info.n_seq);
+  info.plan_json = plan.dump();
+
   server::ServerOptions opt;
   opt.host = a.host;
   opt.port = a.port;
@@ -111,8 +115,8 @@ int run_serve(ServeArgs a) {
   opt.threads = std::min<uint32_t>(a.parallel + a.queue + 4, 1024);
 
   server::Metrics metrics;
-  server::Scheduler scheduler(engine, **tok, metrics, a.queue);
-  server::HttpServer http(opt, info, **tok, scheduler, metrics);
+  server::Scheduler scheduler(engine, tok, metrics, a.queue);
+  server::HttpServer http(opt, info, tok, scheduler, metrics);
   auto port = http.bind();
   if (!port) {
     log::error("{}", port.message());
@@ -154,8 +158,9 @@ int run_serve(ServeArgs a) {
 Command add_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   auto* sub = app.add_subcommand(
-      "serve", "OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions (streaming with SSE), "
-               "/v1/models, /health, /metrics; continuous batching over --parallel sessions");
+      "serve", "OpenAI-compatible HTTP server: /v1/completions, /v1/chat/completions (streaming with SSE, "
+               "logprobs), /v1/models, /health, /metrics, /v1/strata/plan; continuous batching over --parallel "
+               "sessions");
   a->m.add_to(sub);
   sub->add_option("--host", a->host, "Address to listen on (loopback by default; 0.0.0.0 exposes the server)")
       ->capture_default_str();

@@ -44,6 +44,32 @@ void ModelArgs::add_to(CLI::App* sub) {
                                          "copies, host steps. The decode step then runs without CUDA graphs.");
 }
 
+int OpenModel::open(const session::RunOptions& options, bool need_tokenizer) {
+  bool bad_options = false;
+  auto s = session::Session::open(options, &bad_options);
+  if (!s) {
+    log::error("{}", s.message());
+    return bad_options ? 2 : 1;
+  }
+  session = std::move(*s);
+  if (!need_tokenizer) return 0;
+  auto t = session->tokenizer();
+  if (!t) {
+    log::error("{}", t.message());
+    return 1;
+  }
+  tok = *t;
+  return 0;
+}
+
+int OpenModel::open_engine(uint32_t n_ctx_hint, uint32_t n_seq, uint32_t max_auto) {
+  if (Status st = session->open_engine(n_ctx_hint, n_seq, max_auto); !st) {
+    log::error("{}", st.message());
+    return 1;
+  }
+  return 0;
+}
+
 Status write_trace(const session::Session& s) {
   const auto& trace = s.trace();
   if (!trace) return {};

@@ -3,11 +3,14 @@
 // themselves are session::RunOptions; session::Session turns them into a plan and an engine.
 #pragma once
 
+#include <memory>
+
 #include <CLI/CLI.hpp>
 
 #include "core/status.h"
 #include "session/run_options.h"
 #include "session/session.h"
+#include "tokenizer/tokenizer.h"
 
 namespace strata::cli {
 
@@ -16,6 +19,21 @@ using session::kMaxAutoSessions;
 struct ModelArgs : session::RunOptions {
   // Registers the flags (not --spec / --draft-max: the commands that decode add those).
   void add_to(CLI::App* sub);
+};
+
+// A command's model opened to run: the Session and, when asked for, its tokenizer. The commands
+// that run a model (generate, serve, bench, batch, logits, perplexity) open it through here, so the
+// same failure reads and exits the same everywhere. Errors are logged; the int returned is then
+// the command's exit status (2: --spec / --draft-max do not fit the model; 1: the file, its
+// tokenizer, or the engine), 0 when it worked.
+struct OpenModel {
+  std::unique_ptr<session::Session> session;
+  const tokenizer::Tokenizer* tok = nullptr;  // set when opened with need_tokenizer
+
+  // Session::open, then (need_tokenizer) Session::tokenizer.
+  int open(const session::RunOptions& options, bool need_tokenizer);
+  // Session::open_engine (placement under --vram, the engine, its sequences).
+  int open_engine(uint32_t n_ctx_hint = 0, uint32_t n_seq = 1, uint32_t max_auto = kMaxAutoSessions);
 };
 
 // Writes the session's --trace file (nothing without --trace); says where it went and how to open it.

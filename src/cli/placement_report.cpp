@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "offload/default_profile.h"
+#include "session/run_plan.h"
 
 namespace strata::cli {
 
@@ -26,6 +27,41 @@ void print_plan_report(const offload::ExecutorPlan& e, double planning_ms, std::
   const std::string text = offload::plan_report(e.blocks, e.profile, e.budgets, e.shape, e.plan);
   std::fprintf(out, "%splanned in %.1f ms\n", text.c_str(), planning_ms);
   std::fflush(out);
+}
+
+offload::RunShape report_shape(const session::Session& s, uint64_t n_prompt, uint64_t n_gen) {
+  offload::RunShape r;
+  r.ctx = s.engine().n_ctx();
+  r.prompt = n_prompt;
+  r.gen = n_gen;
+  session::apply_speculation(s.spec(), r);
+  if (auto kv = s.options().kv_types()) {
+    r.kv = session::planner_kv_dtype(kv->first);
+    if (kv->second != kv->first) r.kv_v = session::planner_kv_dtype(kv->second);
+  }
+  return r;
+}
+
+nlohmann::json session_plan_json(const session::Session& s, const offload::HardwareProfile& profile,
+                                 const offload::RunShape& r) {
+  nlohmann::json j;
+  if (const auto& e = s.executor_plan()) {
+    j = offload::plan_json(e->blocks, e->profile, e->budgets, e->shape, e->plan);
+    j["applied"] = true;
+  } else {
+    auto infeasible = [](const std::string& why) {
+      return nlohmann::json{{"schema", "strata.plan/1"}, {"feasible", false}, {"reason", why}, {"applied", false}};
+    };
+    auto blocks = offload::model_blocks(s.model().file, s.model().spec);
+    if (!blocks) return infeasible(blocks.message());
+    const offload::Budgets b = offload::Budgets::of(profile);
+    auto p = offload::plan(*blocks, profile, b, r);
+    if (!p) return infeasible(p.message());
+    j = offload::plan_json(*blocks, profile, b, r, *p);
+    j["applied"] = false;
+  }
+  j["feasible"] = true;
+  return j;
 }
 
 }  // namespace strata::cli

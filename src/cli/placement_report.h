@@ -6,9 +6,12 @@
 #include <cstdio>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/status.h"
 #include "offload/planner.h"
 #include "offload/executor_plan.h"
+#include "session/session.h"
 
 namespace strata::cli {
 
@@ -28,5 +31,17 @@ Result<offload::HardwareProfile> profile_or_detected(const std::string& path, bo
 Result<offload::Plan> print_placement_report(const PlanInputs& in, std::FILE* out);
 // Writes the report of a plan made elsewhere (session::plan_run) and how long planning took.
 void print_plan_report(const offload::ExecutorPlan& e, double planning_ms, std::FILE* out);
+
+// The shape a run without a budget is reported with: the engine's context, n_prompt and n_gen
+// tokens, the session's --spec and KV types. The session has an engine.
+offload::RunShape report_shape(const session::Session& s, uint64_t n_prompt, uint64_t n_gen);
+
+// A running session's placement as JSON (schema strata.plan/1, as `strata plan --json` writes it),
+// for serve's GET /v1/strata/plan. Under --vram: the plan the engine runs ("applied": true).
+// Without a budget: the plan for `profile` with its whole memory and shape `r`, what the report
+// before `strata generate` shows ("applied": false: the engine keeps every weight where --device
+// puts it); an infeasible one is {"feasible": false, "reason"}, as `plan --json` writes it.
+nlohmann::json session_plan_json(const session::Session& s, const offload::HardwareProfile& profile,
+                                 const offload::RunShape& r);
 
 }  // namespace strata::cli

@@ -1,6 +1,8 @@
 #include "server/completion_handler.h"
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include <fmt/format.h>
 #include <httplib.h>
@@ -60,7 +62,7 @@ void CompletionHandler::handle(const httplib::Request& req, httplib::Response& r
 
   auto ticket = std::make_shared<Ticket>();
   auto open = open_response();  // before submit: the drain must wait for this response
-  switch (scheduler_.submit({prompt, r.max_tokens, r.sp, r.stop, ticket})) {
+  switch (scheduler_.submit({prompt, r.max_tokens, r.sp, r.stop, r.logprobs, ticket})) {
     case Admit::ok: break;
     case Admit::queue_full:
       ++metrics_.rejected_full;
@@ -78,18 +80,21 @@ void CompletionHandler::handle(const httplib::Request& req, httplib::Response& r
 void CompletionHandler::respond_whole(httplib::Response& res, const CompletionRequest& r, std::shared_ptr<Ticket> t,
                                       std::shared_ptr<Open> open) {
   std::string text;
+  std::vector<TokenLogprob> logprobs;
   Update u;
   do {
     u = t->wait(1000ms);
     text += u.text;
+    std::move(u.logprobs.begin(), u.logprobs.end(), std::back_inserter(logprobs));
   } while (!u.done);
   if (!u.error.empty()) return reply_error(res, {500, u.error, "server_error", {}, {}});
-  res.set_content(Response(r.endpoint, r.model).complete(text, u.finish_reason, u.usage), "application/json");
+  res.set_content(Response(r.endpoint, r.model, r.logprobs >= 0).complete(text, logprobs, u.finish_reason, u.usage),
+                  "application/json");
 }
 
 void CompletionHandler::respond_stream(httplib::Response& res, const CompletionRequest& r, std::shared_ptr<Ticket> t,
                                        std::shared_ptr<Open> open) {
-  auto out = std::make_shared<Response>(r.endpoint, r.model);
+  auto out = std::make_shared<Response>(r.endpoint, r.model, r.logprobs >= 0);
   const bool include_usage = r.include_usage;
   res.set_header("Cache-Control", "no-cache");
   // httplib calls the provider again and again until it calls sink.done() or returns false; each
@@ -103,7 +108,7 @@ void CompletionHandler::respond_stream(httplib::Response& res, const CompletionR
           return false;
         };
         const Update u = t->wait(200ms);
-        if (!u.text.empty() && !send(out->chunk(u.text))) return false;
+        if ((!u.text.empty() || !u.logprobs.empty()) && !send(out->chunk(u.text, u.logprobs))) return false;
         if (!u.done) return true;
         if (!u.error.empty()) {
           if (!send(Response::error_event(u.error))) return false;

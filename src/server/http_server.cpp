@@ -92,6 +92,9 @@ HttpServer::HttpServer(ServerOptions opt, EngineInfo info, const tokenizer::Toke
                         {"context_length", info_.n_ctx}};
     res.set_content(nlohmann::json{{"object", "list"}, {"data", {m}}}.dump(), "application/json");
   });
+  svr.Get("/v1/strata/plan", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(info_.plan_json, "application/json");
+  });
   svr.Get("/health", [&completion](const httplib::Request&, httplib::Response& res) {
     const bool draining = completion.draining();
     res.status = draining ? 503 : 200;

@@ -3,7 +3,7 @@
 // hands them to the Scheduler; each connection is served by one thread of a pool sized for every
 // session and queued request, so a waiting stream never blocks another.
 //
-//   POST /v1/completions, /v1/chat/completions   GET /v1/models, /health, /metrics
+//   POST /v1/completions, /v1/chat/completions   GET /v1/models, /health, /metrics, /v1/strata/plan
 //
 // Lifetime: bind(), then listen() blocks until stop_after_drain() (from another thread) has
 // stopped it. The Scheduler and everything passed in outlive this object.
@@ -44,6 +44,7 @@ struct EngineInfo {
   uint32_t n_ctx = 0, n_seq = 0;
   uint64_t kv_bytes_per_seq = 0;
   tokenizer::ChatFamily chat = tokenizer::ChatFamily::none;
+  std::string plan_json;  // GET /v1/strata/plan's body: the placement (cli/placement_report.h)
 };
 
 class HttpServer {

@@ -1,9 +1,12 @@
 #include "server/request.h"
 
+#include <algorithm>
 #include <random>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "server/logprobs.h"
 
 namespace strata::server {
 namespace {
@@ -86,6 +89,27 @@ std::optional<ApiError> parse_prompt(const json& body, std::string& out) {
   return {};
 }
 
+// completions: `logprobs` an integer N; chat: `logprobs` a boolean and `top_logprobs` N. N in
+// [0, kMaxTopLogprobs]; top_logprobs without logprobs true is an error, as OpenAI answers it.
+std::optional<ApiError> parse_logprobs(const json& body, Endpoint endpoint, int32_t& out) {
+  const double hi = kMaxTopLogprobs;
+  int64_t n = -1;
+  if (endpoint == Endpoint::completions) {
+    if (auto e = integer(body, "logprobs", 0, hi, n)) return e;
+    out = int32_t(n);
+    return {};
+  }
+  bool want = false;
+  if (const json* l = field(body, "logprobs")) {
+    if (!l->is_boolean()) return type_error("logprobs", "a boolean (chat; top_logprobs sets how many)");
+    want = l->get<bool>();
+  }
+  if (auto e = integer(body, "top_logprobs", 0, hi, n)) return e;
+  if (n >= 0 && !want) return bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+  out = want ? int32_t(std::max<int64_t>(n, 0)) : -1;
+  return {};
+}
+
 std::optional<ApiError> parse_stop(const json& body, size_t max_stop, std::vector<std::string>& out) {
   const json* s = field(body, "stop");
   if (!s) return {};
@@ -152,6 +176,7 @@ std::optional<ApiError> parse_request(std::string_view body, Endpoint endpoint, 
   if (auto e = integer(b, "n", 1, 1e9, n)) return e;
   if (n != 1) return bad_request("only n = 1 is supported", "n");
   if (auto e = parse_stop(b, limits.max_stop, out.stop)) return e;
+  if (auto e = parse_logprobs(b, endpoint, out.logprobs)) return e;
   if (const json* s = field(b, "stream")) {
     if (!s->is_boolean()) return type_error("stream", "a boolean");
     out.stream = s->get<bool>();

@@ -30,6 +30,10 @@ struct CompletionRequest {
   std::vector<std::string> stop;                   // generation ends before the first of these
   bool stream = false;
   bool include_usage = false;                      // stream_options.include_usage: a last chunk with usage
+  // Log-probabilities (server/logprobs.h): -1 not asked; otherwise each token's logprob and its
+  // position's `logprobs` most likely tokens, 0..kMaxTopLogprobs. Completions: `logprobs: N`; chat:
+  // `logprobs: true` with `top_logprobs: N` (0 when absent).
+  int32_t logprobs = -1;
 };
 
 struct RequestLimits {

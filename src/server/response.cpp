@@ -21,9 +21,56 @@ ordered_json usage_json(const Usage& u) {
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
 }
 
+ordered_json bytes_json(const std::string& piece) {
+  ordered_json b = ordered_json::array();
+  for (char c : piece) b.push_back(int(uint8_t(c)));
+  return b;
+}
+
+// The chat shape: one entry per token.
+ordered_json chat_logprobs(const std::vector<TokenLogprob>& lp) {
+  ordered_json content = ordered_json::array();
+  for (const TokenLogprob& t : lp) {
+    ordered_json top = ordered_json::array();
+    for (const TokenAlt& a : t.top)
+      top.push_back({{"token", a.piece}, {"logprob", a.logprob}, {"bytes", bytes_json(a.piece)}});
+    content.push_back({{"token", t.chosen.piece},
+                       {"logprob", t.chosen.logprob},
+                       {"bytes", bytes_json(t.chosen.piece)},
+                       {"top_logprobs", std::move(top)}});
+  }
+  return {{"content", std::move(content)}, {"refusal", nullptr}};
+}
+
+// The legacy completions shape: parallel arrays. top_logprobs maps pieces to logprobs, so two
+// tokens with the same piece (a byte token and a character token) keep only the likelier one.
+ordered_json completion_logprobs(const std::vector<TokenLogprob>& lp) {
+  ordered_json tokens = ordered_json::array(), values = ordered_json::array(), tops = ordered_json::array(),
+               offsets = ordered_json::array();
+  for (const TokenLogprob& t : lp) {
+    tokens.push_back(t.chosen.piece);
+    values.push_back(t.chosen.logprob);
+    ordered_json top = ordered_json::object();
+    for (const TokenAlt& a : t.top)
+      if (!top.contains(a.piece)) top[a.piece] = a.logprob;
+    tops.push_back(std::move(top));
+    offsets.push_back(t.text_offset);
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(values)},
+          {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
+}
+
+ordered_json logprobs_json(Endpoint endpoint, bool asked, const std::vector<TokenLogprob>& lp) {
+  if (!asked) return nullptr;
+  return endpoint == Endpoint::chat ? chat_logprobs(lp) : completion_logprobs(lp);
+}
+
 }  // namespace
 
-Response::Response(Endpoint endpoint, std::string model) : endpoint_(endpoint), model_(std::move(model)) {
+Response::Response(Endpoint endpoint, std::string model, bool logprobs)
+    : endpoint_(endpoint), logprobs_(logprobs), model_(std::move(model)) {
   static std::atomic<uint64_t> next_id{0};
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   created_ = std::chrono::duration_cast<std::chrono::seconds>(now).count();
@@ -32,13 +79,14 @@ Response::Response(Endpoint endpoint, std::string model) : endpoint_(endpoint), 
                     std::chrono::duration_cast<std::chrono::microseconds>(now).count(), next_id++ & 0xffff);
 }
 
-std::string Response::complete(const std::string& text, const std::string& finish_reason, const Usage& u) const {
+std::string Response::complete(const std::string& text, const std::vector<TokenLogprob>& lp,
+                               const std::string& finish_reason, const Usage& u) const {
   ordered_json choice = {{"index", 0}};
   if (endpoint_ == Endpoint::chat)
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   else
     choice["text"] = text;
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs_json(endpoint_, logprobs_, lp);
   choice["finish_reason"] = finish_reason;
   ordered_json j = {{"id", id_},
                     {"object", endpoint_ == Endpoint::chat ? "chat.completion" : "text_completion"},
@@ -49,7 +97,7 @@ std::string Response::complete(const std::string& text, const std::string& finis
   return dump(j);
 }
 
-std::string Response::chunk(const std::string& delta) {
+std::string Response::chunk(const std::string& delta, const std::vector<TokenLogprob>& lp) {
   ordered_json choice = {{"index", 0}};
   if (endpoint_ == Endpoint::chat) {
     choice["delta"] = {{"content", delta}};
@@ -58,7 +106,7 @@ std::string Response::chunk(const std::string& delta) {
   } else {
     choice["text"] = delta;
   }
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = logprobs_json(endpoint_, logprobs_, lp);
   choice["finish_reason"] = nullptr;
   return event({{"id", id_},
                 {"object", endpoint_ == Endpoint::chat ? "chat.completion.chunk" : "text_completion"},

@@ -23,6 +23,7 @@ struct Scheduler::Slot {
   std::unique_ptr<session::JobRunner::Stream> stream;
   std::unique_ptr<TextFilter> text;
   size_t emitted = 0;      // generated tokens whose pieces went into `text`
+  PendingLogprobs logprobs;  // with job->logprobs >= 0: entries waiting for their text
   int32_t pending = -1;    // the token this session feeds into the next batched step
 };
 
@@ -65,22 +66,43 @@ void Scheduler::release(Slot& s, uint32_t seq) {
 }
 
 void Scheduler::finish(Slot& s, uint32_t seq, const char* reason) {
-  s.job->ticket->append(s.text->flush());
+  std::string rest = s.text->flush();
+  auto ticket = s.job->ticket;
+  ticket->append(rest, s.logprobs.release_rest(s.text->text()));
   Usage u{uint32_t(s.job->prompt.size()), uint32_t(s.stream->g.ids.size())};
-  s.job->ticket->finish(reason, u);
+  // The session is released before its client hears of the end, so a client that has its answer
+  // sees the metrics (running sessions, completed) with its request counted as finished.
   ++metrics_.completed;
   release(s, seq);
+  ticket->finish(reason, u);
 }
 
-// After next_token(): the new token's text to the client, and the end when it came.
-void Scheduler::after_token(Slot& s, uint32_t seq) {
+void Scheduler::step(Slot& s, uint32_t seq, session::JobRunner& runner) {
+  // The sampler may change the logits in place (penalties): logprobs are the raw model's.
+  if (s.job->logprobs >= 0) raw_logits_.assign(s.stream->logits.begin(), s.stream->logits.end());
+  s.pending = runner.next_token(*s.stream);
+  after_token(s, seq, raw_logits_);
+}
+
+// After next_token(): the new token's text (and logprobs) to the client, and the end when it came.
+void Scheduler::after_token(Slot& s, uint32_t seq, std::span<const float> raw_logits) {
   const auto& g = s.stream->g;
+  const int32_t n_top = s.job->logprobs;
   bool stopped = false;
   for (; s.emitted < g.ids.size(); ++s.emitted) {
     ++metrics_.generated_tokens;
-    stopped = s.text->append(tok_.token_to_piece(g.ids[s.emitted], false));
+    const int32_t id = g.ids[s.emitted];
+    std::string piece = tok_.token_to_piece(id, false);
+    stopped = s.text->append(piece);
+    if (n_top < 0) continue;
+    // One token per step: raw_logits are the logits this token was drawn from.
+    TokenLogprob t = token_logprob(raw_logits, id, uint32_t(n_top));
+    t.chosen.piece = piece;
+    for (TokenAlt& a : t.top) a.piece = tok_.token_to_piece(a.id, false);
+    s.logprobs.push(std::move(t), piece.size());
   }
-  s.job->ticket->append(s.text->take());
+  std::string text = s.text->take();  // before release(): it moves sent()
+  s.job->ticket->append(text, s.logprobs.release(s.text->text(), s.text->sent()));
   if (stopped) return finish(s, seq, "stop");
   // next_token's ends: "eos" (end of generation), "length" (max_tokens), "context" (full).
   if (s.pending < 0) finish(s, seq, std::string_view(g.stop) == "eos" ? "stop" : "length");
@@ -102,8 +124,7 @@ void Scheduler::start(Slot& s, uint32_t seq, session::JobRunner& runner) {
   }
   metrics_.prefill_us += us_since(t0);
   metrics_.prompt_tokens += job.prompt.size();
-  s.pending = runner.next_token(*s.stream);
-  after_token(s, seq);
+  step(s, seq, runner);
 }
 
 void Scheduler::loop() {
@@ -168,8 +189,7 @@ void Scheduler::loop() {
     for (uint32_t seq : row_seq) {
       Slot& s = slots_[seq];
       if (!s.job) continue;  // failed above
-      s.pending = runner.next_token(*s.stream);
-      after_token(s, seq);
+      step(s, seq, runner);
     }
   }
 }

@@ -17,6 +17,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,6 +39,7 @@ struct Job {
   uint32_t max_tokens = 0;
   runtime::SamplerParams sp;
   std::vector<std::string> stop;
+  int32_t logprobs = -1;  // CompletionRequest::logprobs: -1 none, else top alternatives per token
   std::shared_ptr<Ticket> ticket;
 };
 
@@ -60,7 +62,10 @@ class Scheduler {
   struct Slot;
   void loop();
   void start(Slot& s, uint32_t seq, session::JobRunner& runner);
-  void after_token(Slot& s, uint32_t seq);
+  // The session's next token from its latest logits (next_token), its logprobs when asked for,
+  // and what follows from it (after_token).
+  void step(Slot& s, uint32_t seq, session::JobRunner& runner);
+  void after_token(Slot& s, uint32_t seq, std::span<const float> raw_logits);
   void finish(Slot& s, uint32_t seq, const char* reason);
   void release(Slot& s, uint32_t seq);
 
@@ -69,6 +74,7 @@ class Scheduler {
   Metrics& metrics_;
   const uint32_t queue_limit_;
   std::vector<Slot> slots_;  // one per engine sequence; scheduler thread only
+  std::vector<float> raw_logits_;  // step(): the logits before the sampler; scheduler thread only
 
   std::mutex mu_;
   std::condition_variable cv_;

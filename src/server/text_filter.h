@@ -21,6 +21,7 @@ class TextFilter {
   std::string flush();
   bool stopped() const { return stopped_; }
   const std::string& text() const { return text_; }  // everything visible so far, stop string excluded
+  size_t sent() const { return sent_; }              // bytes of text() handed out by take() / flush()
 
  private:
   size_t held_back() const;  // bytes at the end that are a proper prefix of a stop string

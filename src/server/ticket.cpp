@@ -2,11 +2,12 @@
 
 namespace strata::server {
 
-void Ticket::append(const std::string& text) {
-  if (text.empty()) return;
+void Ticket::append(const std::string& text, std::vector<TokenLogprob> logprobs) {
+  if (text.empty() && logprobs.empty()) return;
   {
     std::lock_guard lock(mu_);
     pending_.text += text;
+    for (auto& t : logprobs) pending_.logprobs.push_back(std::move(t));
   }
   cv_.notify_all();
 }
@@ -32,9 +33,10 @@ void Ticket::fail(std::string error) {
 
 Update Ticket::wait(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mu_);
-  cv_.wait_for(lock, timeout, [&] { return pending_.done || !pending_.text.empty(); });
+  cv_.wait_for(lock, timeout, [&] { return pending_.done || !pending_.text.empty() || !pending_.logprobs.empty(); });
   Update u = pending_;
-  pending_.text.clear();  // the end stays: every later wait() sees it again
+  pending_.text.clear();
+  pending_.logprobs.clear();  // the end stays: every later wait() sees it again
   return u;
 }
 

@@ -115,6 +115,8 @@ TEST_CASE("serve: errors are OpenAI-shaped, and keys and limits are enforced", "
            {R"({"prompt": "hi", "stop": [1]})", "stop"},
            {R"({"prompt": "hi", "stream": "yes"})", "stream"},
            {R"({"prompt": "hi", "n": 2})", "n"},
+           {R"({"prompt": "hi", "logprobs": 21})", "logprobs"},
+           {R"({"prompt": "hi", "logprobs": true})", "logprobs"},
            {R"({"max_tokens": 2})", "prompt"}}) {
     INFO(body);
     r = post(body);
@@ -127,6 +129,13 @@ TEST_CASE("serve: errors are OpenAI-shaped, and keys and limits are enforced", "
   REQUIRE(r);
   CHECK(r->status == 400);
   CHECK(error_of(r)["param"] == "messages[].role");
+  r = c.Post("/v1/chat/completions", auth(),
+             R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 50})",
+             "application/json");
+  REQUIRE(r);
+  CHECK(r->status == 400);
+  CHECK(error_of(r)["param"] == "top_logprobs");
+  CHECK(error_of(r)["type"] == "invalid_request_error");
 
   r = post(R"({"prompt": ")" + std::string(5000, 'a') + R"("})");
   REQUIRE(r);
@@ -148,6 +157,43 @@ TEST_CASE("serve: errors are OpenAI-shaped, and keys and limits are enforced", "
   CHECK(ok["usage"]["completion_tokens"].get<int>() <= 3);
   CHECK(metric(c, "strata_requests_total") >= 10);
   CHECK(metric(c, "strata_running_sessions") == 0);
+  CHECK(s.stop() == 0);
+}
+
+TEST_CASE("serve: GET /v1/strata/plan is the placement report as JSON", "[serve]") {
+  ServeProcess s({"-m", kModel, "--device", "cpu", "-c", "512", "--parallel", "3", "--api-key", kKey});
+  httplib::Client c("127.0.0.1", s.port());
+  auto r = c.Get("/v1/strata/plan");
+  REQUIRE(r);
+  CHECK(r->status == 401);  // behind the key like every route but /health
+  r = c.Get("/v1/strata/plan", auth());
+  REQUIRE(r);
+  INFO(r->body);
+  REQUIRE(r->status == 200);
+  CHECK(r->get_header_value("Content-Type") == "application/json");
+  const json plan = json::parse(r->body);  // throws (fails the test) when not JSON
+  CHECK(plan["schema"] == "strata.plan/1");
+  CHECK(plan["feasible"] == true);
+  CHECK(plan["applied"] == false);  // no --vram: the engine does not run a budgeted placement
+  CHECK(plan["run"]["ctx"] == 512);
+  // Every layer has its tiers and bytes, and the tiers' bytes add up to the model's weights.
+  const uint64_t n_layer = plan["model"]["n_layer"];
+  REQUIRE(n_layer > 0);
+  REQUIRE(plan["layers"].size() == n_layer);
+  for (const json& l : plan["layers"]) {
+    CHECK(l["attention"].is_string());
+    CHECK(l["ffn"].is_string());
+    CHECK(l["kv"].is_string());
+    CHECK(l["ffn_bytes"].get<uint64_t>() > 0);
+  }
+  uint64_t tier_bytes = 0;
+  for (const auto& [tier, t] : plan["tiers"].items()) tier_bytes += t["bytes"].get<uint64_t>();
+  CHECK(tier_bytes > 0);
+  CHECK(tier_bytes <= plan["model"]["weight_bytes"].get<uint64_t>());
+  CHECK(plan["predicted"]["decode_tps"].get<double>() > 0);
+  CHECK(plan["server"]["sessions"] == 3);
+  CHECK(plan["server"]["n_ctx"] == 512);
+  CHECK(plan["server"]["device"] == "cpu");
   CHECK(s.stop() == 0);
 }
 

@@ -5,7 +5,7 @@
 # results.tgz so the device tool returns them as a single file.
 #   tools/device/run_suite.sh [OUT_DIR] [STEPS...]
 #   STEPS: tests bench probe hf synth27b kernels offload27b disk27b prefill27b profile spec batch kv stress128k
-#          ctx32k kvhost cpublocks graphs27b
+#          ctx32k kvhost cpublocks graphs27b serve27b
 #   (default: the first nine)
 set -uo pipefail
 out=${1:-${OUT:-$PWD/device-out}}
@@ -197,5 +197,22 @@ if has graphs27b; then
         | grep -E "draft steps|measured|predicted: decode" | tee -a "$res/graphs27b.txt"
     done
   done
+fi
+if has serve27b; then
+  # M15: 8 concurrent streaming clients of `strata serve` against `bench decode --batch 8`, the
+  # 27B-shaped model at --vram 12GiB (same budget, profile and context): the aggregate decode rate
+  # while all 8 decode should be within 10% of the benchmark's. tools/device/serve_load.py starts
+  # the server on a free loopback port, runs the clients (python3 stdlib), SIGTERMs it.
+  # SERVE_MODEL / SERVE_ARGS replace the model and its flags, to try the step without a GPU:
+  #   SERVE_MODEL=models/strata-tiny-q4_k.gguf SERVE_ARGS="--device cpu -c 2048" run_suite.sh OUT serve27b
+  M27=${SERVE_MODEL:-$work/27b.gguf}
+  [ -f "$M27" ] || strata synth --preset 27b --mix q3_k_m --no-progress -o "$M27" >/dev/null 2>&1
+  P=${SERVE_ARGS:-"--vram 12GiB --profile configs/hw/h200-probed.toml -c 4096"}
+  strata bench decode -m "$M27" $P -p 256 -n 64 -r 1 --batch 8 --json "$res/serve27b_bench_b8.json" \
+    > "$res/serve27b_bench_b8.txt" 2>&1
+  echo "bench decode --batch 8 rc=$?"; grep -E "^decode|^batch" "$res/serve27b_bench_b8.txt"
+  python3 tools/device/serve_load.py --clients 8 --tokens 64 --bench-json "$res/serve27b_bench_b8.json" \
+    --out "$res/serve27b.json" --server-log "$res/serve27b_server.log" -- -m "$M27" $P 2>&1 | tee "$res/serve27b.txt"
+  echo "serve27b rc=${PIPESTATUS[0]}"
 fi
 tar -czf "$out/results.tgz" -C "$res" .

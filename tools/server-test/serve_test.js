@@ -1,12 +1,16 @@
 // Drives a running `strata serve` with the official OpenAI client, as users' scripts do, and
 // checks what they rely on: completions and chat, streamed and not, greedy output equal to
-// `strata generate --temp 0` for the same prompt, usage, stop strings, and 16 concurrent streams
-// that all complete with the right text. tests/server/test_serve.cpp starts the server and runs this.
+// `strata generate --temp 0` for the same prompt, usage, stop strings, 16 concurrent streams
+// that all complete with the right text, and logprobs (completions and chat, streamed and not)
+// against the log-softmax of `strata logits` for the same prompt. tests/server/test_serve.cpp starts the server and runs this.
 //   STRATA_URL=http://127.0.0.1:PORT STRATA_BIN=build/strata STRATA_MODEL=models/m.gguf \
 //     STRATA_API_KEY=KEY node serve_test.js
 // Prints one line per check; exits 1 at the first failure (with the reason), 0 when all passed.
 'use strict';
 const { execFileSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
 const OpenAI = require('openai').default;
 
 const env = (name) => {
@@ -25,6 +29,30 @@ function generate(prompt, chat) {
   const out = execFileSync(env('STRATA_BIN'), args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
   return out.endsWith('\n') ? out.slice(0, -1) : out;
 }
+
+// The reference log-probabilities of the prompt's next token: log-softmax (in doubles) of the
+// logits `strata logits` writes for its last position.
+function referenceLogprobs(prompt) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'strata-logprobs-'));
+  const out = path.join(dir, 'logits.f32');
+  try {
+    execFileSync(env('STRATA_BIN'), ['logits', '-m', env('STRATA_MODEL'), '--device', 'cpu', '-p', prompt, '-o', out],
+                 { stdio: ['ignore', 'ignore', 'ignore'] });
+    const buf = fs.readFileSync(out);
+    const l = new Float32Array(buf.buffer, buf.byteOffset, buf.length / 4);
+    let mx = -Infinity;
+    for (const x of l) mx = Math.max(mx, x);
+    let sum = 0;
+    for (const x of l) sum += Math.exp(x - mx);
+    const lse = mx + Math.log(sum);
+    return Array.from(l, (x) => x - lse);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const close = (a, b) => Math.abs(a - b) <= 1e-4;
+const descending = (xs) => xs.every((x, i) => i === 0 || xs[i - 1] >= x);
 
 let checks = 0;
 function check(cond, what, detail) {
@@ -56,6 +84,7 @@ async function main() {
   const wantChat = generate('Tell me a story about a dragon.', true);
   const prompts = Array.from({ length: 16 }, (_, i) => `Story number ${i}: once upon a time`);
   const wants = prompts.map((p) => generate(p, false));
+  const refLogprobs = referenceLogprobs(prompt);
 
   const models = await client.models.list();
   check(models.data.length === 1 && typeof models.data[0].id === 'string', 'GET /v1/models lists the model',
@@ -105,12 +134,33 @@ async function main() {
   results.forEach((r, i) => check(r.text === wants[i] && r.finish !== null, `concurrent stream ${i} complete and equal`,
                                   { got: r.text, want: wants[i] }));
 
+  await checkLogprobs(model, prompt, msgs, refLogprobs);
+
   // Errors arrive as the client's typed exceptions.
   try {
     await client.completions.create({ model, prompt, max_tokens: 'many' });
     check(false, 'wrong type is rejected');
   } catch (e) {
     check(e instanceof OpenAI.BadRequestError && e.param === 'max_tokens', 'wrong type gives BadRequestError', e.error);
+  }
+  for (const [req, param] of [[{ logprobs: 21 }, 'logprobs'], [{ logprobs: -1 }, 'logprobs']]) {
+    try {
+      await client.completions.create({ model, prompt, max_tokens: 2, ...req });
+      check(false, `completions ${JSON.stringify(req)} is rejected`);
+    } catch (e) {
+      check(e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === param && e.error.message,
+            `completions ${JSON.stringify(req)} gives BadRequestError`, e.error);
+    }
+  }
+  for (const [req, param] of [[{ logprobs: true, top_logprobs: 21 }, 'top_logprobs'],
+                              [{ top_logprobs: 2 }, 'top_logprobs'], [{ logprobs: 5 }, 'logprobs']]) {
+    try {
+      await client.chat.completions.create({ model, messages: msgs, max_tokens: 2, ...req });
+      check(false, `chat ${JSON.stringify(req)} is rejected`);
+    } catch (e) {
+      check(e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === param && e.error.message,
+            `chat ${JSON.stringify(req)} gives BadRequestError`, e.error);
+    }
   }
   try {
     await client.completions.create({ model, prompt, n: 2 });
@@ -126,6 +176,69 @@ async function main() {
     check(e instanceof OpenAI.AuthenticationError, 'a wrong key gives AuthenticationError', e.error);
   }
   console.log(`all ${checks} checks passed`);
+}
+
+// logprobs, greedy: every chosen token is its position's most likely, values <= 0, N alternatives
+// sorted; the first position's values equal the log-softmax of `strata logits`; streamed equals
+// whole.
+async function checkLogprobs(model, prompt, msgs, ref) {
+  const K = 5;
+  const c = await client.completions.create({ model, prompt, max_tokens: N, temperature: 0, logprobs: K });
+  const lp = c.choices[0].logprobs;
+  const n = c.usage.completion_tokens;
+  check(lp && lp.tokens.length === n && lp.token_logprobs.length === n && lp.top_logprobs.length === n &&
+        lp.text_offset.length === n, 'completions logprobs: one entry per generated token', lp);
+  check(lp.tokens.join('') === c.choices[0].text, 'completions logprobs: the tokens spell the text',
+        { tokens: lp.tokens, text: c.choices[0].text });
+  check(lp.text_offset.every((o, i) => o === [...lp.tokens.slice(0, i).join('')].length),
+        'completions logprobs: text_offset counts the characters before each token', lp.text_offset);
+  lp.top_logprobs.forEach((top, i) => {
+    const values = Object.values(top);
+    check(values.length === K && values.every((v) => v <= 0) && lp.token_logprobs[i] <= 0,
+          `completions logprobs ${i}: ${K} alternatives, values <= 0`, top);
+    check(lp.token_logprobs[i] === Math.max(...values) && top[lp.tokens[i]] === lp.token_logprobs[i],
+          `completions logprobs ${i}: the greedy token is the top entry`, { token: lp.tokens[i], top });
+  });
+  const refTop = [...ref].sort((a, b) => b - a).slice(0, K);
+  const got = Object.values(lp.top_logprobs[0]).sort((a, b) => b - a);
+  check(close(lp.token_logprobs[0], refTop[0]) && got.every((v, i) => close(v, refTop[i])),
+        'completions logprobs agree with the log-softmax of strata logits', { got, want: refTop });
+
+  const chunks = [];
+  for await (const chunk of await client.completions.create(
+      { model, prompt, max_tokens: N, temperature: 0, logprobs: K, stream: true })) {
+    const l = chunk.choices[0] && chunk.choices[0].logprobs;
+    if (l) chunks.push(l);
+  }
+  const joined = (k) => chunks.flatMap((l) => l[k]);
+  check(JSON.stringify(['tokens', 'token_logprobs', 'top_logprobs', 'text_offset'].map(joined)) ===
+        JSON.stringify([lp.tokens, lp.token_logprobs, lp.top_logprobs, lp.text_offset]),
+        'streamed completions logprobs equal the whole response\'s', chunks);
+
+  const T = 3;
+  const ch = await client.chat.completions.create(
+      { model, messages: msgs, max_tokens: N, temperature: 0, logprobs: true, top_logprobs: T });
+  const content = ch.choices[0].logprobs && ch.choices[0].logprobs.content;
+  check(content && content.length === ch.usage.completion_tokens &&
+        content.map((e) => e.token).join('') === ch.choices[0].message.content,
+        'chat logprobs: one entry per generated token, spelling the text', ch.choices[0]);
+  content.forEach((e, i) => {
+    const values = e.top_logprobs.map((t) => t.logprob);
+    check(e.top_logprobs.length === T && descending(values) && e.logprob <= 0 && values.every((v) => v <= 0),
+          `chat logprobs ${i}: ${T} alternatives sorted, values <= 0`, e);
+    check(e.top_logprobs[0].token === e.token && e.top_logprobs[0].logprob === e.logprob &&
+          Buffer.from(e.bytes).toString('utf8') === e.token, `chat logprobs ${i}: the greedy token is the top entry`, e);
+  });
+  const streamed = [];
+  for await (const chunk of await client.chat.completions.create(
+      { model, messages: msgs, max_tokens: N, temperature: 0, logprobs: true, top_logprobs: T, stream: true })) {
+    const l = chunk.choices[0] && chunk.choices[0].logprobs;
+    if (l) streamed.push(...l.content);
+  }
+  check(JSON.stringify(streamed) === JSON.stringify(content), 'streamed chat logprobs equal the whole response\'s',
+        streamed);
+  const plain = await client.chat.completions.create({ model, messages: msgs, max_tokens: 2, temperature: 0 });
+  check(plain.choices[0].logprobs === null, 'no logprobs unless asked', plain.choices[0]);
 }
 
 main().catch((e) => {
