@@ -214,6 +214,7 @@ int run_bench_decode(BenchDecodeArgs& a) {
   std::vector<int32_t> prompt(a.n_prompt);
   for (auto& t : prompt) t = int32_t(rng.next_u32() % f.model().spec.hp.n_vocab);
   double best_tps = 0, best_pp = 0, h2d_gbps = 0, disk_gbps = 0, host_ms_per_token = 0;
+  uint64_t pp_streamed = 0;  // weight bytes streamed by the last run's prompt (PCIe per prompt token)
   // Host-tier work (cpu-tier blocks, host-KV attention): CPU seconds inside decode steps.
   auto host_s = [&] { return f.host_compute_seconds(); };
   std::vector<double> runs;
@@ -221,10 +222,12 @@ int run_bench_decode(BenchDecodeArgs& a) {
     f.truncate(0);
     std::vector<float> logits;
     const auto tp = std::chrono::steady_clock::now();
+    const uint64_t pp_streamed0 = f.streamed_bytes();
     if (Status s = f.eval(prompt, runtime::Logits::last, logits); !s) {
       log::error("{}", s.message());
       return 1;
     }
+    pp_streamed = f.streamed_bytes() - pp_streamed0;
     best_pp = std::max(best_pp, a.n_prompt / std::chrono::duration<double>(std::chrono::steady_clock::now() - tp).count());
     const auto t0 = std::chrono::steady_clock::now();
     const uint64_t streamed0 = f.streamed_bytes(), disk0 = f.disk_bytes();
@@ -263,6 +266,7 @@ int run_bench_decode(BenchDecodeArgs& a) {
       {"achieved_read_gb_s", best_tps * double(per_token) / 1e9}, {"ceilings", roof->ceilings},
       {"roofline_tok_per_s", roof_tps}, {"fraction_of_roofline", best_tps / roof_tps},
       {"prefill_tok_per_s", best_pp}, {"prefill_tflops", pp_flops / 1e12},
+      {"prefill_streamed_bytes_per_token", a.n_prompt ? double(pp_streamed) / a.n_prompt : 0.0},
       {"vram_peak_bytes", f.vram_peak_bytes()},
   };
   j["batch"] = a.batch;
@@ -302,6 +306,8 @@ int run_bench_decode(BenchDecodeArgs& a) {
   if (const auto& plan = ses.executor_plan()) {
     const auto& p = plan->plan.prediction;
     j["predicted_tok_per_s"] = p.decode_tps;
+    j["predicted_prefill_tok_per_s"] = p.prefill_tps;
+    j["prefill_group_chunks"] = plan->plan.prefill_group;  // planned (STRATA_PREFILL_GROUP=0: chunk-major)
     j["fraction_of_prediction"] = p.decode_tps > 0 ? best_tps / p.decode_tps : 0.0;
     j["vram_budget_bytes"] = plan->budgets.vram;
     // Where the host-side tiers put things (compare runs with --kv-host none / all, --cpu-blocks).
@@ -322,6 +328,9 @@ int run_bench_decode(BenchDecodeArgs& a) {
     of_ceiling = fmt::format(" ({:.0f}% of f32 SGEMM {} on {} thread{})", 100 * pp_flops / sgemm_flops,
                              format_flops(sgemm_flops), threads, threads == 1 ? "" : "s");
   fmt::print("prefill: {:.1f} tok/s over {} tokens = {}{}\n", best_pp, a.n_prompt, format_flops(pp_flops), of_ceiling);
+  if (pp_streamed > 0)
+    fmt::print("prefill PCIe: {} of weights streamed per prompt token ({} for the prompt)\n",
+               format_bytes(pp_streamed / std::max<uint32_t>(1, a.n_prompt)), format_bytes(pp_streamed));
   if (!batch_runs.empty())
     fmt::print("batch {}: {:.2f} tok/s in all ({:.2f} per session) = x{:.2f} the one session's {:.2f} tok/s\n", a.batch,
                j["batch_tok_per_s"].get<double>(), j["batch_tok_per_s_per_session"].get<double>(),
