@@ -51,6 +51,21 @@ uint64_t scratch_bytes(const ModelBlocks& m, const RunShape& r) {
          2 * chunk * std::max(m.n_embd, m.n_ff) + kCublasScratchBytes + 32 * kMiB;
 }
 
+bool layer_major_prefill(const Placement& pl) {
+  return pl.any_streamed() && !pl.any(Tier::cpu) && !pl.any_kv_host();
+}
+
+uint64_t prefill_chunks(const RunShape& r) {
+  const uint64_t prompt = std::max<uint64_t>(1, r.prompt_tokens());
+  const uint64_t chunk = std::min<uint64_t>(std::max<uint32_t>(1, r.prefill_chunk), prompt);
+  return (prompt + chunk - 1) / chunk;
+}
+
+uint64_t prefill_group_bytes(const ModelBlocks& m, const RunShape& r, uint32_t g) {
+  // The engine sizes it for whole chunks of ubatch (= prefill_chunk) rows.
+  return g <= 1 ? 0 : uint64_t(g) * r.prefill_chunk * m.n_embd * sizeof(float);
+}
+
 SweepCost sweep_cost(const ModelBlocks& m, const HardwareProfile& p, const Placement& pl, const RunShape& r,
                      uint32_t l0, uint32_t l1, bool head, uint32_t batch, uint64_t pos, bool prefill) {
   SweepCost c;
@@ -93,7 +108,8 @@ SweepCost sweep_cost(const ModelBlocks& m, const HardwareProfile& p, const Place
   return c;
 }
 
-Prediction predict(const ModelBlocks& m, const HardwareProfile& p, const Placement& pl, const RunShape& r) {
+Prediction predict(const ModelBlocks& m, const HardwareProfile& p, const Placement& pl, const RunShape& r,
+                   uint32_t prefill_group) {
   Prediction out;
   const uint64_t pos = r.decode_pos();
   out.step = sweep_cost(m, p, pl, r, 0, m.n_layer, true, 1, pos, false);
@@ -115,7 +131,12 @@ Prediction predict(const ModelBlocks& m, const HardwareProfile& p, const Placeme
   const uint32_t chunk = uint32_t(std::min<uint64_t>(r.prefill_chunk, std::max<uint64_t>(1, prompt)));
   const uint64_t n_chunks = (prompt + chunk - 1) / chunk;
   out.prefill_chunk = sweep_cost(m, p, pl, r, 0, m.n_layer, false, chunk, prompt / 2, true);
-  const double prefill_s = double(n_chunks) * out.prefill_chunk.total_s();
+  // A group of g chunks copies each streamed block once and computes g chunks (layer-major).
+  const SweepCost& c = out.prefill_chunk;
+  const uint64_t g = std::max<uint64_t>(1, std::min<uint64_t>(prefill_group, n_chunks));  // an empty prompt: 0 chunks
+  auto group_s = [&](uint64_t k) { return k == 0 ? 0.0 : std::max({c.h2d_s, c.disk_s, double(k) * (c.gpu_s + c.cpu_s)}); };
+  out.prefill_group = uint32_t(g);
+  const double prefill_s = double(n_chunks / g) * group_s(g) + group_s(n_chunks % g);
   out.prefill_tps = prefill_s > 0 ? double(prompt) / prefill_s : 0;
   out.ttft_s = prefill_s + step_s;
   return out;

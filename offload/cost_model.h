@@ -40,6 +40,10 @@ namespace strata::offload {
 inline constexpr uint32_t kLogitRows = 32;
 inline constexpr uint64_t kGemmTileBytes = kernels::cuda::kGemmTileBytes;
 inline constexpr uint64_t kCublasScratchBytes = kernels::cuda::kCublasWorkspaceBytes;
+// Layer-major prefill (runtime/forward_pass.h forward_group): at most this many chunks share one
+// pass over the streamed blocks. Past 16 the copy is already a small share of a group's time on
+// PCIe 4 (one sweep of 4.6 GiB against 16 chunks of GEMMs), and the buffer grows linearly.
+inline constexpr uint32_t kMaxPrefillGroup = 16;
 
 struct RunShape {
   uint64_t ctx = 4096;        // target context (KV is sized for this)
@@ -52,6 +56,10 @@ struct RunShape {
   double acceptance = 0.6;    // assumed per-token acceptance of the draft
   uint32_t prefill_chunk = 512;
   uint32_t prefetch_depth = 2;  // blocks in flight ahead of compute; the ring has depth + 1 slots
+  // Chunks of a layer-major prefill group whose buffer a streamed placement reserves before its
+  // weights (`--prefill-group N`: fewer resident weights, each streamed block copied once per N
+  // chunks of a prompt); 0: the group only takes the VRAM the weights leave (Plan::prefill_group).
+  uint32_t prefill_group_reserve = 0;
   // Planner policy (planner.h, "Draft path"): false: the draft path is kept resident whenever that
   // is as fast as the best plan; true: whenever it fits at all, even where the cost model rates it
   // slower (for runs that distrust the assumed acceptance). Only the false policy is monotone in VRAM.
@@ -86,6 +94,7 @@ struct Prediction {
   SweepCost step;             // one plain decode step
   SweepCost draft, verify;    // one drafted token; one verify sweep of k + 1 tokens
   SweepCost prefill_chunk;    // one chunk at the middle of the prompt
+  uint32_t prefill_group = 1; // chunks per layer-major group (1: chunk-major)
   double decode_tps = 0;      // plain
   double spec_tps = 0;        // with speculation (== decode_tps when off)
   double prefill_tps = 0;
@@ -96,7 +105,17 @@ struct Prediction {
 // Sweep over layers [l0, l1) (+ head) for `batch` tokens at KV position `pos`.
 SweepCost sweep_cost(const ModelBlocks& m, const HardwareProfile& p, const Placement& pl, const RunShape& r,
                      uint32_t l0, uint32_t l1, bool head, uint32_t batch, uint64_t pos, bool prefill);
-Prediction predict(const ModelBlocks& m, const HardwareProfile& p, const Placement& pl, const RunShape& r);
+// prefill_group: chunks per layer-major group; streamed and disk bytes are counted once per
+// group, compute once per chunk.
+Prediction predict(const ModelBlocks& m, const HardwareProfile& p, const Placement& pl, const RunShape& r,
+                   uint32_t prefill_group = 1);
+// Whether the executor can run a placement's prefill layer-major: a block streams (stream or disk
+// tier), and no cpu-tier block or host KV (runtime/cuda_allocate.cpp says why).
+bool layer_major_prefill(const Placement& pl);
+// Chunks in the prompt of r (the prefill chunk is the prompt when shorter).
+uint64_t prefill_chunks(const RunShape& r);
+// VRAM of a group of g chunks' residual streams (f32; 0 for g <= 1: the chunk scratch holds one).
+uint64_t prefill_group_bytes(const ModelBlocks& m, const RunShape& r, uint32_t g);
 
 // VRAM scratch: activations of one prefill chunk (flash-style attention, no score matrix), logits
 // of k + 1 rows, and a fixed 64 MiB for GEMM workspaces.

@@ -7,12 +7,13 @@
 //           require_draft_resident},
 //   "solver": "exhaustive"|"search"|"cpu-only",
 //   "tiers": {gpu|stream|disk|cpu: {blocks, bytes}},
-//   "usage": {vram_weights, vram_kv, vram_staging, vram_scratch, vram_context, vram_total,
+//   "usage": {vram_weights, vram_kv, vram_staging, vram_scratch, vram_context, vram_prefill_group, vram_total,
 //             pinned_weights, pinned_staging, host_cpu_weights, host_kv, disk} (bytes),
 //   "staging": {ring_slots, ring_slot_bytes, prefetch_depth},
 //   "layers": [{layer, swa, attention, ffn, kv, attention_bytes, ffn_bytes, kv_bytes}],
 //   "head": {tier, bytes}, "draft_resident": bool,
-//   "predicted": {decode_tps, spec_tps, prefill_tps, ttft_s, step_s, bottleneck,
+//   "predicted": {decode_tps, spec_tps, prefill_tps, prefill_group (chunks per layer-major group, 1:
+//                 chunk by chunk), ttft_s, step_s, bottleneck,
 //                 step: {h2d_s, disk_s, gpu_s, cpu_s, h2d_bytes, disk_bytes, cpu_bytes}} }
 #include <algorithm>
 #include <map>
@@ -61,7 +62,8 @@ nlohmann::json plan_json(const ModelBlocks& m, const HardwareProfile& p, const B
   for (int i = 0; i < 4; ++i) j["tiers"][tier_name(Tier(i))] = {{"blocks", t.blocks[i]}, {"bytes", t.bytes[i]}};
   const Usage& u = plan.usage;
   j["usage"] = {{"vram_weights", u.vram_weights}, {"vram_kv", u.vram_kv}, {"vram_staging", u.vram_staging},
-                {"vram_scratch", u.vram_scratch}, {"vram_context", u.vram_context}, {"vram_total", u.vram_total()},
+                {"vram_scratch", u.vram_scratch}, {"vram_context", u.vram_context},
+                {"vram_prefill_group", u.vram_prefill_group}, {"vram_total", u.vram_total()},
                 {"pinned_weights", u.pinned_weights}, {"pinned_staging", u.pinned_staging},
                 {"host_cpu_weights", u.host_cpu_weights}, {"host_kv", u.host_kv}, {"disk", u.disk}};
   j["staging"] = {{"ring_slots", plan.ring_slots}, {"ring_slot_bytes", plan.ring_slot_bytes},
@@ -77,6 +79,7 @@ nlohmann::json plan_json(const ModelBlocks& m, const HardwareProfile& p, const B
   j["draft_resident"] = plan.draft_resident;
   const Prediction& pr = plan.prediction;
   j["predicted"] = {{"decode_tps", pr.decode_tps}, {"spec_tps", pr.spec_tps}, {"prefill_tps", pr.prefill_tps},
+                    {"prefill_group", pr.prefill_group},
                     {"ttft_s", pr.ttft_s}, {"step_s", pr.step.total_s()}, {"bottleneck", pr.step.bottleneck(p)},
                     {"step", sweep_json(pr.step)}};
   return j;
@@ -114,10 +117,11 @@ std::string plan_report(const ModelBlocks& m, const HardwareProfile& p, const Bu
   o += "tiers:\n";
   for (int i = 0; i < 4; ++i)
     o += fmt::format("  {:<7} {:>4} blocks {:>12}\n", tier_name(Tier(i)), t.blocks[i], format_bytes(t.bytes[i]));
-  o += fmt::format("VRAM:      {} of {} = weights {} + KV {} + staging {} ({} x {}) + scratch {} + CUDA context {}\n",
+  o += fmt::format("VRAM:      {} of {} = weights {} + KV {} + staging {} ({} x {}) + scratch {} + CUDA context {}{}\n",
                    format_bytes(u.vram_total()), format_bytes(b.vram), format_bytes(u.vram_weights),
                    format_bytes(u.vram_kv), format_bytes(u.vram_staging), plan.ring_slots,
-                   format_bytes(plan.ring_slot_bytes), format_bytes(u.vram_scratch), format_bytes(u.vram_context));
+                   format_bytes(plan.ring_slot_bytes), format_bytes(u.vram_scratch), format_bytes(u.vram_context),
+                   u.vram_prefill_group ? fmt::format(" + prefill group {}", format_bytes(u.vram_prefill_group)) : "");
   o += fmt::format("host:      pinned {} of {} (weights {} + staging {}), CPU weights {}, host KV {}; disk {}\n",
                    format_bytes(u.pinned_total()), format_bytes(b.pinned), format_bytes(u.pinned_weights),
                    format_bytes(u.pinned_staging), format_bytes(u.host_cpu_weights), format_bytes(u.host_kv),
@@ -135,8 +139,11 @@ std::string plan_report(const ModelBlocks& m, const HardwareProfile& p, const Bu
     o += fmt::format(", {:.2f} tok/s speculative (draft depth {}, k {}, assumed acceptance {:.2f}; draft path {})",
                      pr.spec_tps, r.draft_depth, r.draft_len, r.acceptance,
                      plan.draft_resident ? "resident" : "NOT resident");
-  o += fmt::format("\n           prefill {:.0f} tok/s, time to first token {:.2f} s for a {}-token prompt\n",
-                   pr.prefill_tps, pr.ttft_s, r.prompt_tokens());
+  const std::string order =
+      pr.prefill_group > 1 ? fmt::format("layer-major, groups of {} chunks of {}", pr.prefill_group, r.prefill_chunk)
+                           : fmt::format("chunk by chunk, {} tokens each", std::min<uint64_t>(r.prefill_chunk, r.prompt_tokens()));
+  o += fmt::format("\n           prefill {:.0f} tok/s ({}), time to first token {:.2f} s for a {}-token prompt\n",
+                   pr.prefill_tps, order, pr.ttft_s, r.prompt_tokens());
   o += fmt::format("bottleneck: {}\n", pr.step.bottleneck(p));
   return o;
 }

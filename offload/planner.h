@@ -45,8 +45,11 @@ inline constexpr uint64_t kExhaustiveLimit = 1 << 16;
 
 struct Usage {
   uint64_t vram_weights = 0, vram_kv = 0, vram_staging = 0, vram_scratch = 0, vram_context = 0;
+  uint64_t vram_prefill_group = 0;  // a layer-major prefill group's residual streams (Plan::prefill_group)
   uint64_t pinned_weights = 0, pinned_staging = 0, host_cpu_weights = 0, host_kv = 0, disk = 0;
-  uint64_t vram_total() const { return vram_weights + vram_kv + vram_staging + vram_scratch + vram_context; }
+  uint64_t vram_total() const {
+    return vram_weights + vram_kv + vram_staging + vram_scratch + vram_context + vram_prefill_group;
+  }
   uint64_t pinned_total() const { return pinned_weights + pinned_staging; }
   uint64_t host_total() const { return pinned_total() + host_cpu_weights + host_kv; }
 };
@@ -56,6 +59,11 @@ struct Plan {
   uint64_t ring_slot_bytes = 0;  // one staging slot (the largest non-resident block)
   uint32_t ring_slots = 0;       // prefetch depth + 1 (0 when nothing streams)
   uint32_t prefetch_depth = 0;
+  // Chunks per layer-major prefill group (runtime/forward_pass.h forward_group; 1: chunk-major):
+  // where the placement streams blocks (cost_model.h layer_major_prefill), the largest g <=
+  // kMaxPrefillGroup (and <= the prompt's chunks) whose residual buffer fits in the VRAM the
+  // placement leaves; it never changes the placement (it takes what the weights could not use).
+  uint32_t prefill_group = 1;
   Usage usage;
   Prediction prediction;
   bool draft_resident = false;   // head + layers [0, d) all in VRAM (speculative runs)

@@ -78,6 +78,24 @@ bool draft_path_resident(const ModelBlocks& m, const RunShape& r, const Placemen
   return true;
 }
 
+// The group a placement reserves before its weights (RunShape::prefill_group_reserve), in chunks.
+static uint32_t reserved_group(const RunShape& r, const Placement& pl) {
+  if (!layer_major_prefill(pl)) return 1;
+  return uint32_t(std::clamp<uint64_t>(std::min<uint64_t>(r.prefill_group_reserve, kMaxPrefillGroup), 1,
+                                        std::max<uint64_t>(1, prefill_chunks(r))));
+}
+
+// Plan::prefill_group: the reserved group grown into the VRAM left beside everything else the
+// plan holds (the usage already counts the reserved part and fits the budget).
+static void choose_prefill_group(const ModelBlocks& m, const Budgets& b, const RunShape& r, Plan& plan) {
+  if (!layer_major_prefill(plan.placement)) return;
+  const uint64_t others = plan.usage.vram_total() - plan.usage.vram_prefill_group;
+  uint32_t g = uint32_t(std::min<uint64_t>(kMaxPrefillGroup, prefill_chunks(r)));
+  while (g > plan.prefill_group && others + prefill_group_bytes(m, r, g) > b.vram) --g;
+  plan.prefill_group = g;
+  plan.usage.vram_prefill_group = prefill_group_bytes(m, r, g);
+}
+
 bool evaluate(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r, Plan& plan) {
   const Placement& pl = plan.placement;
   const bool gpu = p.has_gpu() && b.vram > 0;
@@ -117,11 +135,14 @@ bool evaluate(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, 
     // Disk reads land in pinned staging; CPU-tier blocks cross through it for prefill.
     u.pinned_staging = max_bounce * (r.prefetch_depth + 1);
   }
+  plan.prefill_group = gpu ? reserved_group(r, pl) : 1;
+  u.vram_prefill_group = prefill_group_bytes(m, r, plan.prefill_group);
   plan.usage = u;
   if (!ok) return false;
   if (gpu && u.vram_total() > b.vram) return false;
   if (u.pinned_total() > b.pinned || u.host_total() > b.host || u.disk > b.disk) return false;
-  plan.prediction = predict(m, p, pl, r);
+  if (gpu) choose_prefill_group(m, b, r, plan);
+  plan.prediction = predict(m, p, pl, r, plan.prefill_group);
   plan.draft_resident = draft_path_resident(m, r, pl);
   return true;
 }
@@ -179,9 +200,14 @@ Result<Plan> solve_search(const ModelBlocks& m, const HardwareProfile& p, const 
   std::set<uint64_t> sizes{0};
   for (const auto& u : us) sizes.insert(u.block->bytes);
   const uint64_t scratch = scratch_bytes(m, r);
+  // A reserved prefill group (RunShape::prefill_group_reserve) wherever blocks stream.
+  const uint64_t reserve = prefill_group_bytes(
+      m, r, uint32_t(std::min<uint64_t>({r.prefill_group_reserve, kMaxPrefillGroup, std::max<uint64_t>(1, prefill_chunks(r))})));
   for (uint64_t slot : sizes) {
     const uint64_t ring = slot ? slot * (r.prefetch_depth + 1) : 0;
     for (size_t n_host = 0; n_host <= full.size(); ++n_host) {
+      // Host KV keeps prefill chunk-major (cost_model.h layer_major_prefill): nothing to reserve.
+      const uint64_t group = slot && n_host == 0 ? reserve : 0;
       Placement& pl = plan.placement;
       uint64_t kv_vram = 0;
       for (uint32_t il = 0; il < m.n_layer; ++il) {
@@ -189,7 +215,7 @@ Result<Plan> solve_search(const ModelBlocks& m, const HardwareProfile& p, const 
         if (n_host > 0 && !m.swa[il] && il >= full[full.size() - n_host]) pl.kv[il] = KvTier::host;
         if (pl.kv[il] == KvTier::gpu) kv_vram += m.kv_layer_bytes(il, r.ctx, r.kv, r.kv_v_dtype(), r.ring_margin());
       }
-      const uint64_t fixed = kv_vram + ring + scratch + p.cuda_context.bytes;
+      const uint64_t fixed = kv_vram + ring + group + scratch + p.cuda_context.bytes;
       if (fixed > b.vram) continue;
       uint64_t left = b.vram - fixed;
       std::vector<bool> on_gpu(us.size(), false);

@@ -291,6 +291,8 @@ int run_bench_decode(BenchDecodeArgs& a) {
   if (const auto& plan = ses.executor_plan()) {
     const auto& p = plan->plan.prediction;
     j["predicted_tok_per_s"] = p.decode_tps;
+    j["predicted_prefill_tok_per_s"] = p.prefill_tps;
+    j["prefill_group_chunks"] = plan->plan.prefill_group;  // planned (STRATA_PREFILL_GROUP=0: chunk-major)
     j["fraction_of_prediction"] = p.decode_tps > 0 ? best_tps / p.decode_tps : 0.0;
     j["vram_budget_bytes"] = plan->budgets.vram;
     // Where the host-side tiers put things (compare runs with --kv-host none / all, --cpu-blocks).

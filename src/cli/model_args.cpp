@@ -33,6 +33,12 @@ void ModelArgs::add_to(CLI::App* sub) {
                                           "this many + 1 slots)")
       ->capture_default_str()
       ->check(CLI::Range(1, 16));
+  sub->add_option("--prefill-group", prefill_group,
+                  "With --vram: reserve VRAM for a layer-major prefill group of this many chunks before placing "
+                  "weights (each streamed block then crosses PCIe once per group of a long prompt, at the cost of "
+                  "that much fewer resident weights); 0: the group only takes the VRAM the weights leave")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 16));
   sub->add_flag("--cpu-blocks", cpu_blocks, "With --vram: let the planner put weight blocks on the cpu tier (kept in "
                                             "host RAM and computed there by the CPU; only activations cross PCIe)");
   sub->add_option("--kv-host", kv_host, "With --vram: full-attention layers whose KV lives in host RAM, attention "

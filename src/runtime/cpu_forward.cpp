@@ -1,6 +1,7 @@
 #include "runtime/cpu_forward.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -49,7 +50,10 @@ CpuForward::CpuForward(std::shared_ptr<const Model> model, ForwardOptions option
   att_.resize(n * s.q_width());
   gate_.resize(n * s.hp.n_ff);
   up_.resize(n * s.hp.n_ff);
-  pos_.resize(n);
+  // A layer-major group's positions and residual stream (prefill_group_tokens rows).
+  const size_t group = prefill_group(opt_, SIZE_MAX, Logits::last);
+  pos_.resize(std::max(n, group));
+  x_group_.resize(group * s.hp.n_embd);
   row_seqs_.reserve(kMaxExactRows);
 }
 
@@ -61,16 +65,22 @@ Status CpuForward::eval(uint32_t seq, std::span<const int32_t> tokens, Logits wh
   STRATA_TRY(seqs_.check_append(seq, tokens.size()));
   const uint32_t pos0 = n_past(seq);
   logits.resize(which == Logits::all ? tokens.size() * hp.n_vocab : which == Logits::last ? hp.n_vocab : 0);
+  const uint32_t group = prefill_group(opt_, tokens.size(), which);
   for (size_t done = 0; done < tokens.size();) {
-    const uint32_t n = uint32_t(std::min<size_t>(opt_.ubatch, tokens.size() - done));
+    const uint32_t n = uint32_t(std::min<size_t>(group ? group : opt_.ubatch, tokens.size() - done));
     const bool last_chunk = done + n == tokens.size();
-    float* out = which == Logits::all ? logits.data() + done * hp.n_vocab : logits.data();
+    const uint32_t p = pos0 + uint32_t(done);
     TraceScope step(opt_.trace.get(), "host", n == 1 ? "decode step" : fmt::format("prefill {} tokens", n));
-    run_chunk(tokens.data() + done, n, RowMap{seq, pos0 + uint32_t(done)},
-              which == Logits::all ? Logits::all : (last_chunk ? which : Logits::none), out, nullptr, false);
-    seqs_.append(seq, n);
+    if (group) {
+      run_group(tokens.data() + done, n, seq, p, last_chunk && which == Logits::last, logits.data());
+    } else {
+      float* out = which == Logits::all ? logits.data() + done * hp.n_vocab : logits.data();
+      run_chunk(tokens.data() + done, n, RowMap{seq, p}, which == Logits::all ? Logits::all : (last_chunk ? which : Logits::none),
+                out, nullptr, false);
+    }
     done += n;
   }
+  seqs_.append(seq, uint32_t(tokens.size()));
   return {};
 }
 
@@ -104,7 +114,7 @@ namespace {
 struct CpuOps {
   const model::ModelWeights& w;
   std::vector<kv::KvCache>& kv;
-  std::vector<int32_t>& pos;  // the chunk's positions, per row
+  std::vector<int32_t>& pos;  // the chunk's (a layer-major group's) positions, per row
   float* out = nullptr;  // logits (rows, n_vocab)
   int64_t n_vocab = 0;
   const LayerRange* range = nullptr;  // eval_layers: hidden in/out
@@ -112,6 +122,7 @@ struct CpuOps {
   RowMap map;
   MatmulObserver* observer = nullptr;  // strata imatrix: sees every matmul input
   bool int8 = false;                   // ForwardOptions::cpu_int8
+  uint32_t row0 = 0;                   // a group's rows from row0 on are the current chunk (rows_from)
 
   uint32_t logit_rows() const { return UINT32_MAX; }  // the caller's buffer holds them all
   float* logits(uint32_t r0) { return out + r0 * n_vocab; }
@@ -129,8 +140,11 @@ struct CpuOps {
   }
   void begin_chunk(const int32_t*, uint32_t n, const RowMap& m, Layers, bool) {
     map = m;
+    row0 = 0;
     for (uint32_t t = 0; t < n; ++t) pos[t] = m.pos_of(t);
   }
+  void rows_from(uint32_t t0) { row0 = t0; }
+  const int32_t* rows_pos() const { return pos.data() + row0; }
   void embed(const int32_t* tokens, uint32_t n, float scale, float* x) {
     const int64_t d = w.token_embd.n_in;
     const auto* k = cpu::quant_kernels(w.token_embd.type);
@@ -155,19 +169,19 @@ struct CpuOps {
   void rope(float* x, uint32_t n, int64_t n_heads, int64_t hd, float base, float lin, const float* freq_div,
             bool neox) {
     for (uint32_t t = 0; t < n; ++t)
-      cpu::rope_heads(x + int64_t(t) * n_heads * hd, n_heads, hd, float(pos[t]) / lin, base, freq_div, neox);
+      cpu::rope_heads(x + int64_t(t) * n_heads * hd, n_heads, hd, float(rows_pos()[t]) / lin, base, freq_div, neox);
   }
   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n) {
     const int64_t width = int64_t(w.layers[il].wk.n_out);
-    for (uint32_t t = 0; t < n; ++t) kv[map.seq_of(t)].write(il, uint32_t(pos[t]), k + t * width, v + t * width);
+    for (uint32_t t = 0; t < n; ++t) kv[map.seq_of(t)].write(il, uint32_t(rows_pos()[t]), k + t * width, v + t * width);
   }
   void attention(uint32_t il, const float* q, uint32_t n, const cpu::AttentionShape& s, float* out) {
     if (!map.batched()) {
       // Prefill chunks by tiles (SGEMM, another summation order); exact passes and short chunks
       // query by query, so that a row equals its one-token eval.
       if (!exact && n >= cpu::kTiledAttentionMinQueries)
-        return cpu::attention_tiled(q, pos.data(), n, kv[map.seq].view(il), s, out);
-      return cpu::attention(q, pos.data(), n, kv[map.seq].view(il), s, out);
+        return cpu::attention_tiled(q, rows_pos(), n, kv[map.seq].view(il), s, out);
+      return cpu::attention(q, rows_pos(), n, kv[map.seq].view(il), s, out);
     }
     // Each query over its own sequence's cache (the kernel computes every query independently, so
     // a row equals its one-token eval). Runs of rows of one sequence go in one call.
@@ -200,6 +214,16 @@ void CpuForward::run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map,
                                        range->skip.empty() ? nullptr : range->skip.data()}
                               : Layers{0, model_->spec.hp.n_layer, false, nullptr};
   forward_chunk(ops, model_->spec, model_->weights, b, tokens, n, map, rows, layers);
+}
+
+void CpuForward::run_group(const int32_t* tokens, uint32_t n, uint32_t seq, uint32_t pos0, bool head_last,
+                           float* logits) {
+  CpuOps ops{model_->weights, kv_, pos_, logits, int64_t(model_->spec.hp.n_vocab), nullptr, false, {}};
+  ops.trace = opt_.trace.get();
+  ops.observer = observer_;
+  ops.int8 = opt_.cpu_int8;
+  const ForwardBuffers b{x_.data(), h_.data(), q_.data(), k_.data(), v_.data(), att_.data(), gate_.data(), up_.data()};
+  forward_group(ops, model_->spec, model_->weights, b, x_group_.data(), tokens, n, opt_.ubatch, seq, pos0, head_last);
 }
 
 }  // namespace strata::runtime

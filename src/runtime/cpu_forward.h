@@ -69,6 +69,8 @@ class CpuForward final : public Engine {
   // exact: every matmul by the dot kernels (eval_layers, eval_batch).
   void run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map, Logits which, float* logits,
                  const LayerRange* range, bool exact);
+  // A layer-major group of n tokens of one sequence (ForwardOptions::prefill_group_tokens).
+  void run_group(const int32_t* tokens, uint32_t n, uint32_t seq, uint32_t pos0, bool head_last, float* logits);
 
   std::shared_ptr<const Model> model_;
   ForwardOptions opt_;
@@ -82,7 +84,8 @@ class CpuForward final : public Engine {
   std::vector<float> v_;    // (n, n_head_kv * head_dim)
   std::vector<float> att_;  // (n, n_head * head_dim)
   std::vector<float> gate_, up_;  // (n, n_ff)
-  std::vector<int32_t> pos_;
+  std::vector<int32_t> pos_;        // per row of a chunk or a layer-major group
+  std::vector<float> x_group_;      // (prefill_group_tokens, n_embd) a group's residual streams
   std::vector<uint32_t> row_seqs_;  // eval_batch: per row
   MatmulObserver* observer_ = nullptr;
 };

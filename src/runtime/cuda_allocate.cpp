@@ -1,6 +1,7 @@
 // CudaForward::allocate: the engine's device layout at create() (weights resident or in streamed
 // blocks, KV stores, activations, scratch), inside the VRAM arena's budget.
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 #include "core/units.h"
@@ -12,6 +13,23 @@
 #include "offload/weight_loader.h"
 
 namespace strata::runtime {
+namespace {
+
+// Tokens per layer-major prefill group this engine runs (0: chunk-major). Only where the
+// placement streams a block (stream or disk tier): with everything resident a group saves no
+// copy. Not with cpu-tier blocks or host KV: their host-side state (HostCompute's staging of
+// activations and per-chunk host KV writes) follows one chunk at a time, and a group would need it
+// per chunk of the group; those placements keep chunk-major. STRATA_PREFILL_GROUP=0 forces
+// chunk-major (same-run comparisons).
+uint32_t layer_major_group(const ForwardOptions& o) {
+  const offload::Placement& pl = o.placement;
+  if (!pl.any_streamed() || pl.any(offload::Tier::cpu) || pl.any_kv_host()) return 0;
+  const char* env = std::getenv("STRATA_PREFILL_GROUP");
+  if (env && std::string(env) == "0") return 0;
+  return prefill_group(o, SIZE_MAX, Logits::last);
+}
+
+}  // namespace
 
 Status CudaForward::allocate() {
   Impl& im = *impl_;
@@ -208,6 +226,7 @@ Status CudaForward::allocate() {
   }
   // Activations for one chunk (a prefill chunk or a batched step).
   const size_t n = max_chunk_rows(opt_);
+  im.group_tokens = layer_major_group(opt_);
   auto fbuf = [&](size_t count) -> float* {
     if (!err.is_ok()) return nullptr;
     auto p = im.alloc(count * sizeof(float), "activations");
@@ -218,13 +237,15 @@ Status CudaForward::allocate() {
             fbuf(n * s.q_width()), fbuf(n * s.hp.n_ff), fbuf(n * s.hp.n_ff)};
   im.d_logits = fbuf(std::min<size_t>(n, offload::kLogitRows) * size_t(s.hp.n_vocab));
   STRATA_TRY(err);
-  auto ids = im.alloc(n * sizeof(int32_t), "activations tokens");
+  // Token ids and positions of a chunk, or of a whole layer-major group (copied once per group).
+  const size_t n_ids = std::max<size_t>(n, im.group_tokens);
+  auto ids = im.alloc(n_ids * sizeof(int32_t), "activations tokens");
   if (!ids) return ids.status();
-  auto pos = im.alloc(n * sizeof(int32_t), "activations positions");
+  auto pos = im.alloc(n_ids * sizeof(int32_t), "activations positions");
   if (!pos) return pos.status();
   im.d_tokens = static_cast<int32_t*>(*ids);
   im.d_pos = static_cast<int32_t*>(*pos);
-  im.host_pos.resize(n);
+  im.host_pos.resize(n_ids);
   if (im.host_embed) {
     auto p = cuda::pinned_alloc(n * d * sizeof(float));
     if (!p) return p.status();
@@ -279,6 +300,17 @@ Status CudaForward::allocate() {
       for (const auto& [view, t] : members[b]) im.patches[b].push_back({view, im.store->block(b).tensors[t].offset});
     log::info("streaming {} blocks ({} pinned) through {} VRAM slots ({})", im.store->n_blocks(),
               format_bytes(im.store->stats().pinned_bytes), opt_.ring_slots, format_bytes(im.store->stats().ring_bytes));
+  }
+  // Last, so that a plan whose scratch estimate fell short loses only the group (the planner gave
+  // it the VRAM the placement left; cost_model.h prefill_group_bytes) and still runs chunk-major.
+  if (im.group_tokens) {
+    auto g = im.alloc(size_t(im.group_tokens) * d * sizeof(float), "activations prefill group");
+    if (g) {
+      im.group_x = static_cast<float*>(*g);
+    } else {
+      log::warn("layer-major prefill off (chunk by chunk instead): {}", g.message());
+      im.group_tokens = 0;
+    }
   }
   auto loaded = offload::load_weights(model_->file, loads, *im.pinned, im.stream, opt_.trace.get());
   if (!loaded) return loaded.status();

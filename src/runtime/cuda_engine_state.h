@@ -68,6 +68,10 @@ struct CudaForward::Impl {
   struct LayerKv { cuda::KvStoreDev store; };
   std::vector<std::vector<LayerKv>> kv;  // [sequence][layer]
   ForwardBuffers buf{};
+  // Layer-major prefill (ForwardOptions::prefill_group_tokens): a group's residual streams,
+  // (group_tokens, n_embd); null (group_tokens 0): every prefill runs chunk-major.
+  float* group_x = nullptr;
+  uint32_t group_tokens = 0;
   int32_t* d_tokens = nullptr;
   int32_t* d_pos = nullptr;
   std::vector<int32_t> host_pos;  // positions of the current chunk (max_chunk_rows entries)

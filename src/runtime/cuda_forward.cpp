@@ -114,24 +114,38 @@ Status CudaForward::eval(uint32_t seq, std::span<const int32_t> tokens, Logits w
     return ws.with_context("CUDA forward");
   Ops ops{im, s, nullptr, nullptr, {}};
   logits.resize(which == Logits::all ? tokens.size() * n_vocab : which == Logits::last ? n_vocab : 0);
+  const uint32_t pos0 = n_past(seq);
+  // Layer-major groups where the engine has a group buffer (cuda_allocate.cpp says where).
+  const uint32_t group = im.group_x ? std::min(prefill_group(opt_, tokens.size(), which), im.group_tokens) : 0;
   for (size_t done = 0; done < tokens.size();) {
-    const uint32_t n = uint32_t(std::min<size_t>(opt_.ubatch, tokens.size() - done));
+    const uint32_t n = uint32_t(std::min<size_t>(group ? group : opt_.ubatch, tokens.size() - done));
     const bool last = done + n == tokens.size();
-    const uint32_t rows = which == Logits::all ? n : (last && which == Logits::last ? 1 : 0);
-    ops.host_logits = rows == 0 ? nullptr : which == Logits::all ? logits.data() + done * n_vocab : logits.data();
+    const uint32_t p = pos0 + uint32_t(done);
     TraceScope host_span(opt_.trace.get(), "host", n == 1 ? "decode step" : fmt::format("prefill {} tokens", n));
-    // Decode steps replay the graph of their shape (run_step_graph says when they cannot);
-    // prefill chunks run eagerly.
-    const Layers L{0, s.hp.n_layer, false, nullptr};
-    const RowMap map{seq, n_past(seq)};
-    if (n != 1 || !run_step_graph(im, ops, s, tokens.data() + done, n, map, rows, L))
-      forward_chunk(ops, s, im.dev, im.buf, tokens.data() + done, n, map, rows, L);
+    if (group) {
+      ops.host_logits = last && which == Logits::last ? logits.data() : nullptr;
+      forward_group(ops, s, im.dev, im.buf, im.group_x, tokens.data() + done, n, opt_.ubatch, seq, p,
+                    ops.host_logits != nullptr);
+    } else {
+      const uint32_t rows = which == Logits::all ? n : (last && which == Logits::last ? 1 : 0);
+      ops.host_logits = rows == 0 ? nullptr : which == Logits::all ? logits.data() + done * n_vocab : logits.data();
+      // Decode steps replay the graph of their shape (run_step_graph says when they cannot);
+      // prefill chunks run eagerly.
+      const Layers L{0, s.hp.n_layer, false, nullptr};
+      const RowMap map{seq, p};
+      if (n != 1 || !run_step_graph(im, ops, s, tokens.data() + done, n, map, rows, L))
+        forward_chunk(ops, s, im.dev, im.buf, tokens.data() + done, n, map, rows, L);
+    }
     im.check(cuda::synchronize(im.stream));
     if (im.timeline && im.first_error.is_ok()) im.check(im.timeline->flush());
-    if (!im.first_error.is_ok()) return im.first_error.with_context("CUDA forward");
-    seqs_.append(seq, n);
+    if (!im.first_error.is_ok()) {
+      // n_past stays (engine.h); the table still learns how far the failed call wrote.
+      seqs_.wrote(seq, pos0, uint32_t(done) + n, false);
+      return im.first_error.with_context("CUDA forward");
+    }
     done += n;
   }
+  seqs_.append(seq, uint32_t(tokens.size()));
   return {};
 }
 

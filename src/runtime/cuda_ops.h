@@ -21,6 +21,9 @@ struct Ops {
   float* host_logits = nullptr;  // (rows, n_vocab) of the current chunk
   const LayerRange* range = nullptr;  // eval_layers: hidden in/out, attention one query at a time
   RowMap map;                         // the chunk's rows (begin_chunk)
+  // A layer-major group (forward_group): the current chunk's first row in the group's inputs
+  // (d_tokens, d_pos, host_pos hold the whole group's, copied once at begin_chunk).
+  uint32_t row0 = 0;
   std::string block_name = {};        // the current block ("attn 3"): host compute spans in the trace
 
   // Before every device op: it may change the activations the host copied for a cpu-tier matmul.
@@ -56,8 +59,12 @@ struct Ops {
     if (head) add(Block::head, 0);
     return order;
   }
+  const int32_t* d_pos() const { return im.d_pos + row0; }
+  const int32_t* host_pos() const { return im.host_pos.data() + row0; }
+  void rows_from(uint32_t t0) { row0 = t0; }
   void begin_chunk(const int32_t* tokens, uint32_t n, const RowMap& m, Layers L, bool head) {
     map = m;
+    row0 = 0;
     // Host sources outlive the copies: the caller's tokens and im.host_pos stay untouched until
     // eval() synchronizes at the end of the chunk, so no wait (and no allocation) per token here.
     if (!im.capturing) copy_inputs(tokens, n, m);
@@ -107,7 +114,9 @@ struct Ops {
   }
   void embed(const int32_t* tokens, uint32_t n, float scale, float* x) {
     device_op();
-    if (!im.host_embed) return im.check(cuda::get_rows(im.dev.token_embd, im.d_tokens, n, scale, x, im.stream));
+    if (!im.host_embed) return im.check(cuda::get_rows(im.dev.token_embd, im.d_tokens + row0, n, scale, x, im.stream));
+    // A group's later chunk reuses the staging: the previous chunk's copy must have left it.
+    if (row0 > 0) im.check(cuda::synchronize(im.stream));
     // Only n x n_embd floats cross PCIe (a graph replays this copy from the same staging).
     if (!im.capturing) gather_host_rows(tokens, n, scale);
     im.check(cuda::copy_to_device(x, im.pinned_x, size_t(n) * im.dev.token_embd.n_in * sizeof(float), im.stream));
@@ -161,15 +170,15 @@ struct Ops {
             bool neox) {
     OpSpan op(im, [&] { return fmt::format("rope n={}", n); });
     device_op();
-    im.check(cuda::rope(x, im.d_pos, n, n_heads, hd, base, lin, freq_div, neox, im.stream));
+    im.check(cuda::rope(x, d_pos(), n, n_heads, hd, base, lin, freq_div, neox, im.stream));
   }
   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n) {
     OpSpan op(im, [&] { return fmt::format("kv_write n={}", n); });
     // Host KV serves one sequence (create() refuses it with n_seq > 1).
     if (im.host && im.host->kv_on_host(il))
-      return im.check(im.host->kv_write(il, k, v, im.host_pos.data(), n, im.stream));
+      return im.check(im.host->kv_write(il, k, v, host_pos(), n, im.stream));
     if (!map.batched())
-      return im.check(cuda::kv_write(k, v, im.d_pos, n, spec.kv_width(), im.kv[map.seq][il].store, im.stream));
+      return im.check(cuda::kv_write(k, v, d_pos(), n, spec.kv_width(), im.kv[map.seq][il].store, im.stream));
     // A batched step: runs of rows of one sequence into that sequence's cache (the kernel converts
     // element by element, so splitting the rows changes nothing in what is stored).
     const int64_t width = spec.kv_width();
@@ -184,13 +193,13 @@ struct Ops {
   void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out) {
     OpSpan op(im, [&] { return fmt::format("attention n={} window={}", n, s.window); });
     if (im.host && im.host->kv_on_host(il))
-      return im.check(im.host->attention(il, q, im.host_pos.data(), n, s, out, im.stream));
+      return im.check(im.host->attention(il, q, host_pos(), n, s, out, im.stream));
     device_op();
     const cuda::AttentionShapeDev shape{s.n_head, s.n_head_kv, s.head_dim, s.window, s.scale};
     // One call, unless this is a verify pass (range) whose rows must equal decode steps and the
     // kernel does not promise that for a multi-query call.
     if (!map.batched() && (!range || cuda::attention_rows_exact(q, n, im.kv[map.seq][il].store, shape, im.ws)))
-      return im.check(cuda::attention(q, im.d_pos, n, im.kv[map.seq][il].store, shape, out, im.ws, im.stream));
+      return im.check(cuda::attention(q, d_pos(), n, im.kv[map.seq][il].store, shape, out, im.ws, im.stream));
     // Verification (otherwise) and batched steps: each query exactly as a decode step computes it
     // (same splits, same key tiles), over its own sequence's cache.
     const int64_t row = s.n_head * s.head_dim;

@@ -17,6 +17,10 @@ void use_plan(const offload::ExecutorPlan& e, ForwardOptions& o) {
   o.ring_slots = e.ring_slots;
   o.vram_budget = e.engine_vram_budget;
   o.pinned_budget = e.pinned_budget;
+  // The plan counted a group of whole chunks of its prefill chunk (= ubatch, session/run_plan.cpp).
+  o.prefill_group_tokens = e.plan.prefill_group > 1 && e.shape.prefill_chunk == o.ubatch
+                               ? e.plan.prefill_group * o.ubatch
+                               : 0;
 }
 
 kv::SequenceTable sequence_table(const model::ModelSpec& spec, const ForwardOptions& o) {

@@ -56,7 +56,23 @@ struct ForwardOptions {
   // Sequences (sessions) the engine holds, each with its own KV cache of n_ctx positions,
   // allocated up front (n_seq times the KV memory; the CUDA engine counts it against its budget).
   uint32_t n_seq = 1;
+  // Layer-major prefill (forward_pass.h, forward_group; FlexGen's order): an eval() of more than
+  // one chunk runs in groups of this many tokens (rounded down to a multiple of ubatch; 0 or less
+  // than two chunks: chunk-major), each weight block acquired once per group and run for the
+  // group's chunks in turn. Bit-identical to chunk-major. Logits::all evals stay chunk-major (every
+  // row's logits would need the head per chunk, for no gain). The CPU engine runs it as given (a
+  // reference for the CUDA engine's); the CUDA engine only where its placement streams a block and
+  // has no cpu-tier block or host KV (cuda_forward.cpp says why), with a (group, n_embd) f32
+  // residual buffer in VRAM. use_plan() sets it from the plan (Plan::prefill_group).
+  uint32_t prefill_group_tokens = 0;
 };
+
+// Tokens per layer-major group for an eval of n tokens (ForwardOptions::prefill_group_tokens), or
+// 0: chunk-major.
+inline uint32_t prefill_group(const ForwardOptions& o, size_t n, Logits which) {
+  const uint32_t g = o.ubatch ? o.prefill_group_tokens / o.ubatch * o.ubatch : 0;
+  return g >= 2 * o.ubatch && n > o.ubatch && which != Logits::all ? g : 0;
+}
 
 enum class Device { cpu, cuda, automatic };
 

@@ -6,6 +6,9 @@
 //   void begin_chunk(const int32_t* tokens, uint32_t n, const RowMap& rows, Layers layers, bool head);
 //                          // each row's sequence and position; layers run; head: the chunk ends
 //                          // with norm + head
+//   void rows_from(uint32_t t0);             // layer-major groups (forward_group): the ops until the
+//                          // next call act on rows [t0, t0 + n) of the group begin_chunk announced
+//                          // (positions, tokens); begin_chunk resets it to 0
 //   void begin_block(Block b, uint32_t il);  // before a block's first weight is used, and
 //   void end_block(Block b, uint32_t il);    // after its last (where an executor streams weights)
 //   void embed(const int32_t* tokens, uint32_t n, float scale, float* x);
@@ -73,10 +76,15 @@ struct Layers {
 using model::Block;
 inline std::string block_label(Block b, uint32_t il) { return model::block_label(b, int(il)); }
 
+// A block is begin_block, its rows' compute, end_block, then the residual add. The compute of
+// n rows is apart so that a layer-major group (forward_group) runs it once per chunk between one
+// begin/end pair: the same kernels on the same rows as a chunk-major pass, the block's weights
+// acquired once.
+
+// The attention block on b.x's n rows, its output in b.h (KV of layer il written for the rows).
 template <typename Ops>
-void attention_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
-                     uint32_t il, uint32_t n) {
-  ops.begin_block(Block::attention, il);
+void attention_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
+                    uint32_t il, uint32_t n) {
   const auto& l = w.layers[il];
   const int64_t d = s.hp.n_embd, hd = s.hp.n_embd_head;
   const float eps = s.hp.rms_eps;
@@ -96,14 +104,12 @@ void attention_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeig
   ops.attention(il, b.q, n, shape, b.att);
   ops.matmul(l.wo, b.att, n, b.h);
   if (s.post_norms) ops.norm(b.h, l.post_attn_norm, n, d, eps, b.h);
-  ops.end_block(Block::attention, il);
-  ops.add(b.x, b.h, int64_t(n) * d);
 }
 
+// The FFN block on b.x's n rows, its output in b.h.
 template <typename Ops>
-void ffn_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
-               uint32_t il, uint32_t n) {
-  ops.begin_block(Block::ffn, il);
+void ffn_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
+              uint32_t il, uint32_t n) {
   const auto& l = w.layers[il];
   const int64_t d = s.hp.n_embd;
   const float eps = s.hp.rms_eps;
@@ -113,8 +119,40 @@ void ffn_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w
   ops.gated_act(s.activation, b.gate, b.up, int64_t(n) * s.hp.n_ff);
   ops.matmul(l.ffn_down, b.gate, n, b.h);
   if (s.post_norms) ops.norm(b.h, l.post_ffw_norm, n, d, eps, b.h);
+}
+
+template <typename Ops>
+void attention_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
+                     uint32_t il, uint32_t n) {
+  ops.begin_block(Block::attention, il);
+  attention_rows(ops, s, w, b, il, n);
+  ops.end_block(Block::attention, il);
+  ops.add(b.x, b.h, int64_t(n) * s.hp.n_embd);
+}
+
+template <typename Ops>
+void ffn_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
+               uint32_t il, uint32_t n) {
+  ops.begin_block(Block::ffn, il);
+  ffn_rows(ops, s, w, b, il, n);
   ops.end_block(Block::ffn, il);
-  ops.add(b.x, b.h, int64_t(n) * d);
+  ops.add(b.x, b.h, int64_t(n) * s.hp.n_embd);
+}
+
+// The final norm and head for the last `rows` of b.x's n rows, in groups of at most
+// ops.logit_rows() rows (see forward_chunk).
+template <typename Ops>
+void head_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
+               uint32_t n, uint32_t rows) {
+  const int64_t d = s.hp.n_embd;
+  ops.begin_block(Block::head, 0);
+  for (uint32_t r0 = 0; r0 < rows; r0 += ops.logit_rows()) {
+    const uint32_t nr = std::min(ops.logit_rows(), rows - r0);
+    ops.norm(b.x + int64_t(n - rows + r0) * d, w.output_norm, nr, d, s.hp.rms_eps, b.h);
+    ops.matmul(w.output, b.h, nr, ops.logits(r0));
+    ops.logits_done(r0, nr);
+  }
+  ops.end_block(Block::head, 0);
 }
 
 // Runs n tokens at the positions of `map` through layers [L.first, L.end) but those L.skip marks
@@ -126,7 +164,6 @@ void ffn_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w
 template <typename Ops>
 void forward_chunk(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
                    const int32_t* tokens, uint32_t n, const RowMap& map, uint32_t rows, Layers L) {
-  const int64_t d = s.hp.n_embd;
   ops.begin_chunk(tokens, n, map, L, rows > 0);
   if (L.first == 0) ops.embed(tokens, n, s.embedding_scale, b.x);
   else ops.load_hidden(b.x, n);
@@ -136,15 +173,7 @@ void forward_chunk(Ops& ops, const model::ModelSpec& s, const model::ModelWeight
     ffn_block(ops, s, w, b, il, n);
   }
   if (L.store_hidden) ops.store_hidden(b.x, n);
-  if (rows == 0) return;
-  ops.begin_block(Block::head, 0);
-  for (uint32_t r0 = 0; r0 < rows; r0 += ops.logit_rows()) {
-    const uint32_t nr = std::min(ops.logit_rows(), rows - r0);
-    ops.norm(b.x + int64_t(n - rows + r0) * d, w.output_norm, nr, d, s.hp.rms_eps, b.h);
-    ops.matmul(w.output, b.h, nr, ops.logits(r0));
-    ops.logits_done(r0, nr);
-  }
-  ops.end_block(Block::head, 0);
+  if (rows > 0) head_rows(ops, s, w, b, n, rows);
 }
 
 // The whole model, one sequence at positions [pos0, pos0 + n).
@@ -152,6 +181,57 @@ template <typename Ops>
 void forward_chunk(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
                    const int32_t* tokens, uint32_t n, uint32_t seq, uint32_t pos0, uint32_t rows) {
   forward_chunk(ops, s, w, b, tokens, n, RowMap{seq, pos0}, rows, Layers{0, s.hp.n_layer, false, nullptr});
+}
+
+
+// Layer-major prefill (FlexGen's order) of n tokens of one sequence at positions [pos0, pos0 + n),
+// split into chunks of `chunk` rows (the last may be shorter): for each layer, each block is
+// begun once, run for every chunk in order, and ended, so a streamed block crosses PCIe once per
+// group instead of once per chunk. Chunk c's rows live in x_group (n, n_embd) at row c * chunk;
+// the scratch in b (sized for one chunk) is reused by every chunk. Within a layer the chunks
+// write their KV and attend in the chunk-major order, and layers keep their KV apart, so chunk
+// c's attention sees exactly what it sees chunk-major: the logits are bit-identical (the same
+// kernels on the same rows). head_last: the final norm and head for the last token, into
+// ops.logits(0). Ops: begin_chunk is called once for the whole group, rows_from(t0) before each
+// chunk's work.
+template <typename Ops>
+void forward_group(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
+                   float* x_group, const int32_t* tokens, uint32_t n, uint32_t chunk, uint32_t seq, uint32_t pos0,
+                   bool head_last) {
+  const int64_t d = s.hp.n_embd;
+  const Layers all{0, s.hp.n_layer, false, nullptr};
+  ops.begin_chunk(tokens, n, RowMap{seq, pos0}, all, head_last);
+  // Chunk c's view of the buffers: its own residual stream, the shared scratch.
+  auto rows_of = [&](uint32_t t0) {
+    ForwardBuffers bc = b;
+    bc.x = x_group + int64_t(t0) * d;
+    ops.rows_from(t0);
+    return bc;
+  };
+  auto rows_in = [&](uint32_t t0) { return std::min(chunk, n - t0); };
+  for (uint32_t t0 = 0; t0 < n; t0 += chunk) {
+    const ForwardBuffers bc = rows_of(t0);
+    ops.embed(tokens + t0, rows_in(t0), s.embedding_scale, bc.x);
+  }
+  for (uint32_t il = 0; il < s.hp.n_layer; ++il) {
+    ops.begin_block(Block::attention, il);
+    for (uint32_t t0 = 0; t0 < n; t0 += chunk) {
+      const ForwardBuffers bc = rows_of(t0);
+      attention_rows(ops, s, w, bc, il, rows_in(t0));
+      ops.add(bc.x, bc.h, int64_t(rows_in(t0)) * d);
+    }
+    ops.end_block(Block::attention, il);
+    ops.begin_block(Block::ffn, il);
+    for (uint32_t t0 = 0; t0 < n; t0 += chunk) {
+      const ForwardBuffers bc = rows_of(t0);
+      ffn_rows(ops, s, w, bc, il, rows_in(t0));
+      ops.add(bc.x, bc.h, int64_t(rows_in(t0)) * d);
+    }
+    ops.end_block(Block::ffn, il);
+  }
+  if (!head_last) return;
+  const uint32_t last0 = (n - 1) / chunk * chunk;
+  head_rows(ops, s, w, rows_of(last0), rows_in(last0), 1);
 }
 
 }  // namespace strata::runtime

@@ -106,6 +106,7 @@ RunShape random_shape(Rng& rng) {
   r.draft_depth = rng.next_u32() % 3;
   r.draft_len = 1 + rng.next_u32() % 6;
   r.acceptance = rng.uniform(0.3f, 0.9f);
+  r.prefill_group_reserve = rng.next_u32() % 3 == 0 ? rng.next_u32() % 20 : 0;
   return r;
 }
 
@@ -126,6 +127,19 @@ void check_budgets(const ModelBlocks& m, const HardwareProfile& p, const Budgets
   }
   if (p.has_gpu()) {
     vram += p.cuda_context.bytes + scratch_bytes(m, r) + max_nonres * (max_nonres ? r.prefetch_depth + 1 : 0);
+    // Layer-major prefill: a group only where the executor runs one, its buffer inside the budget,
+    // and the largest that fits (up to kMaxPrefillGroup and the prompt's chunks).
+    const uint32_t g = plan.prefill_group;
+    CHECK(g >= 1);
+    if (layer_major_prefill(plan.placement))
+      CHECK(g >= std::min<uint64_t>({r.prefill_group_reserve, kMaxPrefillGroup, prefill_chunks(r)}));
+    CHECK(g <= std::min<uint64_t>(kMaxPrefillGroup, prefill_chunks(r)));
+    CHECK(plan.prediction.prefill_group == g);
+    if (g > 1) CHECK(layer_major_prefill(plan.placement));
+    CHECK(plan.usage.vram_prefill_group == prefill_group_bytes(m, r, g));
+    if (layer_major_prefill(plan.placement) && g < std::min<uint64_t>(kMaxPrefillGroup, prefill_chunks(r)))
+      CHECK(vram + prefill_group_bytes(m, r, g + 1) > b.vram);
+    vram += prefill_group_bytes(m, r, g);
     CHECK(vram <= b.vram);
   } else {
     CHECK(vram == 0);
@@ -206,6 +220,57 @@ TEST_CASE("planner: 27B on every shipped profile") {
                   plan_r->prediction.objective_tps(), forced->prediction.objective_tps());
     }
   }
+}
+
+TEST_CASE("planner: layer-major prefill groups on a streamed 27B plan") {
+  auto m = model_blocks_from_path(header_27b());
+  REQUIRE(m.is_ok());
+  // The H200's GEMM rate makes a chunk's copies dominate its compute (on a 3060 prefill is
+  // compute-bound and a group predicts the same time); no cpu tier, as the CLI plans by default.
+  const auto p = profile("h200-as-12g");
+  RunShape r;
+  r.ctx = 32768;
+  r.prompt = 16384;
+  r.kv = KvDtype::q4;
+  Budgets b = Budgets::of(p);
+  b.allow_cpu = false;
+  b.allow_host_kv = false;
+  for (auto [gib, reserve] : {std::pair{12u, 0u}, std::pair{12u, 16u}, std::pair{13u, 0u}, std::pair{13u, 8u}}) {
+    b.vram = uint64_t(gib) * kGiB;
+    r.prefill_group_reserve = reserve;
+    auto res = plan(*m, p, b, r);
+    INFO(gib << " GiB, reserve " << reserve << ": " << (res ? "" : res.message()));
+    REQUIRE(res.is_ok());
+    check_budgets(*m, p, b, r, *res);
+    REQUIRE(res->placement.any_streamed());
+    // Streamed bytes once per group: a group predicts a faster prefill than chunk by chunk, and the
+    // h2d share of a group is the one of a chunk.
+    const Prediction chunked = predict(*m, p, res->placement, r, 1);
+    CHECK(res->prediction.prefill_tps >= chunked.prefill_tps);
+    // At 12 GiB a chunk's copies outlast its compute: a group of 16 shares them (at 13 GiB so few
+    // bytes stream that compute already dominates).
+    if (gib == 12 && reserve == 16) CHECK(res->prediction.prefill_tps > 1.2 * chunked.prefill_tps);
+    CHECK(res->prediction.decode_tps == chunked.decode_tps);  // decode is untouched
+    if (reserve) CHECK(res->prefill_group >= reserve);
+    std::printf("27B @%u GiB, 16K prompt, --prefill-group %u: group of %u chunks (%s), prefill %.0f tok/s vs %.0f "
+                "chunk by chunk, decode %.2f tok/s, TTFT %.1f s\n", gib, reserve, res->prefill_group,
+                format_bytes(res->usage.vram_prefill_group).c_str(), res->prediction.prefill_tps,
+                chunked.prefill_tps, res->prediction.decode_tps, res->prediction.ttft_s);
+  }
+  // Everything resident: no group (nothing to share), no buffer, even when asked to reserve one.
+  b.vram = 80 * kGiB;
+  auto resident = plan(*m, p, b, r);
+  REQUIRE(resident.is_ok());
+  CHECK_FALSE(resident->placement.any_streamed());
+  CHECK(resident->prefill_group == 1);
+  CHECK(resident->usage.vram_prefill_group == 0);
+  // A group never exceeds the prompt's chunks.
+  b.vram = 12 * kGiB;
+  r.prompt = 1000;
+  r.prefill_group_reserve = 16;
+  auto short_prompt = plan(*m, p, b, r);
+  REQUIRE(short_prompt.is_ok());
+  CHECK(short_prompt->prefill_group <= 2);
 }
 
 TEST_CASE("planner: 27B at 12 GiB / 128K / INT4 KV is feasible and at 8 GiB without host RAM it is not") {
