@@ -4,8 +4,9 @@
 //
 // attention() dispatches: 1..64 queries over f16 / Q8_0 / Q4_1 KV (head_dim 32/64/128/256) go to
 // the flash-decoding kernel (attention_decode.cu); longer chunks (>= kTcMinQueries) with head_dim
-// 64 or 128 over any of these KV types to the tensor-core kernel (attention_tc.cu); the rest (f32 KV
-// under 65 queries, head_dim 32/48/96/256 chunks) to the tiled SIMT kernel of this file. kv_write is in attention_kv_write.cu.
+// 64 or 128 over any KV type to the tensor-core kernel (attention_tc.cu); the rest (f32 KV under 65
+// queries, chunks of head_dim 32/48/96/256) to the tiled SIMT kernel of this file. kv_write is in
+// attention_kv_write.cu.
 //
 // The tiled kernel: for one KV head g, the "rows" are the
 // (query, head) pairs whose head maps to g: row r = query r / group, head g * group + r % group.
@@ -473,7 +474,7 @@ Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvSt
   const cudaStream_t st = as_stream(s_);
   // 1..64 queries over f16 / q8 / q4 KV: flash-decoding (attention_decode.cu; q rows are read as
   // float4). Everything else: the tensor-core kernel for long chunks (any KV type), else the tiled one.
-  if (kernel != AttentionKernel::tiled && decode_attention_applies(n_q, s.head_dim, kv.k_dtype, kv.v_dtype) &&
+  if (kernel == AttentionKernel::best && decode_attention_applies(n_q, s.head_dim, kv.k_dtype, kv.v_dtype) &&
       reinterpret_cast<uintptr_t>(d_q) % 16 == 0)
     return decode_attention(d_q, d_pos, n_q, kv, s, d_out, ws, st);
 
@@ -510,13 +511,10 @@ Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvSt
     p.part_ml = p.part_acc + size_t(splits) * size_t(n_q * s.n_head) * size_t(s.head_dim);
   }
 
-  if (kernel != AttentionKernel::tiled && attention_tc_applies(n_q, s.head_dim, kv.k_dtype, kv.v_dtype)) {
-    const int rows = kernel == AttentionKernel::tc_rows64    ? 64
-                     : kernel == AttentionKernel::tc_rows128 ? 128
-                                                             : attention_tc_block_rows(n_q, p.group, s.n_head_kv, sm_count());
+  if (kernel == AttentionKernel::best && attention_tc_applies(n_q, s.head_dim, kv.k_dtype, kv.v_dtype)) {
     const TcAttnParams tp{d_q,           d_pos,         p.k,      p.v,         p.k_row_bytes, p.v_row_bytes,
                           p.k_head_bytes, p.v_head_bytes, d_out,    n_q,         s.n_head,      s.n_head_kv,
-                          kv.capacity,    s.window,       p.group,  s.scale,     rows};
+                          kv.capacity,    s.window,       p.group,  s.scale};
     return attention_tc(tp, s.head_dim, kv.k_dtype, kv.v_dtype, st);
   }
   const int R = rows_per_block(n_q, s);

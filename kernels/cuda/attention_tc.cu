@@ -26,6 +26,15 @@
 // q4_1 q*d+m round once, as one f16 operation): about 1e-3 relative on the output, against ~1e-6
 // for the f32 kernel. It is used only for chunks of at least kTcMinQueries (65) queries, so decode
 // and speculative verification (<= 64 tokens) keep an f32 kernel and its results.
+//
+// Measured (H200, `strata bench kernels`, 27B global layer: 32 heads, 16 KV heads x 128, chunks of
+// 512 / 2048 queries ending at 32K / 128K keys): f16 KV ~200 TFLOP/s (23% of the bf16 GEMM rate),
+// q4_1 ~176 (20%), q8_0 ~60 (7%); the tiled f32 kernel 8.5-10 (1%). What limits it (ncu, f16 and
+// q4 at 128K): neither memory (L2 36% / 7% busy, DRAM < 5%) nor the tensor pipe, but issue and
+// latency: ~240 registers allow 8 warps per SM (2 per scheduler), IPC 1.7-2.0, stalls mostly on
+// fixed-latency dependencies (the serial max / sum chains of the softmax, unfused scale-and-
+// subtract before exp2). q8_0 is likely held back by its 2-byte loads (kvq::fetch_unit: 5 per unit
+// of 8 values, against 2 for q4_1); not profiled yet.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -36,20 +45,19 @@
 namespace strata::kernels::cuda {
 namespace {
 
-constexpr int BN = 64;   // keys per tile
+constexpr int BM = 64, BN = 64;  // rows per block (one warp per 16), keys per tile
+constexpr int kWarps = BM / 16, kThreads = 32 * kWarps;
 constexpr int kPad = 8;  // halves of padding per shared row: 16 bytes, rows land on distinct banks
 
-// BM rows per block (64 or 128), one warp per 16 rows.
-template <int HD, int BM>
+template <int HD>
 struct Tile {
-  static constexpr int kWarps = BM / 16, kThreads = 32 * kWarps;
   static constexpr int ld = HD + kPad;                   // halves per shared row
   static constexpr int halves = BN * ld;                 // one K or V tile
   static constexpr int kPerKey = HD / 8;                 // units of 8 values per key row
   static constexpr int kPer = BN * kPerKey / kThreads;   // units per thread per tile
   static constexpr int kKeyStride = kThreads / kPerKey;  // keys between a thread's units
   // Buffers 0 and 1, each K then V (Q, BM rows, aliases buffer 1 before the loop), then the warps'
-  // key ranges.
+  // key ranges: 68 KiB at HD 128, two blocks per SM on an H200 (one on an RTX 3060, 100 KiB).
   static constexpr size_t smem = size_t(4) * halves * 2 + kWarps * 2 * sizeof(int);
   static_assert(BM <= 2 * BN, "Q aliases one buffer");
   static_assert(BN * kPerKey % kThreads == 0 && kThreads % kPerKey == 0);
@@ -101,9 +109,9 @@ __device__ __forceinline__ uint32_t as_u32(__half2 h) { return *reinterpret_cast
 
 // Slots of the keys this thread loads in the tile at j0 (key j0 + tid / kPerKey + i * kKeyStride),
 // -1 past b_hi (those rows are zero-filled: finite, and masked anyway). One division per tile.
-template <int HD, int BM>
-__device__ __forceinline__ void tile_slots(int j0, int b_hi, int cap, int (&slot)[Tile<HD, BM>::kPer]) {
-  using T = Tile<HD, BM>;
+template <int HD>
+__device__ __forceinline__ void tile_slots(int j0, int b_hi, int cap, int (&slot)[Tile<HD>::kPer]) {
+  using T = Tile<HD>;
   const int j = j0 + int(threadIdx.x) / T::kPerKey;
   int s = int(unsigned(j) % unsigned(cap));
 #pragma unroll
@@ -115,12 +123,12 @@ __device__ __forceinline__ void tile_slots(int j0, int b_hi, int cap, int (&slot
 }
 
 // f16 tile: cp.async into dst (BN rows of ld halves). base: the head's slice in slot 0.
-template <int HD, int BM>
+template <int HD>
 __device__ __forceinline__ void tile_async_f16(const uint8_t* base, int64_t row_bytes, int j0, int b_hi, int cap,
                                                half* dst) {
-  using T = Tile<HD, BM>;
+  using T = Tile<HD>;
   int slot[T::kPer];
-  tile_slots<HD, BM>(j0, b_hi, cap, slot);
+  tile_slots<HD>(j0, b_hi, cap, slot);
   const int u = int(threadIdx.x) % T::kPerKey, kk0 = int(threadIdx.x) / T::kPerKey;
 #pragma unroll
   for (int i = 0; i < T::kPer; ++i) {
@@ -130,12 +138,12 @@ __device__ __forceinline__ void tile_async_f16(const uint8_t* base, int64_t row_
 }
 
 // Register-staged formats (f32, q8, q4): raw units now, decoded f16 later.
-template <int HD, int BM, int F>
+template <int HD, int F>
 __device__ __forceinline__ void tile_fetch(const uint8_t* base, int64_t row_bytes, int j0, int b_hi, int cap,
-                                           uint4 (&raw)[Tile<HD, BM>::kPer]) {
-  using T = Tile<HD, BM>;
+                                           uint4 (&raw)[Tile<HD>::kPer]) {
+  using T = Tile<HD>;
   int slot[T::kPer];
-  tile_slots<HD, BM>(j0, b_hi, cap, slot);
+  tile_slots<HD>(j0, b_hi, cap, slot);
   const int u = int(threadIdx.x) % T::kPerKey;
 #pragma unroll
   for (int i = 0; i < T::kPer; ++i) {
@@ -156,9 +164,9 @@ __device__ __forceinline__ void tile_fetch(const uint8_t* base, int64_t row_byte
 __device__ __forceinline__ uint32_t bytes01_to_half2(uint32_t x) { return __byte_perm(x, 0x64646464u, 0x4140); }
 __device__ __forceinline__ uint32_t bytes23_to_half2(uint32_t x) { return __byte_perm(x, 0x64646464u, 0x4342); }
 
-template <int HD, int BM, int F>
-__device__ __forceinline__ void tile_store(const uint4 (&raw)[Tile<HD, BM>::kPer], half* dst) {
-  using T = Tile<HD, BM>;
+template <int HD, int F>
+__device__ __forceinline__ void tile_store(const uint4 (&raw)[Tile<HD>::kPer], half* dst) {
+  using T = Tile<HD>;
   const int u = int(threadIdx.x) % T::kPerKey, kk0 = int(threadIdx.x) / T::kPerKey;
 #pragma unroll
   for (int i = 0; i < T::kPer; ++i) {
@@ -197,12 +205,11 @@ __device__ __forceinline__ void tile_store(const uint4 (&raw)[Tile<HD, BM>::kPer
 // ---- the kernel ---------------------------------------------------------------------------------
 
 // Grid: (row tiles of BM, n_head_kv). KF, VF: kvq::Fmt of K and V (both kF32, or each of kF16,
-// kQ8, kQ4). Registers: ~240 at HD 128, so 2 blocks of 4 warps or 1 of 8 per SM.
-template <int HD, int BM, int KF, int VF>
-__global__ void __launch_bounds__(Tile<HD, BM>::kThreads, 256 / Tile<HD, BM>::kThreads)
-    attention_tc_kernel(TcAttnParams prm) {
-  using T = Tile<HD, BM>;
-  constexpr int LD = T::ld, kWarps = T::kWarps;
+// kQ8, kQ4). Registers: ~240 at HD 128 (no spills), so 2 blocks (8 warps) per SM.
+template <int HD, int KF, int VF>
+__global__ void __launch_bounds__(kThreads, 2) attention_tc_kernel(TcAttnParams prm) {
+  using T = Tile<HD>;
+  constexpr int LD = T::ld;
   extern __shared__ __align__(16) unsigned char smem[];
   // Buffer b: K at smem + 2b tiles, V at 2b + 1 (f16, [BN][LD] each).
   half* const buf0 = reinterpret_cast<half*>(smem);
@@ -243,7 +250,7 @@ __global__ void __launch_bounds__(Tile<HD, BM>::kThreads, 256 / Tile<HD, BM>::kT
     w_range[2 * warp + 1] = w_hi;
   }
   // Q, rounded to f16.
-  for (int e = tid; e < BM * HD / 2; e += T::kThreads) {
+  for (int e = tid; e < BM * HD / 2; e += kThreads) {
     const int r = e / (HD / 2), d = 2 * (e % (HD / 2));
     const int64_t gr = row0 + r;
     float2 qv = make_float2(0.0f, 0.0f);
@@ -272,16 +279,16 @@ __global__ void __launch_bounds__(Tile<HD, BM>::kThreads, 256 / Tile<HD, BM>::kT
   // Tile b_lo into buffer 0 (buffer 1, where Q is, is first written after the barrier below).
   if (b_lo <= b_hi) {
     if constexpr (KF == kvq::kF16) {
-      tile_async_f16<HD, BM>(Kg, prm.k_row_bytes, b_lo, b_hi, cap, buf0);
+      tile_async_f16<HD>(Kg, prm.k_row_bytes, b_lo, b_hi, cap, buf0);
     } else {
-      tile_fetch<HD, BM, KF>(Kg, prm.k_row_bytes, b_lo, b_hi, cap, raw);
-      tile_store<HD, BM, KF>(raw, buf0);
+      tile_fetch<HD, KF>(Kg, prm.k_row_bytes, b_lo, b_hi, cap, raw);
+      tile_store<HD, KF>(raw, buf0);
     }
     if constexpr (VF == kvq::kF16) {
-      tile_async_f16<HD, BM>(Vg, prm.v_row_bytes, b_lo, b_hi, cap, buf0 + T::halves);
+      tile_async_f16<HD>(Vg, prm.v_row_bytes, b_lo, b_hi, cap, buf0 + T::halves);
     } else {
-      tile_fetch<HD, BM, VF>(Vg, prm.v_row_bytes, b_lo, b_hi, cap, raw);
-      tile_store<HD, BM, VF>(raw, buf0 + T::halves);
+      tile_fetch<HD, VF>(Vg, prm.v_row_bytes, b_lo, b_hi, cap, raw);
+      tile_store<HD, VF>(raw, buf0 + T::halves);
     }
     cp_async_commit();
     cp_async_wait_all();
@@ -302,9 +309,9 @@ __global__ void __launch_bounds__(Tile<HD, BM>::kThreads, 256 / Tile<HD, BM>::kT
     half* Kn = buf0 + 2 * (buf ^ 1) * T::halves;
     half* Vn = Kn + T::halves;
     if (next) {
-      if constexpr (KF == kvq::kF16) tile_async_f16<HD, BM>(Kg, prm.k_row_bytes, j0 + BN, b_hi, cap, Kn);
-      else tile_fetch<HD, BM, KF>(Kg, prm.k_row_bytes, j0 + BN, b_hi, cap, raw);
-      if constexpr (VF == kvq::kF16) tile_async_f16<HD, BM>(Vg, prm.v_row_bytes, j0 + BN, b_hi, cap, Vn);
+      if constexpr (KF == kvq::kF16) tile_async_f16<HD>(Kg, prm.k_row_bytes, j0 + BN, b_hi, cap, Kn);
+      else tile_fetch<HD, KF>(Kg, prm.k_row_bytes, j0 + BN, b_hi, cap, raw);
+      if constexpr (VF == kvq::kF16) tile_async_f16<HD>(Vg, prm.v_row_bytes, j0 + BN, b_hi, cap, Vn);
       cp_async_commit();
     }
     const bool active = j0 <= w_hi && j0 + BN - 1 >= w_lo;       // some row of this warp sees the tile
@@ -327,8 +334,8 @@ __global__ void __launch_bounds__(Tile<HD, BM>::kThreads, 256 / Tile<HD, BM>::kT
       }
     }
     if (next) {
-      if constexpr (KF != kvq::kF16) tile_store<HD, BM, KF>(raw, Kn);
-      if constexpr (VF != kvq::kF16) tile_fetch<HD, BM, VF>(Vg, prm.v_row_bytes, j0 + BN, b_hi, cap, raw);
+      if constexpr (KF != kvq::kF16) tile_store<HD, KF>(raw, Kn);
+      if constexpr (VF != kvq::kF16) tile_fetch<HD, VF>(Vg, prm.v_row_bytes, j0 + BN, b_hi, cap, raw);
     }
     if (active) {
       // Online softmax in the log2 domain; masked keys get -inf, so probability exactly 0.
@@ -389,7 +396,7 @@ __global__ void __launch_bounds__(Tile<HD, BM>::kThreads, 256 / Tile<HD, BM>::kT
       }
     }
     if (next) {
-      if constexpr (VF != kvq::kF16) tile_store<HD, BM, VF>(raw, Vn);
+      if constexpr (VF != kvq::kF16) tile_store<HD, VF>(raw, Vn);
       cp_async_wait_all();
     }
     __syncthreads();  // tile t + 1 complete; every warp is done with tile t's buffers
@@ -412,21 +419,16 @@ __global__ void __launch_bounds__(Tile<HD, BM>::kThreads, 256 / Tile<HD, BM>::kT
   }
 }
 
-template <int HD, int BM, int KF, int VF>
-Status launch_bm(const TcAttnParams& p, cudaStream_t st) {
-  using T = Tile<HD, BM>;
-  const cudaError_t err = cudaFuncSetAttribute(attention_tc_kernel<HD, BM, KF, VF>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::smem));
+template <int HD, int KF, int VF>
+Status launch(const TcAttnParams& p, cudaStream_t st) {
+  constexpr size_t smem = Tile<HD>::smem;
+  const cudaError_t err =
+      cudaFuncSetAttribute(attention_tc_kernel<HD, KF, VF>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   STRATA_TRY(detail::cuda_status(err, "attention (tensor cores): cudaFuncSetAttribute"));
   const int64_t tiles = (p.n_q * p.group + BM - 1) / BM;
   if (tiles > 0x7fffffff || p.n_head_kv > 65535) return Status::error("attention (tensor cores): grid too large");
-  attention_tc_kernel<HD, BM, KF, VF><<<dim3(unsigned(tiles), unsigned(p.n_head_kv)), T::kThreads, T::smem, st>>>(p);
+  attention_tc_kernel<HD, KF, VF><<<dim3(unsigned(tiles), unsigned(p.n_head_kv)), kThreads, smem, st>>>(p);
   return detail::launch_status("attention (tensor cores)");
-}
-
-template <int HD, int KF, int VF>
-Status launch(const TcAttnParams& p, cudaStream_t st) {
-  return p.block_rows == 128 ? launch_bm<HD, 128, KF, VF>(p, st) : launch_bm<HD, 64, KF, VF>(p, st);
 }
 
 int tc_fmt(GgmlType t) {
@@ -459,11 +461,6 @@ Status launch_kv(const TcAttnParams& p, int kf, int vf, cudaStream_t st) {
 }
 
 }  // namespace
-
-int attention_tc_block_rows(int64_t n_q, int64_t group, int64_t n_head_kv, int sm_count) {
-  const int64_t blocks128 = (n_q * group + 127) / 128 * n_head_kv;
-  return blocks128 >= sm_count ? 128 : 64;
-}
 
 bool attention_tc_applies(int64_t n_q, int64_t head_dim, GgmlType k, GgmlType v) {
   if (n_q < kTcMinQueries || (head_dim != 64 && head_dim != 128)) return false;

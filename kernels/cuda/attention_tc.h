@@ -28,12 +28,7 @@ struct TcAttnParams {
   int64_t n_q, n_head, n_head_kv, capacity, window;
   int group;
   float scale;
-  int block_rows;        // rows (query, head pairs) per block: 64 or 128 (attention_tc_block_rows)
 };
-
-// The block the tensor-core kernel uses by default for this call: 128 rows (8 warps; each K/V tile
-// read from L2 serves twice the rows) when that still gives every multiprocessor a block, else 64.
-int attention_tc_block_rows(int64_t n_q, int64_t group, int64_t n_head_kv, int sm_count);
 
 // head_dim 64 or 128, and K, V each f16, q8_0 or q4_1, or both f32.
 bool attention_tc_applies(int64_t n_q, int64_t head_dim, GgmlType k, GgmlType v);

@@ -144,12 +144,9 @@ struct AttentionShapeDev {
 // q, out: (n_q, n_head, head_dim); d_pos: n_q positions. Split over the sequence for long contexts
 // (scratch in ws; attention_workspace_bytes says how much).
 // 1..64 queries over f16 / q8_0 / q4_1 KV run flash-decoding (attention_decode.h): a row of a
-// k-query call is bit-identical to the query run alone; chunks of 65+ queries with head_dim 64 or
-// 128 run on tensor cores (f16 products). `kernel`, for benchmarks and tests only: `tiled` forces
-// the tiled SIMT f32 kernel (the path before flash-decoding and tensor cores); `tc_rows64` /
-// `tc_rows128` pick the tensor-core kernel's block of 64 or 128 rows where that kernel applies
-// (elsewhere they mean `best`).
-enum class AttentionKernel { best, tiled, tc_rows64, tc_rows128 };
+// k-query call is bit-identical to the query run alone. `kernel` forces the tiled SIMT kernel
+// (the decode path before flash-decoding), for benchmarks and tests only.
+enum class AttentionKernel { best, tiled };
 // True when attention() over these n_q queries computes each row bit-identically to that query
 // run alone (flash-decoding applies and ws holds its splits): a verify pass may then run its
 // queries in one call and still equal decode steps.

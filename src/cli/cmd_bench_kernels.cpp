@@ -375,13 +375,6 @@ Result<nlohmann::json> bench_prefill_attention(uint32_t ctx, uint32_t n_q, GgmlT
                    {"us", *t * 1e6},
                    {"tflops", flop / *t / 1e12},
                    {"fraction_of_bf16", flop / *t / gemm_flops}};
-  // The tensor-core kernel's two blocks (attention() picks one by the grid it gives).
-  for (const auto& [kernel, key] : {std::pair{cuda::AttentionKernel::tc_rows64, "rows64_tflops"},
-                                    std::pair{cuda::AttentionKernel::tc_rows128, "rows128_tflops"}}) {
-    auto tk = time(kernel, a.iters);
-    if (!tk) return tk.status();
-    j[key] = flop / *tk / 1e12;
-  }
   if (with_tiled) {
     auto t_tiled = time(cuda::AttentionKernel::tiled, 1);
     if (!t_tiled) return t_tiled.status();
@@ -501,8 +494,8 @@ int run(BenchKernelsArgs& a) {
   j["decode_attention"] = att_rows;
   // Prefill attention: a chunk ending at each context (global layers at 128K dominate a long prefill).
   fmt::print("prefill attention (chunk ending at the context, 32 heads, 16 KV heads x 128; TFLOP/s over the bf16 GEMM):\n"
-             "{:<10} {:>8} {:>8} {:>10} {:>8} {:>8} {:>8} {:>8} | {:>11} {:>8} {:>8}\n",
-             "kv", "keys", "queries", "us", "TFLOP/s", "of bf16", "rows64", "rows128", "tiled us", "TFLOP/s", "of bf16");
+             "{:<10} {:>8} {:>8} {:>10} {:>8} {:>8} | {:>11} {:>8} {:>8}\n",
+             "kv", "keys", "queries", "us", "TFLOP/s", "of bf16", "tiled us", "TFLOP/s", "of bf16");
   nlohmann::json pre_rows = nlohmann::json::array();
   const std::vector<uint32_t> pre_q = a.quick ? std::vector<uint32_t>{512} : a.prefill_q;
   for (const uint32_t ctx : ctxs)
@@ -515,9 +508,8 @@ int run(BenchKernelsArgs& a) {
           return 1;
         }
         const auto& x = *att;
-        fmt::print("{:<10} {:>8} {:>8} {:>10.0f} {:>8.1f} {:>7.1f}% {:>8.1f} {:>8.1f}", x["kv"].get<std::string>(), ctx,
-                   nq, x["us"].get<double>(), x["tflops"].get<double>(), 100 * x["fraction_of_bf16"].get<double>(),
-                   x["rows64_tflops"].get<double>(), x["rows128_tflops"].get<double>());
+        fmt::print("{:<10} {:>8} {:>8} {:>10.0f} {:>8.1f} {:>7.1f}%", x["kv"].get<std::string>(), ctx, nq,
+                   x["us"].get<double>(), x["tflops"].get<double>(), 100 * x["fraction_of_bf16"].get<double>());
         if (x.contains("tiled_us"))
           fmt::print(" | {:>11.0f} {:>8.1f} {:>7.1f}%\n", x["tiled_us"].get<double>(), x["tiled_tflops"].get<double>(),
                      100 * x["tiled_fraction_of_bf16"].get<double>());

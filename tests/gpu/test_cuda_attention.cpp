@@ -1,11 +1,11 @@
 // CUDA attention and kv_write against the CPU reference (kernels/cpu/attention.h): head dims
 // 48/64/128/256, GQA ratios 1/2/4, full causal and a 16-key sliding window in a ring store whose
 // positions wrap past the capacity, decode (1..16 queries at positions up to 40000, split over the
-// sequence) and prefill (65..513 queries), f16 and f32 KV, and quantised KV (Q8_0, Q4_1, mixed K/V types):
-// both sides read the same blocks (quantised by the host reference, kv/kv_quant.h), so the
+// sequence) and prefill (65..513 queries), f16 and f32 KV, and quantised KV (Q8_0, Q4_1, mixed K/V
+// types): both sides read the same blocks (quantised by the host reference, kv/kv_quant.h), so the
 // tolerance below holds for them too. The tensor-core prefill kernel (65+ queries, head_dim 64/128)
-// is run for every (K, V) pair of f16 / q8_0 / q4_1 at 65, 200 and 512 queries, with both of its
-// block sizes. kv_write's quantisation must equal the host's bit for bit. Skips without a GPU.
+// is run for every (K, V) pair of f16 / q8_0 / q4_1 at 65, 200 and 512 queries. kv_write's
+// quantisation must equal the host's bit for bit. Skips without a GPU.
 //
 // Tolerance (attention): both sides compute exact f32 products of the same K/V values (f16 KV
 // decodes exactly), in different orders, with expf a few ulp apart; the output is a convex
@@ -59,9 +59,7 @@ constexpr std::pair<GgmlType, GgmlType> kQuantPairs[] = {
     {GgmlType::Q8_0, GgmlType::Q8_0}, {GgmlType::Q4_1, GgmlType::Q4_1},
     {GgmlType::Q8_0, GgmlType::Q4_1}, {GgmlType::F16, GgmlType::Q4_1}};
 
-// kernels: the kernel choices to run (each against the same CPU result; the output is poisoned
-// before each).
-void run_case(const Case& c, Rng& rng, std::vector<kc::AttentionKernel> kernels = {kc::AttentionKernel::best}) {
+void run_case(const Case& c, Rng& rng) {
   const int64_t n_q = int64_t(c.pos.size()), n_head = c.n_head_kv * c.group, hd = c.head_dim;
   const int64_t width = c.n_head_kv * hd;
   INFO("head_dim " << hd << " n_head_kv " << c.n_head_kv << " group " << c.group << " window " << c.window
@@ -74,6 +72,7 @@ void run_case(const Case& c, Rng& rng, std::vector<kc::AttentionKernel> kernels 
   auto q = random_normal(size_t(n_q * n_head * hd), rng, 3.0f);
   DevBuf dk = to_device(k), dv = to_device(v), dq = to_device(q), dpos = to_device(c.pos);
   DevBuf dout(q.size() * 4);
+  dout.poison();
   kc::AttentionShapeDev s;
   s.n_head = n_head;
   s.n_head_kv = c.n_head_kv;
@@ -89,6 +88,10 @@ void run_case(const Case& c, Rng& rng, std::vector<kc::AttentionKernel> kernels 
   const int32_t max_pos = *std::max_element(c.pos.begin(), c.pos.end());
   const size_t ws_bytes = kc::attention_workspace_bytes(n_q, s, int64_t(max_pos) + 1);
   DevBuf ws(ws_bytes);
+  ws.poison();
+  REQUIRE(kc::attention(dq.as<float>(), dpos.as<int32_t>(), n_q, kv, s, dout.as<float>(),
+                        kc::Workspace{ws_bytes ? ws.as<void>() : nullptr, ws_bytes}, nullptr));
+  auto got = dout.download<float>(q.size());
 
   std::vector<float> ref(q.size());
   cpu::KvStore ckv{k.data(), v.data(), c.k_dtype, c.v_dtype, c.capacity};
@@ -99,25 +102,17 @@ void run_case(const Case& c, Rng& rng, std::vector<kc::AttentionKernel> kernels 
   // relative, like Q's): with |V| ~ 1 and q ~ 3 N(0, 1) the score error is ~1e-3, so outputs may
   // move by a few 1e-3; a wrong key moves them by O(1) (peaked softmax).
   const bool tc = kc::attention_tc_applies(n_q, hd, c.k_dtype, c.v_dtype);
-  for (const kc::AttentionKernel kernel : kernels) {
-    const bool on_tc = tc && kernel != kc::AttentionKernel::tiled;
-    INFO((on_tc ? "tensor-core kernel" : "f32 kernel") << " (kernel choice " << int(kernel) << ")");
-    dout.poison();
-    ws.poison();
-    REQUIRE(kc::attention(dq.as<float>(), dpos.as<int32_t>(), n_q, kv, s, dout.as<float>(),
-                          kc::Workspace{ws_bytes ? ws.as<void>() : nullptr, ws_bytes}, nullptr, kernel));
-    auto got = dout.download<float>(q.size());
-    const double abs_tol = on_tc ? 8e-3 : 2e-5, rel_tol = on_tc ? 2e-3 : 1e-3;
-    double worst = 0;
-    size_t worst_i = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      const double r = std::isfinite(got[i]) ? std::abs(double(got[i]) - ref[i]) / (abs_tol + rel_tol * std::abs(ref[i]))
-                                             : INFINITY;
-      if (r > worst) worst = r, worst_i = i;
-    }
-    INFO("worst at " << worst_i << ": gpu " << got[worst_i] << " cpu " << ref[worst_i] << " (ws " << ws_bytes << " B)");
-    CHECK(worst <= 1.0);
+  const double abs_tol = tc ? 8e-3 : 2e-5, rel_tol = tc ? 2e-3 : 1e-3;
+  INFO((tc ? "tensor-core kernel" : "f32 kernel"));
+  double worst = 0;
+  size_t worst_i = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double r = std::isfinite(got[i]) ? std::abs(double(got[i]) - ref[i]) / (abs_tol + rel_tol * std::abs(ref[i]))
+                                           : INFINITY;
+    if (r > worst) worst = r, worst_i = i;
   }
+  INFO("worst at " << worst_i << ": gpu " << got[worst_i] << " cpu " << ref[worst_i] << " (ws " << ws_bytes << " B)");
+  CHECK(worst <= 1.0);
 }
 
 std::vector<int32_t> consecutive(int32_t first, int64_t n) {
@@ -254,7 +249,7 @@ TEST_CASE("cuda attention: long prefill chunks on the tensor-core kernel match t
       c.pos = consecutive(first, n_q);
       c.capacity = window > 0 ? window + n_q - 1 + 3 : int64_t(first) + n_q;
       REQUIRE(kc::attention_tc_applies(n_q, hd, c.k_dtype, c.v_dtype));
-      run_case(c, rng, {kc::AttentionKernel::tc_rows64, kc::AttentionKernel::tc_rows128});
+      run_case(c, rng);
     }
   }
 }
@@ -286,7 +281,7 @@ TEST_CASE("cuda attention: prefill chunks over quantised and mixed KV on the ten
           c.pos = consecutive(first, n_q);
           c.capacity = c.window > 0 ? c.window + n_q - 1 + 3 : int64_t(first) + n_q;
           REQUIRE(kc::attention_tc_applies(n_q, hd, kt, vt));
-          run_case(c, rng, {kc::AttentionKernel::tc_rows64, kc::AttentionKernel::tc_rows128});
+          run_case(c, rng);
           ++idx;
         }
       }
