@@ -3,9 +3,10 @@
 // both), or f16 / Q8_0 / Q4_1 chosen per tensor (kv_quant.cuh decodes them).
 //
 // attention() dispatches: 1..64 queries over f16 / Q8_0 / Q4_1 KV (head_dim 32/64/128/256) go to
-// the flash-decoding kernel (attention_decode.cu); longer f16 / f32 chunks to the tensor-core
-// kernel (attention_tc.cu); the rest (f32 KV, head_dim 48/96, long quantised chunks) to the tiled
-// SIMT kernel of this file. kv_write is in attention_kv_write.cu.
+// the flash-decoding kernel (attention_decode.cu); longer chunks (>= kTcMinQueries) with head_dim
+// 64 or 128 over any KV type to the tensor-core kernel (attention_tc.cu); the rest (f32 KV under 65
+// queries, chunks of head_dim 32/48/96/256) to the tiled SIMT kernel of this file. kv_write is in
+// attention_kv_write.cu.
 //
 // The tiled kernel: for one KV head g, the "rows" are the
 // (query, head) pairs whose head maps to g: row r = query r / group, head g * group + r % group.
@@ -472,7 +473,7 @@ Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvSt
   if (n_q == 0) return Status::ok();
   const cudaStream_t st = as_stream(s_);
   // 1..64 queries over f16 / q8 / q4 KV: flash-decoding (attention_decode.cu; q rows are read as
-  // float4). Everything else: the tensor-core kernel for long f16 / f32 chunks, else the tiled one.
+  // float4). Everything else: the tensor-core kernel for long chunks (any KV type), else the tiled one.
   if (kernel == AttentionKernel::best && decode_attention_applies(n_q, s.head_dim, kv.k_dtype, kv.v_dtype) &&
       reinterpret_cast<uintptr_t>(d_q) % 16 == 0)
     return decode_attention(d_q, d_pos, n_q, kv, s, d_out, ws, st);
@@ -511,9 +512,10 @@ Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvSt
   }
 
   if (kernel == AttentionKernel::best && attention_tc_applies(n_q, s.head_dim, kv.k_dtype, kv.v_dtype)) {
-    const TcAttnParams tp{d_q, d_pos, kv.d_k, kv.d_v, d_out, n_q, s.n_head, s.n_head_kv, kv.capacity, s.window,
-                          p.group, s.scale};
-    return attention_tc(tp, s.head_dim, kv.k_dtype == GgmlType::F16, st);
+    const TcAttnParams tp{d_q,           d_pos,         p.k,      p.v,         p.k_row_bytes, p.v_row_bytes,
+                          p.k_head_bytes, p.v_head_bytes, d_out,    n_q,         s.n_head,      s.n_head_kv,
+                          kv.capacity,    s.window,       p.group,  s.scale};
+    return attention_tc(tp, s.head_dim, kv.k_dtype, kv.v_dtype, st);
   }
   const int R = rows_per_block(n_q, s);
   Status status = kv.k_dtype == GgmlType::F32 ? launch_hd<true>(p, s.head_dim, R, st)

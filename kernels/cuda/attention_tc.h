@@ -1,5 +1,6 @@
 // The tensor-core prefill attention (attention_tc.cu), internal to kernels/cuda: attention.cu's
-// attention() hands chunks of at least kTcMinQueries queries (f16 or f32 KV) to it.
+// attention() hands chunks of at least kTcMinQueries queries to it, over f16 / q8_0 / q4_1 KV (K and
+// V types chosen independently) or f32 K and V.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,16 +20,18 @@ inline constexpr int64_t kTcMinQueries = 65;
 struct TcAttnParams {
   const float* q;        // (n_q, n_head, head_dim)
   const int32_t* pos;    // n_q positions
-  const void* k;         // KV store (f16 or f32), `capacity` slots of n_head_kv * head_dim
-  const void* v;
+  const uint8_t* k;      // KV store: `capacity` slots of n_head_kv * head_dim values in k_type / v_type
+  const uint8_t* v;
+  int64_t k_row_bytes, v_row_bytes;    // bytes per slot
+  int64_t k_head_bytes, v_head_bytes;  // bytes of one head's slice of a slot
   float* out;            // (n_q, n_head, head_dim)
   int64_t n_q, n_head, n_head_kv, capacity, window;
   int group;
   float scale;
 };
 
-// K and V both f16 or both f32 (quantised KV keeps the f32 kernel, which decodes its blocks).
+// head_dim 64 or 128, and K, V each f16, q8_0 or q4_1, or both f32.
 bool attention_tc_applies(int64_t n_q, int64_t head_dim, GgmlType k, GgmlType v);
-Status attention_tc(const TcAttnParams& p, int64_t head_dim, bool kv_f16, cudaStream_t st);
+Status attention_tc(const TcAttnParams& p, int64_t head_dim, GgmlType k, GgmlType v, cudaStream_t st);
 
 }  // namespace strata::kernels::cuda

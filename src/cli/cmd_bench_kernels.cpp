@@ -10,6 +10,9 @@
 // - Prefill matmul at M = 2048 (dequantised f16 tiles + cuBLAS): TFLOP/s over the bf16 GEMM rate.
 // - Decode attention (one query, flash-decoding) for f16, q8 and q4 KV at 32K and 128K keys: GB/s
 //   of KV bytes over the device read ceiling, next to the tiled kernel it replaced.
+// - Prefill attention (a chunk of 512 or 2048 queries ending at 32K / 128K keys, the tensor-core
+//   kernel) for f16, q8 and q4 KV: TFLOP/s (4 * n_head * head_dim per visible (query, key) pair)
+//   over the bf16 GEMM ceiling, next to the tiled f32 kernel that ran before (512-query chunks).
 #include <algorithm>
 #include <functional>
 #include <memory>
@@ -38,8 +41,9 @@ namespace cuda = kernels::cuda;
 struct BenchKernelsArgs {
   std::string types = "q3_K,q4_K,q5_K,q6_K,q8_0";
   uint64_t l2_cover = 240'000'000;  // 4 x the H200's 60 MB L2
-  std::vector<uint32_t> ctx = {32768, 131072};  // keys of the decode attention figures
-  std::string kv = "f16,q8,q4";                  // KV types of the decode attention figures
+  std::vector<uint32_t> ctx = {32768, 131072};  // keys of the decode and prefill attention figures
+  std::string kv = "f16,q8,q4";                  // KV types of the decode and prefill attention figures
+  std::vector<uint32_t> prefill_q = {512, 2048};  // queries per chunk of the prefill attention figures
   int iters = 5;
   bool quick = false;  // one shape per type, smaller context: a smoke run
   std::string json_out;
@@ -318,6 +322,69 @@ Result<nlohmann::json> bench_attention(uint32_t ctx, GgmlType kv_type, const Ben
                         {"tiled_fraction_of_read", tiled_gbps * 1e9 / read_bw}};
 }
 
+// One prefill chunk's attention: n_q queries at positions ctx - n_q .. ctx - 1 over ctx keys of one KV
+// type (K and V alike), on the kernel attention() picks (tensor cores from 65 queries) and, when
+// with_tiled, on the tiled f32 kernel it replaced (one timed pass: it takes ~0.1 s at 128K).
+Result<nlohmann::json> bench_prefill_attention(uint32_t ctx, uint32_t n_q, GgmlType kv_type, bool with_tiled,
+                                               const BenchKernelsArgs& a, double gemm_flops) {
+  // gemma3-27b global layer: 32 query heads, 16 KV heads of 128.
+  const cuda::AttentionShapeDev s{32, 16, 128, 0, 1.0f / 11.3137f};
+  if (n_q > ctx) return Status::error("prefill attention: {} queries over {} keys", n_q, ctx);
+  const size_t width = size_t(s.n_head_kv) * s.head_dim;
+  const size_t kv_bytes = size_t(ctx) * kv::kv_row_bytes(kv_type, uint32_t(width));  // per K or V
+  const size_t q_bytes = size_t(n_q) * s.n_head * s.head_dim * 4;
+  DeviceBuffers mem;
+  auto k = mem.alloc(kv_bytes), v = mem.alloc(kv_bytes);
+  auto q = mem.alloc(q_bytes), out = mem.alloc(q_bytes);
+  auto pos = mem.alloc(size_t(n_q) * sizeof(int32_t));
+  for (auto* r : {&k, &v, &q, &out, &pos})
+    if (!*r) return r->status();
+  // Finite values in every format (as bench_attention); q = 0: the time does not depend on it.
+  STRATA_TRY(cuda::memset_device(*k, 0x33, kv_bytes, nullptr));
+  STRATA_TRY(cuda::memset_device(*v, 0x2c, kv_bytes, nullptr));
+  STRATA_TRY(cuda::memset_device(*q, 0, q_bytes, nullptr));
+  std::vector<int32_t> ph(n_q);
+  for (uint32_t i = 0; i < n_q; ++i) ph[i] = int32_t(ctx - n_q + i);
+  STRATA_TRY(cuda::copy_to_device(*pos, ph.data(), ph.size() * sizeof(int32_t), nullptr));
+  const size_t ws_bytes = cuda::attention_workspace_bytes(n_q, s, ctx);
+  void* ws = nullptr;
+  if (ws_bytes) {
+    auto w = mem.alloc(ws_bytes);
+    if (!w) return w.status();
+    ws = *w;
+  }
+  const cuda::KvStoreDev store{*k, *v, kv_type, kv_type, int64_t(ctx)};
+  auto time = [&](cuda::AttentionKernel kernel, int iters) {
+    return cuda::time_on_device(
+        [&] {
+          return cuda::attention(static_cast<const float*>(*q), static_cast<const int32_t*>(*pos), n_q, store, s,
+                                 static_cast<float*>(*out), {ws, ws_bytes}, nullptr, kernel);
+        },
+        iters, nullptr);
+  };
+  // Visible (query, key) pairs: query i sees keys 0 .. ctx - n_q + i.
+  const double pairs = double(n_q) * double(ctx - n_q) + 0.5 * double(n_q) * double(n_q + 1);
+  const double flop = 4.0 * pairs * double(s.n_head) * double(s.head_dim);
+  auto t = time(cuda::AttentionKernel::best, a.iters);
+  if (!t) return t.status();
+  const std::string name = fmt::format("{} {}K q{}", kv::kv_type_name(kv_type), ctx / 1024, n_q);
+  nlohmann::json j{{"name", name},
+                   {"context", ctx},
+                   {"queries", n_q},
+                   {"kv", kv::kv_type_name(kv_type)},
+                   {"us", *t * 1e6},
+                   {"tflops", flop / *t / 1e12},
+                   {"fraction_of_bf16", flop / *t / gemm_flops}};
+  if (with_tiled) {
+    auto t_tiled = time(cuda::AttentionKernel::tiled, 1);
+    if (!t_tiled) return t_tiled.status();
+    j["tiled_us"] = *t_tiled * 1e6;
+    j["tiled_tflops"] = flop / *t_tiled / 1e12;
+    j["tiled_fraction_of_bf16"] = flop / *t_tiled / gemm_flops;
+  }
+  return j;
+}
+
 int run(BenchKernelsArgs& a) {
   if (Status s = a.compare.load("kernels"); !s) {
     log::error("{}", s.message());
@@ -425,6 +492,32 @@ int run(BenchKernelsArgs& a) {
       att_rows.push_back(x);
     }
   j["decode_attention"] = att_rows;
+  // Prefill attention: a chunk ending at each context (global layers at 128K dominate a long prefill).
+  fmt::print("prefill attention (chunk ending at the context, 32 heads, 16 KV heads x 128; TFLOP/s over the bf16 GEMM):\n"
+             "{:<10} {:>8} {:>8} {:>10} {:>8} {:>8} | {:>11} {:>8} {:>8}\n",
+             "kv", "keys", "queries", "us", "TFLOP/s", "of bf16", "tiled us", "TFLOP/s", "of bf16");
+  nlohmann::json pre_rows = nlohmann::json::array();
+  const std::vector<uint32_t> pre_q = a.quick ? std::vector<uint32_t>{512} : a.prefill_q;
+  for (const uint32_t ctx : ctxs)
+    for (const GgmlType kt : kv_types)
+      for (const uint32_t nq : pre_q) {
+        if (nq > ctx) continue;
+        auto att = bench_prefill_attention(ctx, nq, kt, nq == pre_q.front(), a, *gemm);
+        if (!att) {
+          log::error("prefill attention: {}", att.message());
+          return 1;
+        }
+        const auto& x = *att;
+        fmt::print("{:<10} {:>8} {:>8} {:>10.0f} {:>8.1f} {:>7.1f}%", x["kv"].get<std::string>(), ctx, nq,
+                   x["us"].get<double>(), x["tflops"].get<double>(), 100 * x["fraction_of_bf16"].get<double>());
+        if (x.contains("tiled_us"))
+          fmt::print(" | {:>11.0f} {:>8.1f} {:>7.1f}%\n", x["tiled_us"].get<double>(), x["tiled_tflops"].get<double>(),
+                     100 * x["tiled_fraction_of_bf16"].get<double>());
+        else
+          fmt::print(" | {:>11} {:>8} {:>8}\n", "-", "-", "-");
+        pre_rows.push_back(x);
+      }
+  j["prefill_attention"] = pre_rows;
   return finish_bench(j, a.json_out, a.compare);
 }
 
@@ -435,9 +528,15 @@ std::function<int()> add_bench_kernels(CLI::App* bench) {
   auto* sub = bench->add_subcommand("kernels", "CUDA GEMV/GEMM/attention on the 27B shapes vs the device read and "
                                                "bf16 GEMM ceilings measured in the same run");
   sub->add_option("--types", a->types, "Weight types, comma-separated")->capture_default_str();
-  sub->add_option("--kv", a->kv, "KV types of the decode attention figures, comma-separated: f16, q8, q4")
+  sub->add_option("--kv", a->kv, "KV types of the decode and prefill attention figures, comma-separated: f16, q8, q4")
       ->capture_default_str();
-  sub->add_option("--ctx", a->ctx, "Keys of the decode attention figures, comma-separated")
+  sub->add_option("--prefill-queries", a->prefill_q,
+                  "Queries per chunk of the prefill attention figures, comma-separated (the tiled kernel runs "
+                  "for the first)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  sub->add_option("--ctx", a->ctx, "Keys of the decode and prefill attention figures, comma-separated")
       ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::Range(16, 1 << 20));

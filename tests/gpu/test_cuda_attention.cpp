@@ -1,10 +1,11 @@
 // CUDA attention and kv_write against the CPU reference (kernels/cpu/attention.h): head dims
 // 48/64/128/256, GQA ratios 1/2/4, full causal and a 16-key sliding window in a ring store whose
 // positions wrap past the capacity, decode (1..16 queries at positions up to 40000, split over the
-// sequence) and prefill (300 queries), f16 and f32 KV, and quantised KV (Q8_0, Q4_1, mixed K/V types):
-// both sides read the same blocks (quantised by the host reference, kv/kv_quant.h), so the
-// tolerance below holds for them too. kv_write's quantisation must equal the host's bit for bit.
-// Skips without a GPU.
+// sequence) and prefill (65..513 queries), f16 and f32 KV, and quantised KV (Q8_0, Q4_1, mixed K/V
+// types): both sides read the same blocks (quantised by the host reference, kv/kv_quant.h), so the
+// tolerance below holds for them too. The tensor-core prefill kernel (65+ queries, head_dim 64/128)
+// is run for every (K, V) pair of f16 / q8_0 / q4_1 at 65, 200 and 512 queries. kv_write's
+// quantisation must equal the host's bit for bit. Skips without a GPU.
 //
 // Tolerance (attention): both sides compute exact f32 products of the same K/V values (f16 KV
 // decodes exactly), in different orders, with expf a few ulp apart; the output is a convex
@@ -97,8 +98,9 @@ void run_case(const Case& c, Rng& rng) {
   cpu::AttentionShape cs{n_head, c.n_head_kv, hd, c.window, s.scale};
   cpu::attention(q.data(), c.pos.data(), n_q, ckv, cs, ref.data());
   // The f32 kernel: float rounding only. The tensor-core kernel (chunks of >= kTcMinQueries) rounds
-  // Q, P (and f32 K/V) to f16: with |V| ~ 1 and q ~ 3 N(0, 1) the score error is ~1e-3, so outputs
-  // may move by a few 1e-3; a wrong key moves them by O(1) (peaked softmax).
+  // Q, P and K/V to f16 (f16 KV exactly; f32, q8_0 and q4_1 values with one rounding, 2^-11
+  // relative, like Q's): with |V| ~ 1 and q ~ 3 N(0, 1) the score error is ~1e-3, so outputs may
+  // move by a few 1e-3; a wrong key moves them by O(1) (peaked softmax).
   const bool tc = kc::attention_tc_applies(n_q, hd, c.k_dtype, c.v_dtype);
   const double abs_tol = tc ? 8e-3 : 2e-5, rel_tol = tc ? 2e-3 : 1e-3;
   INFO((tc ? "tensor-core kernel" : "f32 kernel"));
@@ -248,6 +250,41 @@ TEST_CASE("cuda attention: long prefill chunks on the tensor-core kernel match t
       c.capacity = window > 0 ? window + n_q - 1 + 3 : int64_t(first) + n_q;
       REQUIRE(kc::attention_tc_applies(n_q, hd, c.k_dtype, c.v_dtype));
       run_case(c, rng);
+    }
+  }
+}
+
+TEST_CASE("cuda attention: prefill chunks over quantised and mixed KV on the tensor-core kernel match the CPU",
+          "[gpu]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  constexpr GgmlType kTypes[] = {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_1};
+  int idx = 0;
+  for (const GgmlType kt : kTypes) {
+    for (const GgmlType vt : kTypes) {
+      for (const int64_t hd : {64, 128}) {
+        for (const int64_t n_q : {65, 200, 512}) {
+          // Every other case (so every pair and head_dim gets both): a 100-key window
+          // in a ring of window + n_q - 1 + 3 slots, far shorter than the positions (they wrap);
+          // the others full causal over a store of exactly first + n_q slots. GQA 1, 2, 4 in turn
+          // (each pair sees all six group x window combinations).
+          Case c;
+          c.head_dim = hd;
+          c.n_head_kv = 2;
+          c.group = int64_t(1) << (idx % 3);
+          c.window = idx % 2 ? 100 : 0;
+          c.k_dtype = kt;
+          c.v_dtype = vt;
+          const int32_t first = int32_t(700 + rng.next_u64() % 300);
+          c.pos = consecutive(first, n_q);
+          c.capacity = c.window > 0 ? c.window + n_q - 1 + 3 : int64_t(first) + n_q;
+          REQUIRE(kc::attention_tc_applies(n_q, hd, kt, vt));
+          run_case(c, rng);
+          ++idx;
+        }
+      }
     }
   }
 }
