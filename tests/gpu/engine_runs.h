@@ -10,10 +10,31 @@
 #include <string>
 #include <vector>
 
+#include "model/synth.h"
 #include "runtime/engine.h"
+#include "runtime/model.h"
 #include "runtime/sampler.h"
+#include "test_util.h"
 
 namespace strata::test {
+
+// A gemma3 1b-shaped synthetic model (Q4_K) written to a temporary folder `dir` and loaded: big
+// enough for plans that stream, spill to disk and wrap sliding-window rings.
+inline Result<std::shared_ptr<const runtime::Model>> synthetic_gemma3_1b(const std::string& dir) {
+  const auto path = (temp_dir(dir) / "g1b-q4k.gguf").string();
+  model::SynthOptions so;
+  so.arch = model::Arch::gemma3;
+  so.preset = "1b";
+  so.type = GgmlType::Q4_K;
+  so.progress = false;
+  REQUIRE(model::apply_preset(so).is_ok());
+  auto written = model::write_synthetic_model(so, path);
+  INFO((written.is_ok() ? std::string() : written.message()));
+  REQUIRE(written.is_ok());
+  auto model = runtime::Model::load(path);
+  REQUIRE(model.is_ok());
+  return model;
+}
 
 // Prompt (the first n_prompt tokens) in chunks with all logits, then the remaining tokens one by
 // one (last logits), concatenated: prefill and decode paths in one vector.

@@ -22,18 +22,7 @@ TEST_CASE("Plans on a 1b-shaped model give the resident run's greedy text", "[gp
     WARN("skipped: no CUDA device");
     return;
   }
-  const auto path = (test::temp_dir("plans-1b") / "g1b-q4k.gguf").string();
-  model::SynthOptions so;
-  so.arch = model::Arch::gemma3;
-  so.preset = "1b";
-  so.type = GgmlType::Q4_K;
-  so.progress = false;
-  REQUIRE(model::apply_preset(so).is_ok());
-  auto written = model::write_synthetic_model(so, path);
-  INFO((written.is_ok() ? std::string() : written.message()));
-  REQUIRE(written.is_ok());
-  auto model = runtime::Model::load(path);
-  REQUIRE(model.is_ok());
+  const auto model = test::synthetic_gemma3_1b("plans-1b");
   const auto& spec = (*model)->spec;
   const uint32_t n_layer = spec.hp.n_layer;
 

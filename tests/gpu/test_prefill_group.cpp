@@ -16,6 +16,7 @@
 #include "kv/kv_quant.h"
 #include "model/synth.h"
 #include "runtime/cuda_forward.h"
+#include "engine_runs.h"
 #include "logits_compare.h"
 #include "test_util.h"
 
@@ -130,18 +131,7 @@ TEST_CASE("Layer-major streamed prefill equals chunk-major and resident on a 1b-
     WARN("skipped: no CUDA device");
     return;
   }
-  const auto path = (test::temp_dir("prefill-group-1b") / "g1b-q4k.gguf").string();
-  model::SynthOptions so;
-  so.arch = model::Arch::gemma3;
-  so.preset = "1b";
-  so.type = GgmlType::Q4_K;
-  so.progress = false;
-  REQUIRE(model::apply_preset(so).is_ok());
-  auto written = model::write_synthetic_model(so, path);
-  INFO((written.is_ok() ? std::string() : written.message()));
-  REQUIRE(written.is_ok());
-  auto model = runtime::Model::load(path);
-  REQUIRE(model.is_ok());
+  const auto model = test::synthetic_gemma3_1b("prefill-group-1b");
   Rng rng(11, 1);
   // Longer than the 1b window (512) + ring margin, so the sliding rings wrap inside the prompt.
   std::vector<int32_t> prompt(700);
