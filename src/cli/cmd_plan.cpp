@@ -26,6 +26,9 @@ struct PlanArgs {
   uint32_t draft_len = 4;
   double acceptance = 0.6;
   bool no_spec = false, json = false, require_draft = false;
+  // The host tiers the planner may use: the model commands keep them opt-in (--cpu-blocks,
+  // --kv-host); plan answers "where could it go", so both are allowed unless these say no.
+  bool no_cpu_blocks = false, no_kv_host = false;
   // --spec / --draft-max as generate takes them (session::apply_speculation); empty: the
   // --draft-depth / --draft-len / --no-spec flags decide.
   std::string spec;
@@ -96,6 +99,8 @@ int run_plan(const PlanArgs& a) {
     if (auto s = apply_size(text, *dst, flag); !s) { log::error("{}", s.message()); return 2; }
   if (!a.pinned.empty() && a.host.empty()) b.host = std::max(b.host, b.pinned);
   if (b.pinned > b.host) b.pinned = b.host;  // pinned memory is host memory
+  if (a.no_cpu_blocks) b.allow_cpu = false;
+  if (a.no_kv_host) b.allow_host_kv = false;
   offload::RunShape r;
   r.ctx = a.ctx;
   r.prompt = a.prompt;
@@ -199,6 +204,10 @@ Command add_plan(CLI::App& app) {
   sub->add_flag("--no-spec", a->no_spec, "Plan for plain decoding");
   sub->add_flag("--require-draft-resident", a->require_draft,
                 "Keep the draft path in VRAM whenever it fits, even where predicted slower (offload/planner.h)");
+  sub->add_flag("--no-cpu-blocks", a->no_cpu_blocks,
+                "Keep every weight block on the GPU tiers (as the model commands do without --cpu-blocks)");
+  sub->add_flag("--no-kv-host", a->no_kv_host,
+                "Keep every layer's KV in VRAM (as the model commands do with --kv-host none)");
   sub->add_option("--vram", a->vram, "Override the VRAM budget (e.g. 12GiB)");
   sub->add_option("--pinned", a->pinned, "Override the pinned-RAM budget");
   sub->add_option("--host-ram", a->host, "Override the host-RAM budget");

@@ -5,6 +5,7 @@
 #include <array>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <cstdio>
 #include <sys/wait.h>
 
@@ -58,6 +59,40 @@ TEST_CASE("inspect works on a header-only file and says so", "[cli]") {
   CHECK(has(i.out, "block_count"));
   CHECK(has(i.out, "62"));
   CHECK(has(i.out, "27.01 B parameters"));
+}
+
+TEST_CASE("plan keeps weights and KV off the host tiers when told, and a prefill group in VRAM", "[cli]") {
+  const auto dir = strata::test::temp_dir("cli-plan-tiers");
+  const std::string model = (dir / "h.gguf").string();
+  auto s = run_strata("synth --preset 27b --mix q3_k_m --header-only --no-progress -o " + model);
+  INFO(s.err);
+  REQUIRE(s.code == 0);
+  // 128K of q4 KV beside a 27B on a 12 GiB card: by default the planner may put KV on the host.
+  const std::string base = "plan -m " + model + " --profile " + std::string(STRATA_SOURCE_DIR) +
+                           "/configs/hw/rtx3060-12g.toml --ctx 131072 --kv q4 --json";
+  auto tiers = [](const nlohmann::json& doc) {
+    std::map<std::string, int> n;
+    for (const auto& l : doc["layers"]) {
+      for (const char* k : {"attention", "ffn"}) ++n[std::string(k) + ":" + l[k].get<std::string>()];
+      ++n["kv:" + l["kv"].get<std::string>()];
+    }
+    return n;
+  };
+  auto any = run_strata(base);
+  INFO(any.err);
+  REQUIRE(any.code == 0);
+  auto none = run_strata(base + " --no-kv-host --no-cpu-blocks --prefill-group 16");
+  INFO(none.err);
+  REQUIRE(none.code == 0);
+  const auto t_any = tiers(nlohmann::json::parse(any.out)), t_none = tiers(nlohmann::json::parse(none.out));
+  CHECK(t_any.count("kv:host") == 1);  // the default uses the host tier here, so the flag has work to do
+  CHECK(t_none.count("kv:host") == 0);
+  CHECK(t_none.count("attention:cpu") == 0);
+  CHECK(t_none.count("ffn:cpu") == 0);
+  // The reserved group: 16 chunks of 512 rows of the 27B's 5376-wide f32 residual stream.
+  const auto doc = nlohmann::json::parse(none.out);
+  CHECK(doc["usage"]["vram_prefill_group"].get<uint64_t>() == uint64_t(16) * 512 * 5376 * 4);
+  CHECK(doc["usage"]["host_kv"].get<uint64_t>() == 0);
 }
 
 TEST_CASE("bad input gives one clear line and a non-zero exit", "[cli]") {
