@@ -64,6 +64,11 @@ int32_t JobRunner::next_token(Stream& s) {
   }
   const int32_t next = s.sampler.sample(s.logits);
   s.sampler.accept(next);
+  return take_token(s, next);
+}
+
+int32_t JobRunner::take_token(Stream& s, int32_t next, bool check_context) {
+  Generation& g = s.g;
   if (tok_.is_eog(next)) {
     g.stop = "eos";
     return -1;
@@ -71,7 +76,7 @@ int32_t JobRunner::next_token(Stream& s) {
   g.ids.push_back(next);
   if (progress_) progress_->tokens(1);
   if (g.ids.size() == s.max_tokens) return -1;  // no forward pass for a token nobody will read
-  if (engine_.n_past(s.seq) >= engine_.n_ctx()) {
+  if (check_context && engine_.n_past(s.seq) >= engine_.n_ctx()) {
     g.stop = "context";
     return -1;
   }

@@ -87,6 +87,11 @@ class JobRunner {
     Generation g;
   };
   int32_t next_token(Stream& s);
+  // What next_token does with a token once sampled and accepted by s.sampler: ends the generation
+  // at an end-of-generation token, at max_tokens, and (check_context) at a full context; else
+  // returns it. A speculative round (several tokens from one pass) checks the context after its
+  // last token only: n_past is already past the earlier ones, which plain decoding would emit.
+  int32_t take_token(Stream& s, int32_t next, bool check_context = true);
   // The seed of a job's pass (map-reduce gives each pass its own).
   static uint64_t pass_seed(uint64_t seed, uint32_t pass) { return seed + uint64_t(pass) * 0x9e3779b97f4a7c15ull; }
   std::vector<int32_t> pass_prompt(const Prompt& p, std::span<const int32_t> input) const;

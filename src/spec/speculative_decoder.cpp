@@ -80,6 +80,7 @@ Status SpeculativeDecoder::plain_step(std::vector<int32_t>& out) {
   plain_cost_.observe(1, s);
   ++stats_.plain_steps;
   stats_.plain_s += s;
+  if (keep_raw_) raw_logits_ = logits_;
   const int32_t t = sampler_.sample(logits_);
   sampler_.accept(t);
   history_.push_back(t);
@@ -188,6 +189,7 @@ Status SpeculativeDecoder::verify(int drafter, const Draft& d, std::vector<int32
   ++stats_.verify_passes;
   stats_.verify_rows += n;
   stats_.verify_s += s;
+  if (keep_raw_) raw_logits_ = logits_;  // rows 0..m: the emitted tokens' (the rest is dropped)
 
   // Row r scores the token at position pos + r + 1: draft r, or (r == k) the bonus token.
   const size_t V = engine_.model().spec.hp.n_vocab;

@@ -94,9 +94,18 @@ class SpeculativeDecoder {
   // Evaluates the prompt (engine at position 0) and samples the first token, which becomes the
   // pending one; returns it.
   Result<int32_t> start(std::span<const int32_t> prompt);
+  // Continues a sequence decoded elsewhere instead of start() (the server's prefill and its
+  // batched steps): `history` is prompt + generated, its last token the pending one at position
+  // engine.n_past() (== history.size() - 1), every token already accepted by the sampler.
+  void resume(std::span<const int32_t> history) { history_.assign(history.begin(), history.end()); }
   // One round: appends 1 .. max_new tokens to `out` (each already accepted by the sampler).
   // Errors: engine failure; context full (no room for the pending token).
   Status step(uint32_t max_new, std::vector<int32_t>& out);
+  // With keep: each step() also keeps the target model's logits, before the sampler (which may
+  // change them in place), of every token it emitted: row i (n_vocab floats) is the distribution
+  // the step's i-th token was drawn or verified from (the server's logprobs).
+  void keep_raw_logits(bool keep) { keep_raw_ = keep; }
+  std::span<const float> raw_logits() const { return raw_logits_; }
 
   const SpecStats& stats() const { return stats_; }
   const std::vector<int32_t>& history() const { return history_; }  // prompt + generated
@@ -143,6 +152,8 @@ class SpeculativeDecoder {
   CostEstimate verify_cost_full_, verify_cost_early_;  // verification from layer 0 / from depth d
   std::vector<int32_t> history_;
   std::vector<float> logits_;
+  bool keep_raw_ = false;
+  std::vector<float> raw_logits_;  // keep_raw_: the last step's rows, one per emitted token
   Draft draft_;
   SpecStats stats_;
 };
