@@ -195,12 +195,7 @@ Command add_generate(CLI::App& app) {
   sub->add_option("--repeat-penalty", a->sp.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
   sub->add_option("--repeat-last-n", a->sp.repeat_last_n, "Tokens the penalty looks back over")->capture_default_str();
   sub->add_option("-s,--seed", a->seed, "Random seed (-1: random, printed)")->capture_default_str();
-  sub->add_option("--spec", a->m.spec,
-                  "Self-speculative decoding: none | early:d=N (layers [0,N) draft) | subset[:skip=R] (draft with "
-                  "middle layers skipped, skip set chosen online; R fixes the skipped fraction) | lookup (n-gram in "
-                  "prompt and history) | auto (all three, adaptive draft length)")
-      ->capture_default_str();
-  sub->add_option("--draft-max", a->m.draft_max, "Most tokens drafted per verify pass (1..15)")->capture_default_str();
+  a->m.add_spec_to(sub);
   sub->add_option("--json", a->json_out, "Write the run's figures (and speculative statistics) as JSON to this file");
   sub->add_flag("-q,--no-report", a->no_report, "Do not print the placement report before generating");
   return {sub, [a] { return run_generate(*a); }};

@@ -1,6 +1,7 @@
 // strata serve: an OpenAI-compatible HTTP server over one model (src/server). The engine holds
 // --parallel sequences and the scheduler runs them with continuous batching; SIGTERM or SIGINT
-// stops taking requests, lets the ones in flight finish, and exits 0.
+// stops taking requests, lets the ones in flight finish, and exits 0. --spec: a session that runs
+// alone decodes speculatively (server/scheduler.h says when and why only then).
 #include <cctype>
 #include <csignal>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include "core/units.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
+#include "session/decode.h"
 #include "session/run_plan.h"
 #include "session/session.h"
 
@@ -91,6 +93,13 @@ int run_serve(ServeArgs a) {
   auto& s = *om.session;
   const tokenizer::Tokenizer& tok = *om.tok;
   auto& engine = s.engine();
+  {  // --draft-max against this engine (its ubatch), before any request: as generate checks it
+    runtime::Sampler probe({}, engine.model().spec.hp.n_vocab);
+    if (auto d = session::make_decoder(engine, probe, s.spec()); !d) {
+      log::error("{}", d.message());
+      return 2;
+    }
+  }
   server::EngineInfo info{engine.n_ctx(), engine.n_seq(), engine.kv_bytes_per_seq(),
                           tokenizer::detect_chat_family(tok.chat_template()), {}};  // plan_json below
   // GET /v1/strata/plan: the placement, and what the server adds to it (its sessions).
@@ -102,6 +111,7 @@ int run_serve(ServeArgs a) {
                     {"device", std::string(engine.device_name())}};
   if (const auto& e = s.executor_plan())
     plan["server"]["predicted_aggregate_decode_tps"] = session::predicted_aggregate_tps(*e, info.n_seq);
+  plan["server"]["speculation"] = {{"spec", s.spec().text()}, {"when", "one session running"}};
   info.plan_json = plan.dump();
 
   server::ServerOptions opt;
@@ -115,15 +125,16 @@ int run_serve(ServeArgs a) {
   opt.threads = std::min<uint32_t>(a.parallel + a.queue + 4, 1024);
 
   server::Metrics metrics;
-  server::Scheduler scheduler(engine, tok, metrics, a.queue);
+  server::Scheduler scheduler(engine, tok, metrics, a.queue, s.spec());
   server::HttpServer http(opt, info, tok, scheduler, metrics);
   auto port = http.bind();
   if (!port) {
     log::error("{}", port.message());
     return 1;
   }
-  log::info("{} | ctx {} | {} sessions | chat template: {} | device {}", engine.model().spec.summary(), info.n_ctx,
-            info.n_seq, tokenizer::chat_family_name(info.chat), engine.device_name());
+  log::info("{} | ctx {} | {} sessions | chat template: {} | device {} | spec {} (a session running alone)",
+            engine.model().spec.summary(), info.n_ctx, info.n_seq, tokenizer::chat_family_name(info.chat),
+            engine.device_name(), s.spec().text());
   // Tests and scripts read the port from this line (with --port 0 the system picks it).
   std::fprintf(stderr, "strata serve: listening on http://%s:%d\n", a.host.c_str(), *port);
   std::fflush(stderr);
@@ -162,6 +173,7 @@ Command add_serve(CLI::App& app) {
                "logprobs), /v1/models, /health, /metrics, /v1/strata/plan; continuous batching over --parallel "
                "sessions");
   a->m.add_to(sub);
+  a->m.add_spec_to(sub);
   sub->add_option("--host", a->host, "Address to listen on (loopback by default; 0.0.0.0 exposes the server)")
       ->capture_default_str();
   sub->add_option("--port", a->port, "TCP port (0: any free port, printed on stderr)")

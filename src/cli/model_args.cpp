@@ -5,6 +5,15 @@
 
 namespace strata::cli {
 
+void ModelArgs::add_spec_to(CLI::App* sub) {
+  sub->add_option("--spec", spec,
+                  "Self-speculative decoding: none | early:d=N (layers [0,N) draft) | subset[:skip=R] (draft with "
+                  "middle layers skipped, skip set chosen online; R fixes the skipped fraction) | lookup (n-gram in "
+                  "prompt and history) | auto (all three, adaptive draft length)")
+      ->capture_default_str();
+  sub->add_option("--draft-max", draft_max, "Most tokens drafted per verify pass (1..15)")->capture_default_str();
+}
+
 void ModelArgs::add_to(CLI::App* sub) {
   sub->add_option("-m,--model", model, "GGUF model file")->required();
   sub->add_option("-c,--ctx-size", n_ctx, "Context length in tokens (default: enough for the job, at most 4096 "

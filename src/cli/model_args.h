@@ -19,6 +19,8 @@ using session::kMaxAutoSessions;
 struct ModelArgs : session::RunOptions {
   // Registers the flags (not --spec / --draft-max: the commands that decode add those).
   void add_to(CLI::App* sub);
+  // --spec and --draft-max, as generate and serve take them.
+  void add_spec_to(CLI::App* sub);
 };
 
 // A command's model opened to run: the Session and, when asked for, its tokenizer. The commands

@@ -18,6 +18,9 @@ struct Metrics {
   std::atomic<uint64_t> failed{0};             // sessions the engine failed
   std::atomic<uint64_t> prompt_tokens{0}, generated_tokens{0};
   std::atomic<uint64_t> prefill_us{0}, decode_us{0};  // engine time spent in prefill and in decode steps
+  // --spec, a session running alone: speculative rounds, the tokens they generated, and the draft
+  // tokens proposed and accepted in them.
+  std::atomic<uint64_t> spec_rounds{0}, spec_tokens{0}, spec_drafted{0}, spec_accepted{0};
   std::atomic<uint32_t> queued{0}, running{0};       // gauges, set by the scheduler
 
   // The exposition text; kv_bytes_per_session and sessions describe the engine.

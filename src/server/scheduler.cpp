@@ -5,6 +5,8 @@
 
 #include "server/text_filter.h"
 #include "session/batch_runner.h"
+#include "session/decode.h"
+#include "session/sequence_view.h"
 
 namespace strata::server {
 namespace {
@@ -25,11 +27,20 @@ struct Scheduler::Slot {
   size_t emitted = 0;      // generated tokens whose pieces went into `text`
   PendingLogprobs logprobs;  // with job->logprobs >= 0: entries waiting for their text
   int32_t pending = -1;    // the token this session feeds into the next batched step
+  // --spec: the decoder of this session's rounds while it runs alone, made at its first round
+  // (on the session's sampler, so a switch between rounds and batched steps keeps one sampler).
+  std::unique_ptr<session::SequenceView> view;
+  std::unique_ptr<spec::SpeculativeDecoder> dec;
 };
 
 Scheduler::Scheduler(runtime::Engine& engine, const tokenizer::Tokenizer& tok, Metrics& metrics,
-                     uint32_t queue_limit)
-    : engine_(engine), tok_(tok), metrics_(metrics), queue_limit_(queue_limit), slots_(engine.n_seq()) {
+                     uint32_t queue_limit, spec::SpecConfig spec)
+    : engine_(engine),
+      tok_(tok),
+      metrics_(metrics),
+      queue_limit_(queue_limit),
+      spec_(spec),
+      slots_(engine.n_seq()) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -86,26 +97,77 @@ void Scheduler::step(Slot& s, uint32_t seq, session::JobRunner& runner) {
 
 // After next_token(): the new token's text (and logprobs) to the client, and the end when it came.
 void Scheduler::after_token(Slot& s, uint32_t seq, std::span<const float> raw_logits) {
-  const auto& g = s.stream->g;
+  auto& g = s.stream->g;
   const int32_t n_top = s.job->logprobs;
+  const size_t n_vocab = engine_.model().spec.hp.n_vocab, first = s.emitted;
   bool stopped = false;
-  for (; s.emitted < g.ids.size(); ++s.emitted) {
+  // A speculative round brings several tokens: the text ends at the first stop string, and the
+  // tokens after it are not generated (usage counts what plain decoding would have).
+  for (; s.emitted < g.ids.size() && !stopped; ++s.emitted) {
     ++metrics_.generated_tokens;
     const int32_t id = g.ids[s.emitted];
     std::string piece = tok_.token_to_piece(id, false);
     stopped = s.text->append(piece);
     if (n_top < 0) continue;
-    // One token per step: raw_logits are the logits this token was drawn from.
-    TokenLogprob t = token_logprob(raw_logits, id, uint32_t(n_top));
+    // Row i: the logits the step's i-th token was drawn from.
+    TokenLogprob t = token_logprob(raw_logits.subspan((s.emitted - first) * n_vocab, n_vocab), id, uint32_t(n_top));
     t.chosen.piece = piece;
     for (TokenAlt& a : t.top) a.piece = tok_.token_to_piece(a.id, false);
     s.logprobs.push(std::move(t), piece.size());
   }
+  if (stopped) g.ids.resize(s.emitted);
   std::string text = s.text->take();  // before release(): it moves sent()
   s.job->ticket->append(text, s.logprobs.release(s.text->text(), s.text->sent()));
   if (stopped) return finish(s, seq, "stop");
   // next_token's ends: "eos" (end of generation), "length" (max_tokens), "context" (full).
   if (s.pending < 0) finish(s, seq, std::string_view(g.stop) == "eos" ? "stop" : "length");
+}
+
+bool Scheduler::spec_step(Slot& s, uint32_t seq, session::JobRunner& runner) {
+  if (!session::SequenceView::supports(spec_.mode, seq)) return false;
+  auto& st = *s.stream;
+  if (!s.dec) {
+    s.view = std::make_unique<session::SequenceView>(engine_, seq);
+    auto dec = session::make_decoder(*s.view, st.sampler, spec_);
+    if (!dec) return false;  // cmd_serve checked the config against this engine
+    s.dec = std::move(*dec);
+    s.dec->keep_raw_logits(s.job->logprobs >= 0);
+  }
+  const std::vector<int32_t>& prompt = s.job->prompt;
+  const std::vector<int32_t>& ids = st.g.ids;
+  if (s.dec->history().size() != prompt.size() + ids.size()) {
+    // Batched steps since its last round, or none yet: the decoder continues from here.
+    std::vector<int32_t> history = prompt;
+    history.insert(history.end(), ids.begin(), ids.end());
+    s.dec->resume(history);
+  }
+  auto drafts = [](const spec::SpecStats& x) {
+    std::pair<uint64_t, uint64_t> n{0, 0};
+    for (const auto& d : x.drafters) n.first += d.drafted, n.second += d.accepted;
+    return n;
+  };
+  const auto before = drafts(s.dec->stats());
+  std::vector<int32_t> round;
+  const auto t0 = Clock::now();
+  // At most the tokens max_tokens leaves (the pending one is counted already).
+  if (Status st_ = s.dec->step(st.max_tokens - uint32_t(ids.size()), round); !st_) {
+    s.job->ticket->fail(st_.message());
+    ++metrics_.failed;
+    release(s, seq);
+    return true;
+  }
+  metrics_.decode_us += us_since(t0);
+  const auto after = drafts(s.dec->stats());
+  ++metrics_.spec_rounds;
+  metrics_.spec_tokens += round.size();
+  metrics_.spec_drafted += after.first - before.first;
+  metrics_.spec_accepted += after.second - before.second;
+  // The round's tokens were sampled (or verified) and accepted by the session's sampler; they go
+  // through next_token's ends one by one.
+  for (size_t i = 0; i < round.size(); ++i)
+    if ((s.pending = runner.take_token(st, round[i], i + 1 == round.size())) < 0) break;
+  after_token(s, seq, s.dec->raw_logits());
+  return true;
 }
 
 void Scheduler::start(Slot& s, uint32_t seq, session::JobRunner& runner) {
@@ -159,6 +221,13 @@ void Scheduler::loop() {
       } else if (s.job && !s.started) {
         start(s, seq, runner);
       }
+    }
+    // Alone: a speculative round instead of a one-token step (the header says why only then).
+    if (spec_.mode != spec::SpecMode::none) {
+      uint32_t n = 0, lone = 0;
+      for (uint32_t seq = 0; seq < slots_.size(); ++seq)
+        if (slots_[seq].job && slots_[seq].pending >= 0) ++n, lone = seq;
+      if (n == 1 && spec_step(slots_[lone], lone, runner)) continue;
     }
     // One step: every running session's next token through one sweep over the weights.
     rows.clear();

@@ -8,6 +8,19 @@
 // --batch N` uses, and every session has its own sampler and seed, so a request's tokens do not
 // depend on what else runs beside it (greedy output equals `strata generate`).
 //
+// Speculation (--spec): while exactly one session runs, its steps are rounds of the speculative
+// decoder (spec/speculative_decoder.h, the step `strata generate --spec` runs): draft, verify in
+// one pass, keep the accepted tokens, roll the KV of the rejected ones back; each round yields
+// one or more tokens. With two or more sessions the steps stay batched: a batched step already
+// serves every session with one sweep over the weights, which is what a verify pass buys one
+// session. A session moves between the two as others join and leave; both are exact (greedy
+// output equals plain decoding, sampled output follows the sampler's distribution), so its text
+// does not depend on the switch. The decoder works on the session's sequence through
+// session::SequenceView: prompt lookup runs on any sequence, early exit, layer subset and auto
+// only on sequence 0 (the engine runs partial layer ranges there only); a lone session on
+// another sequence with those takes plain steps. Requests take the lowest free sequence, so a
+// session that runs alone mostly is on sequence 0.
+//
 // Thread-safety: submit(), queued() and drain() may be called from any thread; the engine and the
 // tokenizer are used only by the scheduler thread once it started.
 #pragma once
@@ -26,6 +39,7 @@
 #include "runtime/sampler.h"
 #include "server/metrics.h"
 #include "server/ticket.h"
+#include "spec/spec_config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace strata::session {
@@ -49,7 +63,9 @@ class Scheduler {
  public:
   // Starts the thread. queue_limit: requests that may wait when every sequence is busy (0: a
   // request is taken only when a sequence is free for it).
-  Scheduler(runtime::Engine& engine, const tokenizer::Tokenizer& tok, Metrics& metrics, uint32_t queue_limit);
+  // spec: the speculation of a session that runs alone (mode none: never).
+  Scheduler(runtime::Engine& engine, const tokenizer::Tokenizer& tok, Metrics& metrics, uint32_t queue_limit,
+            spec::SpecConfig spec = {});
   ~Scheduler();  // drains
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -65,6 +81,11 @@ class Scheduler {
   // The session's next token from its latest logits (next_token), its logprobs when asked for,
   // and what follows from it (after_token).
   void step(Slot& s, uint32_t seq, session::JobRunner& runner);
+  // A round of the speculative decoder for the one running session; false: it cannot speculate
+  // on its sequence (the caller takes a plain step).
+  bool spec_step(Slot& s, uint32_t seq, session::JobRunner& runner);
+  // raw_logits: one row of n_vocab per token generated since the last call, in order (with
+  // logprobs asked for; else may be empty).
   void after_token(Slot& s, uint32_t seq, std::span<const float> raw_logits);
   void finish(Slot& s, uint32_t seq, const char* reason);
   void release(Slot& s, uint32_t seq);
@@ -73,6 +94,7 @@ class Scheduler {
   const tokenizer::Tokenizer& tok_;
   Metrics& metrics_;
   const uint32_t queue_limit_;
+  const spec::SpecConfig spec_;
   std::vector<Slot> slots_;  // one per engine sequence; scheduler thread only
   std::vector<float> raw_logits_;  // step(): the logits before the sampler; scheduler thread only
 
