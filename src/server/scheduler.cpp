@@ -150,8 +150,8 @@ bool Scheduler::spec_step(Slot& s, uint32_t seq, session::JobRunner& runner) {
   std::vector<int32_t> round;
   const auto t0 = Clock::now();
   // At most the tokens max_tokens leaves (the pending one is counted already).
-  if (Status st_ = s.dec->step(st.max_tokens - uint32_t(ids.size()), round); !st_) {
-    s.job->ticket->fail(st_.message());
+  if (Status err = s.dec->step(st.max_tokens - uint32_t(ids.size()), round); !err) {
+    s.job->ticket->fail(err.message());
     ++metrics_.failed;
     release(s, seq);
     return true;

@@ -6,6 +6,7 @@
 // of plain decoding; /metrics counts drafted and accepted tokens.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -213,6 +214,58 @@ TEST_CASE("serve --spec: logprobs of a speculative session are plain decoding's"
   REQUIRE(plain.is_object());
   CHECK(spec == plain);
   CHECK(s.stop() == 0);
+}
+
+TEST_CASE("serve --spec: a client gone mid-stream frees its session, SIGTERM lets a round in flight finish",
+          "[serve][spec]") {
+  ServeProcess s({"-m", kModel, "--device", "cpu", "-c", "1024", "--parallel", "1", "--spec", "lookup",
+                  "--max-tokens", "600"});
+  httplib::Client c("127.0.0.1", s.port());
+  // Sampled at a high temperature so the generation does not end early on an end-of-text token.
+  const json body = {{"prompt", kRepeat}, {"max_tokens", 600}, {"temperature", 2}, {"top_k", 0}, {"top_p", 1},
+                     {"min_p", 0}, {"seed", 5}, {"stream", true}};
+  std::atomic<int> chunks{0};
+  std::thread streamer([&] {
+    httplib::Client sc("127.0.0.1", s.port());
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.headers = {{"Content-Type", "application/json"}};
+    req.body = body.dump();
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
+    sc.send(req);
+  });
+  streamer.join();
+  for (int i = 0; i < 1000 && metric(c, "strata_running_sessions") != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(metric(c, "strata_running_sessions") == 0);
+  CHECK(metric(c, "strata_sessions_cancelled_total") == 1);
+  CHECK(metric(c, "strata_spec_rounds_total") > 0);
+
+  std::string stream;
+  std::thread t([&] {
+    httplib::Client rc("127.0.0.1", s.port());
+    rc.set_read_timeout(120);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.headers = {{"Content-Type", "application/json"}};
+    json b = body;
+    b["max_tokens"] = 200;
+    req.body = b.dump();
+    req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+      stream.append(d, n);
+      return true;
+    };
+    rc.send(req);
+  });
+  for (int i = 0; i < 1000 && metric(c, "strata_running_sessions") != 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  s.signal(SIGTERM);
+  t.join();
+  CHECK(has(stream, "\"finish_reason\":\"length\""));
+  CHECK(stream.ends_with("data: [DONE]\n\n"));
+  CHECK(s.stop(0) == 0);  // signal 0: only reap
 }
 
 }  // namespace strata::test
