@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <mutex>
 #include <regex>
 #include <spawn.h>
@@ -17,6 +18,8 @@
 #include <thread>
 #include <unistd.h>
 #include <vector>
+
+#include <httplib.h>
 
 extern char** environ;
 
@@ -107,5 +110,19 @@ class ServeProcess {
   std::string err_;
   bool eof_ = false;
 };
+
+// POSTs `body` to /v1/completions of the server on `port`, handing the response to `receive` as
+// it arrives (return false to hang up mid-stream): a streamed request read chunk by chunk.
+inline void post_streaming(int port, std::string body, const std::function<bool(const char*, size_t)>& receive) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(120);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.headers = {{"Content-Type", "application/json"}};
+  req.body = std::move(body);
+  req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) { return receive(d, n); };
+  c.send(req);
+}
 
 }  // namespace strata::test

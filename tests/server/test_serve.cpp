@@ -205,19 +205,13 @@ TEST_CASE("serve: a full queue answers 429, and a client gone mid-stream frees i
   std::atomic<int> chunks{0};
   std::atomic<bool> release{false};
   std::thread streamer([&] {
-    httplib::Client sc("127.0.0.1", s.port());
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.headers = {{"Content-Type", "application/json"}};
     // Sampled at a high temperature so the generation does not end early on an end-of-text token.
-    req.body = R"({"prompt": "Once upon a time", "max_tokens": 2000, "temperature": 2, "top_k": 0, "top_p": 1,
-                   "min_p": 0, "seed": 7, "stream": true})";
-    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
-      ++chunks;
-      return !release.load();  // false: the client hangs up mid-stream
-    };
-    sc.send(req);
+    post_streaming(s.port(), R"({"prompt": "Once upon a time", "max_tokens": 2000, "temperature": 2, "top_k": 0,
+                                 "top_p": 1, "min_p": 0, "seed": 7, "stream": true})",
+                   [&](const char*, size_t) {
+                     ++chunks;
+                     return !release.load();  // false: the client hangs up mid-stream
+                   });
   });
   for (int i = 0; i < 2000 && chunks.load() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   REQUIRE(chunks.load() >= 3);
@@ -309,18 +303,10 @@ TEST_CASE("serve: SIGTERM lets the requests in flight finish, streamed or not, t
     }
   });
   std::thread t2([&] {
-    httplib::Client rc("127.0.0.1", s.port());
-    rc.set_read_timeout(60);
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.headers = {{"Content-Type", "application/json"}};
-    req.body = body + R"(, "stream": true})";
-    req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+    post_streaming(s.port(), body + R"(, "stream": true})", [&](const char* d, size_t n) {
       stream.append(d, n);
       return true;
-    };
-    rc.send(req);
+    });
   });
   const double running = wait_metric(c, "strata_running_sessions", 2);
   s.signal(SIGTERM);

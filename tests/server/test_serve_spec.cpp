@@ -225,17 +225,7 @@ TEST_CASE("serve --spec: a client gone mid-stream frees its session, SIGTERM let
   const json body = {{"prompt", kRepeat}, {"max_tokens", 600}, {"temperature", 2}, {"top_k", 0}, {"top_p", 1},
                      {"min_p", 0}, {"seed", 5}, {"stream", true}};
   std::atomic<int> chunks{0};
-  std::thread streamer([&] {
-    httplib::Client sc("127.0.0.1", s.port());
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.headers = {{"Content-Type", "application/json"}};
-    req.body = body.dump();
-    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
-    sc.send(req);
-  });
-  streamer.join();
+  post_streaming(s.port(), body.dump(), [&](const char*, size_t) { return ++chunks < 3; });
   for (int i = 0; i < 1000 && metric(c, "strata_running_sessions") != 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   CHECK(metric(c, "strata_running_sessions") == 0);
@@ -243,21 +233,13 @@ TEST_CASE("serve --spec: a client gone mid-stream frees its session, SIGTERM let
   CHECK(metric(c, "strata_spec_rounds_total") > 0);
 
   std::string stream;
+  json b = body;
+  b["max_tokens"] = 200;
   std::thread t([&] {
-    httplib::Client rc("127.0.0.1", s.port());
-    rc.set_read_timeout(120);
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.headers = {{"Content-Type", "application/json"}};
-    json b = body;
-    b["max_tokens"] = 200;
-    req.body = b.dump();
-    req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+    post_streaming(s.port(), b.dump(), [&](const char* d, size_t n) {
       stream.append(d, n);
       return true;
-    };
-    rc.send(req);
+    });
   });
   for (int i = 0; i < 1000 && metric(c, "strata_running_sessions") != 1; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
