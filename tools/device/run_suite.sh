@@ -5,7 +5,7 @@
 # results.tgz so the device tool returns them as a single file.
 #   tools/device/run_suite.sh [OUT_DIR] [STEPS...]
 #   STEPS: tests bench probe hf synth27b kernels offload27b disk27b prefill27b profile spec batch kv stress128k
-#          ctx32k kvhost cpublocks graphs27b serve27b
+#          ctx32k kvhost cpublocks graphs27b serve27b prefill128k
 #   (default: the first nine)
 set -uo pipefail
 out=${1:-${OUT:-$PWD/device-out}}
@@ -197,6 +197,19 @@ if has graphs27b; then
         | grep -E "draft steps|measured|predicted: decode" | tee -a "$res/graphs27b.txt"
     done
   done
+fi
+if has prefill128k; then
+  # M14: long-document prefill of the 27B at --vram 12GiB with q4 KV: a 130000-token prompt with a
+  # reserved layer-major group of 16 chunks, and a 16K prompt at 32K context with the default plan
+  # (time to first token, fraction of the GEMM ceilings, PCIe bytes per prompt token).
+  [ -f "$work/27b.gguf" ] || strata synth --preset 27b --mix q3_k_m --no-progress -o "$work/27b.gguf" >/dev/null 2>&1
+  P="--vram 12GiB --profile configs/hw/h200-probed.toml -ctk q4 -ctv q4"
+  strata bench decode -m "$work/27b.gguf" $P -c 131072 --prefill-group 16 -p 130000 -n 4 -r 1 \
+    --json "$res/prefill128k.json" > "$res/prefill128k.txt" 2>&1
+  echo "prefill128k rc=$?"; grep -E "^prefill|group" "$res/prefill128k.txt"
+  strata bench decode -m "$work/27b.gguf" $P -c 32768 -p 16384 -n 4 -r 1 \
+    --json "$res/prefill32k.json" > "$res/prefill32k.txt" 2>&1
+  echo "prefill32k rc=$?"; grep -E "^prefill|group" "$res/prefill32k.txt"
 fi
 if has serve27b; then
   # M15: 8 concurrent streaming clients of `strata serve` against `bench decode --batch 8`, the
