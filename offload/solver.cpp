@@ -78,11 +78,16 @@ bool draft_path_resident(const ModelBlocks& m, const RunShape& r, const Placemen
   return true;
 }
 
-// The group a placement reserves before its weights (RunShape::prefill_group_reserve), in chunks.
-static uint32_t reserved_group(const RunShape& r, const Placement& pl) {
-  if (!layer_major_prefill(pl)) return 1;
+// Chunks of the group the run asks to reserve (RunShape::prefill_group_reserve), within
+// [1, kMaxPrefillGroup] and the prompt's chunks.
+static uint32_t reserve_chunks(const RunShape& r) {
   return uint32_t(std::clamp<uint64_t>(std::min<uint64_t>(r.prefill_group_reserve, kMaxPrefillGroup), 1,
                                         std::max<uint64_t>(1, prefill_chunks(r))));
+}
+
+// The group a placement reserves before its weights, in chunks (1: none).
+static uint32_t reserved_group(const RunShape& r, const Placement& pl) {
+  return layer_major_prefill(pl) ? reserve_chunks(r) : 1;
 }
 
 // Plan::prefill_group: the reserved group grown into the VRAM left beside everything else the
@@ -201,8 +206,7 @@ Result<Plan> solve_search(const ModelBlocks& m, const HardwareProfile& p, const 
   for (const auto& u : us) sizes.insert(u.block->bytes);
   const uint64_t scratch = scratch_bytes(m, r);
   // A reserved prefill group (RunShape::prefill_group_reserve) wherever blocks stream.
-  const uint64_t reserve = prefill_group_bytes(
-      m, r, uint32_t(std::min<uint64_t>({r.prefill_group_reserve, kMaxPrefillGroup, std::max<uint64_t>(1, prefill_chunks(r))})));
+  const uint64_t reserve = prefill_group_bytes(m, r, reserve_chunks(r));
   for (uint64_t slot : sizes) {
     const uint64_t ring = slot ? slot * (r.prefetch_depth + 1) : 0;
     for (size_t n_host = 0; n_host <= full.size(); ++n_host) {

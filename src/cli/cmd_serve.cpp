@@ -105,8 +105,7 @@ int run_serve(ServeArgs a) {
   // GET /v1/strata/plan: the placement, and what the server adds to it (its sessions).
   auto profile = profile_or_detected(a.m.profile, a.m.device != "cpu");
   nlohmann::json plan = profile ? session_plan_json(s, *profile, report_shape(s, 0, a.max_tokens))
-                                : nlohmann::json{{"schema", "strata.plan/1"}, {"feasible", false},
-                                                 {"reason", profile.message()}, {"applied", false}};
+                                : infeasible_plan_json(profile.message());
   plan["server"] = {{"sessions", info.n_seq}, {"n_ctx", info.n_ctx}, {"kv_bytes_per_session", info.kv_bytes_per_seq},
                     {"device", std::string(engine.device_name())}};
   if (const auto& e = s.executor_plan())

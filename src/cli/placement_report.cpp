@@ -42,6 +42,10 @@ offload::RunShape report_shape(const session::Session& s, uint64_t n_prompt, uin
   return r;
 }
 
+nlohmann::json infeasible_plan_json(const std::string& why) {
+  return nlohmann::json{{"schema", "strata.plan/1"}, {"feasible", false}, {"reason", why}, {"applied", false}};
+}
+
 nlohmann::json session_plan_json(const session::Session& s, const offload::HardwareProfile& profile,
                                  const offload::RunShape& r) {
   nlohmann::json j;
@@ -49,14 +53,11 @@ nlohmann::json session_plan_json(const session::Session& s, const offload::Hardw
     j = offload::plan_json(e->blocks, e->profile, e->budgets, e->shape, e->plan);
     j["applied"] = true;
   } else {
-    auto infeasible = [](const std::string& why) {
-      return nlohmann::json{{"schema", "strata.plan/1"}, {"feasible", false}, {"reason", why}, {"applied", false}};
-    };
     auto blocks = offload::model_blocks(s.model().file, s.model().spec);
-    if (!blocks) return infeasible(blocks.message());
+    if (!blocks) return infeasible_plan_json(blocks.message());
     const offload::Budgets b = offload::Budgets::of(profile);
     auto p = offload::plan(*blocks, profile, b, r);
-    if (!p) return infeasible(p.message());
+    if (!p) return infeasible_plan_json(p.message());
     j = offload::plan_json(*blocks, profile, b, r, *p);
     j["applied"] = false;
   }

@@ -43,5 +43,7 @@ offload::RunShape report_shape(const session::Session& s, uint64_t n_prompt, uin
 // puts it); an infeasible one is {"feasible": false, "reason"}, as `plan --json` writes it.
 nlohmann::json session_plan_json(const session::Session& s, const offload::HardwareProfile& profile,
                                  const offload::RunShape& r);
+// The plan document of a run that has no plan: {"feasible": false, "reason": why}.
+nlohmann::json infeasible_plan_json(const std::string& why);
 
 }  // namespace strata::cli

@@ -15,15 +15,13 @@
 namespace strata::runtime {
 namespace {
 
-// Tokens per layer-major prefill group this engine runs (0: chunk-major). Only where the
-// placement streams a block (stream or disk tier): with everything resident a group saves no
-// copy. Not with cpu-tier blocks or host KV: their host-side state (HostCompute's staging of
-// activations and per-chunk host KV writes) follows one chunk at a time, and a group would need it
-// per chunk of the group; those placements keep chunk-major. STRATA_PREFILL_GROUP=0 forces
-// chunk-major (same-run comparisons).
+// Tokens per layer-major prefill group this engine runs (0: chunk-major), where the planner counts
+// one (offload::layer_major_prefill): only where the placement streams a block (stream or disk
+// tier), since with everything resident a group saves no copy; not with cpu-tier blocks or host
+// KV, whose host-side state (HostCompute's staging of activations and per-chunk host KV writes)
+// follows one chunk at a time. STRATA_PREFILL_GROUP=0 forces chunk-major (same-run comparisons).
 uint32_t layer_major_group(const ForwardOptions& o) {
-  const offload::Placement& pl = o.placement;
-  if (!pl.any_streamed() || pl.any(offload::Tier::cpu) || pl.any_kv_host()) return 0;
+  if (!offload::layer_major_prefill(o.placement)) return 0;
   const char* env = std::getenv("STRATA_PREFILL_GROUP");
   if (env && std::string(env) == "0") return 0;
   return prefill_group(o, SIZE_MAX, Logits::last);

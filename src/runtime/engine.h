@@ -62,7 +62,7 @@ struct ForwardOptions {
   // group's chunks in turn. Bit-identical to chunk-major. Logits::all evals stay chunk-major (every
   // row's logits would need the head per chunk, for no gain). The CPU engine runs it as given (a
   // reference for the CUDA engine's); the CUDA engine only where its placement streams a block and
-  // has no cpu-tier block or host KV (cuda_forward.cpp says why), with a (group, n_embd) f32
+  // has no cpu-tier block or host KV (cuda_allocate.cpp says why), with a (group, n_embd) f32
   // residual buffer in VRAM. use_plan() sets it from the plan (Plan::prefill_group).
   uint32_t prefill_group_tokens = 0;
 };
