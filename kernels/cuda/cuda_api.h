@@ -124,6 +124,22 @@ Status rope(float* d_x, const int32_t* d_pos, int64_t n_tok, int64_t n_heads, in
 Status silu_mul(float* d_gate, const float* d_up, int64_t n, Stream s);
 Status gelu_tanh_mul(float* d_gate, const float* d_up, int64_t n, Stream s);
 Status add(float* d_x, const float* d_y, int64_t n, Stream s);
+// d_x += rms_norm(d_h) * d_w for each of n_vec vectors: a post-norm and the residual add in one
+// kernel, with exactly the roundings of rms_norm into a buffer followed by add. d_h != d_x.
+Status rms_norm_add(const float* d_h, const float* d_w, int64_t n_vec, int64_t n, float eps, float* d_x, Stream s);
+// QK-norm then RoPE of every head of Q (n_tok, n_head, head_dim) and K (n_tok, n_head_kv,
+// head_dim), in place, in one launch (qk_norm_rope.cu): each head vector is RMS-normalised with
+// q_norm / k_norm (null: no norm) as rms_norm does, then rotated as rope() does at d_pos[t] /
+// linear_scale. head_dim even, <= 512.
+struct QkRopeDev {
+  int64_t n_head = 0, n_head_kv = 0, head_dim = 0;
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+  float eps = 0, base = 0, linear_scale = 1;
+  const float* freq_div = nullptr;
+  bool neox = false;
+};
+Status qk_norm_rope(float* d_q, float* d_k, const int32_t* d_pos, int64_t n_tok, const QkRopeDev& p, Stream s);
 // Embedding rows for token ids (dequantised, times scale) into (n_tok, n_embd).
 Status get_rows(const WeightView& table, const int32_t* d_ids, int64_t n_tok, float scale, float* d_out, Stream s);
 

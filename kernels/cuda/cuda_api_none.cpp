@@ -50,6 +50,8 @@ Status rope(float*, const int32_t*, int64_t, int64_t, int64_t, float, float, con
 Status silu_mul(float*, const float*, int64_t, Stream) { return none("silu_mul"); }
 Status gelu_tanh_mul(float*, const float*, int64_t, Stream) { return none("gelu_tanh_mul"); }
 Status add(float*, const float*, int64_t, Stream) { return none("add"); }
+Status rms_norm_add(const float*, const float*, int64_t, int64_t, float, float*, Stream) { return none("rms_norm_add"); }
+Status qk_norm_rope(float*, float*, const int32_t*, int64_t, const QkRopeDev&, Stream) { return none("qk_norm_rope"); }
 Status get_rows(const WeightView&, const int32_t*, int64_t, float, float*, Stream) { return none("get_rows"); }
 size_t attention_workspace_bytes(int64_t, const AttentionShapeDev&, int64_t) { return 0; }
 bool attention_rows_exact(const float*, int64_t, const KvStoreDev&, const AttentionShapeDev&, Workspace) { return false; }

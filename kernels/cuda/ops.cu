@@ -36,7 +36,9 @@ constexpr int kNormThreads = 256;
 // (double) sum needs them, and 1024 threads when there are few vectors (a 256-thread block with a
 // load-then-add loop took ~16 us per vector: 21 dependent round trips).
 
-template <bool kVec4>
+// kAdd: out += the normalised vector (post-norm + residual add: the roundings of rms_norm into a
+// buffer followed by add, in one kernel); out must not alias x then.
+template <bool kVec4, bool kAdd = false>
 __global__ void rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ w, int64_t n, float eps,
                                 float* out) {
   const float* xv = x + int64_t(blockIdx.x) * n;
@@ -79,13 +81,33 @@ __global__ void rms_norm_kernel(const float* __restrict__ x, const float* __rest
         const float4 g = w4[i];
         r = make_float4(__fmul_rn(r.x, g.x), __fmul_rn(r.y, g.y), __fmul_rn(r.z, g.z), __fmul_rn(r.w, g.w));
       }
+      if constexpr (kAdd) {
+        const float4 o = o4[i];
+        r = make_float4(__fadd_rn(o.x, r.x), __fadd_rn(o.y, r.y), __fadd_rn(o.z, r.z), __fadd_rn(o.w, r.w));
+      }
       o4[i] = r;
     }
-  } else if (w) {
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ov[i] = __fmul_rn(__fmul_rn(xv[i], inv), w[i]);
   } else {
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ov[i] = __fmul_rn(xv[i], inv);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const float r = w ? __fmul_rn(__fmul_rn(xv[i], inv), w[i]) : __fmul_rn(xv[i], inv);
+      ov[i] = kAdd ? __fadd_rn(ov[i], r) : r;
+    }
   }
+}
+
+template <bool kAdd>
+Status launch_rms_norm(const char* op, const float* d_x, const float* d_w, int64_t n_vec, int64_t n, float eps,
+                       float* d_out, Stream s) {
+  if (!d_x || !d_out) return Status::error("{}: null pointer", op);
+  if (n_vec < 0 || n <= 0) return Status::error("{}: bad shape (n_vec {}, n {})", op, n_vec, n);
+  if (n_vec == 0) return Status::ok();
+  if (n_vec > 0x7fffffff) return Status::error("{}: too many vectors ({})", op, n_vec);
+  const unsigned threads = n_vec < 64 && n >= 4096 ? 1024 : kNormThreads;
+  const bool vec4 = n % 4 == 0 && reinterpret_cast<uintptr_t>(d_x) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(d_out) % 16 == 0 && reinterpret_cast<uintptr_t>(d_w) % 16 == 0;
+  if (vec4) rms_norm_kernel<true, kAdd><<<unsigned(n_vec), threads, 0, as_stream(s)>>>(d_x, d_w, n, eps, d_out);
+  else rms_norm_kernel<false, kAdd><<<unsigned(n_vec), threads, 0, as_stream(s)>>>(d_x, d_w, n, eps, d_out);
+  return launch_status(op);
 }
 
 // ---- rope: one block per token; each (pair) angle once, in shared memory, then every head ----
@@ -147,16 +169,12 @@ __global__ void add_kernel(float* x, const float* __restrict__ y, int64_t n) {
 }  // namespace
 
 Status rms_norm(const float* d_x, const float* d_w, int64_t n_vec, int64_t n, float eps, float* d_out, Stream s) {
-  if (!d_x || !d_out) return Status::error("rms_norm: null pointer");
-  if (n_vec < 0 || n <= 0) return Status::error("rms_norm: bad shape (n_vec {}, n {})", n_vec, n);
-  if (n_vec == 0) return Status::ok();
-  if (n_vec > 0x7fffffff) return Status::error("rms_norm: too many vectors ({})", n_vec);
-  const unsigned threads = n_vec < 64 && n >= 4096 ? 1024 : kNormThreads;
-  const bool vec4 = n % 4 == 0 && reinterpret_cast<uintptr_t>(d_x) % 16 == 0 &&
-                    reinterpret_cast<uintptr_t>(d_out) % 16 == 0 && reinterpret_cast<uintptr_t>(d_w) % 16 == 0;
-  if (vec4) rms_norm_kernel<true><<<unsigned(n_vec), threads, 0, as_stream(s)>>>(d_x, d_w, n, eps, d_out);
-  else rms_norm_kernel<false><<<unsigned(n_vec), threads, 0, as_stream(s)>>>(d_x, d_w, n, eps, d_out);
-  return launch_status("rms_norm");
+  return launch_rms_norm<false>("rms_norm", d_x, d_w, n_vec, n, eps, d_out, s);
+}
+
+Status rms_norm_add(const float* d_h, const float* d_w, int64_t n_vec, int64_t n, float eps, float* d_x, Stream s) {
+  if (d_h && d_h == d_x) return Status::error("rms_norm_add: the sum must not alias the normalised input");
+  return launch_rms_norm<true>("rms_norm_add", d_h, d_w, n_vec, n, eps, d_x, s);
 }
 
 Status rope(float* d_x, const int32_t* d_pos, int64_t n_tok, int64_t n_heads, int64_t head_dim, float base,

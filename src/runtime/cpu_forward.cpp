@@ -166,10 +166,14 @@ struct CpuOps {
     if (exact) cpu::matmul_dot(m, x, n, y);  // per-row identical to n = 1
     else cpu::matmul(m, x, n, y);
   }
-  void rope(float* x, uint32_t n, int64_t n_heads, int64_t hd, float base, float lin, const float* freq_div,
-            bool neox) {
-    for (uint32_t t = 0; t < n; ++t)
-      cpu::rope_heads(x + int64_t(t) * n_heads * hd, n_heads, hd, float(rows_pos()[t]) / lin, base, freq_div, neox);
+  void qk_norm_rope(float* q, float* k, uint32_t n, const QkRope& r) {
+    if (r.q_norm) norm(q, r.q_norm, int64_t(n) * r.n_head, r.head_dim, r.eps, q);
+    if (r.k_norm) norm(k, r.k_norm, int64_t(n) * r.n_head_kv, r.head_dim, r.eps, k);
+    for (uint32_t t = 0; t < n; ++t) {
+      const float p = float(rows_pos()[t]) / r.linear_scale;
+      cpu::rope_heads(q + int64_t(t) * r.n_head * r.head_dim, r.n_head, r.head_dim, p, r.base, r.freq_div, r.neox);
+      cpu::rope_heads(k + int64_t(t) * r.n_head_kv * r.head_dim, r.n_head_kv, r.head_dim, p, r.base, r.freq_div, r.neox);
+    }
   }
   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n) {
     const int64_t width = int64_t(w.layers[il].wk.n_out);
@@ -198,6 +202,10 @@ struct CpuOps {
     else cpu::silu_mul(gate, up, count);
   }
   void add(float* x, const float* y, int64_t count) { cpu::add(x, y, count); }
+  void norm_add(float* x, float* h, const float* weight, int64_t n_vec, int64_t dim, float eps) {
+    norm(h, weight, n_vec, dim, eps, h);
+    add(x, h, n_vec * dim);
+  }
 };
 
 }  // namespace

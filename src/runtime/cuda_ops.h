@@ -166,11 +166,14 @@ struct Ops {
     OpSpan op(im, [&] { return fmt::format("matmul {} {}x{} n={}", ggml_type_info(w.type).name, w.n_in, w.n_out, n); });
     im.check(cuda::matmul(w, x, int(n), y, im.ws, im.stream));
   }
-  void rope(float* x, uint32_t n, int64_t n_heads, int64_t hd, float base, float lin, const float* freq_div,
-            bool neox) {
-    OpSpan op(im, [&] { return fmt::format("rope n={}", n); });
+  void qk_norm_rope(float* q, float* k, uint32_t n, const QkRope& r) {
+    OpSpan op(im, [&] { return fmt::format("qk_norm_rope n={}", n); });
     device_op();
-    im.check(cuda::rope(x, d_pos(), n, n_heads, hd, base, lin, freq_div, neox, im.stream));
+    cuda::QkRopeDev p;
+    p.n_head = r.n_head, p.n_head_kv = r.n_head_kv, p.head_dim = r.head_dim;
+    p.q_norm = r.q_norm, p.k_norm = r.k_norm, p.eps = r.eps, p.base = r.base, p.linear_scale = r.linear_scale;
+    p.freq_div = r.freq_div, p.neox = r.neox;
+    im.check(cuda::qk_norm_rope(q, k, d_pos(), n, p, im.stream));
   }
   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n) {
     OpSpan op(im, [&] { return fmt::format("kv_write n={}", n); });
@@ -217,6 +220,11 @@ struct Ops {
     OpSpan op(im, [&] { return fmt::format("add {}", count); });
     device_op();
     im.check(cuda::add(x, y, count, im.stream));
+  }
+  void norm_add(float* x, float* h, const float* w, int64_t n_vec, int64_t dim, float eps) {
+    OpSpan op(im, [&] { return fmt::format("norm_add {}x{}", n_vec, dim); });
+    device_op();
+    im.check(cuda::rms_norm_add(h, w, n_vec, dim, eps, x, im.stream));
   }
 };
 

@@ -16,13 +16,15 @@
 //   void store_hidden(const float* x, uint32_t n);  // hands x to the caller (after the last layer run)
 //   void norm(const float* x, const float* w, int64_t n_vec, int64_t dim, float eps, float* out);
 //   void matmul(const kernels::WeightView& w, const float* x, uint32_t n, float* y);
-//   void rope(float* x, uint32_t n, int64_t n_heads, int64_t head_dim, float base, float linear_scale,
-//             const float* freq_div, bool neox);
+//   void qk_norm_rope(float* q, float* k, uint32_t n, const QkRope& r);  // QK-norm (where r has
+//                          // weights), then RoPE, of every head of q and k (one fused kernel on a GPU)
 //   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n);   // row t into its
 //   void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out);
 //                          // sequence's cache at its position; attention of row t over its sequence
 //   void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count);
 //   void add(float* x, const float* y, int64_t count);
+//   void norm_add(float* x, float* h, const float* w, int64_t n_vec, int64_t dim, float eps);
+//                          // x += rms_norm(h) * w (post-norm and residual add; h may be clobbered)
 //   uint32_t logit_rows(); float* logits(uint32_t r0); void logits_done(uint32_t r0, uint32_t rows);
 // and the buffers below, each sized for `ubatch` tokens.
 #pragma once
@@ -72,6 +74,16 @@ struct Layers {
   bool runs(uint32_t il) const { return il >= first && il < end && !(skip && skip[il]); }
 };
 
+// Q and K heads' QK-norm and RoPE (Ops::qk_norm_rope): the norms apply where a weight is given.
+struct QkRope {
+  int64_t n_head = 0, n_head_kv = 0, head_dim = 0;
+  const float* q_norm = nullptr;  // (head_dim) weights of every Q head's RMS norm; null: no norm
+  const float* k_norm = nullptr;
+  float eps = 0, base = 0, linear_scale = 1;  // position of a row = its position / linear_scale
+  const float* freq_div = nullptr;
+  bool neox = false;
+};
+
 // The blocks a forward pass brackets with begin_block/end_block (model/arch.h): attention, ffn, head.
 using model::Block;
 inline std::string block_label(Block b, uint32_t il) { return model::block_label(b, int(il)); }
@@ -81,7 +93,8 @@ inline std::string block_label(Block b, uint32_t il) { return model::block_label
 // begin/end pair: the same kernels on the same rows as a chunk-major pass, the block's weights
 // acquired once.
 
-// The attention block on b.x's n rows, its output in b.h (KV of layer il written for the rows).
+// The attention block on b.x's n rows, its output in b.h (KV of layer il written for the rows),
+// before the post-norm (add_block_output applies it).
 template <typename Ops>
 void attention_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
                     uint32_t il, uint32_t n) {
@@ -92,21 +105,19 @@ void attention_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeigh
   ops.matmul(l.wq, b.h, n, b.q);
   ops.matmul(l.wk, b.h, n, b.k);
   ops.matmul(l.wv, b.h, n, b.v);
-  if (s.qk_norm) {
-    ops.norm(b.q, l.q_norm, int64_t(n) * s.hp.n_head, hd, eps, b.q);
-    ops.norm(b.k, l.k_norm, int64_t(n) * s.hp.n_head_kv, hd, eps, b.k);
-  }
-  const bool neox = s.rope_style == model::RopeStyle::neox;
-  ops.rope(b.q, n, s.hp.n_head, hd, s.rope_base(il), s.rope_linear_scale(il), w.rope_freqs, neox);
-  ops.rope(b.k, n, s.hp.n_head_kv, hd, s.rope_base(il), s.rope_linear_scale(il), w.rope_freqs, neox);
+  QkRope r;
+  r.n_head = s.hp.n_head, r.n_head_kv = s.hp.n_head_kv, r.head_dim = hd;
+  if (s.qk_norm) r.q_norm = l.q_norm, r.k_norm = l.k_norm;
+  r.eps = eps, r.base = s.rope_base(il), r.linear_scale = s.rope_linear_scale(il);
+  r.freq_div = w.rope_freqs, r.neox = s.rope_style == model::RopeStyle::neox;
+  ops.qk_norm_rope(b.q, b.k, n, r);
   ops.kv_write(il, b.k, b.v, n);
   const kernels::cpu::AttentionShape shape{s.hp.n_head, s.hp.n_head_kv, hd, s.window(il), s.attention_scale};
   ops.attention(il, b.q, n, shape, b.att);
   ops.matmul(l.wo, b.att, n, b.h);
-  if (s.post_norms) ops.norm(b.h, l.post_attn_norm, n, d, eps, b.h);
 }
 
-// The FFN block on b.x's n rows, its output in b.h.
+// The FFN block on b.x's n rows, its output in b.h (before the post-norm).
 template <typename Ops>
 void ffn_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
               uint32_t il, uint32_t n) {
@@ -118,7 +129,16 @@ void ffn_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w,
   ops.matmul(l.ffn_up, b.h, n, b.up);
   ops.gated_act(s.activation, b.gate, b.up, int64_t(n) * s.hp.n_ff);
   ops.matmul(l.ffn_down, b.gate, n, b.h);
-  if (s.post_norms) ops.norm(b.h, l.post_ffw_norm, n, d, eps, b.h);
+}
+
+// x += the block's output h, RMS-normalised with post_norm first where the architecture has
+// post-norms (one fused kernel on a GPU). Inside the block's begin/end bracket: the post-norm
+// weight is one of the block's tensors (streamed with it).
+template <typename Ops>
+void add_block_output(Ops& ops, const model::ModelSpec& s, const float* post_norm, const ForwardBuffers& b,
+                      uint32_t n) {
+  if (s.post_norms) ops.norm_add(b.x, b.h, post_norm, n, s.hp.n_embd, s.hp.rms_eps);
+  else ops.add(b.x, b.h, int64_t(n) * s.hp.n_embd);
 }
 
 template <typename Ops>
@@ -126,8 +146,8 @@ void attention_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeig
                      uint32_t il, uint32_t n) {
   ops.begin_block(Block::attention, il);
   attention_rows(ops, s, w, b, il, n);
+  add_block_output(ops, s, w.layers[il].post_attn_norm, b, n);
   ops.end_block(Block::attention, il);
-  ops.add(b.x, b.h, int64_t(n) * s.hp.n_embd);
 }
 
 template <typename Ops>
@@ -135,8 +155,8 @@ void ffn_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w
                uint32_t il, uint32_t n) {
   ops.begin_block(Block::ffn, il);
   ffn_rows(ops, s, w, b, il, n);
+  add_block_output(ops, s, w.layers[il].post_ffw_norm, b, n);
   ops.end_block(Block::ffn, il);
-  ops.add(b.x, b.h, int64_t(n) * s.hp.n_embd);
 }
 
 // The final norm and head for the last `rows` of b.x's n rows, in groups of at most
@@ -218,14 +238,14 @@ void forward_group(Ops& ops, const model::ModelSpec& s, const model::ModelWeight
     for (uint32_t t0 = 0; t0 < n; t0 += chunk) {
       const ForwardBuffers bc = rows_of(t0);
       attention_rows(ops, s, w, bc, il, rows_in(t0));
-      ops.add(bc.x, bc.h, int64_t(rows_in(t0)) * d);
+      add_block_output(ops, s, w.layers[il].post_attn_norm, bc, rows_in(t0));
     }
     ops.end_block(Block::attention, il);
     ops.begin_block(Block::ffn, il);
     for (uint32_t t0 = 0; t0 < n; t0 += chunk) {
       const ForwardBuffers bc = rows_of(t0);
       ffn_rows(ops, s, w, bc, il, rows_in(t0));
-      ops.add(bc.x, bc.h, int64_t(rows_in(t0)) * d);
+      add_block_output(ops, s, w.layers[il].post_ffw_norm, bc, rows_in(t0));
     }
     ops.end_block(Block::ffn, il);
   }

@@ -63,6 +63,81 @@ TEST_CASE("cuda rms_norm matches the CPU", "[gpu]") {
   CHECK(worst_ratio(got, x, 1e-30, 4e-7) <= 1.0);
 }
 
+TEST_CASE("cuda rms_norm_add equals rms_norm then add, bit for bit, and matches the CPU", "[gpu]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (const int64_t n : {64, 1001, 5376}) {  // 1001: the scalar (non-float4) path
+    const int64_t n_vec = 5;
+    auto h = random_normal(size_t(n_vec * n), rng, 3.0f);
+    auto x = random_normal(size_t(n_vec * n), rng);
+    auto w = random_normal(size_t(n), rng);
+    DevBuf dh = to_device(h), dw = to_device(w), dx = to_device(x), dnorm(h.size() * 4), dx2 = to_device(x);
+    REQUIRE(kc::rms_norm_add(dh.as<float>(), dw.as<float>(), n_vec, n, 1e-6f, dx.as<float>(), nullptr));
+    REQUIRE(kc::rms_norm(dh.as<float>(), dw.as<float>(), n_vec, n, 1e-6f, dnorm.as<float>(), nullptr));
+    REQUIRE(kc::add(dx2.as<float>(), dnorm.as<float>(), n_vec * n, nullptr));
+    auto got = dx.download<float>(x.size()), unfused = dx2.download<float>(x.size());
+    INFO("n " << n);
+    CHECK(std::memcmp(got.data(), unfused.data(), got.size() * 4) == 0);
+    cpu::rms_norm_rows(h.data(), w.data(), n_vec, n, 1e-6f);
+    cpu::add(x.data(), h.data(), n_vec * n);
+    // rms_norm's bound on the normed term (~3 ulp of |h|, up to ~4 |x|-sized values here) plus the
+    // add's rounding: an absolute 2e-6 floor covers cancellation between x and the normed h.
+    CHECK(worst_ratio(got, x, 2e-6, 4e-7) <= 1.0);
+  }
+  CHECK_FALSE(kc::rms_norm_add(nullptr, nullptr, 1, 8, 1e-6f, nullptr, nullptr));
+  DevBuf d(64 * 4);
+  CHECK_FALSE(kc::rms_norm_add(d.as<float>(), nullptr, 1, 64, 1e-6f, d.as<float>(), nullptr));  // aliasing
+}
+
+TEST_CASE("cuda qk_norm_rope matches the CPU's QK-norm then rope on every head", "[gpu]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (const int64_t hd : {64, 128, 256}) {
+    for (const bool neox : {true, false}) {
+      for (const bool with_norm : {true, false}) {
+        const int64_t n_tok = 5, n_head = 12, n_head_kv = 3;  // 15 heads: a partial group of 8
+        std::vector<int32_t> pos = {0, 1, 131071, int32_t(rng.next_u64() % 131072), 4097};
+        auto q = random_normal(size_t(n_tok * n_head * hd), rng, 2.0f);
+        auto k = random_normal(size_t(n_tok * n_head_kv * hd), rng, 2.0f);
+        auto qw = random_normal(size_t(hd), rng), kw = random_normal(size_t(hd), rng);
+        std::vector<float> div(size_t(hd / 2));
+        for (auto& d : div) d = 1.0f + 3.0f * rng.uniform();
+        DevBuf dq = to_device(q), dk = to_device(k), dpos = to_device(pos), dqw = to_device(qw), dkw = to_device(kw),
+               ddiv = to_device(div);
+        kc::QkRopeDev p;
+        p.n_head = n_head, p.n_head_kv = n_head_kv, p.head_dim = hd;
+        if (with_norm) p.q_norm = dqw.as<float>(), p.k_norm = dkw.as<float>();
+        p.eps = 1e-6f, p.base = 1e4f, p.linear_scale = 8.0f, p.freq_div = neox ? ddiv.as<float>() : nullptr;
+        p.neox = neox;
+        REQUIRE(kc::qk_norm_rope(dq.as<float>(), dk.as<float>(), dpos.as<int32_t>(), n_tok, p, nullptr));
+        auto got_q = dq.download<float>(q.size()), got_k = dk.download<float>(k.size());
+        if (with_norm) {
+          cpu::rms_norm_rows(q.data(), qw.data(), n_tok * n_head, hd, 1e-6f);
+          cpu::rms_norm_rows(k.data(), kw.data(), n_tok * n_head_kv, hd, 1e-6f);
+        }
+        for (int64_t t = 0; t < n_tok; ++t) {
+          const float ps = float(pos[size_t(t)]) / 8.0f;
+          cpu::rope_heads(q.data() + t * n_head * hd, n_head, hd, ps, 1e4f, neox ? div.data() : nullptr, neox);
+          cpu::rope_heads(k.data() + t * n_head_kv * hd, n_head_kv, hd, ps, 1e4f, neox ? div.data() : nullptr, neox);
+        }
+        // The norm's bound (~3 ulp relative; only the double sum's order differs) carried through
+        // the rotation (two products and a sum of values up to a few units), plus rope's own 1e-6.
+        INFO("hd " << hd << " neox " << neox << " norm " << with_norm);
+        CHECK(worst_ratio(got_q, q, 4e-6, 1e-6) <= 1.0);
+        CHECK(worst_ratio(got_k, k, 4e-6, 1e-6) <= 1.0);
+      }
+    }
+  }
+  kc::QkRopeDev bad;
+  bad.n_head = 1, bad.n_head_kv = 1, bad.head_dim = 1024, bad.base = 1e4f;
+  DevBuf d(1024 * 4), dp(4);
+  CHECK_FALSE(kc::qk_norm_rope(d.as<float>(), d.as<float>(), dp.as<int32_t>(), 1, bad, nullptr));  // head_dim > 512
+}
+
 TEST_CASE("cuda rope matches the CPU, neox and interleaved, up to position 131071", "[gpu]") {
   if (!have_gpu()) return;
   const uint64_t seed = fresh_seed();
