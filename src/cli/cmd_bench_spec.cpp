@@ -2,6 +2,8 @@
 // (default: a summarisation prompt, where prompt lookup pays). Reports per mode tok/s, speedup
 // over plain, acceptance per drafter, tokens per verify pass, draft-step and verify costs, and
 // whether the text equals plain decoding's (greedy: it must). JSON with --json.
+// --replay A,...: speed against a simulated acceptance (spec/replay.h): the plain run's text is
+// replayed as drafts, each token right with probability A; everything else is real.
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +16,8 @@
 #include "runtime/sampler.h"
 #include "session/decode.h"
 #include "session/session.h"
+#include "spec/early_exit.h"
+#include "spec/replay.h"
 #include "spec/speculative_decoder.h"
 
 namespace strata::cli {
@@ -32,6 +36,8 @@ struct BenchSpecArgs {
   uint32_t n_gen = 128;
   std::string modes = "none,lookup,early,subset,auto";
   int reps = 2;
+  std::vector<double> replay;  // simulated acceptances (empty: no replay runs)
+  std::string replay_cost = "none";
   std::string json_out;
   BenchCompare compare;
 };
@@ -107,6 +113,53 @@ int run(BenchSpecArgs a) {
       if (r == 0 || (*dec)->stats().tokens_per_s() > best[i].tokens_per_s()) best[i] = (*dec)->stats();
     }
   }
+  // Replay runs: the plain run's text as drafts, each token right with probability A.
+  std::unique_ptr<spec::SpecConfig> cost;
+  if (!a.replay.empty() && a.replay_cost != "none") {
+    auto c = spec::parse_spec(a.replay_cost, a.m.draft_max, f.model().spec.hp.n_layer);
+    if (!c || c->mode != spec::SpecMode::early) {
+      log::error("--replay-cost: expected none or early:d=N (got '{}'){}", a.replay_cost, c ? "" : ": " + c.message());
+      return 2;
+    }
+    cost = std::make_unique<spec::SpecConfig>(*c);
+  }
+  std::vector<int32_t> reference(prompt.begin(), prompt.end());
+  reference.insert(reference.end(), text[0].begin(), text[0].end());
+  const size_t n_modes = configs.size();
+  for (const double acc : a.replay) {
+    spec::SpecConfig shown;
+    shown.mode = spec::SpecMode::replay;
+    configs.push_back(shown);
+    best.emplace_back();
+    text.emplace_back();
+    for (int r = 0; r < a.reps; ++r) {
+      runtime::Sampler sampler(sp, f.model().spec.hp.n_vocab);
+      for (int32_t t : prompt) sampler.accept(t);
+      std::unique_ptr<spec::Drafter> inner;
+      if (cost) inner = std::make_unique<spec::EarlyExit>(f, cost->depth, 0.0f);  // always k drafts: their cost
+      auto drafter = std::make_unique<spec::ReplayDrafter>(reference, acc, 0x5eedull, f.model().spec.hp.n_vocab,
+                                                           std::move(inner));
+      auto dec = spec::SpeculativeDecoder::create_with(f, sampler, a.m.draft_max, std::move(drafter));
+      if (!dec) {
+        log::error("{}", dec.message());
+        return 2;
+      }
+      auto& out = text.back();
+      out.clear();
+      auto run = session::decode(f, **dec, prompt, nullptr, {int32_t(a.n_gen), true},
+                                 [&](int32_t t) { out.push_back(t); });
+      if (!run) {
+        log::error("{}", run.message());
+        return 1;
+      }
+      if (r == 0 || (*dec)->stats().tokens_per_s() > best.back().tokens_per_s()) best.back() = (*dec)->stats();
+    }
+  }
+  if (!a.replay.empty())
+    fmt::print("replay rows: simulated drafter (the plain text replayed, each token right with probability a{}); "
+               "verification, rollback and all costs measured\n",
+               cost ? fmt::format(", the {} drafter run for its cost", cost->text()) : ", drafting free");
+
   nlohmann::json runs = nlohmann::json::array();
   const double base_tps = best[0].tokens_per_s();
   for (size_t i = 0; i < configs.size(); ++i) {
@@ -115,8 +168,13 @@ int run(BenchSpecArgs a) {
     auto j = best[i].to_json();
     j["speedup_vs_plain"] = speedup;
     j["same_text_as_plain"] = same;
+    if (i >= n_modes) {
+      j["replay_acceptance"] = a.replay[i - n_modes];
+      j["simulated_drafter"] = true;
+    }
     runs.push_back(j);
-    fmt::print("{:<12} {:8.2f} tok/s  x{:.2f}  {}\n", configs[i].text(), best[i].tokens_per_s(), speedup,
+    const std::string label = i >= n_modes ? fmt::format("replay a={:g}", a.replay[i - n_modes]) : configs[i].text();
+    fmt::print("{:<12} {:8.2f} tok/s  x{:.2f}  {}\n", label, best[i].tokens_per_s(), speedup,
                same ? "same text" : "TEXT DIFFERS FROM PLAIN");
     if (configs[i].mode != spec::SpecMode::none) fmt::print("  {}\n", best[i].summary());
   }
@@ -143,6 +201,14 @@ std::function<int()> add_bench_spec(CLI::App* bench) {
       ->capture_default_str();
   sub->add_option("--draft-max", a->m.draft_max, "Most tokens drafted per verify pass (1..15)")->capture_default_str();
   sub->add_option("-r,--reps", a->reps, "Runs per mode (the fastest counts)")->capture_default_str()->check(CLI::Range(1, 100));
+  sub->add_option("--replay", a->replay,
+                  "Simulated acceptances, comma-separated (e.g. 0.3,0.5,0.7,0.9): drafts replay the plain run's text, "
+                  "each token right with probability A; verification and all costs are real")
+      ->delimiter(',')
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--replay-cost", a->replay_cost,
+                  "Drafter whose forward passes replay rounds pay for (none: free drafts, as prompt lookup; early:d=N)")
+      ->capture_default_str();
   sub->add_option("--json", a->json_out, "Write the results as JSON to this file");
   a->compare.add_to(sub);
   return [a, sub]() -> int { return sub->parsed() ? run(*a) : -1; };

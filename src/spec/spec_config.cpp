@@ -15,6 +15,7 @@ std::string SpecConfig::text() const {
     case SpecMode::early: return "early:d=" + std::to_string(depth);
     case SpecMode::subset: return skip_ratio > 0 ? fmt::format("subset:skip={:g}", skip_ratio) : "subset";
     case SpecMode::automatic: return "auto:d=" + std::to_string(depth);
+    case SpecMode::replay: return "replay";
   }
   return "?";
 }

@@ -9,7 +9,8 @@
 
 namespace strata::spec {
 
-enum class SpecMode { none, early, subset, lookup, automatic };
+// replay: `strata bench spec --replay` only (spec/replay.h; parse_spec never yields it).
+enum class SpecMode { none, early, subset, lookup, automatic, replay };
 
 struct SpecConfig {
   SpecMode mode = SpecMode::none;

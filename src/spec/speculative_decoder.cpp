@@ -34,9 +34,24 @@ Result<std::unique_ptr<SpeculativeDecoder>> SpeculativeDecoder::create(runtime::
   return std::unique_ptr<SpeculativeDecoder>(new SpeculativeDecoder(engine, sampler, config));
 }
 
-SpeculativeDecoder::SpeculativeDecoder(runtime::Engine& engine, runtime::Sampler& sampler, SpecConfig config)
+Result<std::unique_ptr<SpeculativeDecoder>> SpeculativeDecoder::create_with(runtime::Engine& engine,
+                                                                            runtime::Sampler& sampler,
+                                                                            uint32_t draft_max,
+                                                                            std::unique_ptr<Drafter> drafter) {
+  if (!drafter) return Status::error("speculative decoder: no drafter given");
+  if (draft_max < 1 || draft_max >= runtime::kMaxExactRows)
+    return Status::error("--draft-max must be in [1, {}] (got {})", runtime::kMaxExactRows - 1, draft_max);
+  SpecConfig c;
+  c.mode = SpecMode::replay;
+  c.draft_max = draft_max;
+  return std::unique_ptr<SpeculativeDecoder>(new SpeculativeDecoder(engine, sampler, c, std::move(drafter)));
+}
+
+SpeculativeDecoder::SpeculativeDecoder(runtime::Engine& engine, runtime::Sampler& sampler, SpecConfig config,
+                                       std::unique_ptr<Drafter> given)
     : engine_(engine), sampler_(sampler), cfg_(config), rng_(sampler.params().seed, /*stream=*/0x5bec) {
-  stats_.spec = cfg_.text();
+  stats_.spec = given ? std::string(given->name()) : cfg_.text();
+  if (given) drafters_.push_back(std::move(given));  // SpecMode::replay: drafter 0, every round
   if (cfg_.mode == SpecMode::lookup || cfg_.mode == SpecMode::automatic) {
     lookup_ = int(drafters_.size());
     drafters_.push_back(std::make_unique<PromptLookup>(kMaxNgram, 1));
@@ -106,6 +121,7 @@ SpeculativeDecoder::Choice SpeculativeDecoder::choose(uint32_t k_max) {
   Choice c;
   if (k_max == 0 || cfg_.mode == SpecMode::none) return c;
   if (cfg_.mode == SpecMode::early) return {early_, k_max, {}};
+  if (cfg_.mode == SpecMode::replay) return {0, k_max, {}};
   if (cfg_.mode == SpecMode::subset) return {subset_, k_max, {}};
   std::vector<int32_t> cont;
   uint32_t matched_n = 0;

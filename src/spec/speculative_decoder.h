@@ -90,6 +90,10 @@ class SpeculativeDecoder {
   // Errors: the config's depth beyond the engine's model, draft_max beyond the engine's ubatch.
   static Result<std::unique_ptr<SpeculativeDecoder>> create(runtime::Engine& engine, runtime::Sampler& sampler,
                                                             SpecConfig config);
+  // A decoder whose every round drafts draft_max tokens with `drafter` (the replay drafter of
+  // `bench spec --replay`, spec/replay.h): mode SpecMode::replay, stats named after the drafter.
+  static Result<std::unique_ptr<SpeculativeDecoder>> create_with(runtime::Engine& engine, runtime::Sampler& sampler,
+                                                                 uint32_t draft_max, std::unique_ptr<Drafter> drafter);
 
   // Evaluates the prompt (engine at position 0) and samples the first token, which becomes the
   // pending one; returns it.
@@ -111,7 +115,8 @@ class SpeculativeDecoder {
   const std::vector<int32_t>& history() const { return history_; }  // prompt + generated
 
  private:
-  SpeculativeDecoder(runtime::Engine& engine, runtime::Sampler& sampler, SpecConfig config);
+  SpeculativeDecoder(runtime::Engine& engine, runtime::Sampler& sampler, SpecConfig config,
+                     std::unique_ptr<Drafter> given = nullptr);
   struct Choice {
     int drafter = -1;  // index into drafters_; -1: a plain step
     uint32_t k = 0;

@@ -1,0 +1,96 @@
+// The replay drafter of `bench spec --replay` (spec/replay.h): per-position Bernoulli(A) outcomes,
+// wrong tokens never equal the right ones, and through the speculative decoder the text stays plain
+// greedy decoding's at any acceptance, with every round's accepted count what the outcomes allow.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "runtime/cpu_forward.h"
+#include "spec/early_exit.h"
+#include "spec/replay.h"
+#include "spec_test_util.h"
+
+using namespace strata;
+
+TEST_CASE("replay drafter: outcomes are Bernoulli(A) per position, wrong tokens differ from the right ones", "[spec]") {
+  std::vector<int32_t> ref(20000);
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] = int32_t((i * 7919) % 1000);
+  for (const double a : {0.0, 0.3, 0.7, 1.0}) {
+    spec::ReplayDrafter d(ref, a, 42, 1000);
+    size_t right = 0;
+    for (size_t p = 0; p < ref.size(); ++p) right += d.right_at(p);
+    const double n = double(ref.size()), sigma = std::sqrt(n * a * (1 - a));
+    INFO("a " << a << " right " << right);
+    CHECK(std::abs(double(right) - n * a) <= 5 * sigma + 0.5);
+    // Drafts after a 100-token history: right where right_at says, else another token.
+    spec::Draft out;
+    REQUIRE(d.propose(std::span(ref.data(), 100), 12, out).is_ok());
+    REQUIRE(out.tokens.size() == 12);
+    CHECK(out.verify_from == 0);
+    for (size_t i = 0; i < 12; ++i) {
+      CHECK((out.tokens[i] == ref[100 + i]) == d.right_at(100 + i));
+      CHECK(out.tokens[i] >= 0);
+      CHECK(out.tokens[i] < 1000);
+    }
+  }
+  spec::ReplayDrafter d(ref, 1.0, 1, 1000);
+  spec::Draft out;
+  REQUIRE(d.propose(std::span(ref.data(), ref.size() - 3), 8, out).is_ok());
+  CHECK(out.tokens.size() == 3);  // the reference ends
+  std::vector<int32_t> off(ref.begin(), ref.begin() + 50);
+  off[10] += 1;  // history left the reference: nothing to replay
+  REQUIRE(d.propose(off, 8, out).is_ok());
+  CHECK(out.tokens.empty());
+  // Another seed gives other outcomes (not a constant pattern).
+  spec::ReplayDrafter e(ref, 0.5, 2, 1000), f(ref, 0.5, 3, 1000);
+  size_t differ = 0;
+  for (size_t p = 0; p < 1000; ++p) differ += e.right_at(p) != f.right_at(p);
+  CHECK(differ > 300);
+}
+
+TEST_CASE("replay through the speculative decoder: plain greedy text at every acceptance", "[spec]") {
+  const std::string path = test::small_spec_model(7, GgmlType::Q8_0);
+  auto model = runtime::Model::load(path);
+  REQUIRE(model.is_ok());
+  auto eng = runtime::CpuForward::create(*model, {.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F32,
+                                                  .v_type = GgmlType::F32, .placement = {}, .trace = {}});
+  REQUIRE(eng.is_ok());
+  auto& e = **eng;
+  const std::vector<int32_t> prompt = {2, 17, 40, 99, 123, 7, 250};
+  const uint32_t n = 60;
+  const auto plain = test::generate(e, prompt, n, spec::SpecConfig{}, test::greedy_params());
+  std::vector<int32_t> ref = prompt;
+  ref.insert(ref.end(), plain.begin(), plain.end());
+  for (const double a : {0.0, 0.5, 1.0}) {
+    for (const bool with_cost : {false, true}) {
+      runtime::Sampler sampler(test::greedy_params(), e.model().spec.hp.n_vocab);
+      for (int32_t t : prompt) sampler.accept(t);
+      std::unique_ptr<spec::Drafter> inner;
+      if (with_cost) inner = std::make_unique<spec::EarlyExit>(e, 2, 0.0f);
+      auto drafter = std::make_unique<spec::ReplayDrafter>(ref, a, 9, e.model().spec.hp.n_vocab, std::move(inner));
+      const spec::ReplayDrafter& rd = *drafter;
+      auto dec = spec::SpeculativeDecoder::create_with(e, sampler, 6, std::move(drafter));
+      REQUIRE(dec.is_ok());
+      auto first = (*dec)->start(prompt);
+      REQUIRE(first.is_ok());
+      std::vector<int32_t> out{*first};
+      uint64_t expect_accepted = 0;
+      while (out.size() < n) {
+        // The round's drafts start at the next position; it accepts the run of right outcomes.
+        const size_t next = prompt.size() + out.size();
+        const uint32_t k = std::min<uint32_t>(6, uint32_t(n - out.size()) - 1);
+        for (size_t p = next; p < next + k && p < ref.size() && rd.right_at(p); ++p) ++expect_accepted;
+        REQUIRE((*dec)->step(uint32_t(n - out.size()), out).is_ok());
+      }
+      INFO("a " << a << " cost " << with_cost);
+      CHECK(out == plain);
+      const auto& st = (*dec)->stats();
+      REQUIRE(st.drafters.size() == 1);
+      CHECK(st.drafters[0].accepted == expect_accepted);
+      if (a == 1.0) CHECK(st.drafters[0].accepted == st.drafters[0].drafted);
+      if (a == 0.0) CHECK(st.drafters[0].accepted == 0);
+      if (with_cost) CHECK(st.drafters[0].steps > 0);  // the early-exit passes ran
+      else CHECK(st.drafters[0].steps == 0);
+    }
+  }
+}
