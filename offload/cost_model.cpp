@@ -13,6 +13,13 @@ namespace {
 constexpr double kGpuLaunchS = 15e-6;       // kernel launches + event waits per block
 constexpr double kCpuRoundTripS = 20e-6;    // activations to host and back per CPU block
 constexpr double kPrefillHostKvTile = 16;   // queries per pass over host-held KV in prefill
+// Fractions of the profile's GEMM ceiling (a cuBLAS bf16 GEMM) the engine's own paths reach, as
+// measured (H200, `strata bench decode` / `bench kernels`, 2026-12-02): a prefill chunk's matmuls
+// (weights dequantised to f16 tiles, then cuBLAS) 38-39% at 512-token chunks; tensor-core flash
+// attention over f16 / q4 KV 20-24% (q8 7%). Without them the model predicted 13001 tok/s for a
+// 128K prompt the engine prefills at 4352. Apply to every GPU until a profile measures its own.
+constexpr double kGemmEfficiency = 0.38;
+constexpr double kAttentionEfficiency = 0.21;
 
 double gbps_time(double bytes, double gbps) { return gbps > 0 ? bytes / (gbps * 1e9) : (bytes > 0 ? 1e9 : 0); }
 
@@ -69,7 +76,8 @@ uint64_t prefill_group_bytes(const ModelBlocks& m, const RunShape& r, uint32_t g
 SweepCost sweep_cost(const ModelBlocks& m, const HardwareProfile& p, const Placement& pl, const RunShape& r,
                      uint32_t l0, uint32_t l1, bool head, uint32_t batch, uint64_t pos, bool prefill) {
   SweepCost c;
-  const double dev = p.device_read_gbps.value, gemm = p.gpu_gemm_tflops.value * 1e12;
+  const double dev = p.device_read_gbps.value, ceiling = p.gpu_gemm_tflops.value * 1e12;
+  const double gemm = ceiling * kGemmEfficiency, att_rate = ceiling * kAttentionEfficiency;
   auto block = [&](const WeightBlock& b, Tier t) {
     const double flops = 2.0 * double(b.params) * batch;
     const bool to_gpu_for_prefill = prefill && p.has_gpu();  // no GPU: prefill stays on the CPU
@@ -96,7 +104,7 @@ SweepCost sweep_cost(const ModelBlocks& m, const HardwareProfile& p, const Place
     const double kv_bytes = double(attended) * m.kv_bytes_per_token(r.kv, r.kv_v_dtype());
     const double att_flops = 4.0 * m.n_head * m.head_dim * double(attended) * batch;
     if (pl.kv[il] == KvTier::gpu) {
-      c.gpu_s += gbps_time(kv_bytes, dev) + (gemm > 0 ? att_flops / gemm : 0.0);
+      c.gpu_s += gbps_time(kv_bytes, dev) + (att_rate > 0 ? att_flops / att_rate : 0.0);
     } else {
       const double passes = prefill ? std::ceil(batch / kPrefillHostKvTile) : double(batch);
       c.cpu_s += passes * gbps_time(kv_bytes, p.host_gbps()) + kCpuRoundTripS;

@@ -41,9 +41,11 @@ inline constexpr uint32_t kLogitRows = 32;
 inline constexpr uint64_t kGemmTileBytes = kernels::cuda::kGemmTileBytes;
 inline constexpr uint64_t kCublasScratchBytes = kernels::cuda::kCublasWorkspaceBytes;
 // Layer-major prefill (runtime/forward_pass.h forward_group): at most this many chunks share one
-// pass over the streamed blocks. Past 16 the copy is already a small share of a group's time on
-// PCIe 4 (one sweep of 4.6 GiB against 16 chunks of GEMMs), and the buffer grows linearly.
-inline constexpr uint32_t kMaxPrefillGroup = 16;
+// pass over the streamed blocks. Past 32 the copy is a small share of a group's time even on a fast
+// GPU (one sweep of 4.6 GiB against 32 chunks of GEMMs), and the buffer grows linearly.
+inline constexpr uint32_t kMaxPrefillGroup = 32;
+// RunShape::prefill_group_reserve: let plan() choose the reserve (planner.h, "prefill group").
+inline constexpr uint32_t kPrefillGroupAuto = 0xffffffffu;
 
 struct RunShape {
   uint64_t ctx = 4096;        // target context (KV is sized for this)
@@ -58,7 +60,8 @@ struct RunShape {
   uint32_t prefetch_depth = 2;  // blocks in flight ahead of compute; the ring has depth + 1 slots
   // Chunks of a layer-major prefill group whose buffer a streamed placement reserves before its
   // weights (`--prefill-group N`: fewer resident weights, each streamed block copied once per N
-  // chunks of a prompt); 0: the group only takes the VRAM the weights leave (Plan::prefill_group).
+  // chunks of a prompt); 0: the group only takes the VRAM the weights leave (Plan::prefill_group);
+  // kPrefillGroupAuto: plan() picks the reserve that minimises the predicted job time.
   uint32_t prefill_group_reserve = 0;
   // Planner policy (planner.h, "Draft path"): false: the draft path is kept resident whenever that
   // is as fast as the best plan; true: whenever it fits at all, even where the cost model rates it

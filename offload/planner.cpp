@@ -5,7 +5,7 @@
 //   "profile": name, "budgets": {vram, pinned, host, disk} (bytes),
 //   "run": {ctx, prompt, gen, kv (K's format), kv_v (V's), draft_depth, draft_len, acceptance,
 //           require_draft_resident},
-//   "solver": "exhaustive"|"search"|"cpu-only",
+//   "solver": "exhaustive"|"search"|"cpu-only", "prefill_group_choice" (only with --prefill-group auto: why),
 //   "tiers": {gpu|stream|disk|cpu: {blocks, bytes}},
 //   "usage": {vram_weights, vram_kv, vram_staging, vram_scratch, vram_context, vram_prefill_group, vram_total,
 //             pinned_weights, pinned_staging, host_cpu_weights, host_kv, disk} (bytes),
@@ -58,6 +58,7 @@ nlohmann::json plan_json(const ModelBlocks& m, const HardwareProfile& p, const B
               {"draft_depth", r.draft_depth}, {"draft_len", r.draft_len}, {"acceptance", r.acceptance},
               {"require_draft_resident", r.require_draft_resident}};
   j["solver"] = plan.solver;
+  if (!plan.prefill_group_choice.empty()) j["prefill_group_choice"] = plan.prefill_group_choice;
   const auto t = totals(m, plan);
   for (int i = 0; i < 4; ++i) j["tiers"][tier_name(Tier(i))] = {{"blocks", t.blocks[i]}, {"bytes", t.bytes[i]}};
   const Usage& u = plan.usage;
@@ -127,6 +128,8 @@ std::string plan_report(const ModelBlocks& m, const HardwareProfile& p, const Bu
                    format_bytes(u.pinned_staging), format_bytes(u.host_cpu_weights), format_bytes(u.host_kv),
                    format_bytes(u.disk));
   o += fmt::format("prefetch:  depth {}\n", plan.prefetch_depth);
+  if (!plan.prefill_group_choice.empty())
+    o += fmt::format("prefill:   group of {} chunks; {}\n", plan.prefill_group, plan.prefill_group_choice);
   o += fmt::format("layers:    {:>5} {:>5} {:>7} {:>7} {:>5} {:>11}\n", "layer", "kind", "attn", "ffn", "kv", "kv bytes");
   for (uint32_t il = 0; il < m.n_layer; ++il)
     o += fmt::format("           {:>5} {:>5} {:>7} {:>7} {:>5} {:>11}\n", il, m.swa[il] ? "swa" : "full",

@@ -68,6 +68,9 @@ struct Plan {
   Prediction prediction;
   bool draft_resident = false;   // head + layers [0, d) all in VRAM (speculative runs)
   std::string solver;            // "exhaustive" | "search" | "cpu-only"
+  // With RunShape::prefill_group_reserve == kPrefillGroupAuto: why the reserve was chosen (the
+  // predicted job times compared); empty otherwise.
+  std::string prefill_group_choice;
 };
 
 // Budgets actually applied (the profile's, possibly overridden on the command line).
@@ -87,6 +90,11 @@ bool evaluate(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, 
 bool draft_path_resident(const ModelBlocks& m, const RunShape& r, const Placement& pl);
 
 // The best plan, or an error saying what does not fit, by how much, and the smallest changes.
+// Prefill group: with r.prefill_group_reserve == kPrefillGroupAuto, plans reserving a group of
+// 0, 4, 8, 16 and kMaxPrefillGroup chunks (where the prompt has that many) are compared by the
+// predicted job time (time to first token + gen tokens at the decode rate) and the fastest wins:
+// a long document with a short answer reserves a group (each streamed block then crosses PCIe
+// once per group), a long generation keeps the VRAM for weights.
 Result<Plan> plan(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r);
 // The two solvers, for tests (plan() picks one by instance size). Error: "infeasible".
 Result<Plan> solve_exhaustive(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r);

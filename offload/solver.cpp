@@ -286,7 +286,35 @@ std::optional<uint64_t> smallest(uint64_t lo, uint64_t hi, uint64_t step, const 
 
 }  // namespace
 
+// plan() with RunShape::prefill_group_reserve == kPrefillGroupAuto (planner.h).
+static Result<Plan> plan_auto_group(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, RunShape r) {
+  r.prefill_group_reserve = 0;
+  auto best = plan(m, p, b, r);
+  if (!best || !layer_major_prefill(best->placement) || prefill_chunks(r) < 2) return best;
+  auto job_s = [&](const Plan& pl) {
+    const double tps = pl.prediction.objective_tps();
+    return pl.prediction.ttft_s + (tps > 0 ? double(r.gen) / tps : 0.0);
+  };
+  const double none_s = job_s(*best);
+  uint32_t chosen = 0;
+  for (const uint32_t g : {4u, 8u, 16u, kMaxPrefillGroup}) {
+    if (g > prefill_chunks(r)) break;
+    RunShape rg = r;
+    rg.prefill_group_reserve = g;
+    auto cand = solve(m, p, b, rg);
+    if (cand && job_s(*cand) < job_s(*best)) best = std::move(cand), chosen = g;
+  }
+  best->prefill_group_choice =
+      chosen ? fmt::format("reserved {} chunks automatically: predicted job {:.1f} s (prefill {:.1f} s + {} tokens) "
+                           "vs {:.1f} s without",
+                           chosen, job_s(*best), best->prediction.ttft_s, r.gen, none_s)
+             : fmt::format("none reserved automatically: a reserve would not shorten the predicted job ({:.1f} s)",
+                           none_s);
+  return best;
+}
+
 Result<Plan> plan(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r) {
+  if (r.prefill_group_reserve == kPrefillGroupAuto) return plan_auto_group(m, p, b, r);
   auto res = solve(m, p, b, r);
   if (res) return res;
   // Infeasible: say what does not fit and by how much, then the smallest single changes that fit.

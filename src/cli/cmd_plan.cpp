@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/model_args.h"
 #include "cli/placement_report.h"
 #include "core/log.h"
 #include "core/units.h"
@@ -21,7 +22,7 @@ namespace {
 struct PlanArgs {
   std::string model, profile, kv = "f16", kv_v, vram, pinned, host, disk, sweep;
   uint64_t ctx = 4096, prompt = 0, gen = 256;
-  uint32_t prefill_group = 0;  // RunShape::prefill_group_reserve
+  uint32_t prefill_group = offload::kPrefillGroupAuto;  // RunShape::prefill_group_reserve
   int draft_depth = -1;  // -1: n_layer / 4
   uint32_t draft_len = 4;
   double acceptance = 0.6;
@@ -187,10 +188,7 @@ Command add_plan(CLI::App& app) {
   sub->add_option("--kv-v", a->kv_v, "KV dtype of V when it differs from --kv's");
   sub->add_option("--prompt", a->prompt, "Prompt tokens (default: ctx - gen)");
   sub->add_option("--gen", a->gen, "Generated tokens");
-  sub->add_option("--prefill-group", a->prefill_group,
-                  "Reserve VRAM for a layer-major prefill group of this many chunks before placing weights "
-                  "(0: the group takes only the VRAM the weights leave)")
-      ->check(CLI::Range(0, 16));
+  add_prefill_group_option(sub, a->prefill_group);
   sub->add_option("--spec", a->spec,
                   "Plan for the speculative decoding of generate --spec (none | early:d=N | subset | lookup | auto; "
                   "the same plan generate runs): early and auto draft with layers [0, N), the others plan as plain "

@@ -1,7 +1,10 @@
 #include "cli/model_args.h"
 
+#include <charconv>
+
 #include "cli/output_file.h"
 #include "core/log.h"
+#include "offload/cost_model.h"
 
 namespace strata::cli {
 
@@ -42,12 +45,7 @@ void ModelArgs::add_to(CLI::App* sub) {
                                           "this many + 1 slots)")
       ->capture_default_str()
       ->check(CLI::Range(1, 16));
-  sub->add_option("--prefill-group", prefill_group,
-                  "With --vram: reserve VRAM for a layer-major prefill group of this many chunks before placing "
-                  "weights (each streamed block then crosses PCIe once per group of a long prompt, at the cost of "
-                  "that much fewer resident weights); 0: the group only takes the VRAM the weights leave")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 16));
+  add_prefill_group_option(sub, prefill_group);
   sub->add_flag("--cpu-blocks", cpu_blocks, "With --vram: let the planner put weight blocks on the cpu tier (kept in "
                                             "host RAM and computed there by the CPU; only activations cross PCIe)");
   sub->add_option("--kv-host", kv_host, "With --vram: full-attention layers whose KV lives in host RAM, attention "
@@ -92,6 +90,30 @@ Status write_trace(const session::Session& s) {
   log::info("trace: {} spans written to {} (open in ui.perfetto.dev){}", trace->size(), s.options().trace_path,
             trace->dropped() ? fmt::format("; {} later spans dropped (trace full)", trace->dropped()) : std::string());
   return {};
+}
+
+void add_prefill_group_option(CLI::App* sub, uint32_t& chunks) {
+  const std::string now = chunks == offload::kPrefillGroupAuto ? "auto" : std::to_string(chunks);
+  sub->add_option_function<std::string>(
+         "--prefill-group",
+         [&chunks](const std::string& v) {
+           if (v == "auto") {
+             chunks = offload::kPrefillGroupAuto;
+             return;
+           }
+           uint32_t n = 0;
+           const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+           if (v.empty() || ec != std::errc() || p != v.data() + v.size() || n > offload::kMaxPrefillGroup)
+             throw CLI::ValidationError("--prefill-group", fmt::format("expected auto or a chunk count in [0, {}] (got '{}')",
+                                                                      offload::kMaxPrefillGroup, v));
+           chunks = n;
+         },
+         fmt::format("With --vram: VRAM reserved for a layer-major prefill group of this many chunks before weights "
+                     "are placed (each streamed block then crosses PCIe once per group of a long prompt, at the cost of "
+                     "that much fewer resident weights); 0: the group takes only the VRAM the weights leave; auto: the "
+                     "planner compares 0, 4, 8, 16 and {} chunks by predicted job time (prefill + generation)",
+                     offload::kMaxPrefillGroup))
+      ->default_str(now);
 }
 
 }  // namespace strata::cli

@@ -23,6 +23,10 @@ struct ModelArgs : session::RunOptions {
   void add_spec_to(CLI::App* sub);
 };
 
+// --prefill-group auto|N into `chunks` (offload::kPrefillGroupAuto for auto), as model commands and
+// `plan` take it.
+void add_prefill_group_option(CLI::App* sub, uint32_t& chunks);
+
 // A command's model opened to run: the Session and, when asked for, its tokenizer. The commands
 // that run a model (generate, serve, bench, batch, logits, perplexity) open it through here, so the
 // same failure reads and exits the same everywhere. Errors are logged; the int returned is then

@@ -38,8 +38,9 @@ struct RunOptions {
   std::string vram, pinned, profile;
   uint32_t prefetch = 2;
   // Chunks of a layer-major prefill group the plan reserves VRAM for before placing weights
-  // (offload::RunShape::prefill_group_reserve); 0: only what the weights leave.
-  uint32_t prefill_group = 0;
+  // (offload::RunShape::prefill_group_reserve); 0: only what the weights leave; 0xffffffff
+  // (offload::kPrefillGroupAuto, the default): the planner picks it by predicted job time.
+  uint32_t prefill_group = 0xffffffffu;
   // Host-side tiers (with a budget): cpu_blocks lets the planner compute weight blocks on the CPU;
   // kv_host none|auto|all|N puts full-attention layers' KV in host RAM.
   bool cpu_blocks = false;

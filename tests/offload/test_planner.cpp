@@ -225,9 +225,11 @@ TEST_CASE("planner: 27B on every shipped profile") {
 TEST_CASE("planner: layer-major prefill groups on a streamed 27B plan") {
   auto m = model_blocks_from_path(header_27b());
   REQUIRE(m.is_ok());
-  // The H200's GEMM rate makes a chunk's copies dominate its compute (on a 3060 prefill is
-  // compute-bound and a group predicts the same time); no cpu tier, as the CLI plans by default.
-  const auto p = profile("h200-as-12g");
+  // The H200's compute with a link 1/8 of its PCIe (7 GB/s): a chunk's copies dominate its compute
+  // (at the H200's own 55 GB/s the engine's measured GEMM rate makes prefill compute-bound, and a
+  // group predicts about the same time); no cpu tier, as the CLI plans by default.
+  auto p = profile("h200-as-12g");
+  for (auto& pt : p.h2d_pinned) pt.gbps /= 8;
   RunShape r;
   r.ctx = 32768;
   r.prompt = 16384;
@@ -433,4 +435,50 @@ TEST_CASE("planner: optimal vs brute force on small instances") {
     }
   }
   std::printf("structured search vs brute force: worst gap %.1f%% over %d instances\n", 100 * worst_search_gap, compared);
+}
+
+TEST_CASE("planner: --prefill-group auto reserves the group with the shortest predicted job") {
+  auto m = model_blocks_from_path(header_27b());
+  REQUIRE(m.is_ok());
+  // A link slow enough (7 GB/s) that a long prompt's copies matter against its compute.
+  auto p = profile("h200-as-12g");
+  for (auto& pt : p.h2d_pinned) pt.gbps /= 8;
+  Budgets b = Budgets::of(p);
+  b.vram = 12 * kGiB;
+  b.allow_cpu = false;
+  b.allow_host_kv = false;
+  RunShape r;
+  r.ctx = 131072;
+  r.prompt = 130000;
+  r.kv = KvDtype::q4;
+  auto job_s = [&](const Plan& pl) { return pl.prediction.ttft_s + double(r.gen) / pl.prediction.objective_tps(); };
+  for (const uint64_t gen : {256ull, 200000ull}) {
+    r.gen = gen;
+    r.prefill_group_reserve = kPrefillGroupAuto;
+    auto chosen = plan(*m, p, b, r);
+    REQUIRE(chosen.is_ok());
+    RunShape no_reserve = r;  // auto promises no reserve; the group still obeys the budgets
+    no_reserve.prefill_group_reserve = 0;
+    check_budgets(*m, p, b, no_reserve, *chosen);
+    CHECK_FALSE(chosen->prefill_group_choice.empty());
+    // No fixed reserve the auto rule compares gives a shorter predicted job.
+    double best = 1e300;
+    for (const uint32_t g : {0u, 4u, 8u, 16u, kMaxPrefillGroup}) {
+      r.prefill_group_reserve = g;
+      auto fixed = plan(*m, p, b, r);
+      REQUIRE(fixed.is_ok());
+      best = std::min(best, job_s(*fixed));
+      CHECK(job_s(*chosen) <= job_s(*fixed) * (1 + 1e-12));
+    }
+    CHECK(job_s(*chosen) == Approx(best));
+    INFO(chosen->prefill_group_choice);
+    if (gen == 256) {
+      // A long document with a short answer: a reserved group (streamed blocks once per group).
+      CHECK(chosen->usage.vram_prefill_group >= prefill_group_bytes(*m, r, 4));
+      CHECK(chosen->prefill_group_choice.find("reserved") == 0);
+    } else {
+      // A long generation keeps the VRAM for weights: decode dominates the job.
+      CHECK(chosen->prefill_group_choice.find("none reserved") == 0);
+    }
+  }
 }
