@@ -1,21 +1,48 @@
-// Int8-activation GEMV instantiations for the i-quants (gemv_q8.cuh over iq_decode.cuh's UnitIq):
-// one 32-element sub-block per lane and step, each decoded once for all columns.
+// Int8-activation GEMV instantiations for the i-quants (gemv_q8.cuh over iq_decode.cuh's UnitIq),
+// each decoded sub-block used for all columns.
+//
+// Sub-blocks per lane step (UnitIq's kSubsPerUnit): 2 by default for the 256-element types (IQ4_NL
+// takes 1). STRATA_IQ_GEMV_SUBS=1|2|4 overrides it (read once per process): a tuning knob for
+// `strata bench kernels`, not a setting (every value computes the same result).
+#include <cstdlib>
+
 #include "kernels/cuda/gemv_q8.cuh"
 #include "kernels/cuda/iq_decode.cuh"
 
 namespace strata::kernels::cuda::detail {
+namespace {
+
+int iq_subs_per_unit() {
+  static const int subs = [] {
+    const char* e = std::getenv("STRATA_IQ_GEMV_SUBS");
+    const int v = e ? std::atoi(e) : 2;
+    return (v == 1 || v == 2 || v == 4) ? v : 2;
+  }();
+  return subs;
+}
+
+template <class T>
+void launch_iq(const WeightView& w, const ActQ8& x, int n_cols, float* d_y, cudaStream_t s) {
+  switch (iq_subs_per_unit()) {
+    case 1: launch_gemv_q8<UnitIq<T, 1>>(w, x, n_cols, d_y, s); break;
+    case 4: launch_gemv_q8<UnitIq<T, 4>>(w, x, n_cols, d_y, s); break;
+    default: launch_gemv_q8<UnitIq<T, 2>>(w, x, n_cols, d_y, s); break;
+  }
+}
+
+}  // namespace
 
 bool launch_gemv_q8_iq(const WeightView& w, const ActQ8& x, int n_cols, float* d_y, cudaStream_t s) {
   switch (w.type) {
-    case GgmlType::IQ4_NL: launch_gemv_q8<UnitIq<IqIq4_NL>>(w, x, n_cols, d_y, s); return true;
-    case GgmlType::IQ4_XS: launch_gemv_q8<UnitIq<IqIq4_XS>>(w, x, n_cols, d_y, s); return true;
-    case GgmlType::IQ3_XXS: launch_gemv_q8<UnitIq<IqIq3_XXS>>(w, x, n_cols, d_y, s); return true;
-    case GgmlType::IQ3_S: launch_gemv_q8<UnitIq<IqIq3_S>>(w, x, n_cols, d_y, s); return true;
-    case GgmlType::IQ2_XXS: launch_gemv_q8<UnitIq<IqIq2_XXS>>(w, x, n_cols, d_y, s); return true;
-    case GgmlType::IQ2_XS: launch_gemv_q8<UnitIq<IqIq2_XS>>(w, x, n_cols, d_y, s); return true;
-    case GgmlType::IQ2_S: launch_gemv_q8<UnitIq<IqIq2_S>>(w, x, n_cols, d_y, s); return true;
-    case GgmlType::IQ1_S: launch_gemv_q8<UnitIq<IqIq1_S>>(w, x, n_cols, d_y, s); return true;
-    case GgmlType::IQ1_M: launch_gemv_q8<UnitIq<IqIq1_M>>(w, x, n_cols, d_y, s); return true;
+    case GgmlType::IQ4_NL: launch_gemv_q8<UnitIq<IqIq4_NL, 1>>(w, x, n_cols, d_y, s); return true;
+    case GgmlType::IQ4_XS: launch_iq<IqIq4_XS>(w, x, n_cols, d_y, s); return true;
+    case GgmlType::IQ3_XXS: launch_iq<IqIq3_XXS>(w, x, n_cols, d_y, s); return true;
+    case GgmlType::IQ3_S: launch_iq<IqIq3_S>(w, x, n_cols, d_y, s); return true;
+    case GgmlType::IQ2_XXS: launch_iq<IqIq2_XXS>(w, x, n_cols, d_y, s); return true;
+    case GgmlType::IQ2_XS: launch_iq<IqIq2_XS>(w, x, n_cols, d_y, s); return true;
+    case GgmlType::IQ2_S: launch_iq<IqIq2_S>(w, x, n_cols, d_y, s); return true;
+    case GgmlType::IQ1_S: launch_iq<IqIq1_S>(w, x, n_cols, d_y, s); return true;
+    case GgmlType::IQ1_M: launch_iq<IqIq1_M>(w, x, n_cols, d_y, s); return true;
     default: return false;
   }
 }

@@ -228,22 +228,31 @@ struct DecIq {
   STRATA_PIECE_FROM_CODES(DecIq)
 };
 
-// As a quant_unit.cuh unit: one 32-element sub-block per unit, codes as signed bytes (kBias 0).
-template <class T>
+// As a quant_unit.cuh unit: kSubs consecutive 32-element sub-blocks per unit (one lane's step),
+// codes as signed bytes (kBias 0). More sub-blocks per step put more bytes in flight per lane (the
+// loads of a unit are one straight-line block the compiler issues together) at the cost of idle
+// lanes at the end of a row; gemv_q8_iq.cu picks kSubs. kSubs must divide the row's sub-blocks:
+// the 256-element types take 1, 2 or 4; IQ4_NL (32-element blocks) takes 1.
+template <class T, int kSubsPerUnit = 1>
 struct UnitIq {
-  static constexpr int kUnit = 32, kBlockBytes = T::kBlockBytes, kAlign = T::kAlign, kBias = 0;
-  static constexpr int kSubs = T::kBlockElems / 32;
+  static constexpr int kUnit = 32 * kSubsPerUnit, kBlockBytes = T::kBlockBytes, kAlign = T::kAlign, kBias = 0;
+  static constexpr int kSubs = T::kBlockElems / 32;  // sub-blocks per block
+  static_assert(kSubs % kSubsPerUnit == 0);
   template <class F>
   __device__ __forceinline__ static void visit(const uint8_t* row, int64_t u, F&& f) {
-    uint32_t q[8];
-    float sc[2];
-    T::groups(row + (u / kSubs) * kBlockBytes, int(u % kSubs), -1, [&](int l, uint32_t lo, uint32_t hi, float s) {
-      q[2 * l] = lo;
-      q[2 * l + 1] = hi;
-      sc[l >> 1] = s;  // groups 0, 1 share a scale, as 2, 3 do
-    });
-    const float mn[2] = {0.0f, 0.0f};
-    f(u * 32, q, sc, mn);
+#pragma unroll
+    for (int k = 0; k < kSubsPerUnit; ++k) {
+      const int64_t sb = u * kSubsPerUnit + k;  // sub-block index in the row
+      uint32_t q[8];
+      float sc[2];
+      T::groups(row + (sb / kSubs) * kBlockBytes, int(sb % kSubs), -1, [&](int l, uint32_t lo, uint32_t hi, float s) {
+        q[2 * l] = lo;
+        q[2 * l + 1] = hi;
+        sc[l >> 1] = s;  // groups 0, 1 share a scale, as 2, 3 do
+      });
+      const float mn[2] = {0.0f, 0.0f};
+      f(sb * 32, q, sc, mn);
+    }
   }
 };
 
