@@ -307,7 +307,7 @@ TEST_CASE("cuda gemm (f16 tiles + cuBLAS) matches the CPU reference", "[gpu]") {
 const GgmlType kIqTypes[] = {GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ2_XXS,
                              GgmlType::IQ2_XS, GgmlType::IQ2_S,  GgmlType::IQ1_S,   GgmlType::IQ1_M};
 
-TEST_CASE("cuda gemv, gemm and dequantize_rows for the i-quants match the CPU reference, 1..16 columns", "[gpu][iq]") {
+TEST_CASE("cuda gemv gemm and dequantize_rows for the i-quants match the CPU reference at 1..16 columns", "[gpu][iq]") {
   if (!have_gpu()) return;
   const uint64_t seed = test::fresh_seed();
   INFO("seed " << seed);
