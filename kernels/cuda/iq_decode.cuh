@@ -14,10 +14,11 @@
 // reproduces the CPU decoders bit for bit. Codes fit int8 (|code| <= 127), so the int8 GEMV feeds
 // them to __dp4a as signed bytes with no bias.
 //
-// Each type T gives groups(b, ib, only, g): for the 8-element groups l = 0..3 of 32-element
+// Each type T gives groups(b, ib, only, tab, g): for the 8-element groups l = 0..3 of 32-element
 // sub-block ib of the block at b (only = -1: all four; else only group `only`), g(l, lo, hi, sc)
 // with lo / hi the signed codes of elements 8 l .. 8 l + 3 / 8 l + 4 .. 8 l + 7 (byte j = element j)
-// and sc their scale. Loads: blocks are only 2-byte aligned (except IQ4_XS and IQ1_M), so bytes
+// and sc their scale; tab is the type's grid (Entry[kTableEntries]: global_table(), or a copy in
+// shared memory, gemv_q8_iq.cu; none for IQ4). Loads: blocks are only 2-byte aligned (except IQ4_XS and IQ1_M), so bytes
 // come through quant_unit.cuh's aligned-word loaders.
 #pragma once
 
@@ -36,15 +37,18 @@ __device__ __forceinline__ float iq_half_scale(float d, uint32_t s, float f) { r
 // IQ2_XXS (66 bytes): d; per sub-block 8 bytes: 4 grid indices, then 4 x 7 sign bits + scale.
 struct IqIq2_XXS {
   static constexpr int kBlockElems = 256, kBlockBytes = 66, kAlign = 2;
+  using Entry = uint64_t;
+  static constexpr int kTableEntries = 256;
+  __device__ __forceinline__ static const Entry* global_table() { return kDevIq2xxsGrid.v; }
   template <class G>
-  __device__ __forceinline__ static void groups(const uint8_t* b, int ib, int only, G&& g) {
+  __device__ __forceinline__ static void groups(const uint8_t* b, int ib, int only, const Entry* tab, G&& g) {
     uint32_t w[2];
     load_words_a2<2>(b + 2 + 8 * ib, w);
     const float db = iq_half_scale(h2f(ld16(b)), w[1] >> 28, 0.25f);
 #pragma unroll
     for (int l = 0; l < 4; ++l) {
       if (only >= 0 && l != only) continue;
-      const uint64_t e = __ldg(&kDevIq2xxsGrid.v[byte_at(w, l)]);
+      const uint64_t e = tab[byte_at(w, l)];
       const uint32_t s = iq_ksigns((w[1] >> (7 * l)) & 127u);
       g(l, iq_apply_signs(lo32(e), s), iq_apply_signs(hi32(e), s >> 4), db);
     }
@@ -53,8 +57,11 @@ struct IqIq2_XXS {
 // IQ2_XS (74 bytes): d; qs u16[32] (9-bit grid index | 7-bit sign index << 9); scales[8] at 66.
 struct IqIq2_XS {
   static constexpr int kBlockElems = 256, kBlockBytes = 74, kAlign = 2;
+  using Entry = uint64_t;
+  static constexpr int kTableEntries = 512;
+  __device__ __forceinline__ static const Entry* global_table() { return kDevIq2xsGrid.v; }
   template <class G>
-  __device__ __forceinline__ static void groups(const uint8_t* b, int ib, int only, G&& g) {
+  __device__ __forceinline__ static void groups(const uint8_t* b, int ib, int only, const Entry* tab, G&& g) {
     uint32_t w[2];
     load_words_a2<2>(b + 2 + 8 * ib, w);
     const float d = h2f(ld16(b));
@@ -63,7 +70,7 @@ struct IqIq2_XS {
     for (int l = 0; l < 4; ++l) {
       if (only >= 0 && l != only) continue;
       const uint32_t q = (w[l >> 1] >> (16 * (l & 1))) & 0xffffu;
-      const uint64_t e = __ldg(&kDevIq2xsGrid.v[q & 511u]);
+      const uint64_t e = tab[q & 511u];
       const uint32_t s = iq_ksigns(q >> 9);
       g(l, iq_apply_signs(lo32(e), s), iq_apply_signs(hi32(e), s >> 4), iq_half_scale(d, (s8 >> (4 * (l >> 1))) & 15u, 0.25f));
     }
@@ -73,8 +80,11 @@ struct IqIq2_XS {
 // index bits per group); scales[8] at 74.
 struct IqIq2_S {
   static constexpr int kBlockElems = 256, kBlockBytes = 82, kAlign = 2;
+  using Entry = uint64_t;
+  static constexpr int kTableEntries = 1024;
+  __device__ __forceinline__ static const Entry* global_table() { return kDevIq2sGrid.v; }
   template <class G>
-  __device__ __forceinline__ static void groups(const uint8_t* b, int ib, int only, G&& g) {
+  __device__ __forceinline__ static void groups(const uint8_t* b, int ib, int only, const Entry* tab, G&& g) {
     uint32_t qs[1], sg[1];
     load_words_a2<1>(b + 2 + 4 * ib, qs);
     load_words_a2<1>(b + 34 + 4 * ib, sg);
@@ -84,7 +94,7 @@ struct IqIq2_S {
     for (int l = 0; l < 4; ++l) {
       if (only >= 0 && l != only) continue;
       const uint32_t idx = ((qs[0] >> (8 * l)) & 0xffu) | (((qh >> (2 * l)) & 3u) << 8);
-      const uint64_t e = __ldg(&kDevIq2sGrid.v[idx]);
+      const uint64_t e = tab[idx];
       const uint32_t s = (sg[0] >> (8 * l)) & 0xffu;
       g(l, iq_apply_signs(lo32(e), s), iq_apply_signs(hi32(e), s >> 4), iq_half_scale(d, (s8 >> (4 * (l >> 1))) & 15u, 0.25f));
     }
@@ -94,8 +104,11 @@ struct IqIq2_S {
 // 4 x 7 sign bits + scale.
 struct IqIq3_XXS {
   static constexpr int kBlockElems = 256, kBlockBytes = 98, kAlign = 2;
+  using Entry = uint32_t;
+  static constexpr int kTableEntries = 256;
+  __device__ __forceinline__ static const Entry* global_table() { return kDevIq3xxsGrid.v; }
   template <class G>
-  __device__ __forceinline__ static void groups(const uint8_t* b, int ib, int only, G&& g) {
+  __device__ __forceinline__ static void groups(const uint8_t* b, int ib, int only, const Entry* tab, G&& g) {
     uint32_t qs[2], meta[1];
     load_words_a2<2>(b + 2 + 8 * ib, qs);
     load_words_a2<1>(b + 66 + 4 * ib, meta);
@@ -104,7 +117,7 @@ struct IqIq3_XXS {
     for (int l = 0; l < 4; ++l) {
       if (only >= 0 && l != only) continue;
       const uint32_t s = iq_ksigns((meta[0] >> (7 * l)) & 127u);
-      const uint32_t g1 = __ldg(&kDevIq3xxsGrid.v[byte_at(qs, 2 * l)]), g2 = __ldg(&kDevIq3xxsGrid.v[byte_at(qs, 2 * l + 1)]);
+      const uint32_t g1 = tab[byte_at(qs, 2 * l)], g2 = tab[byte_at(qs, 2 * l + 1)];
       g(l, iq_apply_signs(g1, s), iq_apply_signs(g2, s >> 4), db);
     }
   }
@@ -113,8 +126,11 @@ struct IqIq3_XXS {
 // bits [32] at 74; scales[4] (a nibble per sub-block) at 106; value = d * (1 + 2 s) * grid * sign.
 struct IqIq3_S {
   static constexpr int kBlockElems = 256, kBlockBytes = 110, kAlign = 2;
+  using Entry = uint32_t;
+  static constexpr int kTableEntries = 512;
+  __device__ __forceinline__ static const Entry* global_table() { return kDevIq3sGrid.v; }
   template <class G>
-  __device__ __forceinline__ static void groups(const uint8_t* b, int ib, int only, G&& g) {
+  __device__ __forceinline__ static void groups(const uint8_t* b, int ib, int only, const Entry* tab, G&& g) {
     uint32_t qs[2], sg[1];
     load_words_a2<2>(b + 2 + 8 * ib, qs);
     load_words_a2<1>(b + 74 + 4 * ib, sg);
@@ -127,7 +143,7 @@ struct IqIq3_S {
       const uint32_t i1 = byte_at(qs, 2 * l) | (((qh >> (2 * l)) & 1u) << 8);
       const uint32_t i2 = byte_at(qs, 2 * l + 1) | (((qh >> (2 * l + 1)) & 1u) << 8);
       const uint32_t bits = (sg[0] >> (8 * l)) & 0xffu;
-      g(l, iq_apply_signs(__ldg(&kDevIq3sGrid.v[i1]), bits), iq_apply_signs(__ldg(&kDevIq3sGrid.v[i2]), bits >> 4), db);
+      g(l, iq_apply_signs(tab[i1], bits), iq_apply_signs(tab[i2], bits >> 4), db);
     }
   }
 };
@@ -135,8 +151,11 @@ struct IqIq3_S {
 // a 3-bit scale (bits 12-14) and the delta sign (bit 15) per sub-block.
 struct IqIq1_S {
   static constexpr int kBlockElems = 256, kBlockBytes = 50, kAlign = 2;
+  using Entry = uint64_t;
+  static constexpr int kTableEntries = 2048;
+  __device__ __forceinline__ static const Entry* global_table() { return kDevIq1sGrid.v; }
   template <class G>
-  __device__ __forceinline__ static void groups(const uint8_t* b, int ib, int only, G&& g) {
+  __device__ __forceinline__ static void groups(const uint8_t* b, int ib, int only, const Entry* tab, G&& g) {
     uint32_t qs[1];
     load_words_a2<1>(b + 2 + 4 * ib, qs);
     const uint32_t h = ld16(b + 34 + 2 * ib);
@@ -146,7 +165,7 @@ struct IqIq1_S {
 #pragma unroll
     for (int l = 0; l < 4; ++l) {
       if (only >= 0 && l != only) continue;
-      const uint64_t e = __ldg(&kDevIq1sGrid.v[((qs[0] >> (8 * l)) & 0xffu) | (((h >> (3 * l)) & 7u) << 8)]);
+      const uint64_t e = tab[((qs[0] >> (8 * l)) & 0xffu) | (((h >> (3 * l)) & 7u) << 8)];
       g(l, iq1_codes(lo32(e), neg), iq1_codes(hi32(e), neg), sc);
     }
   }
@@ -156,8 +175,11 @@ struct IqIq1_S {
 // their top nibbles together the f16 super-scale.
 struct IqIq1_M {
   static constexpr int kBlockElems = 256, kBlockBytes = 56, kAlign = 2;
+  using Entry = uint64_t;
+  static constexpr int kTableEntries = 2048;
+  __device__ __forceinline__ static const Entry* global_table() { return kDevIq1sGrid.v; }
   template <class G>
-  __device__ __forceinline__ static void groups(const uint8_t* b, int ib, int only, G&& g) {
+  __device__ __forceinline__ static void groups(const uint8_t* b, int ib, int only, const Entry* tab, G&& g) {
     uint32_t qs[1], sw[2];
     load_words_a2<1>(b + 4 * ib, qs);
     load_words_a2<2>(b + 48, sw);
@@ -171,7 +193,7 @@ struct IqIq1_M {
     for (int l = 0; l < 4; ++l) {
       if (only >= 0 && l != only) continue;
       const uint32_t h = (hh >> (4 * l)) & 15u;
-      const uint64_t e = __ldg(&kDevIq1sGrid.v[((qs[0] >> (8 * l)) & 0xffu) | ((h & 7u) << 8)]);
+      const uint64_t e = tab[((qs[0] >> (8 * l)) & 0xffu) | ((h & 7u) << 8)];
       g(l, iq1_codes(lo32(e), (h & 8u) != 0), iq1_codes(hi32(e), (h & 8u) != 0), sc[l >> 1]);
     }
   }
@@ -190,8 +212,11 @@ __device__ __forceinline__ void iq4_groups(const uint32_t (&w)[4], float sc, int
 // IQ4_NL (18 bytes, 32 elements): d; qs[16] at 2.
 struct IqIq4_NL {
   static constexpr int kBlockElems = 32, kBlockBytes = 18, kAlign = 2;
+  using Entry = uint32_t;
+  static constexpr int kTableEntries = 0;
+  __device__ __forceinline__ static const Entry* global_table() { return nullptr; }
   template <class G>
-  __device__ __forceinline__ static void groups(const uint8_t* b, int, int only, G&& g) {
+  __device__ __forceinline__ static void groups(const uint8_t* b, int, int only, const Entry*, G&& g) {
     uint32_t w[4];
     load_words_a2<4>(b + 2, w);
     iq4_groups(w, h2f(ld16(b)), only, g);
@@ -201,8 +226,11 @@ struct IqIq4_NL {
 // at 8 + 16 ib; 6-bit scale ls, value = d * (ls - 32) * level.
 struct IqIq4_XS {
   static constexpr int kBlockElems = 256, kBlockBytes = 136, kAlign = 8;
+  using Entry = uint32_t;
+  static constexpr int kTableEntries = 0;
+  __device__ __forceinline__ static const Entry* global_table() { return nullptr; }
   template <class G>
-  __device__ __forceinline__ static void groups(const uint8_t* b, int ib, int only, G&& g) {
+  __device__ __forceinline__ static void groups(const uint8_t* b, int ib, int only, const Entry*, G&& g) {
     const uint2 hdr = __ldg(reinterpret_cast<const uint2*>(b));
     const uint2 q0 = __ldg(reinterpret_cast<const uint2*>(b + 8 + 16 * ib)), q1 = __ldg(reinterpret_cast<const uint2*>(b + 16 + 16 * ib));
     const uint32_t ls = ((hdr.y >> (4 * ib)) & 15u) | (((hdr.x >> (16 + 2 * ib)) & 3u) << 4);
@@ -220,7 +248,7 @@ struct DecIq {
   static constexpr int kBias = 128;
   __device__ __forceinline__ static void codes(const uint8_t* b, int p, uint2& c, float& sc, float& off) {
     off = 0.0f;
-    T::groups(b, p >> 2, p & 3, [&](int, uint32_t lo, uint32_t hi, float s) {
+    T::groups(b, p >> 2, p & 3, T::global_table(), [&](int, uint32_t lo, uint32_t hi, float s) {
       c = make_uint2(lo ^ 0x80808080u, hi ^ 0x80808080u);  // int8 q as q + 128
       sc = s;
     });
@@ -245,7 +273,7 @@ struct UnitIq {
       const int64_t sb = u * kSubsPerUnit + k;  // sub-block index in the row
       uint32_t q[8];
       float sc[2];
-      T::groups(row + (sb / kSubs) * kBlockBytes, int(sb % kSubs), -1, [&](int l, uint32_t lo, uint32_t hi, float s) {
+      T::groups(row + (sb / kSubs) * kBlockBytes, int(sb % kSubs), -1, T::global_table(), [&](int l, uint32_t lo, uint32_t hi, float s) {
         q[2 * l] = lo;
         q[2 * l + 1] = hi;
         sc[l >> 1] = s;  // groups 0, 1 share a scale, as 2, 3 do
