@@ -17,9 +17,9 @@
 // Each type T gives groups(b, ib, only, tab, g): for the 8-element groups l = 0..3 of 32-element
 // sub-block ib of the block at b (only = -1: all four; else only group `only`), g(l, lo, hi, sc)
 // with lo / hi the signed codes of elements 8 l .. 8 l + 3 / 8 l + 4 .. 8 l + 7 (byte j = element j)
-// and sc their scale; tab is the type's grid (Entry[kTableEntries]: global_table(), or a copy in
-// shared memory, gemv_q8_iq.cu; none for IQ4). Loads: blocks are only 2-byte aligned (except IQ4_XS and IQ1_M), so bytes
-// come through quant_unit.cuh's aligned-word loaders.
+// and sc their scale; tab is the type's grid (Entry[kTableEntries]: global_table(), or a copy of
+// it elsewhere, e.g. in shared memory; none for IQ4). Loads: blocks are only 2-byte aligned
+// (except IQ4_XS and IQ1_M), so bytes come through quant_unit.cuh's aligned-word loaders.
 #pragma once
 
 #include "kernels/cuda/iq_tables.cuh"
@@ -32,7 +32,9 @@ __device__ __forceinline__ uint32_t ld8(const uint8_t* p) { return __ldg(p); }
 __device__ __forceinline__ uint32_t lo32(uint64_t v) { return uint32_t(v); }
 __device__ __forceinline__ uint32_t hi32(uint64_t v) { return uint32_t(v >> 32); }
 // (d * (0.5 + s)) * f, the grid types' sub-block factor in the CPU's order.
-__device__ __forceinline__ float iq_half_scale(float d, uint32_t s, float f) { return __fmul_rn(__fmul_rn(d, 0.5f + float(s)), f); }
+__device__ __forceinline__ float iq_half_scale(float d, uint32_t s, float f) {
+  return __fmul_rn(__fmul_rn(d, 0.5f + float(s)), f);
+}
 
 // IQ2_XXS (66 bytes): d; per sub-block 8 bytes: 4 grid indices, then 4 x 7 sign bits + scale.
 struct IqIq2_XXS {
@@ -232,7 +234,8 @@ struct IqIq4_XS {
   template <class G>
   __device__ __forceinline__ static void groups(const uint8_t* b, int ib, int only, const Entry*, G&& g) {
     const uint2 hdr = __ldg(reinterpret_cast<const uint2*>(b));
-    const uint2 q0 = __ldg(reinterpret_cast<const uint2*>(b + 8 + 16 * ib)), q1 = __ldg(reinterpret_cast<const uint2*>(b + 16 + 16 * ib));
+    const uint2* qs = reinterpret_cast<const uint2*>(b + 8 + 16 * ib);
+    const uint2 q0 = __ldg(qs), q1 = __ldg(qs + 1);
     const uint32_t ls = ((hdr.y >> (4 * ib)) & 15u) | (((hdr.x >> (16 + 2 * ib)) & 3u) << 4);
     const float dl = __fmul_rn(h2f(uint16_t(hdr.x)), float(int(ls) - 32));
     const uint32_t w[4] = {q0.x, q0.y, q1.x, q1.y};
@@ -259,7 +262,7 @@ struct DecIq {
 // As a quant_unit.cuh unit: kSubs consecutive 32-element sub-blocks per unit (one lane's step),
 // codes as signed bytes (kBias 0). More sub-blocks per step put more bytes in flight per lane (the
 // loads of a unit are one straight-line block the compiler issues together) at the cost of idle
-// lanes at the end of a row; gemv_q8_iq.cu picks kSubs. kSubs must divide the row's sub-blocks:
+// lanes at the end of a row; gemv_q8_iq.cu picks kSubsPerUnit (1 measured best). kSubs must divide the row's sub-blocks:
 // the 256-element types take 1, 2 or 4; IQ4_NL (32-element blocks) takes 1.
 template <class T, int kSubsPerUnit = 1>
 struct UnitIq {
@@ -273,7 +276,8 @@ struct UnitIq {
       const int64_t sb = u * kSubsPerUnit + k;  // sub-block index in the row
       uint32_t q[8];
       float sc[2];
-      T::groups(row + (sb / kSubs) * kBlockBytes, int(sb % kSubs), -1, T::global_table(), [&](int l, uint32_t lo, uint32_t hi, float s) {
+      const uint8_t* b = row + (sb / kSubs) * kBlockBytes;
+      T::groups(b, int(sb % kSubs), -1, T::global_table(), [&](int l, uint32_t lo, uint32_t hi, float s) {
         q[2 * l] = lo;
         q[2 * l + 1] = hi;
         sc[l >> 1] = s;  // groups 0, 1 share a scale, as 2, 3 do

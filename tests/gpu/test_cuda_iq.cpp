@@ -149,7 +149,8 @@ TEST_CASE("IQ3_XXS-mixed gemma3 and llama: GPU logits and greedy tokens match th
     std::vector<int32_t> tokens(48);
     Rng rng(11);
     for (auto& t : tokens) t = int32_t(rng.next_u64() % m->spec.hp.n_vocab);
-    const runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 40, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .placement = {}, .trace = {}};
+    const runtime::ForwardOptions opt{
+        .n_ctx = 256, .ubatch = 40, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .placement = {}, .trace = {}};
     auto cpu = runtime::CpuForward::create(m, opt);
     REQUIRE(cpu.is_ok());
     const auto ref = eval_tokens(**cpu, tokens, false);
@@ -162,14 +163,22 @@ TEST_CASE("IQ3_XXS-mixed gemma3 and llama: GPU logits and greedy tokens match th
       const auto got = eval_tokens(**gpu, tokens, one);
       const auto diff = test::compare_logits(got, ref, n_vocab, 1e-2);
       REQUIRE(diff.same_size);
-      // test_cuda_forward's bounds for the Q4_K model: decode takes the int8-activation GEMV
-      // (activations rounded to 8 bits per 32), prefill f16 tensor-core GEMMs.
-      const double tol = one ? 3e-2 : 5e-3;
+      // gemma3: test_cuda_forward's bounds for the Q4_K model (decode takes the int8-activation
+      // GEMV, activations rounded to 8 bits per 32; prefill f16 tensor-core GEMMs). The synthetic
+      // tiny llama is ~8x more sensitive to rounding anywhere than the synthetic gemma3 (measured on
+      // the CPU engine alone: f16 instead of f32 KV moves its logits by 6.1e-4 of max|logit|, KL 1e-6,
+      // the same for its q4_k_m and iq3_xxs mixes, against 7.5e-5 for gemma3), so its bounds are
+      // scaled by that 8; measured on the H200 (2026-12-02): gemma3 4.7e-3 / 3.3e-3 (decode /
+      // prefill), llama 3.7e-2 / 1.9e-2, KL 2.7e-3 / 3.4e-4. Top-1 agreement is required for both.
+      const bool llama = arch == model::Arch::llama;
+      const double scale = llama ? 8.0 : 1.0;
+      const double tol = (one ? 3e-2 : 5e-3) * scale;
+      const double kl_tol = 1e-3 * scale;
       INFO("worst max|diff| / max|logit| = " << diff.worst_ratio << ", KL mean " << diff.kl_mean);
       WARN(name << " iq3_xxs " << (one ? "decode" : "prefill") << " vs CPU: worst ratio " << diff.worst_ratio
                 << ", KL mean " << diff.kl_mean);
       CHECK(diff.worst_ratio < tol);
-      CHECK(diff.kl_mean <= 1e-3);
+      CHECK(diff.kl_mean <= kl_tol);
       CHECK(diff.top1_mismatch == 0);
     }
     // Greedy continuation: the same tokens, up to a near tie (test_plans_1b's bound for CPU vs GPU).
