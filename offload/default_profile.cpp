@@ -24,7 +24,7 @@ HardwareProfile detected_profile(bool use_gpu) {
   // Typical desktop/server figures, on the low side so predictions do not flatter.
   p.host_read = {{1, 12, assumed}, {threads, std::min<double>(40, 12.0 * double(threads)), assumed}};
   for (GgmlType t : {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
-                     GgmlType::F16, GgmlType::F32})
+                     GgmlType::F16, GgmlType::F32, GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ2_S})
     p.cpu_gemv.push_back({t, std::min<double>(15, 4.0 * double(threads)), assumed});
 
   const auto devs = use_gpu ? kernels::cuda::devices() : std::vector<kernels::cuda::DeviceInfo>{};

@@ -105,9 +105,11 @@ Result<HardwareProfile> probe(const ProbeOptions& opt) {
     say(fmt::format("host read, {:>3} threads: {:.1f} GB/s", t, g));
   }
 
-  // CPU GEMV per quant type (all threads).
-  const GgmlType types[] = {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0,
-                            GgmlType::Q4_0, GgmlType::F16};
+  // CPU GEMV per quant type (all threads); the i-quants the mixes use (model/quant_mix.cpp), whose
+  // grid lookups cost the CPU differently from the K types' unpacking.
+  const GgmlType types[] = {GgmlType::Q3_K,   GgmlType::Q4_K,    GgmlType::Q5_K,  GgmlType::Q6_K,
+                            GgmlType::Q8_0,   GgmlType::Q4_0,    GgmlType::F16,   GgmlType::IQ4_XS,
+                            GgmlType::IQ3_XXS, GgmlType::IQ3_S,  GgmlType::IQ2_S};
   for (GgmlType t : types) {
     const double g = gemv_gbps(t, opt.quick ? 64 * kMiB : 256 * kMiB, opt.quick ? 2 : 4);
     if (g <= 0) continue;

@@ -1,6 +1,7 @@
 // Dequantisation kernels: rows of W to f32 (bit-exact with the CPU decoders; dequantize_rows) and
 // to f16 (GEMM tiles). One thread per piece (quant_decode.cuh).
 #include "kernels/cuda/matmul_internal.h"
+#include "kernels/cuda/iq_decode.cuh"
 #include "kernels/cuda/quant_decode.cuh"
 
 namespace strata::kernels::cuda::detail {
@@ -83,6 +84,15 @@ bool dispatch(const WeightView& w, bool piece8, Rows r, Out* out, cudaStream_t s
     case GgmlType::Q4_K: launch<DecQ4_K>(w, r, out, s); return true;
     case GgmlType::Q5_K: launch<DecQ5_K>(w, r, out, s); return true;
     case GgmlType::Q6_K: launch<DecQ6_K>(w, r, out, s); return true;
+    case GgmlType::IQ4_NL: launch<DecIq<IqIq4_NL>>(w, r, out, s); return true;
+    case GgmlType::IQ4_XS: launch<DecIq<IqIq4_XS>>(w, r, out, s); return true;
+    case GgmlType::IQ3_XXS: launch<DecIq<IqIq3_XXS>>(w, r, out, s); return true;
+    case GgmlType::IQ3_S: launch<DecIq<IqIq3_S>>(w, r, out, s); return true;
+    case GgmlType::IQ2_XXS: launch<DecIq<IqIq2_XXS>>(w, r, out, s); return true;
+    case GgmlType::IQ2_XS: launch<DecIq<IqIq2_XS>>(w, r, out, s); return true;
+    case GgmlType::IQ2_S: launch<DecIq<IqIq2_S>>(w, r, out, s); return true;
+    case GgmlType::IQ1_S: launch<DecIq<IqIq1_S>>(w, r, out, s); return true;
+    case GgmlType::IQ1_M: launch<DecIq<IqIq1_M>>(w, r, out, s); return true;
     case GgmlType::F32:
       piece8 ? launch<DecF32<8>>(w, r, out, s) : launch<DecF32<1>>(w, r, out, s);
       return true;

@@ -36,6 +36,7 @@ int required_align(GgmlType t) {
     case GgmlType::Q2_K: return 4;
     case GgmlType::Q4_K:
     case GgmlType::Q5_K: return 8;
+    case GgmlType::IQ4_XS: return 8;
     case GgmlType::F32: return 4;
     default: return 2;
   }
@@ -164,6 +165,8 @@ bool supports_weight_type(GgmlType t) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
     case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q8_0:
     case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+    case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: case GgmlType::IQ3_XXS: case GgmlType::IQ3_S: case GgmlType::IQ2_XXS:
+    case GgmlType::IQ2_XS: case GgmlType::IQ2_S: case GgmlType::IQ1_S: case GgmlType::IQ1_M:
       return true;
     default: return false;
   }
@@ -181,7 +184,8 @@ Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Strea
     launched = detail::launch_gemv_float(w, float_piece8(w, d_x), d_x, n_cols, d_y, st);
   } else {
     if (!aligned16(d_x)) return Status::error("{}: activations must be 16-byte aligned", op);
-    launched = detail::launch_gemv_legacy(w, d_x, n_cols, d_y, st) || detail::launch_gemv_k(w, d_x, n_cols, d_y, st);
+    launched = detail::launch_gemv_legacy(w, d_x, n_cols, d_y, st) || detail::launch_gemv_k(w, d_x, n_cols, d_y, st) ||
+               detail::launch_gemv_iq(w, d_x, n_cols, d_y, st);
   }
   if (!launched) return Status::error("{}: no CUDA kernel for this type", op);
   return launch_status(op);
@@ -236,6 +240,7 @@ int q8_align(GgmlType t) {
   switch (t) {
     case GgmlType::Q4_K:
     case GgmlType::Q5_K: return 16;
+    case GgmlType::IQ4_XS: return 8;
     case GgmlType::Q2_K:
     case GgmlType::Q4_1:
     case GgmlType::Q5_1: return 4;
@@ -243,7 +248,9 @@ int q8_align(GgmlType t) {
     case GgmlType::Q6_K:
     case GgmlType::Q4_0:
     case GgmlType::Q5_0:
-    case GgmlType::Q8_0: return 2;
+    case GgmlType::Q8_0:
+    case GgmlType::IQ4_NL: case GgmlType::IQ3_XXS: case GgmlType::IQ3_S: case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS:
+    case GgmlType::IQ2_S: case GgmlType::IQ1_S: case GgmlType::IQ1_M: return 2;
     default: return 0;
   }
 }
@@ -282,7 +289,8 @@ Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Works
     return launch_status_lazy(op);
   }
   const detail::ActQ8 x{q, d, s16};
-  if (!detail::launch_gemv_q8_legacy(w, x, n_cols, d_y, st) && !detail::launch_gemv_q8_k(w, x, n_cols, d_y, st))
+  if (!detail::launch_gemv_q8_legacy(w, x, n_cols, d_y, st) && !detail::launch_gemv_q8_k(w, x, n_cols, d_y, st) &&
+      !detail::launch_gemv_q8_iq(w, x, n_cols, d_y, st))
     return Status::error("{}: no CUDA kernel for this type", op());
   return launch_status_lazy(op);
 }

@@ -37,6 +37,7 @@ struct ActQ8 {
 void launch_quantize_act_q8(const float* d_x, int64_t n, int8_t* q, float* d, int* s16, int perm_chunk, cudaStream_t s);
 bool launch_gemv_q8_legacy(const WeightView& w, const ActQ8& x, int n_cols, float* d_y, cudaStream_t s);
 bool launch_gemv_q8_k(const WeightView& w, const ActQ8& x, int n_cols, float* d_y, cudaStream_t s);
+bool launch_gemv_q8_iq(const WeightView& w, const ActQ8& x, int n_cols, float* d_y, cudaStream_t s);  // gemv_q8_iq.cu
 
 // Int8 activations for the GPU layout (gemv_gpu.cuh): the codes of launch_quantize_act_q8 (same d,
 // same s16), stored per column and chunk in lane order: element e of a chunk (s = e / 32,
@@ -58,6 +59,7 @@ bool launch_dequant_gpu_f16(const WeightView& w, int64_t row0, int64_t n_rows, v
 // `piece8` (float types only): rows and x allow 8-element vector loads.
 bool launch_gemv_legacy(const WeightView& w, const float* d_x, int n_cols, float* d_y, cudaStream_t s);
 bool launch_gemv_k(const WeightView& w, const float* d_x, int n_cols, float* d_y, cudaStream_t s);
+bool launch_gemv_iq(const WeightView& w, const float* d_x, int n_cols, float* d_y, cudaStream_t s);  // gemv_iq.cu
 bool launch_gemv_float(const WeightView& w, bool piece8, const float* d_x, int n_cols, float* d_y, cudaStream_t s);
 
 // Decodes rows [row0, row0 + n_rows) of W into f32 (exact) or f16 (rounded to nearest), rows

@@ -39,7 +39,7 @@ namespace {
 namespace cuda = kernels::cuda;
 
 struct BenchKernelsArgs {
-  std::string types = "q3_K,q4_K,q5_K,q6_K,q8_0";
+  std::string types = "q3_K,q4_K,q5_K,q6_K,q8_0,iq3_xxs,iq3_s,iq4_xs";  // the i-quants: M13's GEMV targets
   uint64_t l2_cover = 240'000'000;  // 4 x the H200's 60 MB L2
   std::vector<uint32_t> ctx = {32768, 131072};  // keys of the decode and prefill attention figures
   std::string kv = "f16,q8,q4";                  // KV types of the decode and prefill attention figures

@@ -86,7 +86,8 @@ uint64_t kv_bytes_per_seq(const model::ModelSpec& spec, uint32_t n_ctx, uint32_t
 Result<std::unique_ptr<Engine>> make_engine(std::shared_ptr<const Model> model, ForwardOptions options, Device device) {
   if (device == Device::automatic) {
     device = kernels::cuda::devices().empty() ? Device::cpu : Device::cuda;
-    // A type only the CPU computes (the i-quants, for now): the CPU engine, said once.
+    // A type only the CPU computes (none since M13 gave the i-quants CUDA kernels; kept for a type
+    // that reaches the CPU first): the CPU engine, said once.
     if (const auto* t = device == Device::cuda ? CudaForward::unsupported_tensor(*model) : nullptr) {
       log::info("tensor {} is {}, which the CUDA engine cannot compute yet: running on the CPU", t->name,
                 ggml_type_info(t->type).name);

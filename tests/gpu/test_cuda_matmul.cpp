@@ -302,6 +302,38 @@ TEST_CASE("cuda gemm (f16 tiles + cuBLAS) matches the CPU reference", "[gpu]") {
   check_matmul(GgmlType::Q4_K, 16384, 2048 + 130, 17, rng);
 }
 
+// The i-quants (iq_decode.cuh): the int8-activation GEMV at 1..16 columns, the f32-activation GEMV,
+// the GEMM (f16 tiles) and dequantize_rows, on random codes and quantised rows (make_weights).
+const GgmlType kIqTypes[] = {GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ2_XXS,
+                             GgmlType::IQ2_XS, GgmlType::IQ2_S,  GgmlType::IQ1_S,   GgmlType::IQ1_M};
+
+TEST_CASE("cuda gemv gemm and dequantize_rows for the i-quants match the CPU reference at 1..16 columns", "[gpu][iq]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (GgmlType t : kIqTypes) {
+    for (const auto& [n_in, n_out] : {std::pair<int64_t, int64_t>{row_len(t, 1), 1}, {row_len(t, 3), 37}, {5376, 29}}) {
+      for (int n_cols = 1; n_cols <= kc::kMaxGemvCols; ++n_cols) check_matmul(t, n_in, n_out, n_cols, rng, true);
+      for (int n_cols : {1, 3, 16}) check_matmul(t, n_in, n_out, n_cols, rng, false);
+    }
+    for (int n_cols : {17, 64}) check_matmul(t, 5376, 45, n_cols, rng);
+    INFO("type " << ggml_type_info(t).name);
+    const HostWeights w = make_weights(t, row_len(t, 5), 9, rng);
+    DevBuf dw(w.bytes.size()), dout(w.deq.size() * 4);
+    check_ok(kc::copy_to_device(dw.p, w.bytes.data(), w.bytes.size(), nullptr));
+    const std::vector<float> poison(w.deq.size(), std::numeric_limits<float>::quiet_NaN());
+    check_ok(kc::copy_to_device(dout.p, poison.data(), poison.size() * 4, nullptr));
+    kernels::WeightView dv = w.view();
+    dv.data = dw.as<uint8_t>();
+    check_ok(kc::dequantize_rows(dv, 1, 7, dout.as<float>(), nullptr));
+    std::vector<float> got(size_t(7 * w.n_in));
+    check_ok(kc::copy_to_host(got.data(), dout.p, got.size() * 4, nullptr));
+    check_ok(kc::synchronize(nullptr));
+    CHECK(std::memcmp(got.data(), w.deq.data() + w.n_in, got.size() * 4) == 0);
+  }
+}
+
 TEST_CASE("cuda dequantize_rows matches the CPU decoders bit for bit", "[gpu]") {
   if (!have_gpu()) return;
   const uint64_t seed = test::fresh_seed();
@@ -338,7 +370,7 @@ TEST_CASE("cuda matmul rejects bad input with a Status", "[gpu]") {
     CHECK(s.message().find("gemv q4_K") != std::string::npos);
   }
   kernels::WeightView bad = dv;
-  bad.type = GgmlType::IQ4_NL;  // no kernels
+  bad.type = GgmlType::Q8_1;  // no kernels (an activation-only type)
   CHECK_FALSE(kc::gemv(bad, dx.as<float>(), 1, dy.as<float>(), nullptr).is_ok());
   CHECK_FALSE(kc::dequantize_rows(bad, 0, 1, dy.as<float>(), nullptr).is_ok());
   CHECK_FALSE(kc::gemv(dv, nullptr, 1, dy.as<float>(), nullptr).is_ok());

@@ -222,7 +222,7 @@ TEST_CASE("cuda get_rows decodes every quant type bit-exactly", "[gpu]") {
     const auto info = ggml_type_info(id);
     if (!info) continue;
     const cpu::QuantKernels* qk = cpu::quant_kernels(info->type);
-    // The CUDA backend's types (the i-quants have CPU kernels only, so far).
+    // The CUDA backend's types (all with CPU kernels, the i-quants included).
     if (!qk || !kc::supports_weight_type(info->type)) continue;
     ++n_types;
     INFO("type " << info->name);
