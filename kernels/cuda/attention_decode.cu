@@ -83,6 +83,8 @@ struct DecParams {
   float* part_ml;   // (splits, n_q * n_head, 2): m, l
   int n_q, n_head, group, capacity, window;
   int split;  // 0: one block per row tile covers all keys and writes out directly
+  const uint64_t* tree_bits;  // per query, or null: no tree mask (TreeMaskDev)
+  int tree_first;
   float scale_log2;  // scale / ln 2: scores in log2 units (exp2 is one instruction)
 };
 
@@ -121,6 +123,7 @@ __global__ void __launch_bounds__(kThreads, HD <= 128 ? 4 : 2) decode_attention_
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ int row_lo[R], row_hi[R];  // this split's key range per row (empty: lo > hi)
   __shared__ int row_live[R];           // a row of the call (not padding)
+  __shared__ uint64_t row_tree[R];      // tree mask word per row (tree_bits only)
   __shared__ uint8_t k_off[kMaxStages][TK], v_off[kMaxStages][TK];  // slice start within its first unit
   __shared__ float q_sum[R][NB];                   // sum of q over each block (q4 K's m term)
   __shared__ float p_scr[kWarps][R * kPsStride];  // p of the warp's 16 keys, (row, key)
@@ -161,6 +164,7 @@ __global__ void __launch_bounds__(kThreads, HD <= 128 ? 4 : 2) decode_attention_
     row_lo[tid] = lo;
     row_hi[tid] = hi;
     row_live[tid] = live;
+    if (p.tree_bits) row_tree[tid] = live ? p.tree_bits[gr / p.group] : 0;
   }
   // Q as the B operand of S^T = K Q^T: lane (g, t) of block b holds row g's dims 32 b + 8 t .. + 7
   // as four f16 pairs, hi and lo (zeros for padding rows).
@@ -242,6 +246,13 @@ __global__ void __launch_bounds__(kThreads, HD <= 128 ? 4 : 2) decode_attention_
 
   // Per lane: rows 2t and 2t + 1 of S^T and O^T (running max m, partial sum l over its keys).
   const int lo0 = row_lo[2 * t], hi0 = row_hi[2 * t], lo1 = row_lo[2 * t + 1], hi1 = row_hi[2 * t + 1];
+  const bool tree = p.tree_bits != nullptr;
+  const uint64_t tb0 = tree ? row_tree[2 * t] : 0, tb1 = tree ? row_tree[2 * t + 1] : 0;
+  // Tree mask: key j (>= first) only where bit j - first is set; no bit for j >= first + 64.
+  auto tree_sees = [&](int j, uint64_t bits) {
+    const int d = j - p.tree_first;
+    return d < 0 || (d < 64 && ((bits >> d) & 1u) != 0);
+  };
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
   float o[2 * NB][4];  // m-tile 2 b + j: dims 32 b + 4 g + 2 j (c0, c1) and + 1 (c2, c3)
   float am[NB][2];     // q4 V: sum p m per block, rows 2t, 2t + 1 (this lane's keys)
@@ -303,6 +314,12 @@ __global__ void __launch_bounds__(kThreads, HD <= 128 ? 4 : 2) decode_attention_
     s[1] = ja >= lo1 && ja <= hi1 ? __fmul_rn(s[1], p.scale_log2) : -INFINITY;
     s[2] = jb >= lo0 && jb <= hi0 ? __fmul_rn(s[2], p.scale_log2) : -INFINITY;
     s[3] = jb >= lo1 && jb <= hi1 ? __fmul_rn(s[3], p.scale_log2) : -INFINITY;
+    if (tree) {  // a uniform branch: calls without a mask pay one test per 16 keys
+      if (!tree_sees(ja, tb0)) s[0] = -INFINITY;
+      if (!tree_sees(ja, tb1)) s[1] = -INFINITY;
+      if (!tree_sees(jb, tb0)) s[2] = -INFINITY;
+      if (!tree_sees(jb, tb1)) s[3] = -INFINITY;
+    }
 
     // Online softmax per row over the warp's 16 keys (the 8 lanes of one t hold them).
     float mx0 = fmaxf(s[0], s[2]), mx1 = fmaxf(s[1], s[3]);
@@ -549,7 +566,8 @@ size_t decode_attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s,
 }
 
 Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
-                        const AttentionShapeDev& s, float* d_out, Workspace ws, cudaStream_t st) {
+                        const AttentionShapeDev& s, float* d_out, Workspace ws, cudaStream_t st,
+                        const TreeMaskDev* tree) {
   if (kv.capacity > 0x7fffffff || n_q * s.n_head > 0x7fffffff)
     return Status::error("decode attention: capacity {} or rows {} too large", kv.capacity, n_q * s.n_head);
   DecParams p{};
@@ -581,6 +599,7 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
   p.capacity = int(kv.capacity);
   p.window = int(std::min<int64_t>(s.window, 0x7fffffff));
   p.scale_log2 = s.scale * 1.4426950408889634f;
+  if (tree && tree->d_bits) p.tree_bits = tree->d_bits, p.tree_first = tree->first;
 
   // Splits: fixed by the store and the window (never by n_q), as far as the workspace holds them.
   const int64_t splits = decode_attention_split_fits(n_q, kv, s, ws) ? store_splits(kv, s) : 1;

@@ -15,6 +15,7 @@
 
 #include "core/ggml_type.h"
 #include "core/status.h"
+#include "kernels/cuda/attention_tree.h"
 #include "kernels/cuda/cuda_api.h"
 
 namespace strata::kernels::cuda {
@@ -43,7 +44,10 @@ size_t decode_attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s,
 // Whether a call of n_q queries runs split (the workspace holds the splits its store needs).
 bool decode_attention_split_fits(int64_t n_q, const KvStoreDev& kv, const AttentionShapeDev& s, Workspace ws);
 // Inputs validated by attention().
+// tree: optional (attention_tree.h); it only removes keys, so a row alone with its own
+// mask word still equals its row of the call.
 Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
-                        const AttentionShapeDev& s, float* d_out, Workspace ws, cudaStream_t st);
+                        const AttentionShapeDev& s, float* d_out, Workspace ws, cudaStream_t st,
+                        const TreeMaskDev* tree = nullptr);
 
 }  // namespace strata::kernels::cuda
