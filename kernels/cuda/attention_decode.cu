@@ -49,6 +49,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/cuda/attention_decode.h"
 #include "kernels/cuda/attention_decode_frag.cuh"
@@ -278,6 +280,7 @@ __global__ void __launch_bounds__(kThreads, HD <= 128 ? 4 : 2) decode_attention_
     const uint8_t* pka = sk + ka * k_stride + k_off[st][ka];
     const uint8_t* pkb = sk + kb * k_stride + k_off[st][kb];
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float s_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // f16 K: odd blocks, two shorter mma chains
 #pragma unroll
     for (int b = 0; b < NB; ++b) {
       const uint4 qh = q_frag[(b * 32 + lane) * 2], ql = q_frag[(b * 32 + lane) * 2 + 1];
@@ -286,10 +289,11 @@ __global__ void __launch_bounds__(kThreads, HD <= 128 ? 4 : 2) decode_attention_
       dec::k_frag<KF>(k_fmt, pka, b, t, ha, da, ma);
       dec::k_frag<KF>(k_fmt, pkb, b, t, hb, db, mb);
       if (k_f16) {
-        dec::mma_f16(s, ha[0], hb[0], ha[1], hb[1], qh.x, qh.y);
-        dec::mma_f16(s, ha[0], hb[0], ha[1], hb[1], ql.x, ql.y);
-        dec::mma_f16(s, ha[2], hb[2], ha[3], hb[3], qh.z, qh.w);
-        dec::mma_f16(s, ha[2], hb[2], ha[3], hb[3], ql.z, ql.w);
+        float(&acc)[4] = (b & 1) ? s_odd : s;
+        dec::mma_f16(acc, ha[0], hb[0], ha[1], hb[1], qh.x, qh.y);
+        dec::mma_f16(acc, ha[0], hb[0], ha[1], hb[1], ql.x, ql.y);
+        dec::mma_f16(acc, ha[2], hb[2], ha[3], hb[3], qh.z, qh.w);
+        dec::mma_f16(acc, ha[2], hb[2], ha[3], hb[3], ql.z, ql.w);
       } else {
         float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         dec::mma_f16(c, ha[0], hb[0], ha[1], hb[1], qh.x, qh.y);
@@ -308,6 +312,10 @@ __global__ void __launch_bounds__(kThreads, HD <= 128 ? 4 : 2) decode_attention_
         s[2] = __fmaf_rn(db, c[2], s[2]);
         s[3] = __fmaf_rn(db, c[3], s[3]);
       }
+    }
+    if (k_f16 && NB > 1) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[e] = __fadd_rn(s[e], s_odd[e]);
     }
     const int ja = t0 + ka, jb = t0 + kb;
     s[0] = ja >= lo0 && ja <= hi0 ? __fmul_rn(s[0], p.scale_log2) : -INFINITY;  // log2 units
@@ -545,6 +553,24 @@ int64_t store_splits(const KvStoreDev& kv, const AttentionShapeDev& s) {
 
 }  // namespace
 
+int64_t decode_attention_splits(const KvStoreDev& kv, const AttentionShapeDev& s) { return store_splits(kv, s); }
+
+// Which kernel a KV format pair takes: fixed per process (rows of a verify pass must equal decode
+// steps, so every call with the same formats takes the same kernel). STRATA_DECODE_ATTENTION=simt
+// or =tc forces one for every format (benchmarks, A/B runs); unset, the measured faster one.
+bool decode_attention_uses_simt(GgmlType k, GgmlType v) {
+  static const int forced = [] {
+    const char* e = std::getenv("STRATA_DECODE_ATTENTION");
+    if (e && std::strcmp(e, "simt") == 0) return 1;
+    if (e && std::strcmp(e, "tc") == 0) return 0;
+    return -1;
+  }();
+  if (forced >= 0) return forced == 1;
+  // H200, bench kernels (1 query, 16 KV heads x 128, 32K / 128K keys): q8_0 tensor cores 107 / 368
+  // us against SIMT 110 / 382; q4_1 96 / 315 against 93 / 314; f16 164 / 571 against 109 / 378.
+  return !(k == GgmlType::Q8_0 && v == GgmlType::Q8_0);
+}
+
 bool decode_attention_split_fits(int64_t n_q, const KvStoreDev& kv, const AttentionShapeDev& s, Workspace ws) {
   const int64_t splits = store_splits(kv, s);
   const size_t per_split = size_t(n_q * s.n_head) * size_t(s.head_dim + 2) * sizeof(float);
@@ -570,6 +596,8 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
                         const TreeMaskDev* tree) {
   if (kv.capacity > 0x7fffffff || n_q * s.n_head > 0x7fffffff)
     return Status::error("decode attention: capacity {} or rows {} too large", kv.capacity, n_q * s.n_head);
+  if (decode_attention_uses_simt(kv.k_dtype, kv.v_dtype))
+    return decode_attention_simt(d_q, d_pos, n_q, kv, s, d_out, ws, st, tree);
   DecParams p{};
   p.q = d_q;
   p.pos = d_pos;

@@ -44,6 +44,14 @@ size_t decode_attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s,
 // Whether a call of n_q queries runs split (the workspace holds the splits its store needs).
 bool decode_attention_split_fits(int64_t n_q, const KvStoreDev& kv, const AttentionShapeDev& s, Workspace ws);
 // Inputs validated by attention().
+// Splits (grid z) of a call over this store and window when the workspace holds them.
+int64_t decode_attention_splits(const KvStoreDev& kv, const AttentionShapeDev& s);
+// The SIMT kernel (attention_decode_simt.cu) behind decode_attention() for the KV formats where it
+// is the faster one (decode_attention_uses_simt); same contract, different bits.
+bool decode_attention_uses_simt(GgmlType k, GgmlType v);
+Status decode_attention_simt(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
+                             const AttentionShapeDev& s, float* d_out, Workspace ws, cudaStream_t st,
+                             const TreeMaskDev* tree);
 // tree: optional (attention_tree.h); it only removes keys, so a row alone with its own
 // mask word still equals its row of the call.
 Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
