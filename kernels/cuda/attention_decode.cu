@@ -41,9 +41,15 @@
 // query run alone. Keys a row does not see get p = 0 and a tile without any leaves the row's
 // state untouched; the keys of a tile are all finite (zero-filled or written KV) so 0 * V = 0.
 //
-// Measured (H200, bench kernels, 1 query, 16 KV heads x 128, GQA 2), the SIMT kernel this
-// replaced: f16 54% / 64% of device read at 32K / 128K keys, q8 29 / 34%, q4 20 / 24%, bound by
-// instruction issue (dequantisation and 2 x 8 FMAs per lane and key, shuffles per 4 keys).
+// Measured (H200, `strata bench kernels`, 1 query, 16 KV heads x 128, GQA 2, 32K / 128K keys; read
+// ceiling 4.4 TB/s): q8_0 107 / 368 us (30 / 35% of read), q4_1 96 / 315 us (20 / 24%), f16 164 /
+// 571 us (37 / 43%); the SIMT kernel (attention_decode_simt.cu): q8_0 110 / 382, q4_1 93 / 314, f16
+// 109 / 378. decode_attention_uses_simt picks per format. What limits it (ncu, q4_1 and q8_0 at
+// 128K): instruction issue, not DRAM (18-27% of peak) nor the tensor pipe: ~90 warp instructions
+// per key and KV head (IPC 2.7, 66% of issue slots, ALU the busiest pipe: byte permutes, shifts and
+// address arithmetic of the per-value conversions and the copy plan), 16 warps per SM (128
+// registers; the grid of 16 heads x 32 splits is ~4 blocks per SM anyway). The per-value work is
+// the floor left: every K and V value is converted once per key (8 per lane), for 2 live rows of 8.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 

@@ -1,6 +1,8 @@
-// Flash-decoding attention for 1..kDecodeMaxQueries queries (attention_decode.cu), internal to
-// kernels/cuda: attention.cu's attention() hands such calls to it when it applies (f16 / Q8_0 /
-// Q4_1 KV, head_dim 32, 64, 128 or 256).
+// Flash-decoding attention for 1..kDecodeMaxQueries queries, internal to kernels/cuda:
+// attention.cu's attention() (and attention_tree()) hand such calls to it when it applies (f16 /
+// Q8_0 / Q4_1 KV, head_dim 32, 64, 128 or 256). Two kernels with the same grid, chunks and
+// workspace: tensor cores (attention_decode.cu) and SIMT (attention_decode_simt.cu); each KV
+// format pair always takes the same one (decode_attention_uses_simt).
 //
 // Contract beyond kernels/cpu/attention.h's semantics: a row (query, head) of a k-query call is
 // bit-identical to the same query run alone, because the keys a row's arithmetic visits, their
