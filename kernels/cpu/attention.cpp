@@ -1,4 +1,5 @@
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_tree.h"
 
 #include <algorithm>
 #include <cmath>
@@ -52,9 +53,20 @@ struct Scratch {
   std::vector<float> scores, row;
 };
 
+// A query's tree visibility (TreeMask): all keys unless `on`.
+struct TreeRow {
+  bool on = false;
+  uint64_t bits = 0;
+  int64_t first = 0;
+  bool sees(int64_t j) const {
+    const int64_t d = j - first;
+    return !on || d < 0 || (d < 64 && ((bits >> d) & 1u) != 0);
+  }
+};
+
 template <typename KR, typename VR>
 void attend_one(const float* q, int32_t pos, const KR& K, const VR& V, int64_t capacity, int64_t kv_head,
-                const AttentionShape& s, Scratch& scratch, float* out) {
+                const AttentionShape& s, const TreeRow& tree, Scratch& scratch, float* out) {
   const int64_t hd = s.head_dim;
   const int64_t lo = s.window > 0 ? std::max<int64_t>(0, int64_t(pos) - s.window + 1) : 0;
   const int64_t n = int64_t(pos) - lo + 1;
@@ -63,7 +75,7 @@ void attend_one(const float* q, int32_t pos, const KR& K, const VR& V, int64_t c
   scratch.row.resize(size_t(hd));
   float max_score = -INFINITY;
   for (int64_t j = 0; j < n; ++j) {
-    scores[j] = K.dot((lo + j) % capacity, kv_head, q) * s.scale;
+    scores[j] = tree.sees(lo + j) ? K.dot((lo + j) % capacity, kv_head, q) * s.scale : -INFINITY;
     max_score = std::max(max_score, scores[j]);
   }
   double denom = 0;
@@ -78,7 +90,7 @@ void attend_one(const float* q, int32_t pos, const KR& K, const VR& V, int64_t c
 
 template <typename KR, typename VR>
 void attention_typed(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
-                     float* out) {
+                     float* out, const TreeMask* tree) {
   static tbb::enumerable_thread_specific<Scratch> scratch;
   const int64_t group = s.n_head / s.n_head_kv, width = s.n_head_kv * s.head_dim;
   const KR K(kv.k, kv.k_dtype, width, s.head_dim);
@@ -86,15 +98,16 @@ void attention_typed(const float* q, const int32_t* pos, int64_t n_q, const KvSt
   tbb::parallel_for(int64_t(0), n_q * s.n_head, [&](int64_t idx) {
     const int64_t i = idx / s.n_head, h = idx % s.n_head;
     const int64_t off = (i * s.n_head + h) * s.head_dim;
-    attend_one(q + off, pos[i], K, V, kv.capacity, h / group, s, scratch.local(), out + off);
+    const TreeRow row = tree && tree->bits ? TreeRow{true, tree->bits[i], tree->first} : TreeRow{};
+    attend_one(q + off, pos[i], K, V, kv.capacity, h / group, s, row, scratch.local(), out + off);
   });
 }
 
 template <typename KR>
 void attention_v(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
-                 float* out) {
-  if (kv.v_dtype == GgmlType::F32) return attention_typed<KR, F32Reader>(q, pos, n_q, kv, s, out);
-  return attention_typed<KR, DecodingReader>(q, pos, n_q, kv, s, out);
+                 float* out, const TreeMask* tree) {
+  if (kv.v_dtype == GgmlType::F32) return attention_typed<KR, F32Reader>(q, pos, n_q, kv, s, out, tree);
+  return attention_typed<KR, DecodingReader>(q, pos, n_q, kv, s, out, tree);
 }
 
 bool kv_type_ok(GgmlType t, int64_t head_dim) {
@@ -102,15 +115,25 @@ bool kv_type_ok(GgmlType t, int64_t head_dim) {
   return (t == GgmlType::Q8_0 || t == GgmlType::Q4_1) && head_dim % 32 == 0;
 }
 
+void attention_masked(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
+                      float* out, const TreeMask* tree) {
+  STRATA_CHECK(kv_type_ok(kv.k_dtype, s.head_dim) && kv_type_ok(kv.v_dtype, s.head_dim),
+               "attention: KV types {}/{} with head_dim {}", ggml_type_info(kv.k_dtype).name,
+               ggml_type_info(kv.v_dtype).name, s.head_dim);
+  if (kv.k_dtype == GgmlType::F32) return attention_v<F32Reader>(q, pos, n_q, kv, s, out, tree);
+  return attention_v<DecodingReader>(q, pos, n_q, kv, s, out, tree);
+}
+
 }  // namespace
 
 void attention(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
                float* out) {
-  STRATA_CHECK(kv_type_ok(kv.k_dtype, s.head_dim) && kv_type_ok(kv.v_dtype, s.head_dim),
-               "attention: KV types {}/{} with head_dim {}", ggml_type_info(kv.k_dtype).name,
-               ggml_type_info(kv.v_dtype).name, s.head_dim);
-  if (kv.k_dtype == GgmlType::F32) return attention_v<F32Reader>(q, pos, n_q, kv, s, out);
-  return attention_v<DecodingReader>(q, pos, n_q, kv, s, out);
+  attention_masked(q, pos, n_q, kv, s, out, nullptr);
+}
+
+void attention_tree(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
+                    const TreeMask& tree, float* out) {
+  attention_masked(q, pos, n_q, kv, s, out, tree.bits ? &tree : nullptr);
 }
 
 }  // namespace strata::kernels::cpu

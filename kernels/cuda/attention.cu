@@ -32,6 +32,7 @@
 #include <cmath>
 
 #include "kernels/cuda/attention_decode.h"
+#include "kernels/cuda/attention_tree.h"
 #include "kernels/cuda/attention_internal.h"
 #include "kernels/cuda/attention_tc.h"
 #include "kernels/cuda/cuda_api.h"
@@ -454,8 +455,28 @@ bool attention_rows_exact(const float* d_q, int64_t n_q, const KvStoreDev& kv, c
          reinterpret_cast<uintptr_t>(d_q) % 16 == 0 && decode_attention_split_fits(n_q, kv, s, ws);
 }
 
+namespace {
+// attention() and attention_tree(): validation, then the kernel that applies.
+Status attention_checked(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
+                         const AttentionShapeDev& s, float* d_out, Workspace ws, Stream s_, AttentionKernel kernel,
+                         const TreeMaskDev* tree);
+}  // namespace
+
 Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv, const AttentionShapeDev& s,
                  float* d_out, Workspace ws, Stream s_, AttentionKernel kernel) {
+  return attention_checked(d_q, d_pos, n_q, kv, s, d_out, ws, s_, kernel, nullptr);
+}
+
+Status attention_tree(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
+                      const AttentionShapeDev& s, const TreeMaskDev& tree, float* d_out, Workspace ws, Stream s_) {
+  return attention_checked(d_q, d_pos, n_q, kv, s, d_out, ws, s_, AttentionKernel::best, tree.d_bits ? &tree : nullptr);
+}
+
+namespace {
+
+Status attention_checked(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
+                         const AttentionShapeDev& s, float* d_out, Workspace ws, Stream s_, AttentionKernel kernel,
+                         const TreeMaskDev* tree) {
   if (!d_q || !d_pos || !d_out) return Status::error("attention: null pointer");
   if (Status st = check_kv("attention", kv); !st) return st;
   if (s.n_head <= 0 || s.n_head_kv <= 0 || s.n_head % s.n_head_kv != 0) {
@@ -474,9 +495,15 @@ Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvSt
   const cudaStream_t st = as_stream(s_);
   // 1..64 queries over f16 / q8 / q4 KV: flash-decoding (attention_decode.cu; q rows are read as
   // float4). Everything else: the tensor-core kernel for long chunks (any KV type), else the tiled one.
-  if (kernel == AttentionKernel::best && decode_attention_applies(n_q, s.head_dim, kv.k_dtype, kv.v_dtype) &&
-      reinterpret_cast<uintptr_t>(d_q) % 16 == 0)
-    return decode_attention(d_q, d_pos, n_q, kv, s, d_out, ws, st);
+  const bool decode = decode_attention_applies(n_q, s.head_dim, kv.k_dtype, kv.v_dtype) &&
+                      reinterpret_cast<uintptr_t>(d_q) % 16 == 0;
+  if (tree && tree->d_bits) {
+    if (kernel != AttentionKernel::best || !decode)
+      return Status::error("attention: a tree mask needs flash-decoding ({} queries, head_dim {}, 16-byte aligned q)",
+                           n_q, s.head_dim);
+    return decode_attention(d_q, d_pos, n_q, kv, s, d_out, ws, st, tree);
+  }
+  if (kernel == AttentionKernel::best && decode) return decode_attention(d_q, d_pos, n_q, kv, s, d_out, ws, st);
 
   AttnParams p{};
   p.q = d_q;
@@ -527,5 +554,6 @@ Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvSt
   return launch_status("attention (combine)");
 }
 
+}  // namespace
 
 }  // namespace strata::kernels::cuda

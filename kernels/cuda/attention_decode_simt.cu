@@ -1,0 +1,539 @@
+// Flash-decoding attention, SIMT variant (attention_decode.h; decode_attention() picks it or the
+// tensor-core one of attention_decode.cu per KV format): 1..64 queries over f16 / Q8_0 / Q4_1 KV,
+// read in place (quantised blocks are decoded in registers from shared memory). Same grid, chunks,
+// workspace layout and combine as attention_decode.cu, so its splits fit the same workspace.
+//
+// Grid: (row tiles, n_head_kv, splits). For KV head g the rows are the (query, head) pairs whose
+// head maps to g (row r = query r / group, head g * group + r % group); a block takes R <= 8
+// consecutive rows, so all the query heads of a GQA group (and several queries) share each KV
+// load. blockIdx.z picks chunk z of every row's keys (decode_chunk_keys: <= 32 chunks of a
+// power-of-two multiple of 256 keys, aligned to absolute positions); the block walks the union of
+// its rows' chunk-z ranges in tiles of TK = 4096 / head_dim keys.
+//
+// Loads: each key's head slice is copied raw (the 16-byte-aligned span around it) into a
+// cp.async ring in shared memory (3 stages), 16-byte copies only; keys outside the rows' ranges are
+// zero-filled, and so are bytes past the end of the store. Compute: a warp holds 32 / LK keys at
+// once, LK = head_dim / 8 lanes per key, each lane 8 dimensions (q in registers); scores are an
+// f32 dot over the lane's 8 dims (over the integer codes for q8/q4, the block's d and m applied
+// once per key) and a transposed butterfly over the LK lanes, in log2 units (exp2). Each group of
+// LK lanes keeps its own online softmax (running max m, sum l, f32 output acc) over its 4 keys of
+// every tile, so the loop needs no block-wide reduction; at the end the block merges its groups in a fixed order
+// and writes the chunk's (m, l, acc) to the workspace, and combine_kernel merges the chunks of a
+// row in order z = 0, 1, ... (or, unsplit, writes acc / l itself).
+//
+// Determinism and batch exactness: no float atomics, every sum in a fixed order with explicitly
+// rounded operations (no contraction choices left to the compiler), and a row's keys, tiles,
+// chunks and lanes depend only on its own position, so a row of a k-query call equals the query
+// run alone. Keys of a tile that a row does not see are skipped per row (no update at all).
+//
+// Measured (H200, bench kernels, 1 query, 16 KV heads x 128, GQA 2): f16 54% / 64% of device read
+// at 32K / 128K keys, q8 29 / 34%, q4 20 / 24% (the tiled kernel: 14-15%, 5%, 4%). The limiter is
+// instruction issue (SM ~66%, 4 blocks x 4 warps per SM by registers, ~5 cycles per issued
+// instruction), not DRAM: per key the work (decode, 2 x 8 FMAs per row per lane, butterfly,
+// softmax, copy plan) is about the same for every format, so fewer bytes per key do not run faster.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda/attention_decode.h"
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/kv_quant.cuh"
+
+namespace strata::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 128, kWarps = kThreads / 32;
+constexpr int kStages = 3;  // 48 KB of f16 tiles: four blocks per H200 SM, 512 blocks in one wave
+constexpr int kKeysPerGroup = 4;  // keys of a tile per lane group (TK / groups, for every head_dim)
+constexpr int kMaxUnits = 8;      // 16-byte copies per thread per tile, half K, half V (TK * units <= 512 each)
+
+struct DecParams {
+  const float* q;
+  const int32_t* pos;
+  const uint8_t* k;
+  const uint8_t* v;
+  const uint8_t* k_end;  // one past the store's last byte (copies past it are zero-filled)
+  const uint8_t* v_end;
+  int64_t k_row_bytes, v_row_bytes;    // bytes per slot
+  int64_t k_head_bytes, v_head_bytes;  // bytes of one head's slice of a slot
+  int k_fmt, v_fmt;                    // kvq::Fmt: kF16, kQ8 or kQ4
+  int k_units, v_units;                // 16-byte units staged per key (the aligned span)
+  float* out;
+  float* part_acc;  // (splits, n_q * n_head, head_dim) when split
+  float* part_ml;   // (splits, n_q * n_head, 2): m, l
+  int n_q, n_head, group, capacity, window;
+  int split;  // 0: one block per row tile covers all keys and writes out directly
+  const uint64_t* tree_bits;  // per query, or null: no tree mask (attention_tree.h)
+  int tree_first;
+  float scale_log2;  // scale / ln 2: scores in log2 units (exp2 is one instruction)
+};
+
+template <int HD>
+struct Geo {
+  static constexpr int TK = 4096 / HD;        // keys per tile
+  static constexpr int LK = HD / 8;           // lanes per key
+  static constexpr int GPW = 32 / LK;         // lane groups per warp
+  static constexpr int NG = kWarps * GPW;     // lane groups per block
+  static_assert(TK == NG * kKeysPerGroup);
+};
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
+  const unsigned s = unsigned(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Exact small-integer to float without I2F (a quarter-rate instruction): byte e of x placed under
+// the exponent of 2^23 (0x4B000000), minus 2^23 (+ 128 for offset bytes).
+__device__ __forceinline__ float magic_byte(uint32_t x, int e) {
+  return __int_as_float(int(__byte_perm(x, 0x4B000000u, 0x7540u + unsigned(e))));
+}
+
+// Dimensions 8c .. 8c + 7 of a key's head slice (b: its first byte in shared memory), as
+// x * d + m: f16 values (d = 1, m = 0 unused), or the exact integer codes with their block's
+// scale d (and q4's offset m; q8's is 0), so that the callers fold d and m in once per key
+// instead of once per value (score = d * sum q x + m * sum q; acc += (p d) x, acc_m += p m).
+//   f16: 16 bytes at 16c (b is 16-byte aligned: f16 slices always are).
+//   q8:  block c / 4 (34 bytes: f16 d, 32 int8 codes), codes (c % 4) * 8 .. + 7 (2-byte aligned:
+//        read as three aligned words and funnel-shifted).
+//   q4:  block c / 4 (20 bytes: f16 d, f16 m, 16 code bytes; value i is the low nibble of byte i,
+//        value 16 + i its high nibble): bytes (c & 1) * 8 .. + 7, nibble (c >> 1) & 1 (4-aligned).
+__device__ __forceinline__ void codes8(int fmt, const uint8_t* b, int c, float (&x)[8], float& d, float& m) {
+  if (fmt == kvq::kF16) {
+    const uint4 w = *reinterpret_cast<const uint4*>(b + c * 16);
+    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&ws[i]));
+      x[2 * i] = f.x;
+      x[2 * i + 1] = f.y;
+    }
+    d = 1.0f, m = 0.0f;
+  } else if (fmt == kvq::kQ8) {
+    const uint8_t* blk = b + (c >> 2) * kvq::kQ8Bytes;
+    d = kvq::half_bits_to_float(*reinterpret_cast<const uint16_t*>(blk));
+    m = 0.0f;
+    const uint8_t* codes = blk + 2 + (c & 3) * 8;
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(codes) & ~uintptr_t(3));
+    const unsigned sh = unsigned(reinterpret_cast<uintptr_t>(codes) & 2u) * 8u;
+    const uint32_t w0 = w[0], w1 = w[1], w2 = w[2];
+    const uint32_t lo = __funnelshift_r(w0, w1, sh) ^ 0x80808080u, hi = __funnelshift_r(w1, w2, sh) ^ 0x80808080u;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      x[e] = __fsub_rn(magic_byte(lo, e), 8388736.0f);
+      x[4 + e] = __fsub_rn(magic_byte(hi, e), 8388736.0f);
+    }
+  } else {
+    const uint8_t* blk = b + (c >> 2) * kvq::kQ4Bytes;
+    const uint32_t dm = *reinterpret_cast<const uint32_t*>(blk);
+    d = kvq::half_bits_to_float(dm), m = kvq::half_bits_to_float(dm >> 16);
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(blk + 4 + (c & 1) * 8);
+    const unsigned shift = unsigned((c >> 1) & 1) * 4u;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const uint32_t nib = (w[i] >> shift) & 0x0F0F0F0Fu;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[4 * i + e] = __fsub_rn(magic_byte(nib, e), 8388608.0f);
+    }
+  }
+}
+
+// KF, VF: the K and V formats when fixed at compile time (the same-type pairs), else -1 (p's).
+// One or two rows (decode): at most 128 registers, four blocks per SM.
+template <int HD, int R, int KF, int VF>
+__global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_kernel(DecParams p) {
+  using G = Geo<HD>;
+  constexpr int TK = G::TK, LK = G::LK, GPW = G::GPW, NG = G::NG;
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ int row_lo[R], row_hi[R];  // this split's key range per row (empty: lo > hi)
+  __shared__ int row_live[R];           // a row of the call (not padding)
+  __shared__ uint64_t row_tree[R];      // tree mask word per row (tree_bits only)
+  __shared__ uint8_t k_off[kStages][TK], v_off[kStages][TK];  // slice start within its first unit
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = blockIdx.y, z = blockIdx.z;
+  const int n_rows = p.n_q * p.group;
+  const int row0 = blockIdx.x * R;
+
+  if (tid < R) {
+    const int gr = row0 + tid;
+    int lo = 0x7fffffff, hi = -1, live = 0;
+    if (gr < n_rows) {
+      live = 1;
+      const int64_t pos = p.pos[gr / p.group];
+      const int64_t vis_lo = p.window > 0 && pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
+      int64_t s_lo = vis_lo, s_hi = pos;
+      if (p.split) {
+        const int64_t c = decode_chunk_keys(pos - vis_lo + 1);
+        const int64_t start = (vis_lo / c + z) * c;
+        s_lo = start > vis_lo ? start : vis_lo;
+        s_hi = start + c - 1 < pos ? start + c - 1 : pos;
+      } else if (z > 0) {
+        s_hi = -1;
+      }
+      if (s_lo <= s_hi) lo = int(s_lo), hi = int(s_hi);
+    }
+    row_lo[tid] = lo;
+    row_hi[tid] = hi;
+    row_live[tid] = live;
+    if (p.tree_bits) row_tree[tid] = live ? p.tree_bits[gr / p.group] : 0;
+  }
+  __syncthreads();
+  int h_lo = 0x7fffffff, h_hi = -1;  // hull of the rows' ranges
+#pragma unroll
+  for (int r = 0; r < R; ++r) h_lo = min(h_lo, row_lo[r]), h_hi = max(h_hi, row_hi[r]);
+  const int t_first = h_hi >= h_lo ? h_lo / TK * TK : 0;
+  const int n_tiles = h_hi >= h_lo ? (h_hi - t_first) / TK + 1 : 0;
+
+  const int k_tile_bytes = TK * p.k_units * 16;
+  const int stage_bytes = k_tile_bytes + TK * p.v_units * 16;
+  const uint8_t* Kg = p.k + int64_t(g) * p.k_head_bytes;
+  const uint8_t* Vg = p.v + int64_t(g) * p.v_head_bytes;
+
+  // This thread's 16-byte units of a tile (the same every tile): unit u = tid + 128 n of K is
+  // unit w of key kk (u = kk * k_units + w), likewise for V.
+  constexpr int kPerTensor = kMaxUnits / 2;
+  const int k_total = TK * p.k_units, v_total = TK * p.v_units;
+  int k_kw[kPerTensor], v_kw[kPerTensor];  // kk << 8 | w
+#pragma unroll
+  for (int n = 0; n < kPerTensor; ++n) {
+    const int u = tid + n * kThreads, kk = u / p.k_units, kv = u / p.v_units;
+    k_kw[n] = kk << 8 | (u - kk * p.k_units);
+    v_kw[n] = kv << 8 | (u - kv * p.v_units);
+  }
+
+  // One tensor's units of tile t into its part of a stage.
+  auto copy_units = [&](const int (&kw)[kPerTensor], int n_units, const uint8_t* base, const uint8_t* end,
+                        int64_t row_bytes, uint8_t* dst, uint8_t* offs, int t, int slot0) {
+#pragma unroll
+    for (int n = 0; n < kPerTensor; ++n) {
+      const int u = tid + n * kThreads;
+      if (u >= n_units) break;
+      const int kk = kw[n] >> 8, w = kw[n] & 0xff, j = t + kk;
+      const uint8_t* src = base;
+      int bytes = 0, off = 0;
+      if (j >= h_lo && j <= h_hi) {
+        int slot = slot0 + kk;
+        while (slot >= p.capacity) slot -= p.capacity;  // once at most unless the ring is shorter than a tile
+        const uint8_t* a = base + int64_t(slot) * row_bytes;
+        off = int(reinterpret_cast<uintptr_t>(a) & 15u);
+        src = a - off + 16 * w;
+        const int64_t left = end - src;
+        bytes = left >= 16 ? 16 : (left > 0 ? int(left) : 0);
+        if (bytes == 0) src = base;
+      }
+      if (w == 0) offs[kk] = uint8_t(off);
+      cp_async16(dst + u * 16, src, bytes);
+    }
+  };
+  // Tile i into stage i % kStages (an empty group past the last tile keeps the counting uniform).
+  auto issue = [&](int i) {
+    if (i < n_tiles) {
+      const int st = i % kStages, t = t_first + i * TK;
+      uint8_t* sk = smem + st * stage_bytes;
+      const int slot0 = int(unsigned(t) % unsigned(p.capacity));
+      copy_units(k_kw, k_total, Kg, p.k_end, p.k_row_bytes, sk, k_off[st], t, slot0);
+      copy_units(v_kw, v_total, Vg, p.v_end, p.v_row_bytes, sk + k_tile_bytes, v_off[st], t, slot0);
+    }
+    cp_async_commit();
+  };
+
+  // This thread: lane group grp (keys grp * 4 .. + 3 of each tile), dimensions 8c .. 8c + 7.
+  const int grp = warp * GPW + lane / LK, c = lane % LK;
+  // acc_m: sum of p * m over q4 V blocks (the lane's 8 dims are one block), added at the end.
+  float qr[R][8], acc[R][8], acc_m[R], qsum[R], m[R], l[R];
+  const int k_fmt = KF >= 0 ? KF : p.k_fmt, v_fmt = VF >= 0 ? VF : p.v_fmt;
+  const bool k_f16 = k_fmt == kvq::kF16, v_f16 = v_fmt == kvq::kF16, v_q4 = v_fmt == kvq::kQ4;
+  int rlo[R], rhi[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    rlo[r] = row_lo[r];
+    rhi[r] = row_hi[r];
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+    const int gr = min(row0 + r, n_rows - 1);  // padding rows compute on a real row, never written
+    const int64_t orow = int64_t(gr / p.group) * p.n_head + int64_t(g) * p.group + gr % p.group;
+    const float4* qp = reinterpret_cast<const float4*>(p.q + orow * HD + c * 8);
+    const float4 a = qp[0], b = qp[1];
+    qr[r][0] = a.x, qr[r][1] = a.y, qr[r][2] = a.z, qr[r][3] = a.w;
+    qr[r][4] = b.x, qr[r][5] = b.y, qr[r][6] = b.z, qr[r][7] = b.w;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[r][e] = 0.0f;
+    acc_m[r] = 0.0f;
+    qsum[r] = qr[r][0];
+#pragma unroll
+    for (int e = 1; e < 8; ++e) qsum[r] = __fadd_rn(qsum[r], qr[r][e]);
+  }
+
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) issue(i);
+  for (int i = 0; i < n_tiles; ++i) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile i landed for every thread; stage (i - 1) % kStages is free
+    issue(i + kStages - 1);
+    const int st = i % kStages, t = t_first + i * TK;
+    const uint8_t* sk = smem + st * stage_bytes;
+    const uint8_t* sv = sk + k_tile_bytes;
+
+    // Scores: the lane's partial dot for each of its group's 4 keys, then a transposed butterfly:
+    // two exchange steps leave each lane one key (kidx = 2 * bit(LK/2) + bit(LK/4) of the lane),
+    // the remaining steps finish its sum (every lane of that key ends with the same bits).
+    float P[kKeysPerGroup][R];
+#pragma unroll
+    for (int k = 0; k < kKeysPerGroup; ++k) {
+      const int kk = grp * kKeysPerGroup + k;
+      float x[8], bd, bm;
+      codes8(k_fmt, sk + kk * p.k_units * 16 + k_off[st][kk], c, x, bd, bm);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float d = __fmul_rn(qr[r][0], x[0]);
+#pragma unroll
+        for (int e = 1; e < 8; ++e) d = __fmaf_rn(qr[r][e], x[e], d);
+        P[k][r] = k_f16 ? d : __fmaf_rn(d, bd, __fmul_rn(bm, qsum[r]));
+      }
+    }
+    constexpr int B1 = LK / 2, B2 = LK / 4;
+    const bool hi1 = (lane & B1) != 0, hi2 = (lane & B2) != 0;
+    const int kidx = (hi1 ? 2 : 0) + (hi2 ? 1 : 0);
+    float sc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float a2[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float keep = hi1 ? P[2 + h][r] : P[h][r], send = hi1 ? P[h][r] : P[2 + h][r];
+        a2[h] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, B1));
+      }
+      const float keep = hi2 ? a2[1] : a2[0], send = hi2 ? a2[0] : a2[1];
+      float d = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, B2));
+#pragma unroll
+      for (int o = LK / 8; o > 0; o >>= 1) d = __fadd_rn(d, __shfl_xor_sync(0xffffffffu, d, o));
+      const int j = t + grp * kKeysPerGroup + kidx;
+      bool seen = j >= rlo[r] && j <= rhi[r];
+      if (p.tree_bits) {  // tree mask: a new key j >= first only where its bit is set
+        const int dj = j - p.tree_first;
+        seen = seen && (dj < 0 || (dj < 64 && ((row_tree[r] >> dj) & 1u) != 0));
+      }
+      sc[r] = seen ? __fmul_rn(d, p.scale_log2) : -INFINITY;  // log2 units
+    }
+    // Online softmax over the 4 keys (each lane exponentiates its own key; p gathered for P.V).
+    float pk[kKeysPerGroup][R];
+    bool act[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float mx = fmaxf(sc[r], __shfl_xor_sync(0xffffffffu, sc[r], B1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, B2));
+      act[r] = mx != -INFINITY;
+      const float m_new = fmaxf(m[r], mx);
+      const float p_own = act[r] ? exp2f(sc[r] - m_new) : 0.0f;  // exp2(-inf) = 0 for unseen keys
+#pragma unroll
+      for (int k = 0; k < kKeysPerGroup; ++k)
+        pk[k][r] = __shfl_sync(0xffffffffu, p_own, (lane & ~(B1 | B2)) | ((k & 2) ? B1 : 0) | ((k & 1) ? B2 : 0));
+      if (!act[r]) continue;
+      const float alpha = exp2f(m[r] - m_new);  // 0 while m is -inf
+      const float sum = __fadd_rn(__fadd_rn(__fadd_rn(pk[0][r], pk[1][r]), pk[2][r]), pk[3][r]);
+      l[r] = __fmaf_rn(l[r], alpha, sum);
+      m[r] = m_new;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[r][e] = __fmul_rn(acc[r][e], alpha);
+      acc_m[r] = __fmul_rn(acc_m[r], alpha);
+    }
+#pragma unroll
+    for (int k = 0; k < kKeysPerGroup; ++k) {
+      const int kk = grp * kKeysPerGroup + k;
+      float x[8], bd, bm;
+      codes8(v_fmt, sv + kk * p.v_units * 16 + v_off[st][kk], c, x, bd, bm);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        // p == 0 (unseen or underflowed) adds nothing: skipping it keeps a row independent of
+        // what the store holds at keys it does not see (zero-filled or another row's).
+        if (!act[r] || pk[k][r] == 0.0f) continue;
+        const float pd = v_f16 ? pk[k][r] : __fmul_rn(pk[k][r], bd);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r][e] = __fmaf_rn(pd, x[e], acc[r][e]);
+        if (v_q4) acc_m[r] = __fmaf_rn(pk[k][r], bm, acc_m[r]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the stages are free: they take the groups' states
+
+  // Merge the lane groups (fixed order), then this split's result.
+  float* s_ml = reinterpret_cast<float*>(smem);  // (NG, R, 2)
+  float* s_acc = s_ml + NG * R * 2;              // (NG, R, HD)
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (c == 0) s_ml[(grp * R + r) * 2] = m[r], s_ml[(grp * R + r) * 2 + 1] = l[r];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s_acc[(grp * R + r) * HD + c * 8 + e] = __fadd_rn(acc[r][e], acc_m[r]);
+  }
+  __syncthreads();
+  const int64_t n_out_rows = int64_t(p.n_q) * p.n_head;
+  for (int e = tid; e < R * HD; e += kThreads) {
+    const int r = e / HD, d = e % HD;
+    if (!row_live[r]) continue;
+    float M = -INFINITY;
+    for (int q = 0; q < NG; ++q) M = fmaxf(M, s_ml[(q * R + r) * 2]);
+    float L = 0.0f, A = 0.0f;
+    if (M != -INFINITY) {
+      for (int q = 0; q < NG; ++q) {
+        const float mq = s_ml[(q * R + r) * 2];
+        if (mq == -INFINITY) continue;
+        const float w = exp2f(mq - M);
+        L = __fmaf_rn(w, s_ml[(q * R + r) * 2 + 1], L);
+        A = __fmaf_rn(w, s_acc[(q * R + r) * HD + d], A);
+      }
+    }
+    const int gr = row0 + r;
+    const int64_t orow = int64_t(gr / p.group) * p.n_head + int64_t(g) * p.group + gr % p.group;
+    if (!p.split) {
+      p.out[orow * HD + d] = L > 0.0f ? __fdiv_rn(A, L) : 0.0f;
+    } else {
+      const int64_t prow = int64_t(z) * n_out_rows + orow;
+      p.part_acc[prow * HD + d] = A;
+      if (d == 0) p.part_ml[prow * 2] = M, p.part_ml[prow * 2 + 1] = L;
+    }
+  }
+}
+
+// Merges the splits of one (query, head) row in order: out = sum_z w_z acc_z / sum_z w_z l_z,
+// w_z = e^(m_z - M). Block: head_dim threads.
+__global__ void decode_combine_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
+                                      int64_t n_rows, int n_splits, int head_dim, float* __restrict__ out) {
+  const int64_t row = blockIdx.x;
+  const int d = threadIdx.x;
+  float M = -INFINITY;
+  for (int z = 0; z < n_splits; ++z) M = fmaxf(M, part_ml[(z * n_rows + row) * 2]);
+  float L = 0.0f, A = 0.0f;
+  for (int z = 0; z < n_splits; ++z) {
+    const float m = part_ml[(z * n_rows + row) * 2];
+    if (m == -INFINITY) continue;
+    const float w = exp2f(m - M);
+    L = __fmaf_rn(w, part_ml[(z * n_rows + row) * 2 + 1], L);
+    A = __fmaf_rn(w, part_acc[(z * n_rows + row) * head_dim + d], A);
+  }
+  out[row * head_dim + d] = L > 0.0f ? __fdiv_rn(A, L) : 0.0f;
+}
+
+// ---- host side ----
+
+int fmt_of(GgmlType t) { return t == GgmlType::F16 ? kvq::kF16 : t == GgmlType::Q8_0 ? kvq::kQ8 : kvq::kQ4; }
+
+// 16-byte units that hold a head slice of `bytes` starting anywhere in its first unit (f16 slices
+// are always 16-byte aligned: rows of n_head_kv * head_dim halves, head_dim % 8 == 0).
+int units_of(GgmlType t, int64_t bytes) {
+  if (t == GgmlType::F16) return int(bytes / 16);
+  // Slice start <= 14 (q8) / 12 (q4) bytes into its first unit; q8 reads one word past its codes.
+  return int(t == GgmlType::Q8_0 ? (bytes + 14 + 4 + 15) / 16 : (bytes + 12 + 15) / 16);
+}
+
+template <int HD>
+size_t smem_bytes(int k_units, int v_units, int R) {
+  const size_t stages = size_t(kStages) * Geo<HD>::TK * (k_units + v_units) * 16;
+  const size_t merge = size_t(Geo<HD>::NG) * R * (HD + 2) * sizeof(float);
+  return std::max(stages, merge);
+}
+
+template <int HD, int R, int KF, int VF>
+Status launch_fmt(const DecParams& p, dim3 grid, cudaStream_t st) {
+  const size_t smem = smem_bytes<HD>(p.k_units, p.v_units, R);
+  STRATA_TRY(detail::cuda_status(cudaFuncSetAttribute(decode_attention_kernel<HD, R, KF, VF>,
+                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+                                 "decode attention: cudaFuncSetAttribute"));
+  decode_attention_kernel<HD, R, KF, VF><<<grid, kThreads, smem, st>>>(p);
+  return detail::launch_status("decode attention");
+}
+
+// Same-type pairs get their decoders fixed at compile time; mixed pairs switch per key.
+template <int HD, int R>
+Status launch(const DecParams& p, dim3 grid, cudaStream_t st) {
+  if (p.k_fmt == p.v_fmt) {
+    switch (p.k_fmt) {
+      case kvq::kF16: return launch_fmt<HD, R, kvq::kF16, kvq::kF16>(p, grid, st);
+      case kvq::kQ8: return launch_fmt<HD, R, kvq::kQ8, kvq::kQ8>(p, grid, st);
+      default: return launch_fmt<HD, R, kvq::kQ4, kvq::kQ4>(p, grid, st);
+    }
+  }
+  return launch_fmt<HD, R, -1, -1>(p, grid, st);
+}
+
+template <int HD>
+Status launch_rows(const DecParams& p, dim3 grid, int R, cudaStream_t st) {
+  switch (R) {
+    case 1: return launch<HD, 1>(p, grid, st);
+    case 2: return launch<HD, 2>(p, grid, st);
+    case 4: return launch<HD, 4>(p, grid, st);
+    default: return launch<HD, 8>(p, grid, st);
+  }
+}
+
+}  // namespace
+
+Status decode_attention_simt(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
+                             const AttentionShapeDev& s, float* d_out, Workspace ws, cudaStream_t st,
+                             const TreeMaskDev* tree) {
+  if (kv.capacity > 0x7fffffff || n_q * s.n_head > 0x7fffffff)
+    return Status::error("decode attention: capacity {} or rows {} too large", kv.capacity, n_q * s.n_head);
+  DecParams p{};
+  p.q = d_q;
+  p.pos = d_pos;
+  p.k = static_cast<const uint8_t*>(kv.d_k);
+  p.v = static_cast<const uint8_t*>(kv.d_v);
+  const int64_t width = s.n_head_kv * s.head_dim;
+  p.k_row_bytes = int64_t(ggml_row_bytes(kv.k_dtype, uint64_t(width)));
+  p.v_row_bytes = int64_t(ggml_row_bytes(kv.v_dtype, uint64_t(width)));
+  p.k_end = p.k + kv.capacity * p.k_row_bytes;
+  p.v_end = p.v + kv.capacity * p.v_row_bytes;
+  p.k_head_bytes = int64_t(ggml_row_bytes(kv.k_dtype, uint64_t(s.head_dim)));
+  p.v_head_bytes = int64_t(ggml_row_bytes(kv.v_dtype, uint64_t(s.head_dim)));
+  p.k_fmt = fmt_of(kv.k_dtype);
+  p.v_fmt = fmt_of(kv.v_dtype);
+  p.k_units = units_of(kv.k_dtype, p.k_head_bytes);
+  p.v_units = units_of(kv.v_dtype, p.v_head_bytes);
+  p.out = d_out;
+  p.n_q = int(n_q);
+  p.n_head = int(s.n_head);
+  p.group = int(s.n_head / s.n_head_kv);
+  p.capacity = int(kv.capacity);
+  p.window = int(std::min<int64_t>(s.window, 0x7fffffff));
+  p.scale_log2 = s.scale * 1.4426950408889634f;
+  if (tree && tree->d_bits) p.tree_bits = tree->d_bits, p.tree_first = tree->first;
+
+  // Splits: fixed by the store and the window (never by n_q), as far as the workspace holds them.
+  const int64_t splits = decode_attention_split_fits(n_q, kv, s, ws) ? decode_attention_splits(kv, s) : 1;
+  p.split = splits > 1;
+  if (p.split) {
+    p.part_acc = static_cast<float*>(ws.d_ptr);
+    p.part_ml = p.part_acc + size_t(splits) * size_t(n_q * s.n_head) * size_t(s.head_dim);
+  }
+  // Per tensor TK * units <= 512 for every format and head_dim (f16: exactly 512), so a tile is
+  // at most kMaxUnits copies per thread.
+  if ((4096 / s.head_dim) * std::max(p.k_units, p.v_units) > kMaxUnits / 2 * kThreads)
+    return Status::error("decode attention: tile of {} units exceeds the copy plan", (4096 / s.head_dim) * std::max(p.k_units, p.v_units));
+  const int64_t rows = n_q * p.group;
+  const int R = rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 8;
+  const int64_t tiles = (rows + R - 1) / R;
+  if (s.n_head_kv > 65535) return Status::error("decode attention: {} KV heads: grid too large", s.n_head_kv);
+  const dim3 grid(unsigned(tiles), unsigned(s.n_head_kv), unsigned(splits));
+  auto run = [&]() -> Status {
+    switch (s.head_dim) {
+      case 32: return launch_rows<32>(p, grid, R, st);
+      case 64: return launch_rows<64>(p, grid, R, st);
+      case 128: return launch_rows<128>(p, grid, R, st);
+      case 256: return launch_rows<256>(p, grid, R, st);
+      default: return Status::error("decode attention: head_dim {} unsupported", s.head_dim);
+    }
+  };
+  if (Status status = run(); !status || !p.split) return status;
+  decode_combine_kernel<<<unsigned(n_q * s.n_head), unsigned(s.head_dim), 0, st>>>(
+      p.part_acc, p.part_ml, n_q * s.n_head, int(splits), int(s.head_dim), d_out);
+  return detail::launch_status("decode attention (combine)");
+}
+
+}  // namespace strata::kernels::cuda

@@ -1,0 +1,172 @@
+// Token-tree visibility masks in flash-decoding attention (kernels/cuda/attention_tree.h, M12's
+// verification of a drafted tree) against the CPU reference with the same mask
+// (kernels/cpu/attention_tree.h): random trees of 8 and 64 tokens over f16, q8 and q4 KV, GQA
+// 1..8, head dims 32..256, full causal and sliding windows in rings. Also: a query run alone with
+// its own mask word is bit-identical to its row of the call, and the chain mask (every token sees
+// all earlier new tokens) gives the bits of the call without a mask. Skips without a GPU.
+//
+// Tolerance: as test_cuda_attention_decode.cpp, |gpu - cpu| <= 2e-5 + 1e-3 |cpu|.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/rng.h"
+#include "cuda_test_util.h"
+#include "kernels/cpu/attention_tree.h"
+#include "kernels/cuda/attention_tree.h"
+#include "kv/kv_quant.h"
+#include "test_util.h"
+
+namespace {
+
+using namespace strata;
+using namespace strata::test;
+namespace kc = strata::kernels::cuda;
+namespace cpu = strata::kernels::cpu;
+
+struct TreeCase {
+  int64_t head_dim = 128, n_head_kv = 2, group = 2, window = 0, capacity = 0, n_head = 0, row = 0;
+  GgmlType type = GgmlType::F16;
+  int32_t first = 0;
+  std::vector<int32_t> pos;
+  std::vector<uint64_t> bits;
+  std::vector<uint8_t> k, v;
+  std::vector<float> q;
+
+  std::string describe() const {
+    return fmt::format("head_dim {} n_head_kv {} group {} window {} capacity {} KV {} n_q {} first {}", head_dim,
+                       n_head_kv, group, window, capacity, kv::kv_type_name(type), pos.size(), first);
+  }
+  kc::AttentionShapeDev shape() const {
+    return {n_head, n_head_kv, head_dim, window, 1.0f / std::sqrt(float(head_dim))};
+  }
+};
+
+std::vector<uint8_t> random_store(GgmlType t, int64_t capacity, int64_t width, Rng& rng) {
+  const size_t row = kv::kv_row_bytes(t, uint32_t(width));
+  std::vector<uint8_t> buf(size_t(capacity) * row);
+  for (int64_t slot = 0; slot < capacity; ++slot) {
+    auto f = random_normal(size_t(width), rng);
+    kv::kv_quantize_row(t, f.data(), buf.data() + size_t(slot) * row, uint32_t(width));
+  }
+  return buf;
+}
+
+// A random tree of n tokens in topological order: token i's parent is a random earlier token
+// or none (a child of the prefix); its mask holds its ancestors and itself.
+std::vector<uint64_t> random_tree(int64_t n, Rng& rng) {
+  std::vector<uint64_t> bits(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t parent = int64_t(rng.next_u64() % uint64_t(i + 1)) - 1;  // -1 .. i - 1
+    bits[size_t(i)] = (parent >= 0 ? bits[size_t(parent)] : 0) | (uint64_t(1) << i);
+  }
+  return bits;
+}
+
+TreeCase make_tree_case(GgmlType t, int64_t n_q, Rng& rng) {
+  TreeCase c;
+  c.head_dim = std::array<int64_t, 4>{32, 64, 128, 256}[rng.next_u64() % 4];
+  c.group = int64_t(1) << (rng.next_u64() % 4);
+  c.n_head_kv = c.group >= 4 ? 2 : 3;
+  c.n_head = c.n_head_kv * c.group;
+  c.row = c.n_head * c.head_dim;
+  c.type = t;
+  c.window = rng.uniform() < 0.5f ? 0 : 700;
+  c.first = int32_t(300 + rng.next_u64() % 6000);
+  for (int64_t i = 0; i < n_q; ++i) c.pos.push_back(c.first + int32_t(i));
+  c.capacity = c.window > 0 ? c.window + n_q - 1 + int64_t(rng.next_u64() % 8) : c.first + n_q + int64_t(rng.next_u64() % 5);
+  c.bits = random_tree(n_q, rng);
+  const int64_t width = c.n_head_kv * c.head_dim;
+  c.k = random_store(t, c.capacity, width, rng);
+  c.v = random_store(t, c.capacity, width, rng);
+  c.q = random_normal(size_t(n_q * c.row), rng, 3.0f);
+  return c;
+}
+
+// Queries [first, first + n) of the case in one call, with their mask words (or none).
+std::vector<float> gpu_run(const TreeCase& c, size_t first, size_t n, const std::vector<uint64_t>* bits) {
+  std::vector<float> qs(c.q.begin() + long(first * size_t(c.row)), c.q.begin() + long((first + n) * size_t(c.row)));
+  std::vector<int32_t> ps(c.pos.begin() + long(first), c.pos.begin() + long(first + n));
+  DevBuf dk = to_device(c.k), dv = to_device(c.v), dq = to_device(qs), dpos = to_device(ps), dout(qs.size() * 4);
+  dout.poison();
+  const kc::AttentionShapeDev s = c.shape();
+  const size_t ws_bytes = kc::attention_workspace_bytes(int64_t(n), s, c.capacity);
+  DevBuf ws(ws_bytes);
+  ws.poison();
+  const kc::KvStoreDev kv{dk.as<void>(), dv.as<void>(), c.type, c.type, c.capacity};
+  std::vector<uint64_t> words;
+  if (bits) words.assign(bits->begin() + long(first), bits->begin() + long(first + n));
+  DevBuf dbits(std::max<size_t>(words.size(), 1) * 8);
+  if (bits) CUDA_REQUIRE(cudaMemcpy(dbits.as<void>(), words.data(), words.size() * 8, cudaMemcpyHostToDevice));
+  const kc::TreeMaskDev tree{bits ? dbits.as<uint64_t>() : nullptr, c.first};
+  REQUIRE(kc::attention_tree(dq.as<float>(), dpos.as<int32_t>(), int64_t(n), kv, s, tree, dout.as<float>(),
+                             kc::Workspace{ws_bytes ? ws.as<void>() : nullptr, ws_bytes}, nullptr));
+  return dout.download<float>(qs.size());
+}
+
+std::vector<float> cpu_run(const TreeCase& c) {
+  std::vector<float> ref(c.q.size());
+  const cpu::KvStore ckv{c.k.data(), c.v.data(), c.type, c.type, c.capacity};
+  const cpu::AttentionShape cs{c.n_head, c.n_head_kv, c.head_dim, c.window, 1.0f / std::sqrt(float(c.head_dim))};
+  const cpu::TreeMask tree{c.bits.data(), c.first};
+  cpu::attention_tree(c.q.data(), c.pos.data(), int64_t(c.pos.size()), ckv, cs, tree, ref.data());
+  return ref;
+}
+
+void check_close(const std::vector<float>& got, const std::vector<float>& ref) {
+  REQUIRE(got.size() == ref.size());
+  double worst = 0;
+  size_t worst_i = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double r = std::isfinite(got[i]) ? std::abs(double(got[i]) - ref[i]) / (2e-5 + 1e-3 * std::abs(ref[i])) : INFINITY;
+    if (r > worst) worst = r, worst_i = i;
+  }
+  INFO("worst at " << worst_i << ": gpu " << got[worst_i] << " cpu " << ref[worst_i]);
+  CHECK(worst <= 1.0);
+}
+
+constexpr GgmlType kTypes[] = {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_1};
+
+}  // namespace
+
+TEST_CASE("decode attention with a token-tree mask matches the CPU with the same mask", "[gpu][attention]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (const GgmlType t : kTypes) {
+    for (const int64_t n_q : {8, 64}) {
+      const TreeCase c = make_tree_case(t, n_q, rng);
+      INFO(c.describe());
+      const std::vector<float> all = gpu_run(c, 0, c.pos.size(), &c.bits);
+      check_close(all, cpu_run(c));
+      // A query alone with its own mask word: its row of the call, bit for bit.
+      for (size_t i : {size_t(0), size_t(n_q / 2), size_t(n_q - 1)}) {
+        const std::vector<float> one = gpu_run(c, i, 1, &c.bits);
+        INFO("query " << i);
+        REQUIRE(std::memcmp(one.data(), all.data() + i * size_t(c.row), one.size() * 4) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("decode attention: the chain tree mask equals no mask, bit for bit", "[gpu][attention]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (const GgmlType t : kTypes) {
+    TreeCase c = make_tree_case(t, 16, rng);
+    for (size_t i = 0; i < c.bits.size(); ++i) c.bits[i] = (uint64_t(2) << i) - 1;  // tokens 0..i
+    INFO(c.describe());
+    const std::vector<float> masked = gpu_run(c, 0, c.pos.size(), &c.bits);
+    const std::vector<float> plain = gpu_run(c, 0, c.pos.size(), nullptr);
+    REQUIRE(std::memcmp(masked.data(), plain.data(), plain.size() * 4) == 0);
+  }
+}

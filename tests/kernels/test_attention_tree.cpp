@@ -1,0 +1,78 @@
+// The CPU reference's token-tree mask (kernels/cpu/attention_tree.h), the oracle of the GPU tree
+// tests: the chain mask (every new token sees all earlier ones) is plain causal attention bit for
+// bit; a query's output does not move when a new key it does not see changes, and does when one
+// it sees changes (so the mask removes exactly the keys whose bit is clear).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/ggml_type.h"
+#include "core/rng.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/attention_tree.h"
+
+namespace {
+
+using namespace strata;
+using namespace strata::kernels::cpu;
+
+constexpr int64_t kHeads = 4, kHeadsKv = 2, kHd = 64, kWidth = kHeadsKv * kHd;
+
+std::vector<float> random_values(size_t n, Rng& rng) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = float(double(rng.next_u64() >> 11) * 0x1p-53 * 2.0 - 1.0);
+  return v;
+}
+
+// n_q new tokens at first .. first + n_q - 1 over an f32 store of first + n_q slots.
+struct Tree {
+  int32_t first = 0;
+  int64_t n_q = 0;
+  std::vector<float> k, v, q;
+  std::vector<int32_t> pos;
+  Tree(int32_t first_, int64_t n, Rng& rng)
+      : first(first_), n_q(n), k(random_values(size_t((first_ + n) * kWidth), rng)),
+        v(random_values(size_t((first_ + n) * kWidth), rng)), q(random_values(size_t(n * kHeads * kHd), rng)) {
+    for (int64_t i = 0; i < n; ++i) pos.push_back(first + int32_t(i));
+  }
+  std::vector<float> run(const uint64_t* bits) const {
+    std::vector<float> out(q.size());
+    const KvStore kv{k.data(), v.data(), GgmlType::F32, GgmlType::F32, first + n_q};
+    const AttentionShape s{kHeads, kHeadsKv, kHd, 0, 0.125f};
+    if (bits)
+      attention_tree(q.data(), pos.data(), n_q, kv, s, TreeMask{bits, first}, out.data());
+    else
+      attention(q.data(), pos.data(), n_q, kv, s, out.data());
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("CPU attention: the chain tree mask is plain causal attention, bit for bit", "[attention]") {
+  Rng rng(11);
+  const Tree t(200, 12, rng);
+  std::vector<uint64_t> chain(12);
+  for (size_t i = 0; i < chain.size(); ++i) chain[i] = (uint64_t(2) << i) - 1;
+  const auto a = t.run(chain.data()), b = t.run(nullptr);
+  REQUIRE(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+}
+
+TEST_CASE("CPU attention: a tree query ignores the new keys outside its mask and only those", "[attention]") {
+  Rng rng(12);
+  Tree t(100, 6, rng);
+  // Tokens 0 <- 1 <- 3 and 0 <- 2 <- 4, 5 alone: query 3 sees 0, 1, 3 of the new keys.
+  const std::vector<uint64_t> bits = {0b000001, 0b000011, 0b000101, 0b001011, 0b010101, 0b100000};
+  const size_t row = size_t(kHeads * kHd);
+  const auto base = t.run(bits.data());
+  for (int64_t j = 0; j < 6; ++j) {
+    Tree u = t;
+    for (int64_t c = 0; c < kWidth; ++c) u.v[size_t((t.first + j) * kWidth + c)] += 1.0f;  // move new key j's V
+    const auto moved = u.run(bits.data());
+    const bool seen = (bits[3] >> j) & 1u;
+    INFO("new key " << j);
+    CHECK((std::memcmp(moved.data() + 3 * row, base.data() + 3 * row, row * 4) == 0) == !seen);
+  }
+}
