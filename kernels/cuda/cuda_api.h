@@ -96,8 +96,14 @@ inline constexpr int kMaxGemvCols = 16;
 // the error of 8-bit activations, as llama.cpp's CUDA backend); without one (or for float types, or
 // weights not aligned for the wide loads) the float-activation kernel runs (exact weights x f32).
 Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Stream s);
-Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s);
+Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s,
+            bool reuse_act = false);
 size_t workspace_bytes_for_gemv(const WeightView& w, int n_cols);
+// Matrices that read the same input (Q, K, V; gate, up) can share its int8 rounding: the key is
+// nonzero when gemv/matmul(w, x, n_cols, y, ws) rounds x into ws, and two such calls with the same
+// x, n_in, n_cols and key leave the same activations there, so the second may pass reuse_act =
+// true when nothing else has written ws in between (then it only launches the GEMV).
+int gemv_act_key(const WeightView& w, int n_cols, Workspace ws);
 // Weights in the GPU layout (w.layout == kGpu, kernels/gpu_layout.h: q3_K q4_K q5_K q6_K q8_0)
 // need the workspace (int8 activations, lane-ordered); 1-2 columns run on __dp4a, 3..16 on int8
 // tensor cores (mma.sync). Bench/test hook: the column count from which the MMA kernel runs
@@ -108,7 +114,8 @@ void set_gemv_mma_min_cols(int n_cols);
 size_t workspace_bytes_for_gemm(const WeightView& w, int n_cols);
 Status gemm(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s);
 // Picks gemv (int8 activations when ws allows) for n_cols <= kMaxGemvCols, else gemm.
-Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s);
+Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s,
+              bool reuse_act = false);
 // Decodes n_rows rows starting at row0 of W into f32 (tests, embedding gathers).
 Status dequantize_rows(const WeightView& w, int64_t row0, int64_t n_rows, float* d_out, Stream s);
 // Whether the CUDA backend has GEMV, GEMM and dequantise kernels for weights of type t (the

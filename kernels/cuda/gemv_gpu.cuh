@@ -183,6 +183,14 @@ __device__ __forceinline__ void load_act(const ActGpu& x, int c, int64_t n_in, i
   }
 }
 
+// sc(s, 0) * lo16(p) + sc(s, 1) * hi16(p) for the 16-element-scale types: the two scales are the
+// bytes 2 s, 2 s + 1 of the decoded scale word s / 2 (GpuQ3K::sc), low or high half by s % 2.
+template <class D>
+__device__ __forceinline__ int dp2a_scales(const D& r, int s, uint32_t p) {
+  const int w = int(word_of(r.sc, s >> 1));
+  return (s & 1) ? __dp2a_hi(int(p), w, 0) : __dp2a_lo(int(p), w, 0);
+}
+
 constexpr int kGpuGemvWarps = 8;  // warps per CTA, splitting one row group's chunks (split-K)
 
 // One CTA per row group of 8 rows; warp w takes chunks w, w + 8, ...; per lane, each weight word
@@ -234,7 +242,13 @@ __global__ void __launch_bounds__(kGpuGemvWarps * 32, NC <= 2 ? 4 : 2) gemv_gpu_
           p0 -= bsel * s0;
           p1 -= bsel * s1;
         }
-        const int ip = D::kScale16 ? sc[s][0] * p0 + sc[s][1] * p1 : sc[s][0] * (p0 + p1);
+        int ip;
+        if constexpr (D::kScale16 && D::kBias == 0) {
+          // Both halves' scales in one __dp2a: |p| <= 4 * 4 * 127 fits the int16 lanes (q3_K).
+          ip = dp2a_scales<D>(r, s, __byte_perm(p0, p1, 0x5410));
+        } else {
+          ip = D::kScale16 ? sc[s][0] * p0 + sc[s][1] * p1 : sc[s][0] * (p0 + p1);
+        }
         const float dxs = dx[s];
         accd = fmaf(dxs, float(ip), accd);
         if constexpr (D::kMin) accm = fmaf(dxs, float(mn[s] * (s0 + s1)), accm);

@@ -95,7 +95,11 @@ __global__ void __launch_bounds__(kGpuGemvWarps * 32, 2)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const D& rs = (e & 1) ? r1 : r0;
-            const int ip = rs.scale(s, 0) * d0[e] + rs.scale(s, 1) * d1[e];
+            int ip;
+            if constexpr (D::kBias == 0)  // q3_K: |d| <= 16 * 4 * 127 fits the int16 lanes of __dp2a
+              ip = dp2a_scales<D>(rs, s, __byte_perm(d0[e], d1[e], 0x5410));
+            else
+              ip = rs.scale(s, 0) * d0[e] + rs.scale(s, 1) * d1[e];
             accd[e] = fmaf(dx[e >> 1][s], float(ip), accd[e]);
           }
         } else {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <limits>
 #include <vector>
 
@@ -250,6 +251,65 @@ TEST_CASE("cuda gemv on the GPU layout matches the CPU reference, 1..16 columns"
       kc::set_gemv_mma_min_cols(3);
     }
   }
+}
+
+TEST_CASE("cuda gemv reusing the rounded activations of the previous call gives the same output", "[gpu][gemv]") {
+  if (!have_gpu()) return;
+  Rng rng(11);
+  constexpr int64_t n_in = 512, n_out = 24;
+  const auto x = test::random_normal(size_t(4 * n_in), rng);
+  DevBuf dx(x.size() * 4);
+  check_ok(kc::copy_to_device(dx.p, x.data(), x.size() * 4, nullptr));
+  for (bool gpu : {false, true}) {
+    INFO((gpu ? "gpu layout" : "gguf layout"));
+    // Q (q3_K), then K (q4_K) and V (q6_K) of the same input: the keys say they may share it.
+    std::vector<HostWeights> ws;
+    std::vector<std::vector<uint8_t>> bytes;
+    for (GgmlType t : {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K}) {
+      ws.push_back(make_weights(t, n_in, n_out, rng));
+      bytes.push_back(ws.back().bytes);
+      if (gpu) {
+        bytes.back().assign(kernels::gpu_layout_bytes(t, n_in, n_out), 0);
+        kernels::repack_to_gpu_layout(ws.back().view(), bytes.back().data());
+      }
+    }
+    std::vector<std::unique_ptr<DevBuf>> dw;
+    std::vector<kernels::WeightView> views;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      dw.push_back(std::make_unique<DevBuf>(bytes[i].size()));
+      check_ok(kc::copy_to_device(dw.back()->p, bytes[i].data(), bytes[i].size(), nullptr));
+      kernels::WeightView v = gpu ? kernels::gpu_layout_view(nullptr, ws[i].type, n_in, n_out) : ws[i].view();
+      v.data = dw.back()->as<uint8_t>();
+      views.push_back(v);
+    }
+    for (int n_cols : {1, 4}) {
+      const size_t ws_bytes = kc::workspace_bytes_for_gemv(views[0], n_cols);
+      DevBuf work(ws_bytes);
+      const kc::Workspace w{work.p, ws_bytes};
+      const int key = kc::gemv_act_key(views[0], n_cols, w);
+      CHECK(key != 0);
+      CHECK(kc::gemv_act_key(views[1], n_cols, w) == key);
+      CHECK(kc::gemv_act_key(views[2], n_cols, w) == key);
+      CHECK(kc::gemv_act_key(views[0], n_cols, {}) == 0);  // no workspace: the float kernel
+      DevBuf y0(n_cols * n_out * 4), y1(n_cols * n_out * 4);
+      for (size_t i = 1; i < views.size(); ++i) {
+        check_ok(kc::gemv(views[i], dx.as<float>(), n_cols, y0.as<float>(), w, nullptr));  // fresh
+        check_ok(kc::gemv(views[0], dx.as<float>(), n_cols, y1.as<float>(), w, nullptr));  // rounds x
+        check_ok(kc::gemv(views[i], dx.as<float>(), n_cols, y1.as<float>(), w, nullptr, true));
+        std::vector<float> a(size_t(n_cols * n_out)), b(a.size());
+        check_ok(kc::copy_to_host(a.data(), y0.p, a.size() * 4, nullptr));
+        check_ok(kc::copy_to_host(b.data(), y1.p, b.size() * 4, nullptr));
+        check_ok(kc::synchronize(nullptr));
+        CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+      }
+    }
+  }
+  // The q8_0 GPU layout permutes the activations per 32 elements, the K types per 256: no sharing.
+  DevBuf work(1 << 16);
+  const kc::Workspace w{work.p, size_t(1) << 16};
+  const auto v8 = kernels::gpu_layout_view(work.as<uint8_t>(), GgmlType::Q8_0, 512, 8);
+  const auto v4 = kernels::gpu_layout_view(work.as<uint8_t>(), GgmlType::Q4_K, 512, 8);
+  CHECK(kc::gemv_act_key(v8, 1, w) != kc::gemv_act_key(v4, 1, w));
 }
 
 TEST_CASE("cuda gemm and dequantize_rows on the GPU layout", "[gpu][gemv]") {
