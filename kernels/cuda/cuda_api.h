@@ -91,6 +91,11 @@ struct Workspace {
 // gemv: 1 <= n_cols <= kMaxGemvCols (decode, speculative verify); reads each weight byte once for
 // all columns. Every type in GgmlType with CPU kernels is supported.
 inline constexpr int kMaxGemvCols = 16;
+// Weights in the GPU layout (below) take up to 64 columns (M12's token trees verify 64 tokens).
+inline constexpr int kMaxGpuGemvCols = 64;
+inline int max_gemv_cols(const WeightView& w) {
+  return w.layout == WeightLayout::kGpu ? kMaxGpuGemvCols : kMaxGemvCols;
+}
 // Quantised types: with a workspace of workspace_bytes_for_gemv() the activations are rounded to
 // int8 per 32 elements first and the products run on __dp4a (gemv_q8.cuh: ~4x fewer instructions,
 // the error of 8-bit activations, as llama.cpp's CUDA backend); without one (or for float types, or
@@ -105,15 +110,17 @@ size_t workspace_bytes_for_gemv(const WeightView& w, int n_cols);
 // true when nothing else has written ws in between (then it only launches the GEMV).
 int gemv_act_key(const WeightView& w, int n_cols, Workspace ws);
 // Weights in the GPU layout (w.layout == kGpu, kernels/gpu_layout.h: q3_K q4_K q5_K q6_K q8_0)
-// need the workspace (int8 activations, lane-ordered); 1-2 columns run on __dp4a, 3..16 on int8
-// tensor cores (mma.sync). Bench/test hook: the column count from which the MMA kernel runs
-// (default 3; 17 = never). Process-wide, not for concurrent use with different settings.
+// need the workspace (int8 activations, lane-ordered); every column count runs on int8 tensor
+// cores (mma.sync), each column computed alike whatever the count (exact across counts). Bench/test
+// hook: the column count from which the MMA kernel runs (default 1; below it, up to 16 columns, the
+// dp4a kernel, which sums in another order). Process-wide, not for concurrent use with different
+// settings.
 void set_gemv_mma_min_cols(int n_cols);
 // Many columns (prefill): dequantise W tile by tile to f16 in the workspace and multiply on tensor
 // cores with cuBLAS (f32 accumulation). workspace_bytes_for_gemm says how much scratch it needs.
 size_t workspace_bytes_for_gemm(const WeightView& w, int n_cols);
 Status gemm(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s);
-// Picks gemv (int8 activations when ws allows) for n_cols <= kMaxGemvCols, else gemm.
+// Picks gemv (int8 activations when ws allows) for n_cols <= max_gemv_cols(w), else gemm.
 Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s,
               bool reuse_act = false);
 // Decodes n_rows rows starting at row0 of W into f32 (tests, embedding gathers).

@@ -258,7 +258,7 @@ size_t workspace_bytes_for_gemv(const WeightView& w, int n_cols) {
 
 // The int8-activation path's conditions (gemv below); 0 when the float kernel would run.
 int gemv_act_key(const WeightView& w, int n_cols, Workspace ws) {
-  if (n_cols < 1 || n_cols > kMaxGemvCols) return 0;
+  if (n_cols < 1 || n_cols > max_gemv_cols(w)) return 0;
   const size_t need = workspace_bytes_for_gemv(w, n_cols);
   const bool gpu = is_gpu_layout(w);
   const bool aligned = gpu || (q8_align(w.type) > 0 && reinterpret_cast<uintptr_t>(w.data) % q8_align(w.type) == 0 &&
@@ -274,7 +274,8 @@ Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Works
   // error, so that a call costs the two launches and little else on the host.
   const auto op = [&] { return op_name(gpu ? "gemv_gpu" : "gemv_q8", w); };
   if (const Status v = validate_weights_fast(w); !v) return validate_weights(w, op());
-  if (n_cols < 1 || n_cols > kMaxGemvCols) return Status::error("{}: n_cols {} outside 1..{}", op(), n_cols, kMaxGemvCols);
+  if (n_cols < 1 || n_cols > max_gemv_cols(w))
+    return Status::error("{}: n_cols {} outside 1..{}", op(), n_cols, max_gemv_cols(w));
   if (!d_x || !d_y) return Status::error("{}: null activation or output pointer", op());
   const cudaStream_t st = cudaStream_t(s);
   const size_t n = size_t(n_cols) * size_t(w.n_in);
@@ -298,7 +299,9 @@ Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Works
 }
 
 Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s, bool reuse_act) {
-  if (n_cols >= 1 && n_cols <= kMaxGemvCols) return gemv(w, d_x, n_cols, d_y, ws, s, reuse_act);
+  // GPU-layout weights take the GEMV up to 64 columns where the workspace holds their int8 rounding.
+  if (n_cols >= 1 && (n_cols <= kMaxGemvCols || gemv_act_key(w, n_cols, ws) != 0))
+    return gemv(w, d_x, n_cols, d_y, ws, s, reuse_act);
   return gemm(w, d_x, n_cols, d_y, ws, s);
 }
 

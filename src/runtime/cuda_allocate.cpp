@@ -128,10 +128,11 @@ Status CudaForward::allocate() {
   };
   std::vector<std::vector<std::optional<kernels::WeightView>>> repack_src;  // per streamed block, per tensor
   if (im.gpu_layout) {
-    // Exactness (ForwardOptions::gpu_layout): dp4a for every column count, unless a benchmark asks
-    // for the mma.sync kernel from STRATA_GEMV_MMA_MIN_COLS columns on.
+    // Exactness (ForwardOptions::gpu_layout): the mma.sync kernel for every column count (each
+    // column computed alike), unless a benchmark asks for the dp4a kernel below
+    // STRATA_GEMV_MMA_MIN_COLS columns (17: dp4a up to 16, also exact across counts).
     const char* mma = std::getenv("STRATA_GEMV_MMA_MIN_COLS");
-    cuda::set_gemv_mma_min_cols(mma ? std::atoi(mma) : cuda::kMaxGemvCols + 1);
+    cuda::set_gemv_mma_min_cols(mma ? std::atoi(mma) : 1);
   }
   auto matrix = [&](const kernels::WeightView& v, kernels::WeightView& out, int32_t block, const char* what) {
     out = v;
@@ -252,7 +253,7 @@ Status CudaForward::allocate() {
   // Scratch: the largest need of any matmul or attention call (views of streamed blocks carry
   // their shapes already, only the data pointer is missing).
   size_t ws = 0;
-  const int gemv_cols = int(std::min<size_t>(n, cuda::kMaxGemvCols));
+  const int gemv_cols = int(std::min<size_t>(n, cuda::kMaxGpuGemvCols));
   for (const auto& l : im.dev.layers)
     for (const model::LayerTensor& t : model::layer_tensors()) {
       if (!t.matrix) continue;

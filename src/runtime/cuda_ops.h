@@ -34,7 +34,7 @@ struct Ops {
     int64_t n_in = 0;
     uint32_t n = 0;
     int key = 0;
-  } rounded;
+  } rounded = {};
 
   // Before every device op: it may change the activations the host copied for a cpu-tier matmul,
   // and the workspace or the input of the rounded activations.

@@ -1,7 +1,7 @@
 // CUDA matmul on quantised weights (gemv, gemm, dequantize_rows) against the CPU reference
 // (kernels::cpu::matmul_dot, the exact-weights f32 dots), for every type with CPU kernels and
 // every shape class, on fresh random data; the same for weights repacked into the GPU layout
-// (kernels/gpu_layout.h: gemv at 1..16 columns on both the dp4a and the MMA kernel, gemm, and
+// (kernels/gpu_layout.h: gemv at 1..16, 32 and 64 columns on the MMA kernel, 1..16 on the dp4a kernel, columns independent of their count, gemm, and
 // dequantize_rows / get_rows bit for bit). Outputs are poisoned with NaN before each launch.
 // Skips without a GPU. Also prints (WARN, informational) the 1-column GEMV bandwidth on a
 // 5376 x 21504 matrix next to the measured device-read ceiling.
@@ -142,7 +142,7 @@ std::vector<float> act_q8_values(const std::vector<float>& x) {
   return out;
 }
 
-// Runs gemv (n_cols <= 16) or gemm on the device and compares with matmul_dot. q8: the gemv gets a
+// Runs gemv (n_cols <= 16, GPU layout 64) or gemm on the device and compares with matmul_dot. q8: the gemv gets a
 // workspace, so quantised types take the int8-activation path, compared against the reference on
 // the same int8-rounded activations.
 // gpu: the weights are repacked (kernels/gpu_layout.h) and the kernels take the GPU-layout view
@@ -154,7 +154,8 @@ void check_matmul(GgmlType t, int64_t n_in, int64_t n_out, int n_cols, Rng& rng,
                << (gpu ? " gpu layout" : ""));
   const HostWeights w = make_weights(t, n_in, n_out, rng);
   const auto x_in = test::random_normal(size_t(n_cols * n_in), rng);
-  const bool q8_path = q8 && n_cols <= kc::kMaxGemvCols && kc::workspace_bytes_for_gemv(w.view(), n_cols) > 0;
+  const int max_cols = gpu ? kc::kMaxGpuGemvCols : kc::kMaxGemvCols;
+  const bool q8_path = q8 && n_cols <= max_cols && kc::workspace_bytes_for_gemv(w.view(), n_cols) > 0;
   const auto x = q8_path ? act_q8_values(x_in) : x_in;  // what the kernel effectively multiplies
   std::vector<float> ref(size_t(n_cols * n_out));
   kernels::cpu::matmul_dot(w.view(), x.data(), n_cols, ref.data());
@@ -173,7 +174,7 @@ void check_matmul(GgmlType t, int64_t n_in, int64_t n_out, int n_cols, Rng& rng,
   check_ok(kc::copy_to_device(dy.p, poison.data(), poison.size() * 4, nullptr));
   kernels::WeightView dv = gpu ? kernels::gpu_layout_view(dw.as<uint8_t>(), t, n_in, n_out) : w.view();
   dv.data = dw.as<uint8_t>();
-  const bool is_gemv = n_cols <= kc::kMaxGemvCols;
+  const bool is_gemv = n_cols <= max_cols;
   size_t ws_bytes = is_gemv ? (q8 ? kc::workspace_bytes_for_gemv(dv, n_cols) : 0) : kc::workspace_bytes_for_gemm(dv, n_cols);
   DevBuf ws(std::max<size_t>(ws_bytes, 256));
   check_ok(kc::matmul(dv, dx.as<float>(), n_cols, dy.as<float>(), kc::Workspace{ws.p, ws_bytes}, nullptr));
@@ -233,7 +234,7 @@ TEST_CASE("cuda gemv matches the CPU reference for every type and shape class", 
 
 const GgmlType kRepacked[] = {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0};
 
-TEST_CASE("cuda gemv on the GPU layout matches the CPU reference, 1..16 columns", "[gpu][gemv]") {
+TEST_CASE("cuda gemv on the GPU layout matches the CPU reference, 1..16, 32 and 64 columns", "[gpu][gemv]") {
   if (!have_gpu()) return;
   const uint64_t seed = test::fresh_seed();
   INFO("seed " << seed);
@@ -242,13 +243,57 @@ TEST_CASE("cuda gemv on the GPU layout matches the CPU reference, 1..16 columns"
     const int64_t c = kernels::gpu_layout_chunk(t);
     // one chunk, one row; a partial row group; several groups and fewer chunks than warps; long rows
     for (const auto& [n_in, n_out] : {std::pair<int64_t, int64_t>{c, 1}, {3 * c, 13}, {5376, 29}, {c * 37, 11}}) {
-      // MMA from 3 columns (the default), and the dp4a kernel for every column count.
-      for (int mma_min : {3, 17}) {
+      // The MMA kernel for every column count (the default), and the dp4a kernel up to 16 columns.
+      for (int mma_min : {1, 17}) {
         INFO("mma from " << mma_min << " columns");
         kc::set_gemv_mma_min_cols(mma_min);
-        for (int n_cols = 1; n_cols <= kc::kMaxGemvCols; ++n_cols) check_matmul(t, n_in, n_out, n_cols, rng, true, true);
+        for (int n_cols = 1; n_cols <= 16; ++n_cols) check_matmul(t, n_in, n_out, n_cols, rng, true, true);
+        if (mma_min == 1)
+          for (int n_cols : {23, 32, 41, 64}) check_matmul(t, n_in, n_out, n_cols, rng, true, true);
       }
-      kc::set_gemv_mma_min_cols(3);
+      kc::set_gemv_mma_min_cols(1);
+    }
+  }
+}
+
+// The engine's exactness contract (ForwardOptions::gpu_layout): on the MMA kernel a column's
+// output does not depend on how many columns run with it, bit for bit.
+TEST_CASE("cuda gemv on the GPU layout: a column's output does not depend on the column count", "[gpu][gemv]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  kc::set_gemv_mma_min_cols(1);
+  for (GgmlType t : kRepacked) {
+    const int64_t c = kernels::gpu_layout_chunk(t);
+    for (const auto& [n_in, n_out] : {std::pair<int64_t, int64_t>{3 * c, 13}, {5376, 40}}) {
+      INFO("type " << ggml_type_info(t).name << " n_in " << n_in << " n_out " << n_out);
+      const HostWeights w = make_weights(t, n_in, n_out, rng);
+      std::vector<uint8_t> packed(kernels::gpu_layout_bytes(t, n_in, n_out));
+      kernels::repack_to_gpu_layout(w.view(), packed.data());
+      constexpr int kMax = kc::kMaxGpuGemvCols;
+      const auto x = test::random_normal(size_t(kMax * n_in), rng);
+      DevBuf dw(packed.size()), dx(x.size() * 4), dy(size_t(kMax * n_out) * 4);
+      check_ok(kc::copy_to_device(dw.p, packed.data(), packed.size(), nullptr));
+      check_ok(kc::copy_to_device(dx.p, x.data(), x.size() * 4, nullptr));
+      const auto dv = kernels::gpu_layout_view(dw.as<uint8_t>(), t, n_in, n_out);
+      const size_t ws_bytes = kc::workspace_bytes_for_gemv(dv, kMax);
+      DevBuf ws(ws_bytes);
+      auto run = [&](int n_cols) {
+        check_ok(kc::gemv(dv, dx.as<float>(), n_cols, dy.as<float>(), {ws.p, ws_bytes}, nullptr));
+        std::vector<float> y(size_t(n_cols * n_out));
+        check_ok(kc::copy_to_host(y.data(), dy.p, y.size() * 4, nullptr));
+        check_ok(kc::synchronize(nullptr));
+        return y;
+      };
+      const std::vector<float> all = run(kMax);
+      for (int n_cols : {1, 2, 3, 8, 9, 16, 17, 33}) {
+        INFO("n_cols " << n_cols);
+        const std::vector<float> y = run(n_cols);
+        int differ = 0;
+        for (size_t i = 0; i < y.size(); ++i) differ += std::memcmp(&y[i], &all[i], 4) != 0;
+        CHECK(differ == 0);
+      }
     }
   }
 }
