@@ -110,17 +110,21 @@ size_t workspace_bytes_for_gemv(const WeightView& w, int n_cols);
 // true when nothing else has written ws in between (then it only launches the GEMV).
 int gemv_act_key(const WeightView& w, int n_cols, Workspace ws);
 // Weights in the GPU layout (w.layout == kGpu, kernels/gpu_layout.h: q3_K q4_K q5_K q6_K q8_0)
-// need the workspace (int8 activations, lane-ordered); every column count runs on int8 tensor
-// cores (mma.sync), each column computed alike whatever the count (exact across counts). Bench/test
-// hook: the column count from which the MMA kernel runs (default 1; below it, up to 16 columns, the
-// dp4a kernel, which sums in another order). Process-wide, not for concurrent use with different
-// settings.
+// need the workspace (int8 activations, lane-ordered); 1..16 columns run on __dp4a, 17..64 on int8
+// tensor cores (mma.sync). Each kernel computes every column alike whatever the count, so a
+// column's output does not depend on the count within one kernel (the two kernels sum in different
+// orders). Bench/test hook: the column count from which the MMA kernel runs (default 17; 1 = MMA
+// for every count). Process-wide, not for concurrent use with different settings.
 void set_gemv_mma_min_cols(int n_cols);
+// Opt-in (sm_90 only; default off): launch the GPU-layout GEMV with programmatic dependent launch,
+// so that it starts, and asks L2 for its first weight tiles, while the activation quantiser before
+// it still runs (inside CUDA graphs too). Process-wide, like set_gemv_mma_min_cols.
+void set_gemv_pdl(bool on);
 // Many columns (prefill): dequantise W tile by tile to f16 in the workspace and multiply on tensor
 // cores with cuBLAS (f32 accumulation). workspace_bytes_for_gemm says how much scratch it needs.
 size_t workspace_bytes_for_gemm(const WeightView& w, int n_cols);
 Status gemm(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s);
-// Picks gemv (int8 activations when ws allows) for n_cols <= max_gemv_cols(w), else gemm.
+// Picks gemv (int8 activations when ws allows) for n_cols <= kMaxGemvCols, else gemm.
 Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s,
               bool reuse_act = false);
 // Decodes n_rows rows starting at row0 of W into f32 (tests, embedding gathers).

@@ -39,6 +39,7 @@ Status gemv(const WeightView&, const float*, int, float*, Workspace, Stream, boo
 int gemv_act_key(const WeightView&, int, Workspace) { return 0; }
 size_t workspace_bytes_for_gemv(const WeightView&, int) { return 0; }
 void set_gemv_mma_min_cols(int) {}
+void set_gemv_pdl(bool) {}
 size_t workspace_bytes_for_gemm(const WeightView&, int) { return 0; }
 Status gemm(const WeightView&, const float*, int, float*, Workspace, Stream) { return none("gemm"); }
 Status matmul(const WeightView&, const float*, int, float*, Workspace, Stream, bool) { return none("matmul"); }

@@ -214,14 +214,23 @@ constexpr int kGpuGemvWarps = 8;  // warps per CTA, splitting one row group's ch
 // a fixed order (deterministic).
 // 4 CTAs (32 warps) per SM for 1-2 columns: at 3 (the register use without the bound) a 512-CTA
 // matrix (4096 rows) took two waves on 132 SMs.
+// Under programmatic dependent launch (pdl, sm_90) the warp first asks L2 for its first
+// kGpuGemvPrefetch tiles, while the kernel that writes x (the quantiser) still runs.
+constexpr int kGpuGemvPrefetch = 2;
 template <class D, int NC>
 __global__ void __launch_bounds__(kGpuGemvWarps * 32, NC <= 2 ? 4 : 2) gemv_gpu_kernel(const uint8_t* __restrict__ w, int64_t n_in,
                                                                       int64_t n_out, ActGpu x, int n_cols,
-                                                                      float* __restrict__ y) {
+                                                                      float* __restrict__ y, bool pdl) {
   constexpr int S = D::kSubs;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int64_t n_chunks = n_in / D::kChunk;
   const uint8_t* group = w + uint64_t(blockIdx.x) * uint64_t(n_chunks) * D::kTile;
+  if (pdl) {
+    for (int64_t ch = warp, k = 0; ch < n_chunks && k < kGpuGemvPrefetch; ch += kGpuGemvWarps, ++k)
+      if (lane * 128 < D::kTile) asm volatile("prefetch.global.L2 [%0];" ::"l"(group + ch * D::kTile + lane * 128));
+    pdl_wait();
+  }
+  pdl_launch_dependents();
   const int bsel = t == 0 ? D::kBias : 0;  // bias and min corrections: once per row (lane t = 0)
   float acc[NC];
 #pragma unroll

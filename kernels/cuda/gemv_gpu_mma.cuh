@@ -172,6 +172,8 @@ __global__ void __launch_bounds__(kGpuMmaWarps * 32, NC <= 8 ? 2 : 1)
   const int64_t G1 = min(G0 + 1, n_groups - 1);
   const uint8_t* w0 = w + uint64_t(G0) * uint64_t(n_chunks) * D::kTile;
   const uint8_t* w1 = w + uint64_t(G1) * uint64_t(n_chunks) * D::kTile;
+  pdl_wait();  // launched with programmatic dependent launch: x is written by the kernel before
+  pdl_launch_dependents();
   float acc[NT][4];
 #pragma unroll
   for (int n = 0; n < NT; ++n)

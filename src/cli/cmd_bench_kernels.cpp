@@ -5,8 +5,10 @@
 //   replicated into enough distinct buffers to cover >= 4x the L2 cache (H200: 60 MB), and the
 //   timed pass walks all of them, so the figures are HBM, not cache. Both weight layouts: GGUF
 //   (batch 1 and 8, the baseline) and, for the repacked types, the GPU layout (kernels/gpu_layout.h)
-//   at 1, 2, 4, 8, 16, 32 and 64 columns (graph-timed at 1, 8, 16, 64, and 1 on the dp4a kernel). GB/s always counts the GGUF bytes of the matrix (what a token's
-//   time is made of; the GPU layout has the same size but for padding rows, see gpu_layout.h).
+//   at 1, 2, 4, 8, 16, 32 and 64 columns on the engine's kernels (dp4a up to 16 columns, MMA above), in
+//   a CUDA graph at 1, 8, 16 and 64, and on the MMA kernel for every count (graph, 1, 8, 16 columns).
+//   GB/s always counts the GGUF bytes of the matrix (what a token's time is made of; the GPU layout
+//   has the same size but for padding rows, see gpu_layout.h).
 // - Prefill matmul at M = 2048 (dequantised f16 tiles + cuBLAS): TFLOP/s over the bf16 GEMM rate.
 // - Decode attention (one query, flash-decoding) for f16, q8 and q4 KV at 32K and 128K keys: GB/s
 //   of KV bytes over the device read ceiling, next to the tiled kernel it replaced.
@@ -115,7 +117,6 @@ Result<nlohmann::json> bench_gemv(GgmlType type, const Shape& sh, const BenchKer
     views.push_back({static_cast<const uint8_t*>(*p), type, sh.n_in, sh.n_out, row_bytes});
   }
   constexpr int kCols = 2048;
-  constexpr int kMaxCols = cuda::kMaxGemvCols;
   std::vector<float> xh(size_t(kCols) * sh.n_in);
   for (auto& v : xh) v = float(rng.uniform(-1.0f, 1.0f));
   auto x = mem.alloc(xh.size() * sizeof(float));
@@ -204,34 +205,35 @@ Result<nlohmann::json> bench_gemv(GgmlType type, const Shape& sh, const BenchKer
       j[fmt::format("graph_gpu_gemv{}_us", cols)] = per * 1e6;
       j[fmt::format("graph_gpu_gemv{}_fraction_of_read", cols)] = double(bytes) / per / read_bw;
     }
-    // 1 column on the dp4a kernel in the graph (what the MMA kernel replaced for one column).
-    cuda::set_gemv_mma_min_cols(2);
-    auto tdp = time_as_graph(
+    // The same in the graph on the MMA kernel for every column count (the default runs it from 17).
+    cuda::set_gemv_mma_min_cols(1);
+    for (int cols : {1, 8, 16}) {
+      auto t = time_as_graph(
+          [&](cuda::Stream st) -> Status {
+            for (const auto& v : gviews) STRATA_TRY(cuda::gemv(v, dx, cols, dy, {gws, gws_bytes}, st));
+            return Status::ok();
+          },
+          a.iters);
+      if (!t) {
+        cuda::set_gemv_mma_min_cols(cuda::kMaxGemvCols + 1);
+        return t.status();
+      }
+      const double per = *t / gcopies;
+      j[fmt::format("graph_mma_gemv{}_us", cols)] = per * 1e6;
+      j[fmt::format("graph_mma_gemv{}_fraction_of_read", cols)] = double(bytes) / per / read_bw;
+    }
+    cuda::set_gemv_mma_min_cols(cuda::kMaxGemvCols + 1);
+    // 1 column with programmatic dependent launch (opt-in, sm_90): the GEMV overlaps the quantiser.
+    cuda::set_gemv_pdl(true);
+    auto tp = time_as_graph(
         [&](cuda::Stream st) -> Status {
           for (const auto& v : gviews) STRATA_TRY(cuda::gemv(v, dx, 1, dy, {gws, gws_bytes}, st));
           return Status::ok();
         },
         a.iters);
-    cuda::set_gemv_mma_min_cols(1);
-    if (!tdp) return tdp.status();
-    j["graph_dp4a_gemv1_fraction_of_read"] = double(bytes) / (*tdp / gcopies) / read_bw;
-    // The same columns on the dp4a kernel (what the MMA kernel replaces from 3 columns).
-    cuda::set_gemv_mma_min_cols(kMaxCols + 1);
-    for (int cols : {4, 8, 16}) {
-      auto t = cuda::time_on_device(
-          [&]() -> Status {
-            for (const auto& v : gviews) STRATA_TRY(cuda::gemv(v, dx, cols, dy, {gws, gws_bytes}, nullptr));
-            return Status::ok();
-          },
-          a.iters, nullptr);
-      if (!t) {
-        cuda::set_gemv_mma_min_cols(1);
-        return t.status();
-      }
-      j[fmt::format("gpu_dp4a_gemv{}_us", cols)] = *t / gcopies * 1e6;
-      j[fmt::format("gpu_dp4a_gemv{}_over_gemv1", cols)] = *t / gcopies / g1;
-    }
-    cuda::set_gemv_mma_min_cols(1);
+    cuda::set_gemv_pdl(false);
+    if (!tp) return tp.status();
+    j["graph_pdl_gemv1_fraction_of_read"] = double(bytes) / (*tp / gcopies) / read_bw;
   }
   // Prefill matmul at M = 2048 columns on one buffer (compute-bound: the cache does not matter).
   if (gemm_flops > 0 && sh.n_out <= 32768) {
@@ -446,9 +448,10 @@ int run(BenchKernelsArgs& a) {
                       {"ceilings", {{"device_read_gb_s", *read / 1e9}, {"gemm_bf16_tflops", *gemm / 1e12}}}};
   fmt::print("ceilings: device read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s\n", *read / 1e9, *gemm / 1e12);
   fmt::print("{:<6} {:<20} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9} {:>10} {:>8} | {:>9} {:>8} {:>6} {:>6} {:>6} {:>6} {:>6} |"
-             " {:>8} {:>6} {:>6} {:>6} {:>7}\n",
+             " {:>8} {:>6} {:>6} {:>6} | {:>6} {:>6} {:>6} | {:>6}\n",
              "type", "shape", "gemv1 us", "GB/s", "of read", "(f32 x)", "b8/b1", "gemm TF", "of bf16", "buffers",
-             "gpu1 us", "of read", "b2/b1", "b4/b1", "b8/b1", "b16/b1", "dp4a16", "graph1", "g8/g1", "g16/g1", "g64/g1", "dp4a g1");
+             "gpu1 us", "of read", "b2/b1", "b4/b1", "b8/b1", "b16/b1", "b64/b1", "graph1", "g8/g1", "g16/g1", "g64/g1",
+             "mma1", "m8/m1", "m16/m1", "pdl1");
   nlohmann::json rows = nlohmann::json::array();
   for (GgmlType t : types)
     for (const auto& sh : kShapes) {
@@ -470,14 +473,18 @@ int run(BenchKernelsArgs& a) {
                  x["buffers"].get<int>());
       if (x.contains("gpu_gemv1_us")) {
         const double g1 = x["graph_gpu_gemv1_us"].get<double>();
-        fmt::print(" | {:>9.1f} {:>7.0f}% {:>6.2f} {:>6.2f} {:>6.2f} {:>6.2f} {:>6.2f} | {:>7.0f}% {:>6.2f} {:>6.2f} {:>6.2f} {:>6.0f}%\n",
+        const double m1 = x["graph_mma_gemv1_us"].get<double>();
+        fmt::print(" | {:>9.1f} {:>7.0f}% {:>6.2f} {:>6.2f} {:>6.2f} {:>6.2f} {:>6.2f} | {:>7.0f}% {:>6.2f} {:>6.2f} {:>6.2f} |"
+                   " {:>5.0f}% {:>6.2f} {:>6.2f} | {:>5.0f}%\n",
                    x["gpu_gemv1_us"].get<double>(), 100 * x["gpu_gemv1_fraction_of_read"].get<double>(),
                    x["gpu_gemv2_over_gemv1"].get<double>(), x["gpu_gemv4_over_gemv1"].get<double>(),
                    x["gpu_gemv8_over_gemv1"].get<double>(), x["gpu_gemv16_over_gemv1"].get<double>(),
-                   x["gpu_dp4a_gemv16_over_gemv1"].get<double>(),
+                   x["gpu_gemv64_over_gemv1"].get<double>(),
                    100 * x["graph_gpu_gemv1_fraction_of_read"].get<double>(), x["graph_gpu_gemv8_us"].get<double>() / g1,
                    x["graph_gpu_gemv16_us"].get<double>() / g1, x["graph_gpu_gemv64_us"].get<double>() / g1,
-                   100 * x["graph_dp4a_gemv1_fraction_of_read"].get<double>());
+                   100 * x["graph_mma_gemv1_fraction_of_read"].get<double>(), x["graph_mma_gemv8_us"].get<double>() / m1,
+                   x["graph_mma_gemv16_us"].get<double>() / m1,
+                   100 * x["graph_pdl_gemv1_fraction_of_read"].get<double>());
       } else {
         fmt::print(" | (GGUF layout only)\n");
       }

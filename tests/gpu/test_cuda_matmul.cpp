@@ -177,7 +177,11 @@ void check_matmul(GgmlType t, int64_t n_in, int64_t n_out, int n_cols, Rng& rng,
   const bool is_gemv = n_cols <= max_cols;
   size_t ws_bytes = is_gemv ? (q8 ? kc::workspace_bytes_for_gemv(dv, n_cols) : 0) : kc::workspace_bytes_for_gemm(dv, n_cols);
   DevBuf ws(std::max<size_t>(ws_bytes, 256));
-  check_ok(kc::matmul(dv, dx.as<float>(), n_cols, dy.as<float>(), kc::Workspace{ws.p, ws_bytes}, nullptr));
+  // matmul picks the GEMM above 16 columns; the GPU layout's GEMV to 64 is called directly.
+  if (is_gemv && n_cols > kc::kMaxGemvCols)
+    check_ok(kc::gemv(dv, dx.as<float>(), n_cols, dy.as<float>(), kc::Workspace{ws.p, ws_bytes}, nullptr));
+  else
+    check_ok(kc::matmul(dv, dx.as<float>(), n_cols, dy.as<float>(), kc::Workspace{ws.p, ws_bytes}, nullptr));
   check_ok(kc::synchronize(nullptr));
   std::vector<float> y(ref.size());
   check_ok(kc::copy_to_host(y.data(), dy.p, y.size() * 4, nullptr));
@@ -251,19 +255,18 @@ TEST_CASE("cuda gemv on the GPU layout matches the CPU reference, 1..16, 32 and 
         if (mma_min == 1)
           for (int n_cols : {23, 32, 41, 64}) check_matmul(t, n_in, n_out, n_cols, rng, true, true);
       }
-      kc::set_gemv_mma_min_cols(1);
+      kc::set_gemv_mma_min_cols(kc::kMaxGemvCols + 1);
     }
   }
 }
 
-// The engine's exactness contract (ForwardOptions::gpu_layout): on the MMA kernel a column's
-// output does not depend on how many columns run with it, bit for bit.
+// The engine's exactness contract (ForwardOptions::gpu_layout): on either kernel a column's output
+// does not depend on how many columns run with it, bit for bit (dp4a up to 16, MMA up to 64).
 TEST_CASE("cuda gemv on the GPU layout: a column's output does not depend on the column count", "[gpu][gemv]") {
   if (!have_gpu()) return;
   const uint64_t seed = test::fresh_seed();
   INFO("seed " << seed);
   Rng rng(seed);
-  kc::set_gemv_mma_min_cols(1);
   for (GgmlType t : kRepacked) {
     const int64_t c = kernels::gpu_layout_chunk(t);
     for (const auto& [n_in, n_out] : {std::pair<int64_t, int64_t>{3 * c, 13}, {5376, 40}}) {
@@ -286,14 +289,54 @@ TEST_CASE("cuda gemv on the GPU layout: a column's output does not depend on the
         check_ok(kc::synchronize(nullptr));
         return y;
       };
-      const std::vector<float> all = run(kMax);
-      for (int n_cols : {1, 2, 3, 8, 9, 16, 17, 33}) {
-        INFO("n_cols " << n_cols);
-        const std::vector<float> y = run(n_cols);
-        int differ = 0;
-        for (size_t i = 0; i < y.size(); ++i) differ += std::memcmp(&y[i], &all[i], 4) != 0;
-        CHECK(differ == 0);
+      for (int mma_min : {1, kc::kMaxGemvCols + 1}) {
+        INFO("mma from " << mma_min << " columns");
+        kc::set_gemv_mma_min_cols(mma_min);
+        const int most = mma_min == 1 ? kMax : kc::kMaxGemvCols;
+        const std::vector<float> all = run(most);
+        for (int n_cols : {1, 2, 3, 8, 9, 16, 17, 33}) {
+          if (n_cols >= most) continue;
+          INFO("n_cols " << n_cols);
+          const std::vector<float> y = run(n_cols);
+          int differ = 0;
+          for (size_t i = 0; i < y.size(); ++i) differ += std::memcmp(&y[i], &all[i], 4) != 0;
+          CHECK(differ == 0);
+        }
       }
+      kc::set_gemv_mma_min_cols(kc::kMaxGemvCols + 1);
+    }
+  }
+}
+
+// Programmatic dependent launch (set_gemv_pdl, sm_90) changes when the GEMV starts, not what it
+// computes: the quantiser + GEMV pair gives the same bits with it on and off.
+TEST_CASE("cuda gemv on the GPU layout under programmatic dependent launch gives the same output", "[gpu][gemv]") {
+  if (!have_gpu()) return;
+  Rng rng(test::fresh_seed());
+  for (GgmlType t : kRepacked) {
+    constexpr int64_t n_in = 5376, n_out = 40;
+    const HostWeights w = make_weights(t, n_in, n_out, rng);
+    std::vector<uint8_t> packed(kernels::gpu_layout_bytes(t, n_in, n_out));
+    kernels::repack_to_gpu_layout(w.view(), packed.data());
+    const auto x = test::random_normal(size_t(16 * n_in), rng);
+    DevBuf dw(packed.size()), dx(x.size() * 4), dy(size_t(16 * n_out) * 4);
+    check_ok(kc::copy_to_device(dw.p, packed.data(), packed.size(), nullptr));
+    check_ok(kc::copy_to_device(dx.p, x.data(), x.size() * 4, nullptr));
+    const auto dv = kernels::gpu_layout_view(dw.as<uint8_t>(), t, n_in, n_out);
+    const size_t ws_bytes = kc::workspace_bytes_for_gemv(dv, 16);
+    DevBuf ws(ws_bytes);
+    for (int n_cols : {1, 8, 16}) {
+      INFO("type " << ggml_type_info(t).name << " n_cols " << n_cols);
+      std::vector<float> y[2];
+      for (int pdl : {0, 1}) {
+        kc::set_gemv_pdl(pdl == 1);
+        y[pdl].resize(size_t(n_cols * n_out));
+        check_ok(kc::gemv(dv, dx.as<float>(), n_cols, dy.as<float>(), {ws.p, ws_bytes}, nullptr));
+        check_ok(kc::copy_to_host(y[pdl].data(), dy.p, y[pdl].size() * 4, nullptr));
+        check_ok(kc::synchronize(nullptr));
+      }
+      kc::set_gemv_pdl(false);
+      CHECK(std::memcmp(y[0].data(), y[1].data(), y[0].size() * 4) == 0);
     }
   }
 }
