@@ -15,6 +15,14 @@
 // has 16-element scales (q3_K, q6_K), one k32 MMA otherwise; biased codes enter the MMA as signed
 // int8 (signed_codes), q4_K/q5_K mins are removed with the activation sums s16. Split-K over the
 // CTA's 8 warps, partial sums added in shared memory in a fixed order (deterministic).
+//
+// Where it runs (gemv_gpu.cu): 17..64 columns; 1..16 only through set_gemv_mma_min_cols. Measured
+// on the H200 (bench kernels, 2026-12-02, graph-timed): 1 column reads 24-79% of device read where
+// the dp4a kernel reads 31-99% -- ncu (q3_K, 5376 x 21504): the ALU pipe is the busiest (66%),
+// 0.60 instructions issued per scheduler cycle, ~258 warp instructions per 880-byte tile, 100
+// registers = 25% occupancy. 8 columns cost 1.03-1.9x its 1 column, 16 columns 1.2-3.1x, 64
+// columns 3.4-12x (the per-element scale epilogue: 16 rows x 8 columns x 8 sub-blocks per MMA tile
+// and chunk, ~4 instructions each).
 #pragma once
 
 #include "kernels/cuda/gemv_gpu.cuh"
