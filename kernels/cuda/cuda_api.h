@@ -91,24 +91,42 @@ struct Workspace {
 // gemv: 1 <= n_cols <= kMaxGemvCols (decode, speculative verify); reads each weight byte once for
 // all columns. Every type in GgmlType with CPU kernels is supported.
 inline constexpr int kMaxGemvCols = 16;
+// Weights in the GPU layout (below) take up to 64 columns (M12's token trees verify 64 tokens).
+inline constexpr int kMaxGpuGemvCols = 64;
+inline int max_gemv_cols(const WeightView& w) {
+  return w.layout == WeightLayout::kGpu ? kMaxGpuGemvCols : kMaxGemvCols;
+}
 // Quantised types: with a workspace of workspace_bytes_for_gemv() the activations are rounded to
 // int8 per 32 elements first and the products run on __dp4a (gemv_q8.cuh: ~4x fewer instructions,
 // the error of 8-bit activations, as llama.cpp's CUDA backend); without one (or for float types, or
 // weights not aligned for the wide loads) the float-activation kernel runs (exact weights x f32).
 Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Stream s);
-Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s);
+Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s,
+            bool reuse_act = false);
 size_t workspace_bytes_for_gemv(const WeightView& w, int n_cols);
+// Matrices that read the same input (Q, K, V; gate, up) can share its int8 rounding: the key is
+// nonzero when gemv/matmul(w, x, n_cols, y, ws) rounds x into ws, and two such calls with the same
+// x, n_in, n_cols and key leave the same activations there, so the second may pass reuse_act =
+// true when nothing else has written ws in between (then it only launches the GEMV).
+int gemv_act_key(const WeightView& w, int n_cols, Workspace ws);
 // Weights in the GPU layout (w.layout == kGpu, kernels/gpu_layout.h: q3_K q4_K q5_K q6_K q8_0)
-// need the workspace (int8 activations, lane-ordered); 1-2 columns run on __dp4a, 3..16 on int8
-// tensor cores (mma.sync). Bench/test hook: the column count from which the MMA kernel runs
-// (default 3; 17 = never). Process-wide, not for concurrent use with different settings.
+// need the workspace (int8 activations, lane-ordered); 1..16 columns run on __dp4a, 17..64 on int8
+// tensor cores (mma.sync). Each kernel computes every column alike whatever the count, so a
+// column's output does not depend on the count within one kernel (the two kernels sum in different
+// orders). Bench/test hook: the column count from which the MMA kernel runs (default 17; 1 = MMA
+// for every count). Process-wide, not for concurrent use with different settings.
 void set_gemv_mma_min_cols(int n_cols);
+// Opt-in (sm_90 only; default off): launch the GPU-layout GEMV with programmatic dependent launch,
+// so that it starts, and asks L2 for its first weight tiles, while the activation quantiser before
+// it still runs (inside CUDA graphs too). Process-wide, like set_gemv_mma_min_cols.
+void set_gemv_pdl(bool on);
 // Many columns (prefill): dequantise W tile by tile to f16 in the workspace and multiply on tensor
 // cores with cuBLAS (f32 accumulation). workspace_bytes_for_gemm says how much scratch it needs.
 size_t workspace_bytes_for_gemm(const WeightView& w, int n_cols);
 Status gemm(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s);
 // Picks gemv (int8 activations when ws allows) for n_cols <= kMaxGemvCols, else gemm.
-Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s);
+Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s,
+              bool reuse_act = false);
 // Decodes n_rows rows starting at row0 of W into f32 (tests, embedding gathers).
 Status dequantize_rows(const WeightView& w, int64_t row0, int64_t n_rows, float* d_out, Stream s);
 // Whether the CUDA backend has GEMV, GEMM and dequantise kernels for weights of type t (the

@@ -35,12 +35,14 @@ void graph_destroy(Graph) {}
 Status set_matmul_workspace(void*, size_t) { return none("set_matmul_workspace"); }
 void inject_error(uint64_t) {}
 Status gemv(const WeightView&, const float*, int, float*, Stream) { return none("gemv"); }
-Status gemv(const WeightView&, const float*, int, float*, Workspace, Stream) { return none("gemv"); }
+Status gemv(const WeightView&, const float*, int, float*, Workspace, Stream, bool) { return none("gemv"); }
+int gemv_act_key(const WeightView&, int, Workspace) { return 0; }
 size_t workspace_bytes_for_gemv(const WeightView&, int) { return 0; }
 void set_gemv_mma_min_cols(int) {}
+void set_gemv_pdl(bool) {}
 size_t workspace_bytes_for_gemm(const WeightView&, int) { return 0; }
 Status gemm(const WeightView&, const float*, int, float*, Workspace, Stream) { return none("gemm"); }
-Status matmul(const WeightView&, const float*, int, float*, Workspace, Stream) { return none("matmul"); }
+Status matmul(const WeightView&, const float*, int, float*, Workspace, Stream, bool) { return none("matmul"); }
 Status dequantize_rows(const WeightView&, int64_t, int64_t, float*, Stream) { return none("dequantize_rows"); }
 bool supports_weight_type(GgmlType) { return false; }
 Status rms_norm(const float*, const float*, int64_t, int64_t, float, float*, Stream) { return none("rms_norm"); }

@@ -5,28 +5,64 @@
 
 namespace strata::kernels::cuda {
 namespace {
-std::atomic<int> g_mma_min_cols{3};
+std::atomic<int> g_mma_min_cols{kMaxGemvCols + 1};
+std::atomic<bool> g_pdl{false};
 }  // namespace
 void set_gemv_mma_min_cols(int n) { g_mma_min_cols.store(n < 1 ? 1 : n); }
+void set_gemv_pdl(bool on) { g_pdl.store(on); }
 }  // namespace strata::kernels::cuda
 
 namespace strata::kernels::cuda::detail {
 namespace {
 
+// A launch, with programmatic dependent launch when set_gemv_pdl is on (the kernels pdl_wait()
+// before they read x). Errors are left for cudaGetLastError, as a <<<>>> launch leaves them.
+template <class... P, class... A>
+void launch_kernel(void (*kernel)(P...), unsigned grid, cudaStream_t s, A... args) {
+  if (!g_pdl.load(std::memory_order_relaxed)) {
+    kernel<<<grid, kGpuGemvWarps * 32, 0, s>>>(args...);
+    return;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(kGpuGemvWarps * 32);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  (void)cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 template <class D, int NC>
 void launch_nc(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s) {
   const unsigned grid = unsigned((w.n_out + 7) / 8);
-  gemv_gpu_kernel<D, NC><<<grid, kGpuGemvWarps * 32, 0, s>>>(w.data, w.n_in, w.n_out, x, n_cols, d_y);
+  launch_kernel(gemv_gpu_kernel<D, NC>, grid, s, w.data, w.n_in, w.n_out, x, n_cols, d_y,
+                g_pdl.load(std::memory_order_relaxed));
+}
+
+// The MMA kernel compiled for 1, 2, 8, 16, 32 or 64 columns (the smallest that holds n_cols).
+template <class D>
+void launch_mma(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s) {
+  const unsigned grid = unsigned(((w.n_out + 7) / 8 + 1) / 2);
+  static_assert(kGpuMmaWarps == kGpuGemvWarps);
+  auto go = [&](auto nc) {
+    launch_kernel(gemv_gpu_mma_kernel<D, decltype(nc)::value>, grid, s, w.data, w.n_in, w.n_out, x, n_cols, d_y);
+  };
+  if (n_cols <= 1) go(std::integral_constant<int, 1>{});
+  else if (n_cols <= 2) go(std::integral_constant<int, 2>{});
+  else if (n_cols <= 8) go(std::integral_constant<int, 8>{});
+  else if (n_cols <= 16) go(std::integral_constant<int, 16>{});
+  else if (n_cols <= 32) go(std::integral_constant<int, 32>{});
+  else go(std::integral_constant<int, 64>{});
 }
 
 template <class D>
 void launch(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s) {
-  if (n_cols >= g_mma_min_cols.load(std::memory_order_relaxed)) {
-    constexpr int R = kGpuMmaGroups;
-    const unsigned grid = unsigned(((w.n_out + 7) / 8 + R - 1) / R);
-    gemv_gpu_mma_kernel<D, R><<<grid, kGpuGemvWarps * 32, 0, s>>>(w.data, w.n_in, w.n_out, x, n_cols, d_y);
-    return;
-  }
+  // The dp4a kernel holds at most kMaxGemvCols (16) columns.
+  if (n_cols >= g_mma_min_cols.load(std::memory_order_relaxed) || n_cols > kMaxGemvCols)
+    return launch_mma<D>(w, x, n_cols, d_y, s);
   with_column_tile(n_cols, [&](auto nc) { launch_nc<D, decltype(nc)::value>(w, x, n_cols, d_y, s); });
 }
 

@@ -2,7 +2,9 @@
 // L = 4 g + t owns row g and, per 32-element sub-block s, the elements 32 s + 16 h + 4 t + i), the
 // GEMV on it (int8 activations, __dp4a) and its dequantiser. Internal to kernels/cuda (CUDA only).
 //
-// A reader's load() issues every load of one lane for one tile: per-lane streams are read at
+// A reader's load() issues every load of one lane for one tile and decodes the packed scales; it is
+// load_raw() (the loads only, so that a kernel can issue the next tile's loads before it uses this
+// one's) followed by finish() (the scale decode, which waits for them). Per-lane streams are read at
 // lane * W (consecutive lanes, consecutive W-byte words: W = 8, 16 or 32 as two 16-byte loads),
 // per-row streams at g * W (the 4 lanes of a row share the word: one broadcast). codes(s, h) gives
 // the lane's 4 codes of half h of sub-block s as the bytes of one word: unsigned (code - kBias is
@@ -28,8 +30,7 @@ __device__ __forceinline__ int ubyte(const uint4& v, int k) { return int((word_o
 // q4_K / q5_K -> bytes 0..7 scales, 8..15 mins (the layout of cpu::k4_scale_min: scales and mins
 // 0-3 are the low 6 bits of bytes 0-3 / 4-7; 4-7 take their low nibble from bytes 8-11 and their
 // top 2 bits from bits 6-7 of bytes 0-3 / 4-7).
-__device__ __forceinline__ uint4 k4_scales(const uint8_t* p) {
-  const uint32_t a0 = ld_u1(p), a1 = ld_u1(p + 4), a2 = ld_u1(p + 8);
+__device__ __forceinline__ uint4 k4_scales(uint32_t a0, uint32_t a1, uint32_t a2) {
   return make_uint4(a0 & 0x3F3F3F3Fu, (a2 & 0x0F0F0F0Fu) | ((a0 >> 2) & 0x30303030u), a1 & 0x3F3F3F3Fu,
                     ((a2 >> 4) & 0x0F0F0F0Fu) | ((a1 >> 2) & 0x30303030u));
 }
@@ -39,8 +40,7 @@ __device__ __forceinline__ uint32_t minus32(uint32_t u) {  // per byte: 6-bit u 
   const uint32_t v = u ^ 0x20202020u;
   return v | ((v & 0x20202020u) * 6u);  // extends bit 5 to bits 6, 7 (no carry between bytes)
 }
-__device__ __forceinline__ uint4 q3_scales(const uint8_t* p) {
-  const uint32_t a0 = ld_u1(p), a1 = ld_u1(p + 4), a2 = ld_u1(p + 8);
+__device__ __forceinline__ uint4 q3_scales(uint32_t a0, uint32_t a1, uint32_t a2) {
   return make_uint4(minus32((a0 & 0x0F0F0F0Fu) | ((a2 << 4) & 0x30303030u)),
                     minus32((a1 & 0x0F0F0F0Fu) | ((a2 << 2) & 0x30303030u)),
                     minus32(((a0 >> 4) & 0x0F0F0F0Fu) | (a2 & 0x30303030u)),
@@ -55,12 +55,18 @@ struct GpuQ45K {
   uint4 qa, qb, sc;
   uint2 qh;
   uint32_t dm;
-  __device__ __forceinline__ void load(const uint8_t* tile, int lane, int g) {
+  __device__ __forceinline__ void load_raw(const uint8_t* tile, int lane, int g) {
     qa = ld_u4(tile + lane * 32);
     qb = ld_u4(tile + lane * 32 + 16);
     if constexpr (kHigh) qh = ld_u2(tile + 1024 + lane * 8);
-    sc = k4_scales(tile + kSc + g * 12);
+    const uint8_t* p = tile + kSc + g * 12;
+    sc = make_uint4(ld_u1(p), ld_u1(p + 4), ld_u1(p + 8), 0u);  // raw until finish()
     dm = ld_u1(tile + kD + g * 4);
+  }
+  __device__ __forceinline__ void finish() { sc = k4_scales(sc.x, sc.y, sc.z); }
+  __device__ __forceinline__ void load(const uint8_t* tile, int lane, int g) {
+    load_raw(tile, lane, g);
+    finish();
   }
   __device__ __forceinline__ uint32_t codes(int s, int h) const {
     const uint32_t w = s < 4 ? word_of(qa, s) : word_of(qb, s - 4);
@@ -88,11 +94,17 @@ struct GpuQ3K {
   uint4 ql, sc;
   uint2 qh;
   uint16_t dd;
-  __device__ __forceinline__ void load(const uint8_t* tile, int lane, int g) {
+  __device__ __forceinline__ void load_raw(const uint8_t* tile, int lane, int g) {
     ql = ld_u4(tile + lane * 16);
     qh = ld_u2(tile + 512 + lane * 8);
-    sc = q3_scales(tile + 768 + g * 12);
+    const uint8_t* p = tile + 768 + g * 12;
+    sc = make_uint4(ld_u1(p), ld_u1(p + 4), ld_u1(p + 8), 0u);  // raw until finish()
     dd = ld16(tile + 864 + g * 2);
+  }
+  __device__ __forceinline__ void finish() { sc = q3_scales(sc.x, sc.y, sc.z); }
+  __device__ __forceinline__ void load(const uint8_t* tile, int lane, int g) {
+    load_raw(tile, lane, g);
+    finish();
   }
   __device__ __forceinline__ uint32_t codes(int s, int h) const {
     const uint32_t lo = (word_of(ql, s >> 1) >> (4 * (s & 1) + 2 * h)) & 0x03030303u;
@@ -110,6 +122,8 @@ struct GpuQ6K {
   static constexpr bool kMin = false, kScale16 = true, kSigned = false;
   uint4 qa, qb, qh, sc;
   uint16_t dd;
+  __device__ __forceinline__ void load_raw(const uint8_t* tile, int lane, int g) { load(tile, lane, g); }
+  __device__ __forceinline__ void finish() {}
   __device__ __forceinline__ void load(const uint8_t* tile, int lane, int g) {
     qa = ld_u4(tile + lane * 32);
     qb = ld_u4(tile + lane * 32 + 16);
@@ -133,6 +147,8 @@ struct GpuQ8_0 {
   static constexpr bool kMin = false, kScale16 = false, kSigned = true;
   uint2 q;
   uint16_t dd;
+  __device__ __forceinline__ void load_raw(const uint8_t* tile, int lane, int g) { load(tile, lane, g); }
+  __device__ __forceinline__ void finish() {}
   __device__ __forceinline__ void load(const uint8_t* tile, int lane, int g) {
     q = ld_u2(tile + lane * 8);
     dd = ld16(tile + 256 + g * 2);
@@ -183,6 +199,14 @@ __device__ __forceinline__ void load_act(const ActGpu& x, int c, int64_t n_in, i
   }
 }
 
+// sc(s, 0) * lo16(p) + sc(s, 1) * hi16(p) for the 16-element-scale types: the two scales are the
+// bytes 2 s, 2 s + 1 of the decoded scale word s / 2 (GpuQ3K::sc), low or high half by s % 2.
+template <class D>
+__device__ __forceinline__ int dp2a_scales(const D& r, int s, uint32_t p) {
+  const int w = int(word_of(r.sc, s >> 1));
+  return (s & 1) ? __dp2a_hi(int(p), w, 0) : __dp2a_lo(int(p), w, 0);
+}
+
 constexpr int kGpuGemvWarps = 8;  // warps per CTA, splitting one row group's chunks (split-K)
 
 // One CTA per row group of 8 rows; warp w takes chunks w, w + 8, ...; per lane, each weight word
@@ -190,14 +214,23 @@ constexpr int kGpuGemvWarps = 8;  // warps per CTA, splitting one row group's ch
 // a fixed order (deterministic).
 // 4 CTAs (32 warps) per SM for 1-2 columns: at 3 (the register use without the bound) a 512-CTA
 // matrix (4096 rows) took two waves on 132 SMs.
+// Under programmatic dependent launch (pdl, sm_90) the warp first asks L2 for its first
+// kGpuGemvPrefetch tiles, while the kernel that writes x (the quantiser) still runs.
+constexpr int kGpuGemvPrefetch = 2;
 template <class D, int NC>
 __global__ void __launch_bounds__(kGpuGemvWarps * 32, NC <= 2 ? 4 : 2) gemv_gpu_kernel(const uint8_t* __restrict__ w, int64_t n_in,
                                                                       int64_t n_out, ActGpu x, int n_cols,
-                                                                      float* __restrict__ y) {
+                                                                      float* __restrict__ y, bool pdl) {
   constexpr int S = D::kSubs;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int64_t n_chunks = n_in / D::kChunk;
   const uint8_t* group = w + uint64_t(blockIdx.x) * uint64_t(n_chunks) * D::kTile;
+  if (pdl) {
+    for (int64_t ch = warp, k = 0; ch < n_chunks && k < kGpuGemvPrefetch; ch += kGpuGemvWarps, ++k)
+      if (lane * 128 < D::kTile) asm volatile("prefetch.global.L2 [%0];" ::"l"(group + ch * D::kTile + lane * 128));
+    pdl_wait();
+  }
+  pdl_launch_dependents();
   const int bsel = t == 0 ? D::kBias : 0;  // bias and min corrections: once per row (lane t = 0)
   float acc[NC];
 #pragma unroll
@@ -234,7 +267,13 @@ __global__ void __launch_bounds__(kGpuGemvWarps * 32, NC <= 2 ? 4 : 2) gemv_gpu_
           p0 -= bsel * s0;
           p1 -= bsel * s1;
         }
-        const int ip = D::kScale16 ? sc[s][0] * p0 + sc[s][1] * p1 : sc[s][0] * (p0 + p1);
+        int ip;
+        if constexpr (D::kScale16 && D::kBias == 0) {
+          // Both halves' scales in one __dp2a: |p| <= 4 * 4 * 127 fits the int16 lanes (q3_K).
+          ip = dp2a_scales<D>(r, s, __byte_perm(p0, p1, 0x5410));
+        } else {
+          ip = D::kScale16 ? sc[s][0] * p0 + sc[s][1] * p1 : sc[s][0] * (p0 + p1);
+        }
         const float dxs = dx[s];
         accd = fmaf(dxs, float(ip), accd);
         if constexpr (D::kMin) accm = fmaf(dxs, float(mn[s] * (s0 + s1)), accm);

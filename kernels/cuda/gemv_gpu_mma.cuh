@@ -1,18 +1,28 @@
-// The GPU-layout GEMV for 3..16 columns on int8 tensor cores (mma.sync m16n8k16 / m16n8k32, s8 x s8
+// The GPU-layout GEMV for 1..64 columns on int8 tensor cores (mma.sync m16n8k16 / m16n8k32, s8 x s8
 // -> s32; sm_80 and later, so sm_86 / sm_89 / sm_90 alike). CUDA only; included by gemv_gpu.cu.
 //
-// Roles: A (16 x k, row-major) = the activations, one MMA row per column (columns past n_cols are
-// zero), B (k x 8, column-major) = 8 weight rows -- a row group of the layout, whose lane words
-// are B fragments as they are loaded (lane 4 g + t holds k = 4 t .. 4 t + 3 of each 16-element
-// half for weight row g). A fragments come from the lane-ordered activations (ActGpu): lane (g, t)
-// loads its 8 S bytes of a chunk for columns g and g + 8, once per chunk, and reuses them for R row
-// groups. D element e of a lane: column g + 8 (e >> 1), weight row 2 t + (e & 1).
+// Roles: A (16 x k, row-major) = 16 weight rows, row groups G (MMA rows 0-7) and G + 1 (8-15) of
+// the layout, whose lane words are A fragments as they are loaded (lane 4 g + t holds
+// k = 4 t .. 4 t + 3 of each 16-element half for row g); B (k x 8, column-major) = 8 columns of
+// activations, lane (g, t) loading column g's lane-t words (ActGpu), each chunk's once per column
+// tile. D element e of a lane: weight row g of group G + (e >> 1), column 2 t + (e & 1) -- the
+// lane's own rows, so the scales it decoded with its codes are the ones its D elements need.
+// Why weights as A: each weight word is decoded once per lane, whatever the column count, and one
+// MMA covers 16 rows x 8 columns x 32 k (a dp4a 4 k of one row and column); 1 column wastes 7/8 of
+// the MMA, which costs nothing here: the kernel is bound by the weight stream and the decode.
 //
-// Per 32-element sub-block the integer sums are scaled as in the dp4a kernel (gemv_gpu.cuh):
-// k16 MMAs per 16-element half where the type has 16-element scales (q3_K, q6_K), one k32 MMA
-// otherwise; biased codes enter the MMA as signed int8 (signed_codes), q4_K/q5_K mins are removed
-// with the activation sums s16. Split-K over
-// the CTA's 8 warps, partial sums added in shared memory in a fixed order (deterministic).
+// Per 32-element sub-block the integer sums are exact: k16 MMAs per 16-element half where the type
+// has 16-element scales (q3_K, q6_K), one k32 MMA otherwise; biased codes enter the MMA as signed
+// int8 (signed_codes), q4_K/q5_K mins are removed with the activation sums s16. Split-K over the
+// CTA's 8 warps, partial sums added in shared memory in a fixed order (deterministic).
+//
+// Where it runs (gemv_gpu.cu): 17..64 columns; 1..16 only through set_gemv_mma_min_cols. Measured
+// on the H200 (bench kernels, 2026-12-02, graph-timed): 1 column reads 24-79% of device read where
+// the dp4a kernel reads 31-99% -- ncu (q3_K, 5376 x 21504): the ALU pipe is the busiest (66%),
+// 0.60 instructions issued per scheduler cycle, ~258 warp instructions per 880-byte tile, 100
+// registers = 25% occupancy. 8 columns cost 1.03-1.9x its 1 column, 16 columns 1.2-3.1x, 64
+// columns 3.4-12x (the per-element scale epilogue: 16 rows x 8 columns x 8 sub-blocks per MMA tile
+// and chunk, ~4 instructions each).
 #pragma once
 
 #include "kernels/cuda/gemv_gpu.cuh"
@@ -31,8 +41,6 @@ __device__ __forceinline__ void mma_s8_k32(int (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
 }
 
-constexpr int kGpuMmaGroups = 2;  // row groups (of 8 rows) per warp sharing one chunk's A fragments
-
 // Codes as signed int8 (code - kBias), per byte, for the types with a bias (q3_K: 0..7 - 4,
 // q6_K: 0..63 - 32): flip the bias bit, then extend the sign from it. No carry crosses a byte.
 template <int kBias>
@@ -47,92 +55,196 @@ __device__ __forceinline__ uint32_t signed_codes(uint32_t c) {
   }
 }
 
-template <class D, int R>
-__global__ void __launch_bounds__(kGpuGemvWarps * 32, 2)
-    gemv_gpu_mma_kernel(const uint8_t* __restrict__ w, int64_t n_in, int64_t n_out, ActGpu x, int n_cols,
-                        float* __restrict__ y) {
-  constexpr int S = D::kSubs;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t n_chunks = n_in / D::kChunk;
-  const int64_t n_groups = (n_out + 7) / 8, G0 = int64_t(blockIdx.x) * R;
-  float acc[R][4];
+// Lane t's B fragments of chunk ch of column col (ActGpu): the code words of every sub-block and
+// half (all lanes of one t read the same 16-byte words: one broadcast per load). Zero past n_cols.
+template <class D, int S = D::kSubs>
+__device__ __forceinline__ void load_b(const ActGpu& x, int col, int n_cols, int64_t n_in, int64_t ch, int t,
+                                       uint32_t (&b)[S][2]) {
+  if (col >= n_cols) {
 #pragma unroll
-  for (int r = 0; r < R; ++r)
+    for (int s = 0; s < S; ++s) b[s][0] = b[s][1] = 0u;
+    return;
+  }
+  const uint8_t* xq = reinterpret_cast<const uint8_t*>(x.q + int64_t(col) * n_in + ch * D::kChunk);
+  if constexpr (S == 1) {
+    const uint2 v = ld_u2(xq + 8 * t);
+    b[0][0] = v.x, b[0][1] = v.y;
+  } else {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[r][e] = 0.0f;
-  for (int64_t ch = warp; ch < n_chunks; ch += kGpuGemvWarps) {
-    uint32_t a[2][S][2];
-    float dx[2][S], xsd[2][S];  // xsd: d * (sum of the sub-block's codes), for the mins
-#pragma unroll
-    for (int cc = 0; cc < 2; ++cc) {
-      const int col = g + 8 * cc;
-      int sx[2 * S];
-      if (col < n_cols) {
-        load_act<D>(x, col, n_in, ch, t, a[cc], dx[cc], sx);
-      } else {
-#pragma unroll
-        for (int s = 0; s < S; ++s) a[cc][s][0] = a[cc][s][1] = 0u, dx[cc][s] = 0.0f, sx[2 * s] = sx[2 * s + 1] = 0;
-      }
-#pragma unroll
-      for (int s = 0; s < S; ++s) xsd[cc][s] = D::kMin ? dx[cc][s] * float(sx[2 * s] + sx[2 * s + 1]) : 0.0f;
-    }
-#pragma unroll
-    for (int rg = 0; rg < R; ++rg) {
-      // Past the last group: read the last one again (its sums are never stored: rows >= n_out).
-      const int64_t G = min(G0 + rg, n_groups - 1);
-      const uint8_t* tile = w + uint64_t(G * n_chunks + ch) * D::kTile;
-      D wq, r0, r1;
-      wq.load(tile, lane, g);       // B fragments: row g
-      r0.load(tile, lane, 2 * t);   // scales of the D rows 2 t and 2 t + 1 (their code loads are dead)
-      r1.load(tile, lane, 2 * t + 1);
-      float accd[4] = {0, 0, 0, 0}, accm[4] = {0, 0, 0, 0};
-#pragma unroll
-      for (int s = 0; s < S; ++s) {
-        if constexpr (D::kScale16) {
-          int d0[4], d1[4];
-          mma_s8_k16(d0, a[0][s][0], a[1][s][0], signed_codes<D::kBias>(wq.codes(s, 0)));
-          mma_s8_k16(d1, a[0][s][1], a[1][s][1], signed_codes<D::kBias>(wq.codes(s, 1)));
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const D& rs = (e & 1) ? r1 : r0;
-            const int ip = rs.scale(s, 0) * d0[e] + rs.scale(s, 1) * d1[e];
-            accd[e] = fmaf(dx[e >> 1][s], float(ip), accd[e]);
-          }
-        } else {
-          int dd[4];
-          mma_s8_k32(dd, a[0][s][0], a[1][s][0], a[0][s][1], a[1][s][1], signed_codes<D::kBias>(wq.codes(s, 0)),
-                     signed_codes<D::kBias>(wq.codes(s, 1)));
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int cc = e >> 1;
-            const D& rs = (e & 1) ? r1 : r0;
-            accd[e] = fmaf(dx[cc][s], float(rs.scale(s, 0) * dd[e]), accd[e]);
-            if constexpr (D::kMin) accm[e] = fmaf(xsd[cc][s], float(rs.min(s)), accm[e]);
-          }
-        }
-      }
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const D& rs = (e & 1) ? r1 : r0;
-        acc[rg][e] = fmaf(rs.d(), accd[e], acc[rg][e]);
-        if constexpr (D::kMin) acc[rg][e] = fmaf(-rs.dmin(), accm[e], acc[rg][e]);
-      }
+    for (int k = 0; k < S / 2; ++k) {
+      const uint4 v = ld_u4(xq + 64 * k + 16 * t);
+      b[2 * k][0] = v.x, b[2 * k][1] = v.y, b[2 * k + 1][0] = v.z, b[2 * k + 1][1] = v.w;
     }
   }
-  __shared__ float red[kGpuGemvWarps][R][32][4];
+}
+
+// The activation scales d of chunk ch of column col per sub-block, and for the types with mins
+// d * (sum of the sub-block's codes) (the min term's factor). Zero past n_cols.
+template <class D, int S = D::kSubs>
+__device__ __forceinline__ void load_dx(const ActGpu& x, int col, int n_cols, int64_t n_in, int64_t ch, float (&dx)[S],
+                                        float (&xsd)[S]) {
+  if (col >= n_cols) {
 #pragma unroll
-  for (int rg = 0; rg < R; ++rg)
+    for (int s = 0; s < S; ++s) dx[s] = xsd[s] = 0.0f;
+    return;
+  }
+  const float* d = x.d + int64_t(col) * (n_in / 32) + ch * S;
+  if constexpr (S == 1) {
+    dx[0] = __ldg(d);
+  } else {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) red[warp][rg][lane][e] = acc[rg][e];
-  __syncthreads();
-  for (int i = threadIdx.x; i < R * 128; i += blockDim.x) {
-    const int rg = i >> 7, l = (i >> 2) & 31, e = i & 3;
-    float v = 0.0f;
+    for (int k = 0; k < S / 4; ++k) {
+      const float4 v = __ldg(reinterpret_cast<const float4*>(d) + k);
+      dx[4 * k] = v.x, dx[4 * k + 1] = v.y, dx[4 * k + 2] = v.z, dx[4 * k + 3] = v.w;
+    }
+  }
+  if constexpr (D::kMin) {
+    const int* s16 = x.s16 + int64_t(col) * (n_in / 16) + ch * 2 * S;
 #pragma unroll
-    for (int k = 0; k < kGpuGemvWarps; ++k) v += red[k][rg][l][e];
-    const int col = (l >> 2) + 8 * (e >> 1);
-    const int64_t row = (G0 + rg) * 8 + 2 * (l & 3) + (e & 1);
-    if (col < n_cols && row < n_out) y[int64_t(col) * n_out + row] = v;
+    for (int k = 0; k < S / 2; ++k) {
+      const int4 v = __ldg(reinterpret_cast<const int4*>(s16) + k);
+      xsd[2 * k] = __fmul_rn(dx[2 * k], float(v.x + v.y));
+      xsd[2 * k + 1] = __fmul_rn(dx[2 * k + 1], float(v.z + v.w));
+    }
+  } else {
+#pragma unroll
+    for (int s = 0; s < S; ++s) xsd[s] = 0.0f;
+  }
+}
+
+// One warp's MMA tile: 16 weight rows (row groups G and G + 1) x 8 columns x one chunk. Adds the
+// chunk's scaled sums of D elements e (row g + 8 (e >> 1), column 2 t + (e & 1)) to acc.
+// kOdd = false: the odd columns cannot be real (1 column), their elements are skipped.
+template <class D, bool kOdd>
+__device__ __forceinline__ void mma_chunk(const D& r0, const D& r1, const uint32_t (&a)[D::kSubs][2][2],
+                                          const uint32_t (&b)[D::kSubs][2], const float (&dx)[2][D::kSubs],
+                                          const float (&xsd)[2][D::kSubs], float (&acc)[4]) {
+  constexpr int S = D::kSubs;
+  float accd[4] = {0, 0, 0, 0}, accm[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    int dd[4];
+    if constexpr (D::kScale16) {
+      int d0[4], d1[4];
+      mma_s8_k16(d0, a[s][0][0], a[s][0][1], b[s][0]);
+      mma_s8_k16(d1, a[s][1][0], a[s][1][1], b[s][1]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (!kOdd && (e & 1)) continue;
+        const D& rs = e < 2 ? r0 : r1;
+        dd[e] = rs.scale(s, 0) * d0[e] + rs.scale(s, 1) * d1[e];
+      }
+    } else {
+      int m[4];
+      mma_s8_k32(m, a[s][0][0], a[s][0][1], a[s][1][0], a[s][1][1], b[s][0], b[s][1]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (!kOdd && (e & 1)) continue;
+        dd[e] = (e < 2 ? r0 : r1).scale(s, 0) * m[e];
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (!kOdd && (e & 1)) continue;
+      accd[e] = fmaf(dx[e & 1][s], float(dd[e]), accd[e]);
+      if constexpr (D::kMin) accm[e] = fmaf(xsd[e & 1][s], float((e < 2 ? r0 : r1).min(s)), accm[e]);
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    if (!kOdd && (e & 1)) continue;
+    const D& rs = e < 2 ? r0 : r1;
+    acc[e] = fmaf(rs.d(), accd[e], acc[e]);
+    if constexpr (D::kMin) acc[e] = fmaf(-rs.dmin(), accm[e], acc[e]);
+  }
+}
+
+constexpr int kGpuMmaWarps = 8;  // warps per CTA, splitting the chunks of one 16-row MMA tile
+
+// One CTA per 16 rows (row groups 2 b, 2 b + 1: the MMA's M), NC compiled columns (1, 2, 8, 16,
+// 32, 64; NC / 8 MMA column tiles of 8, the first n_cols real). Warp w takes chunks w, w + 8, ...,
+// and loads the next chunk's tiles before it decodes the current one (two tiles of its rows in
+// flight per warp). Every column is computed alike -- exact integer sums per sub-block, then the
+// same float operations in the same order for any NC -- so a column's result does not depend on
+// how many columns run with it (the engine's verify and batched rows equal one-token steps).
+template <class D, int NC>
+__global__ void __launch_bounds__(kGpuMmaWarps * 32, NC <= 8 ? 2 : 1)
+    gemv_gpu_mma_kernel(const uint8_t* __restrict__ w, int64_t n_in, int64_t n_out, ActGpu x, int n_cols,
+                        float* __restrict__ y) {
+  constexpr int S = D::kSubs, NT = (NC + 7) / 8;
+  constexpr bool kOdd = NC > 1;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int64_t n_chunks = n_in / D::kChunk, n_groups = (n_out + 7) / 8;
+  const int64_t G0 = int64_t(blockIdx.x) * 2;
+  // Past the last group: read the last one again (its sums are never stored: rows >= n_out).
+  const int64_t G1 = min(G0 + 1, n_groups - 1);
+  const uint8_t* w0 = w + uint64_t(G0) * uint64_t(n_chunks) * D::kTile;
+  const uint8_t* w1 = w + uint64_t(G1) * uint64_t(n_chunks) * D::kTile;
+  pdl_wait();  // launched with programmatic dependent launch: x is written by the kernel before
+  pdl_launch_dependents();
+  float acc[NT][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
+  D c0, c1;
+  int64_t ch = warp;
+  if (ch < n_chunks) {
+    c0.load_raw(w0 + ch * D::kTile, lane, g);
+    c1.load_raw(w1 + ch * D::kTile, lane, g);
+  }
+  for (; ch < n_chunks; ch += kGpuMmaWarps) {
+    D n0, n1;
+    const int64_t cn = ch + kGpuMmaWarps;
+    if (cn < n_chunks) {
+      n0.load_raw(w0 + cn * D::kTile, lane, g);
+      n1.load_raw(w1 + cn * D::kTile, lane, g);
+    }
+    c0.finish();
+    c1.finish();
+    uint32_t a[S][2][2];  // A fragments: [sub-block][half][row group]
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        a[s][h][0] = signed_codes<D::kBias>(c0.codes(s, h));
+        a[s][h][1] = signed_codes<D::kBias>(c1.codes(s, h));
+      }
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      uint32_t b[S][2];
+      float dx[2][S], xsd[2][S];
+      load_b<D>(x, 8 * n + g, n_cols, n_in, ch, t, b);
+      load_dx<D>(x, 8 * n + 2 * t, n_cols, n_in, ch, dx[0], xsd[0]);
+      if constexpr (kOdd) {
+        load_dx<D>(x, 8 * n + 2 * t + 1, n_cols, n_in, ch, dx[1], xsd[1]);
+      } else {
+#pragma unroll
+        for (int s = 0; s < S; ++s) dx[1][s] = xsd[1][s] = 0.0f;
+      }
+      mma_chunk<D, kOdd>(c0, c1, a, b, dx, xsd, acc[n]);
+    }
+    if (cn < n_chunks) c0 = n0, c1 = n1;
+  }
+  // Split-K: the warps' partial sums added in warp order (deterministic), one column tile at a time.
+  __shared__ float red[kGpuMmaWarps][32][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    if (n > 0) __syncthreads();
+#pragma unroll
+    for (int e = 0; e < 4; ++e) red[warp][lane][e] = acc[n][e];
+    __syncthreads();
+    if (threadIdx.x < 128) {
+      const int l = threadIdx.x >> 2, e = threadIdx.x & 3;
+      const int col = 8 * n + 2 * (l & 3) + (e & 1);
+      const int64_t row = (G0 + (e >> 1)) * 8 + (l >> 2);
+      if (col < n_cols && row < n_out) {
+        float v = 0.0f;
+#pragma unroll
+        for (int k = 0; k < kGpuMmaWarps; ++k) v += red[k][l][e];
+        y[int64_t(col) * n_out + row] = v;
+      }
+    }
   }
 }
 

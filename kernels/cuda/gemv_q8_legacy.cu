@@ -6,6 +6,7 @@ namespace strata::kernels::cuda::detail {
 
 __global__ void quantize_act_q8_kernel(const float* __restrict__ x, int64_t n_blocks, int8_t* __restrict__ q,
                                        float* __restrict__ d, int* __restrict__ s16, int perm_chunk) {
+  pdl_launch_dependents();  // a GEMV launched after it may load its weights meanwhile
   const int64_t blk = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (blk >= n_blocks) return;  // whole warps

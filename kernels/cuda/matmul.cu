@@ -263,17 +263,26 @@ size_t workspace_bytes_for_gemv(const WeightView& w, int n_cols) {
   return align_up(n) + align_up(n / 32 * 4) + align_up(n / 16 * 4);
 }
 
-Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s) {
+// The int8-activation path's conditions (gemv below); 0 when the float kernel would run.
+int gemv_act_key(const WeightView& w, int n_cols, Workspace ws) {
+  if (n_cols < 1 || n_cols > max_gemv_cols(w)) return 0;
   const size_t need = workspace_bytes_for_gemv(w, n_cols);
   const bool gpu = is_gpu_layout(w);
   const bool aligned = gpu || (q8_align(w.type) > 0 && reinterpret_cast<uintptr_t>(w.data) % q8_align(w.type) == 0 &&
                                w.row_bytes % q8_align(w.type) == 0);
-  if (need == 0 || !aligned || !ws.d_ptr || ws.bytes < need) return gemv(w, d_x, n_cols, d_y, s);
+  if (need == 0 || !aligned || !ws.d_ptr || ws.bytes < need) return 0;
+  return 1 + (gpu ? gpu_layout_chunk(w.type) : 0);  // the lane permutation of the rounded activations
+}
+
+Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s, bool reuse_act) {
+  const bool gpu = is_gpu_layout(w);
+  if (gemv_act_key(w, n_cols, ws) == 0) return gemv(w, d_x, n_cols, d_y, s);
   // The decode hot path (tens of calls per token): the operation's name is only formatted for an
   // error, so that a call costs the two launches and little else on the host.
   const auto op = [&] { return op_name(gpu ? "gemv_gpu" : "gemv_q8", w); };
   if (const Status v = validate_weights_fast(w); !v) return validate_weights(w, op());
-  if (n_cols < 1 || n_cols > kMaxGemvCols) return Status::error("{}: n_cols {} outside 1..{}", op(), n_cols, kMaxGemvCols);
+  if (n_cols < 1 || n_cols > max_gemv_cols(w))
+    return Status::error("{}: n_cols {} outside 1..{}", op(), n_cols, max_gemv_cols(w));
   if (!d_x || !d_y) return Status::error("{}: null activation or output pointer", op());
   const cudaStream_t st = cudaStream_t(s);
   const size_t n = size_t(n_cols) * size_t(w.n_in);
@@ -281,8 +290,10 @@ Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Works
   auto* q = reinterpret_cast<int8_t*>(base);
   auto* d = reinterpret_cast<float*>(base + align_up(n));
   auto* s16 = reinterpret_cast<int*>(base + align_up(n) + align_up(n / 32 * 4));
-  detail::launch_quantize_act_q8(d_x, int64_t(n), q, d, s16, gpu ? gpu_layout_chunk(w.type) : 0, st);
-  STRATA_TRY(launch_status_lazy([&] { return op() + ": quantise activations"; }));
+  if (!reuse_act) {
+    detail::launch_quantize_act_q8(d_x, int64_t(n), q, d, s16, gpu ? gpu_layout_chunk(w.type) : 0, st);
+    STRATA_TRY(launch_status_lazy([&] { return op() + ": quantise activations"; }));
+  }
   if (gpu) {
     if (!detail::launch_gemv_gpu(w, detail::ActGpu{q, d, s16}, n_cols, d_y, st))
       return Status::error("{}: no CUDA kernel for this type", op());
@@ -295,8 +306,11 @@ Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Works
   return launch_status_lazy(op);
 }
 
-Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s) {
-  if (n_cols >= 1 && n_cols <= kMaxGemvCols) return gemv(w, d_x, n_cols, d_y, ws, s);
+Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s, bool reuse_act) {
+  // Up to 16 columns (the engine's kMaxExactRows): prefill chunks of 17..64 rows keep the f16 GEMM's
+  // accuracy (the int8 rounding of the activations fails the testdata models' prefill logit bound).
+  // Callers that want the 64-column GEMV (tree verification, M12) call gemv() directly.
+  if (n_cols >= 1 && n_cols <= kMaxGemvCols) return gemv(w, d_x, n_cols, d_y, ws, s, reuse_act);
   return gemm(w, d_x, n_cols, d_y, ws, s);
 }
 

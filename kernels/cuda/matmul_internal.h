@@ -25,6 +25,21 @@ void with_column_tile(int n_cols, F&& f) {
   else f(std::integral_constant<int, 16>{});
 }
 
+// Programmatic dependent launch (sm_90; no-ops elsewhere and in kernels launched without it): a
+// kernel launched with it may start while the kernel before it on the stream still runs, and must
+// pdl_wait() before it reads what that kernel writes; pdl_launch_dependents() lets the next such
+// kernel start now (it still waits for this one to complete before reading).
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Activations quantised to int8 for gemv_q8.cuh (per 32 elements: scale d, codes q, and the
 // integer sums of q over each 16), living in the caller's workspace.
 struct ActQ8 {

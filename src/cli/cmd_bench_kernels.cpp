@@ -5,8 +5,10 @@
 //   replicated into enough distinct buffers to cover >= 4x the L2 cache (H200: 60 MB), and the
 //   timed pass walks all of them, so the figures are HBM, not cache. Both weight layouts: GGUF
 //   (batch 1 and 8, the baseline) and, for the repacked types, the GPU layout (kernels/gpu_layout.h)
-//   at 1, 2, 4, 8 and 16 columns. GB/s always counts the GGUF bytes of the matrix (what a token's
-//   time is made of; the GPU layout has the same size but for padding rows, see gpu_layout.h).
+//   at 1, 2, 4, 8, 16, 32 and 64 columns on the engine's kernels (dp4a up to 16 columns, MMA above), in
+//   a CUDA graph at 1, 8, 16 and 64, and on the MMA kernel for every count (graph, 1, 8, 16 columns).
+//   GB/s always counts the GGUF bytes of the matrix (what a token's time is made of; the GPU layout
+//   has the same size but for padding rows, see gpu_layout.h).
 // - Prefill matmul at M = 2048 (dequantised f16 tiles + cuBLAS): TFLOP/s over the bf16 GEMM rate.
 // - Decode attention (one query, flash-decoding) for f16, q8 and q4 KV at 32K and 128K keys: GB/s
 //   of KV bytes over the device read ceiling, next to the tiled kernel it replaced.
@@ -115,7 +117,6 @@ Result<nlohmann::json> bench_gemv(GgmlType type, const Shape& sh, const BenchKer
     views.push_back({static_cast<const uint8_t*>(*p), type, sh.n_in, sh.n_out, row_bytes});
   }
   constexpr int kCols = 2048;
-  constexpr int kMaxCols = cuda::kMaxGemvCols;
   std::vector<float> xh(size_t(kCols) * sh.n_in);
   for (auto& v : xh) v = float(rng.uniform(-1.0f, 1.0f));
   auto x = mem.alloc(xh.size() * sizeof(float));
@@ -129,7 +130,7 @@ Result<nlohmann::json> bench_gemv(GgmlType type, const Shape& sh, const BenchKer
   nlohmann::json j = {{"type", ggml_type_info(type).name}, {"shape", sh.name}, {"n_in", sh.n_in},
                       {"n_out", sh.n_out}, {"weight_bytes", bytes}, {"buffers", copies}};
   // The engine's GEMV: int8 activations when the type has that path (a workspace given).
-  const size_t gws_bytes = cuda::workspace_bytes_for_gemv(views[0], 16);
+  const size_t gws_bytes = cuda::workspace_bytes_for_gemv(views[0], cuda::kMaxGpuGemvCols);
   void* gws = nullptr;
   if (gws_bytes) {
     auto p = mem.alloc(gws_bytes);
@@ -175,7 +176,7 @@ Result<nlohmann::json> bench_gemv(GgmlType type, const Shape& sh, const BenchKer
     }
     j["gpu_layout_bytes"] = gbytes;
     double g1 = 0;
-    for (int cols : {1, 2, 4, 8, 16}) {
+    for (int cols : {1, 2, 4, 8, 16, 32, 64}) {
       auto t = cuda::time_on_device(
           [&]() -> Status {
             for (const auto& v : gviews) STRATA_TRY(cuda::gemv(v, dx, cols, dy, {gws, gws_bytes}, nullptr));
@@ -192,7 +193,7 @@ Result<nlohmann::json> bench_gemv(GgmlType type, const Shape& sh, const BenchKer
       else j[fmt::format("gpu_gemv{}_over_gemv1", cols)] = per / g1;
     }
     // As the engine runs them: inside a CUDA graph (activation quantiser + GEMV per matrix).
-    for (int cols : {1, 8, 16}) {
+    for (int cols : {1, 8, 16, 64}) {
       auto t = time_as_graph(
           [&](cuda::Stream st) -> Status {
             for (const auto& v : gviews) STRATA_TRY(cuda::gemv(v, dx, cols, dy, {gws, gws_bytes}, st));
@@ -204,23 +205,35 @@ Result<nlohmann::json> bench_gemv(GgmlType type, const Shape& sh, const BenchKer
       j[fmt::format("graph_gpu_gemv{}_us", cols)] = per * 1e6;
       j[fmt::format("graph_gpu_gemv{}_fraction_of_read", cols)] = double(bytes) / per / read_bw;
     }
-    // The same columns on the dp4a kernel (what the MMA kernel replaces from 3 columns).
-    cuda::set_gemv_mma_min_cols(kMaxCols + 1);
-    for (int cols : {4, 8, 16}) {
-      auto t = cuda::time_on_device(
-          [&]() -> Status {
-            for (const auto& v : gviews) STRATA_TRY(cuda::gemv(v, dx, cols, dy, {gws, gws_bytes}, nullptr));
+    // The same in the graph on the MMA kernel for every column count (the default runs it from 17).
+    cuda::set_gemv_mma_min_cols(1);
+    for (int cols : {1, 8, 16}) {
+      auto t = time_as_graph(
+          [&](cuda::Stream st) -> Status {
+            for (const auto& v : gviews) STRATA_TRY(cuda::gemv(v, dx, cols, dy, {gws, gws_bytes}, st));
             return Status::ok();
           },
-          a.iters, nullptr);
+          a.iters);
       if (!t) {
-        cuda::set_gemv_mma_min_cols(3);
+        cuda::set_gemv_mma_min_cols(cuda::kMaxGemvCols + 1);
         return t.status();
       }
-      j[fmt::format("gpu_dp4a_gemv{}_us", cols)] = *t / gcopies * 1e6;
-      j[fmt::format("gpu_dp4a_gemv{}_over_gemv1", cols)] = *t / gcopies / g1;
+      const double per = *t / gcopies;
+      j[fmt::format("graph_mma_gemv{}_us", cols)] = per * 1e6;
+      j[fmt::format("graph_mma_gemv{}_fraction_of_read", cols)] = double(bytes) / per / read_bw;
     }
-    cuda::set_gemv_mma_min_cols(3);
+    cuda::set_gemv_mma_min_cols(cuda::kMaxGemvCols + 1);
+    // 1 column with programmatic dependent launch (opt-in, sm_90): the GEMV overlaps the quantiser.
+    cuda::set_gemv_pdl(true);
+    auto tp = time_as_graph(
+        [&](cuda::Stream st) -> Status {
+          for (const auto& v : gviews) STRATA_TRY(cuda::gemv(v, dx, 1, dy, {gws, gws_bytes}, st));
+          return Status::ok();
+        },
+        a.iters);
+    cuda::set_gemv_pdl(false);
+    if (!tp) return tp.status();
+    j["graph_pdl_gemv1_fraction_of_read"] = double(bytes) / (*tp / gcopies) / read_bw;
   }
   // Prefill matmul at M = 2048 columns on one buffer (compute-bound: the cache does not matter).
   if (gemm_flops > 0 && sh.n_out <= 32768) {
@@ -237,7 +250,10 @@ Result<nlohmann::json> bench_gemv(GgmlType type, const Shape& sh, const BenchKer
   return j;
 }
 
-Result<double> bench_gemv_floor(const BenchKernelsArgs& a) {
+struct GemvFloor {
+  double eager_s, graph_s, graph_gemv_only_s;
+};
+Result<GemvFloor> bench_gemv_floor(const BenchKernelsArgs& a) {
   constexpr int64_t n_in = 256, n_out = 8;
   const auto* k = kernels::cpu::quant_kernels(GgmlType::Q4_K);
   std::vector<uint8_t> host(ggml_row_bytes(GgmlType::Q4_K, n_in) * n_out);
@@ -267,7 +283,22 @@ Result<double> bench_gemv_floor(const BenchKernelsArgs& a) {
       },
       a.iters, nullptr);
   if (!t) return t.status();
-  return *t / kCalls;
+  // In a graph, as the engine runs them: quantiser + GEMV per call, and the GEMV alone (the
+  // activations reused): the ramp a small matrix pays on top of its bytes.
+  std::vector<double> per_call;
+  for (bool reuse : {false, true}) {
+    auto tg = time_as_graph(
+        [&](cuda::Stream st) -> Status {
+          for (int i = 0; i < kCalls; ++i)
+            STRATA_TRY(cuda::gemv(v, static_cast<const float*>(*x), 1, static_cast<float*>(*y), {*ws, ws_bytes}, st,
+                                  reuse && i > 0));
+          return Status::ok();
+        },
+        a.iters);
+    if (!tg) return tg.status();
+    per_call.push_back(*tg / kCalls);
+  }
+  return GemvFloor{*t / kCalls, per_call[0], per_call[1]};
 }
 
 // One decode step's attention (1 query) over ctx keys of one KV type, with the flash-decoding
@@ -417,9 +448,10 @@ int run(BenchKernelsArgs& a) {
                       {"ceilings", {{"device_read_gb_s", *read / 1e9}, {"gemm_bf16_tflops", *gemm / 1e12}}}};
   fmt::print("ceilings: device read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s\n", *read / 1e9, *gemm / 1e12);
   fmt::print("{:<6} {:<20} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9} {:>10} {:>8} | {:>9} {:>8} {:>6} {:>6} {:>6} {:>6} {:>6} |"
-             " {:>8} {:>6} {:>6}\n",
+             " {:>8} {:>6} {:>6} {:>6} | {:>6} {:>6} {:>6} | {:>6}\n",
              "type", "shape", "gemv1 us", "GB/s", "of read", "(f32 x)", "b8/b1", "gemm TF", "of bf16", "buffers",
-             "gpu1 us", "of read", "b2/b1", "b4/b1", "b8/b1", "b16/b1", "dp4a16", "graph1", "g8/g1", "g16/g1");
+             "gpu1 us", "of read", "b2/b1", "b4/b1", "b8/b1", "b16/b1", "b64/b1", "graph1", "g8/g1", "g16/g1", "g64/g1",
+             "mma1", "m8/m1", "m16/m1", "pdl1");
   nlohmann::json rows = nlohmann::json::array();
   for (GgmlType t : types)
     for (const auto& sh : kShapes) {
@@ -441,13 +473,18 @@ int run(BenchKernelsArgs& a) {
                  x["buffers"].get<int>());
       if (x.contains("gpu_gemv1_us")) {
         const double g1 = x["graph_gpu_gemv1_us"].get<double>();
-        fmt::print(" | {:>9.1f} {:>7.0f}% {:>6.2f} {:>6.2f} {:>6.2f} {:>6.2f} {:>6.2f} | {:>7.0f}% {:>6.2f} {:>6.2f}\n",
+        const double m1 = x["graph_mma_gemv1_us"].get<double>();
+        fmt::print(" | {:>9.1f} {:>7.0f}% {:>6.2f} {:>6.2f} {:>6.2f} {:>6.2f} {:>6.2f} | {:>7.0f}% {:>6.2f} {:>6.2f} {:>6.2f} |"
+                   " {:>5.0f}% {:>6.2f} {:>6.2f} | {:>5.0f}%\n",
                    x["gpu_gemv1_us"].get<double>(), 100 * x["gpu_gemv1_fraction_of_read"].get<double>(),
                    x["gpu_gemv2_over_gemv1"].get<double>(), x["gpu_gemv4_over_gemv1"].get<double>(),
                    x["gpu_gemv8_over_gemv1"].get<double>(), x["gpu_gemv16_over_gemv1"].get<double>(),
-                   x["gpu_dp4a_gemv16_over_gemv1"].get<double>(),
+                   x["gpu_gemv64_over_gemv1"].get<double>(),
                    100 * x["graph_gpu_gemv1_fraction_of_read"].get<double>(), x["graph_gpu_gemv8_us"].get<double>() / g1,
-                   x["graph_gpu_gemv16_us"].get<double>() / g1);
+                   x["graph_gpu_gemv16_us"].get<double>() / g1, x["graph_gpu_gemv64_us"].get<double>() / g1,
+                   100 * x["graph_mma_gemv1_fraction_of_read"].get<double>(), x["graph_mma_gemv8_us"].get<double>() / m1,
+                   x["graph_mma_gemv16_us"].get<double>() / m1,
+                   100 * x["graph_pdl_gemv1_fraction_of_read"].get<double>());
       } else {
         fmt::print(" | (GGUF layout only)\n");
       }
@@ -457,8 +494,12 @@ int run(BenchKernelsArgs& a) {
   // The fixed cost of one gemv call (activation quantiser + GEMV launch, back to back, no graph):
   // a 256 x 8 q4_K matrix in the GPU layout, whose bytes take ~0 time. Small matrices (qkv) pay it.
   if (auto floor = bench_gemv_floor(a); floor) {
-    j["gemv_call_floor_us"] = *floor * 1e6;
-    fmt::print("gemv call floor (1 column, 256x8 q4_K, GPU layout): {:.1f} us\n", *floor * 1e6);
+    j["gemv_call_floor_us"] = floor->eager_s * 1e6;
+    j["gemv_graph_floor_us"] = floor->graph_s * 1e6;
+    j["gemv_graph_floor_gemv_only_us"] = floor->graph_gemv_only_s * 1e6;
+    fmt::print("gemv call floor (1 column, 256x8 q4_K, GPU layout): {:.1f} us eager; in a graph {:.2f} us "
+               "(quantiser + GEMV), {:.2f} us (GEMV alone)\n",
+               floor->eager_s * 1e6, floor->graph_s * 1e6, floor->graph_gemv_only_s * 1e6);
   } else {
     log::error("gemv floor: {}", floor.message());
     return 1;

@@ -26,9 +26,21 @@ struct Ops {
   uint32_t row0 = 0;
   std::string block_name = {};        // the current block ("attn 3"): host compute spans in the trace
 
-  // Before every device op: it may change the activations the host copied for a cpu-tier matmul.
+  // The input whose int8 rounding the workspace holds (cuda::gemv_act_key): Q, K and V (gate and
+  // up) read the same normed x, so only the first of them rounds it. Any other op may write the
+  // workspace or x, so it forgets.
+  struct RoundedInput {
+    const float* x = nullptr;
+    int64_t n_in = 0;
+    uint32_t n = 0;
+    int key = 0;
+  } rounded = {};
+
+  // Before every device op: it may change the activations the host copied for a cpu-tier matmul,
+  // and the workspace or the input of the rounded activations.
   void device_op() {
     if (im.host) im.host->forget_input();
+    rounded = {};
   }
 
   uint32_t logit_rows() const { return offload::kLogitRows; }
@@ -65,6 +77,7 @@ struct Ops {
   void begin_chunk(const int32_t* tokens, uint32_t n, const RowMap& m, Layers L, bool head) {
     map = m;
     row0 = 0;
+    rounded = {};
     // Host sources outlive the copies: the caller's tokens and im.host_pos stay untouched until
     // eval() synchronizes at the end of the chunk, so no wait (and no allocation) per token here.
     if (!im.capturing) copy_inputs(tokens, n, m);
@@ -162,9 +175,12 @@ struct Ops {
       if (auto it = im.host_view.find(&w); it != im.host_view.end())
         return im.check(im.host->matmul(*it->second, x, n, y, im.stream, block_name));
     }
+    const int key = cuda::gemv_act_key(w, int(n), im.ws);
+    const bool reuse = key != 0 && rounded.key == key && rounded.x == x && rounded.n_in == w.n_in && rounded.n == n;
     device_op();
     OpSpan op(im, [&] { return fmt::format("matmul {} {}x{} n={}", ggml_type_info(w.type).name, w.n_in, w.n_out, n); });
-    im.check(cuda::matmul(w, x, int(n), y, im.ws, im.stream));
+    im.check(cuda::matmul(w, x, int(n), y, im.ws, im.stream, reuse));
+    if (key != 0 && y != x) rounded = {x, w.n_in, n, key};
   }
   void qk_norm_rope(float* q, float* k, uint32_t n, const QkRope& r) {
     OpSpan op(im, [&] { return fmt::format("qk_norm_rope n={}", n); });
@@ -176,6 +192,7 @@ struct Ops {
     im.check(cuda::qk_norm_rope(q, k, d_pos(), n, p, im.stream));
   }
   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n) {
+    rounded = {};
     OpSpan op(im, [&] { return fmt::format("kv_write n={}", n); });
     // Host KV serves one sequence (create() refuses it with n_seq > 1).
     if (im.host && im.host->kv_on_host(il))

@@ -39,9 +39,9 @@ struct ForwardOptions {
   // CUDA (STRATA_GPU_LAYOUT=0/1 overrides): repack the quantised matrices that live in VRAM or
   // pinned RAM into the GPU layout the faster GEMV reads (kernels/gpu_layout.h), once at load. The
   // layout has the GGUF size, so budgeted plans use it too. The engine then runs every column
-  // count on the dp4a kernel: the int8 mma.sync kernel sums in another order, and verification and
-  // batched rows must equal one-token steps bit for bit. Placements with blocks copied raw at each
-  // use (disk and cpu tiers) keep the GGUF layout throughout.
+  // count on the dp4a kernel: the int8 mma.sync kernel sums in another order (and is slower at one
+  // column), and verification and batched rows must equal one-token steps bit for bit. Placements
+  // with blocks copied raw at each use (disk and cpu tiers) keep the GGUF layout throughout.
   bool gpu_layout = true;
   // CPU engine, opt-in (`--cpu-matmul int8`): decode and verification rows (at most
   // kMaxExactRows per matmul) multiply with int8-rounded activations (kernels/cpu/gemv_q8.h) for

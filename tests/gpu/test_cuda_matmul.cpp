@@ -1,7 +1,7 @@
 // CUDA matmul on quantised weights (gemv, gemm, dequantize_rows) against the CPU reference
 // (kernels::cpu::matmul_dot, the exact-weights f32 dots), for every type with CPU kernels and
 // every shape class, on fresh random data; the same for weights repacked into the GPU layout
-// (kernels/gpu_layout.h: gemv at 1..16 columns on both the dp4a and the MMA kernel, gemm, and
+// (kernels/gpu_layout.h: gemv at 1..16, 32 and 64 columns on the MMA kernel, 1..16 on the dp4a kernel, columns independent of their count, gemm, and
 // dequantize_rows / get_rows bit for bit). Outputs are poisoned with NaN before each launch.
 // Skips without a GPU. Also prints (WARN, informational) the 1-column GEMV bandwidth on a
 // 5376 x 21504 matrix next to the measured device-read ceiling.
@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <limits>
 #include <vector>
 
@@ -141,7 +142,7 @@ std::vector<float> act_q8_values(const std::vector<float>& x) {
   return out;
 }
 
-// Runs gemv (n_cols <= 16) or gemm on the device and compares with matmul_dot. q8: the gemv gets a
+// Runs gemv (n_cols <= 16, GPU layout 64) or gemm on the device and compares with matmul_dot. q8: the gemv gets a
 // workspace, so quantised types take the int8-activation path, compared against the reference on
 // the same int8-rounded activations.
 // gpu: the weights are repacked (kernels/gpu_layout.h) and the kernels take the GPU-layout view
@@ -153,7 +154,8 @@ void check_matmul(GgmlType t, int64_t n_in, int64_t n_out, int n_cols, Rng& rng,
                << (gpu ? " gpu layout" : ""));
   const HostWeights w = make_weights(t, n_in, n_out, rng);
   const auto x_in = test::random_normal(size_t(n_cols * n_in), rng);
-  const bool q8_path = q8 && n_cols <= kc::kMaxGemvCols && kc::workspace_bytes_for_gemv(w.view(), n_cols) > 0;
+  const int max_cols = gpu ? kc::kMaxGpuGemvCols : kc::kMaxGemvCols;
+  const bool q8_path = q8 && n_cols <= max_cols && kc::workspace_bytes_for_gemv(w.view(), n_cols) > 0;
   const auto x = q8_path ? act_q8_values(x_in) : x_in;  // what the kernel effectively multiplies
   std::vector<float> ref(size_t(n_cols * n_out));
   kernels::cpu::matmul_dot(w.view(), x.data(), n_cols, ref.data());
@@ -172,10 +174,14 @@ void check_matmul(GgmlType t, int64_t n_in, int64_t n_out, int n_cols, Rng& rng,
   check_ok(kc::copy_to_device(dy.p, poison.data(), poison.size() * 4, nullptr));
   kernels::WeightView dv = gpu ? kernels::gpu_layout_view(dw.as<uint8_t>(), t, n_in, n_out) : w.view();
   dv.data = dw.as<uint8_t>();
-  const bool is_gemv = n_cols <= kc::kMaxGemvCols;
+  const bool is_gemv = n_cols <= max_cols;
   size_t ws_bytes = is_gemv ? (q8 ? kc::workspace_bytes_for_gemv(dv, n_cols) : 0) : kc::workspace_bytes_for_gemm(dv, n_cols);
   DevBuf ws(std::max<size_t>(ws_bytes, 256));
-  check_ok(kc::matmul(dv, dx.as<float>(), n_cols, dy.as<float>(), kc::Workspace{ws.p, ws_bytes}, nullptr));
+  // matmul picks the GEMM above 16 columns; the GPU layout's GEMV to 64 is called directly.
+  if (is_gemv && n_cols > kc::kMaxGemvCols)
+    check_ok(kc::gemv(dv, dx.as<float>(), n_cols, dy.as<float>(), kc::Workspace{ws.p, ws_bytes}, nullptr));
+  else
+    check_ok(kc::matmul(dv, dx.as<float>(), n_cols, dy.as<float>(), kc::Workspace{ws.p, ws_bytes}, nullptr));
   check_ok(kc::synchronize(nullptr));
   std::vector<float> y(ref.size());
   check_ok(kc::copy_to_host(y.data(), dy.p, y.size() * 4, nullptr));
@@ -232,7 +238,7 @@ TEST_CASE("cuda gemv matches the CPU reference for every type and shape class", 
 
 const GgmlType kRepacked[] = {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0};
 
-TEST_CASE("cuda gemv on the GPU layout matches the CPU reference, 1..16 columns", "[gpu][gemv]") {
+TEST_CASE("cuda gemv on the GPU layout matches the CPU reference, 1..16, 32 and 64 columns", "[gpu][gemv]") {
   if (!have_gpu()) return;
   const uint64_t seed = test::fresh_seed();
   INFO("seed " << seed);
@@ -241,15 +247,157 @@ TEST_CASE("cuda gemv on the GPU layout matches the CPU reference, 1..16 columns"
     const int64_t c = kernels::gpu_layout_chunk(t);
     // one chunk, one row; a partial row group; several groups and fewer chunks than warps; long rows
     for (const auto& [n_in, n_out] : {std::pair<int64_t, int64_t>{c, 1}, {3 * c, 13}, {5376, 29}, {c * 37, 11}}) {
-      // MMA from 3 columns (the default), and the dp4a kernel for every column count.
-      for (int mma_min : {3, 17}) {
+      // The MMA kernel for every column count (the default), and the dp4a kernel up to 16 columns.
+      for (int mma_min : {1, 17}) {
         INFO("mma from " << mma_min << " columns");
         kc::set_gemv_mma_min_cols(mma_min);
-        for (int n_cols = 1; n_cols <= kc::kMaxGemvCols; ++n_cols) check_matmul(t, n_in, n_out, n_cols, rng, true, true);
+        for (int n_cols = 1; n_cols <= 16; ++n_cols) check_matmul(t, n_in, n_out, n_cols, rng, true, true);
+        if (mma_min == 1)
+          for (int n_cols : {23, 32, 41, 64}) check_matmul(t, n_in, n_out, n_cols, rng, true, true);
       }
-      kc::set_gemv_mma_min_cols(3);
+      kc::set_gemv_mma_min_cols(kc::kMaxGemvCols + 1);
     }
   }
+}
+
+// The engine's exactness contract (ForwardOptions::gpu_layout): on either kernel a column's output
+// does not depend on how many columns run with it, bit for bit (dp4a up to 16, MMA up to 64).
+TEST_CASE("cuda gemv on the GPU layout: a column's output does not depend on the column count", "[gpu][gemv]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (GgmlType t : kRepacked) {
+    const int64_t c = kernels::gpu_layout_chunk(t);
+    for (const auto& [n_in, n_out] : {std::pair<int64_t, int64_t>{3 * c, 13}, {5376, 40}}) {
+      INFO("type " << ggml_type_info(t).name << " n_in " << n_in << " n_out " << n_out);
+      const HostWeights w = make_weights(t, n_in, n_out, rng);
+      std::vector<uint8_t> packed(kernels::gpu_layout_bytes(t, n_in, n_out));
+      kernels::repack_to_gpu_layout(w.view(), packed.data());
+      constexpr int kMax = kc::kMaxGpuGemvCols;
+      const auto x = test::random_normal(size_t(kMax * n_in), rng);
+      DevBuf dw(packed.size()), dx(x.size() * 4), dy(size_t(kMax * n_out) * 4);
+      check_ok(kc::copy_to_device(dw.p, packed.data(), packed.size(), nullptr));
+      check_ok(kc::copy_to_device(dx.p, x.data(), x.size() * 4, nullptr));
+      const auto dv = kernels::gpu_layout_view(dw.as<uint8_t>(), t, n_in, n_out);
+      const size_t ws_bytes = kc::workspace_bytes_for_gemv(dv, kMax);
+      DevBuf ws(ws_bytes);
+      auto run = [&](int n_cols) {
+        check_ok(kc::gemv(dv, dx.as<float>(), n_cols, dy.as<float>(), {ws.p, ws_bytes}, nullptr));
+        std::vector<float> y(size_t(n_cols * n_out));
+        check_ok(kc::copy_to_host(y.data(), dy.p, y.size() * 4, nullptr));
+        check_ok(kc::synchronize(nullptr));
+        return y;
+      };
+      for (int mma_min : {1, kc::kMaxGemvCols + 1}) {
+        INFO("mma from " << mma_min << " columns");
+        kc::set_gemv_mma_min_cols(mma_min);
+        const int most = mma_min == 1 ? kMax : kc::kMaxGemvCols;
+        const std::vector<float> all = run(most);
+        for (int n_cols : {1, 2, 3, 8, 9, 16, 17, 33}) {
+          if (n_cols >= most) continue;
+          INFO("n_cols " << n_cols);
+          const std::vector<float> y = run(n_cols);
+          int differ = 0;
+          for (size_t i = 0; i < y.size(); ++i) differ += std::memcmp(&y[i], &all[i], 4) != 0;
+          CHECK(differ == 0);
+        }
+      }
+      kc::set_gemv_mma_min_cols(kc::kMaxGemvCols + 1);
+    }
+  }
+}
+
+// Programmatic dependent launch (set_gemv_pdl, sm_90) changes when the GEMV starts, not what it
+// computes: the quantiser + GEMV pair gives the same bits with it on and off.
+TEST_CASE("cuda gemv on the GPU layout under programmatic dependent launch gives the same output", "[gpu][gemv]") {
+  if (!have_gpu()) return;
+  Rng rng(test::fresh_seed());
+  for (GgmlType t : kRepacked) {
+    constexpr int64_t n_in = 5376, n_out = 40;
+    const HostWeights w = make_weights(t, n_in, n_out, rng);
+    std::vector<uint8_t> packed(kernels::gpu_layout_bytes(t, n_in, n_out));
+    kernels::repack_to_gpu_layout(w.view(), packed.data());
+    const auto x = test::random_normal(size_t(16 * n_in), rng);
+    DevBuf dw(packed.size()), dx(x.size() * 4), dy(size_t(16 * n_out) * 4);
+    check_ok(kc::copy_to_device(dw.p, packed.data(), packed.size(), nullptr));
+    check_ok(kc::copy_to_device(dx.p, x.data(), x.size() * 4, nullptr));
+    const auto dv = kernels::gpu_layout_view(dw.as<uint8_t>(), t, n_in, n_out);
+    const size_t ws_bytes = kc::workspace_bytes_for_gemv(dv, 16);
+    DevBuf ws(ws_bytes);
+    for (int n_cols : {1, 8, 16}) {
+      INFO("type " << ggml_type_info(t).name << " n_cols " << n_cols);
+      std::vector<float> y[2];
+      for (int pdl : {0, 1}) {
+        kc::set_gemv_pdl(pdl == 1);
+        y[pdl].resize(size_t(n_cols * n_out));
+        check_ok(kc::gemv(dv, dx.as<float>(), n_cols, dy.as<float>(), {ws.p, ws_bytes}, nullptr));
+        check_ok(kc::copy_to_host(y[pdl].data(), dy.p, y[pdl].size() * 4, nullptr));
+        check_ok(kc::synchronize(nullptr));
+      }
+      kc::set_gemv_pdl(false);
+      CHECK(std::memcmp(y[0].data(), y[1].data(), y[0].size() * 4) == 0);
+    }
+  }
+}
+
+TEST_CASE("cuda gemv reusing the rounded activations of the previous call gives the same output", "[gpu][gemv]") {
+  if (!have_gpu()) return;
+  Rng rng(11);
+  constexpr int64_t n_in = 512, n_out = 24;
+  const auto x = test::random_normal(size_t(4 * n_in), rng);
+  DevBuf dx(x.size() * 4);
+  check_ok(kc::copy_to_device(dx.p, x.data(), x.size() * 4, nullptr));
+  for (bool gpu : {false, true}) {
+    INFO((gpu ? "gpu layout" : "gguf layout"));
+    // Q (q3_K), then K (q4_K) and V (q6_K) of the same input: the keys say they may share it.
+    std::vector<HostWeights> ws;
+    std::vector<std::vector<uint8_t>> bytes;
+    for (GgmlType t : {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K}) {
+      ws.push_back(make_weights(t, n_in, n_out, rng));
+      bytes.push_back(ws.back().bytes);
+      if (gpu) {
+        bytes.back().assign(kernels::gpu_layout_bytes(t, n_in, n_out), 0);
+        kernels::repack_to_gpu_layout(ws.back().view(), bytes.back().data());
+      }
+    }
+    std::vector<std::unique_ptr<DevBuf>> dw;
+    std::vector<kernels::WeightView> views;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      dw.push_back(std::make_unique<DevBuf>(bytes[i].size()));
+      check_ok(kc::copy_to_device(dw.back()->p, bytes[i].data(), bytes[i].size(), nullptr));
+      kernels::WeightView v = gpu ? kernels::gpu_layout_view(nullptr, ws[i].type, n_in, n_out) : ws[i].view();
+      v.data = dw.back()->as<uint8_t>();
+      views.push_back(v);
+    }
+    for (int n_cols : {1, 4}) {
+      const size_t ws_bytes = kc::workspace_bytes_for_gemv(views[0], n_cols);
+      DevBuf work(ws_bytes);
+      const kc::Workspace w{work.p, ws_bytes};
+      const int key = kc::gemv_act_key(views[0], n_cols, w);
+      CHECK(key != 0);
+      CHECK(kc::gemv_act_key(views[1], n_cols, w) == key);
+      CHECK(kc::gemv_act_key(views[2], n_cols, w) == key);
+      CHECK(kc::gemv_act_key(views[0], n_cols, {}) == 0);  // no workspace: the float kernel
+      DevBuf y0(n_cols * n_out * 4), y1(n_cols * n_out * 4);
+      for (size_t i = 1; i < views.size(); ++i) {
+        check_ok(kc::gemv(views[i], dx.as<float>(), n_cols, y0.as<float>(), w, nullptr));  // fresh
+        check_ok(kc::gemv(views[0], dx.as<float>(), n_cols, y1.as<float>(), w, nullptr));  // rounds x
+        check_ok(kc::gemv(views[i], dx.as<float>(), n_cols, y1.as<float>(), w, nullptr, true));
+        std::vector<float> a(size_t(n_cols * n_out)), b(a.size());
+        check_ok(kc::copy_to_host(a.data(), y0.p, a.size() * 4, nullptr));
+        check_ok(kc::copy_to_host(b.data(), y1.p, b.size() * 4, nullptr));
+        check_ok(kc::synchronize(nullptr));
+        CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+      }
+    }
+  }
+  // The q8_0 GPU layout permutes the activations per 32 elements, the K types per 256: no sharing.
+  DevBuf work(1 << 16);
+  const kc::Workspace w{work.p, size_t(1) << 16};
+  const auto v8 = kernels::gpu_layout_view(work.as<uint8_t>(), GgmlType::Q8_0, 512, 8);
+  const auto v4 = kernels::gpu_layout_view(work.as<uint8_t>(), GgmlType::Q4_K, 512, 8);
+  CHECK(kc::gemv_act_key(v8, 1, w) != kc::gemv_act_key(v4, 1, w));
 }
 
 TEST_CASE("cuda gemm and dequantize_rows on the GPU layout", "[gpu][gemv]") {
