@@ -64,7 +64,11 @@ int run(BenchSpecArgs a) {
     }
     a.prompt = std::move(*text);
   }
-  // The run plans without speculation (--spec stays none): it compares every mode on one engine.
+  // The run plans without speculation (--spec stays none): it compares every mode on one engine;
+  // except that replay rounds paying an early-exit drafter's passes plan for that drafter (the
+  // draft path kept resident, as `generate --spec early:d=N` plans), so the plain row then runs
+  // on that plan too.
+  if (!a.replay.empty() && a.replay_cost != "none") a.m.spec = a.replay_cost;
   OpenModel om;
   if (int rc = om.open(a.m, true)) return rc;
   auto& ses = *om.session;
