@@ -21,6 +21,28 @@ constexpr double kPrefillHostKvTile = 16;   // queries per pass over host-held K
 constexpr double kGemmEfficiency = 0.38;
 constexpr double kAttentionEfficiency = 0.21;
 
+// The decode GEMV's fraction of device read per weight type (the engine's path: GPU layout, int8
+// activations, dp4a, timed inside a CUDA graph as the engine runs it): `strata bench kernels` on
+// the H200, 2026-12-02, mean of the 27B's ffn up and ffn down shapes. Types not measured take
+// kGemvReadOther (an assumption). A consumer card's fractions are assumed the same (its lower
+// bandwidth makes the kernels more memory-bound, so this errs slow).
+double gemv_read_fraction(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q3_K: return 0.50;
+    case GgmlType::Q4_K: return 0.59;
+    case GgmlType::Q5_K: return 0.63;
+    case GgmlType::Q6_K: return 0.66;
+    case GgmlType::Q8_0: return 0.77;
+    case GgmlType::IQ3_XXS: return 0.25;  // GGUF layout (no GPU layout for the i-quants yet)
+    case GgmlType::IQ4_XS: return 0.33;
+    default: return 0.5;  // kGemvReadOther
+  }
+}
+// Columns of one GEMV (a verify pass's rows, a batched step's sequences) each add this fraction of
+// the one-column time: the dp4a kernel decodes each weight once but pays per column (bench
+// kernels' graph g8/g1 3.2-3.8 and g16/g1 5.5-8.7 on the 27B's ffn shapes).
+constexpr double kGemvPerExtraColumn = 0.35;
+
 double gbps_time(double bytes, double gbps) { return gbps > 0 ? bytes / (gbps * 1e9) : (bytes > 0 ? 1e9 : 0); }
 
 }  // namespace
@@ -91,7 +113,10 @@ SweepCost sweep_cost(const ModelBlocks& m, const HardwareProfile& p, const Place
       c.disk_bytes += b.bytes;
     }
     if (on_gpu) {
-      c.gpu_s += std::max(gbps_time(double(b.bytes), dev), gemm > 0 ? flops / gemm : 0.0) + kGpuLaunchS;
+      // Decode-sized calls (<= 16 rows) run the GEMV; prefill chunks the GEMM (compute-bound).
+      const double read_s = gbps_time(double(b.bytes), dev * gemv_read_fraction(b.main_type())) *
+                            (prefill ? 1.0 : 1.0 + kGemvPerExtraColumn * double(batch - 1));
+      c.gpu_s += std::max(read_s, gemm > 0 ? flops / gemm : 0.0) + kGpuLaunchS;
     } else {
       c.cpu_s += batch * gbps_time(double(b.bytes), p.cpu_gemv_gbps(b.main_type())) + kCpuRoundTripS;
       c.cpu_bytes += b.bytes;
