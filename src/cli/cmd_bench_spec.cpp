@@ -4,6 +4,7 @@
 // whether the text equals plain decoding's (greedy: it must). JSON with --json.
 // --replay A,...: speed against a simulated acceptance (spec/replay.h): the plain run's text is
 // replayed as drafts, each token right with probability A; everything else is real.
+#include <functional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -96,26 +97,32 @@ int run(BenchSpecArgs a) {
   // (shared machines) hits every mode alike; the fastest repetition of each counts.
   std::vector<spec::SpecStats> best(configs.size());
   std::vector<std::vector<int32_t>> text(configs.size());
-  for (int r = 0; r < a.reps; ++r) {
-    for (size_t i = 0; i < configs.size(); ++i) {
-      runtime::Sampler sampler(sp, f.model().spec.hp.n_vocab);
-      for (int32_t t : prompt) sampler.accept(t);
-      auto dec = session::make_decoder(f, sampler, configs[i]);
-      if (!dec) {
-        log::error("{}", dec.message());
-        return 2;
-      }
-      // Exactly n_gen tokens, end of text or not: every mode must produce the same text.
-      auto& out = text[i];
-      out.clear();
-      auto run = session::decode(f, **dec, prompt, nullptr, {int32_t(a.n_gen), true},
-                                 [&](int32_t t) { out.push_back(t); });
-      if (!run) {
-        log::error("{}", run.message());
-        return 1;
-      }
-      if (r == 0 || (*dec)->stats().tokens_per_s() > best[i].tokens_per_s()) best[i] = (*dec)->stats();
+  using Decoder = Result<std::unique_ptr<spec::SpeculativeDecoder>>;
+  // Repetition r of row i with the decoder `make` builds: exactly n_gen tokens, end of text or
+  // not (every row must produce the same text); the fastest repetition's statistics are kept.
+  // Returns the exit status (0: it ran).
+  auto run_row = [&](size_t i, int r, const std::function<Decoder(runtime::Sampler&)>& make) -> int {
+    runtime::Sampler sampler(sp, f.model().spec.hp.n_vocab);
+    for (int32_t t : prompt) sampler.accept(t);
+    auto dec = make(sampler);
+    if (!dec) {
+      log::error("{}", dec.message());
+      return 2;
     }
+    auto& out = text[i];
+    out.clear();
+    auto run = session::decode(f, **dec, prompt, nullptr, {int32_t(a.n_gen), true},
+                               [&](int32_t t) { out.push_back(t); });
+    if (!run) {
+      log::error("{}", run.message());
+      return 1;
+    }
+    if (r == 0 || (*dec)->stats().tokens_per_s() > best[i].tokens_per_s()) best[i] = (*dec)->stats();
+    return 0;
+  };
+  for (int r = 0; r < a.reps; ++r) {
+    for (size_t i = 0; i < configs.size(); ++i)
+      if (int rc = run_row(i, r, [&](runtime::Sampler& s) { return session::make_decoder(f, s, configs[i]); })) return rc;
   }
   // Replay runs: the plain run's text as drafts, each token right with probability A.
   std::unique_ptr<spec::SpecConfig> cost;
@@ -136,27 +143,16 @@ int run(BenchSpecArgs a) {
     configs.push_back(shown);
     best.emplace_back();
     text.emplace_back();
+    const size_t row = configs.size() - 1;
     for (int r = 0; r < a.reps; ++r) {
-      runtime::Sampler sampler(sp, f.model().spec.hp.n_vocab);
-      for (int32_t t : prompt) sampler.accept(t);
-      std::unique_ptr<spec::Drafter> inner;
-      if (cost) inner = std::make_unique<spec::EarlyExit>(f, cost->depth, 0.0f);  // always k drafts: their cost
-      auto drafter = std::make_unique<spec::ReplayDrafter>(reference, acc, 0x5eedull, f.model().spec.hp.n_vocab,
-                                                           std::move(inner));
-      auto dec = spec::SpeculativeDecoder::create_with(f, sampler, a.m.draft_max, std::move(drafter));
-      if (!dec) {
-        log::error("{}", dec.message());
-        return 2;
-      }
-      auto& out = text.back();
-      out.clear();
-      auto run = session::decode(f, **dec, prompt, nullptr, {int32_t(a.n_gen), true},
-                                 [&](int32_t t) { out.push_back(t); });
-      if (!run) {
-        log::error("{}", run.message());
-        return 1;
-      }
-      if (r == 0 || (*dec)->stats().tokens_per_s() > best.back().tokens_per_s()) best.back() = (*dec)->stats();
+      auto make = [&](runtime::Sampler& s) -> Decoder {
+        std::unique_ptr<spec::Drafter> inner;
+        if (cost) inner = std::make_unique<spec::EarlyExit>(f, cost->depth, 0.0f);  // always k drafts: their cost
+        auto drafter = std::make_unique<spec::ReplayDrafter>(reference, acc, 0x5eedull, f.model().spec.hp.n_vocab,
+                                                             std::move(inner));
+        return spec::SpeculativeDecoder::create_with(f, s, a.m.draft_max, std::move(drafter));
+      };
+      if (int rc = run_row(row, r, make)) return rc;
     }
   }
   if (!a.replay.empty())
