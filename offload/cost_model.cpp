@@ -33,9 +33,12 @@ double gemv_read_fraction(GgmlType t) {
     case GgmlType::Q5_K: return 0.63;
     case GgmlType::Q6_K: return 0.66;
     case GgmlType::Q8_0: return 0.77;
-    case GgmlType::IQ3_XXS: return 0.25;  // GGUF layout (no GPU layout for the i-quants yet)
-    case GgmlType::IQ4_XS: return 0.33;
-    default: return 0.5;  // kGemvReadOther
+    // The i-quants (GGUF layout; no GPU layout for them yet): iq3_xxs, iq3_s and iq4_xs measured
+    // (eager; iq3_s by the M13 run, 22-26%), the other grid types assumed like iq3_xxs.
+    case GgmlType::IQ3_XXS: case GgmlType::IQ3_S: case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS:
+    case GgmlType::IQ2_S: case GgmlType::IQ1_S: case GgmlType::IQ1_M: return 0.25;
+    case GgmlType::IQ4_XS: case GgmlType::IQ4_NL: return 0.33;
+    default: return 0.5;  // kGemvReadOther: f16/bf16/f32 and the legacy types, not measured
   }
 }
 // Columns of one GEMV (a verify pass's rows, a batched step's sequences) each add this fraction of
