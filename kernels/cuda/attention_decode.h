@@ -1,8 +1,6 @@
 // Flash-decoding attention for 1..kDecodeMaxQueries queries, internal to kernels/cuda:
 // attention.cu's attention() (and attention_tree()) hand such calls to it when it applies (f16 /
-// Q8_0 / Q4_1 KV, head_dim 32, 64, 128 or 256). Two kernels with the same grid, chunks and
-// workspace: tensor cores (attention_decode.cu) and SIMT (attention_decode_simt.cu); each KV
-// format pair always takes the same one (decode_attention_uses_simt).
+// Q8_0 / Q4_1 KV, head_dim 32, 64, 128 or 256).
 //
 // Contract beyond kernels/cpu/attention.h's semantics: a row (query, head) of a k-query call is
 // bit-identical to the same query run alone, because the keys a row's arithmetic visits, their
@@ -46,14 +44,6 @@ size_t decode_attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s,
 // Whether a call of n_q queries runs split (the workspace holds the splits its store needs).
 bool decode_attention_split_fits(int64_t n_q, const KvStoreDev& kv, const AttentionShapeDev& s, Workspace ws);
 // Inputs validated by attention().
-// Splits (grid z) of a call over this store and window when the workspace holds them.
-int64_t decode_attention_splits(const KvStoreDev& kv, const AttentionShapeDev& s);
-// The SIMT kernel (attention_decode_simt.cu) behind decode_attention() for the KV formats where it
-// is the faster one (decode_attention_uses_simt); same contract, different bits.
-bool decode_attention_uses_simt(GgmlType k, GgmlType v);
-Status decode_attention_simt(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
-                             const AttentionShapeDev& s, float* d_out, Workspace ws, cudaStream_t st,
-                             const TreeMaskDev* tree);
 // tree: optional (attention_tree.h); it only removes keys, so a row alone with its own
 // mask word still equals its row of the call.
 Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,

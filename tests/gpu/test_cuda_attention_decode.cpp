@@ -6,10 +6,9 @@
 // alone (verification == decode), the same call twice gives the same bits, and an unsplit call
 // (no workspace) is still right. Skips without a GPU.
 //
-// Tolerance: as test_cuda_attention.cpp's f32 kernel: |gpu - cpu| <= 2e-5 + 1e-3 |cpu|. The
-// kernel's products are exact (K/V values exact in f16 / tf32, q and p d each split into two
-// halves, ~2^-22 relative) and its sums f32 in other orders (attention_decode.cu's header); q * 3
-// makes the softmax peaked, so one wrong key, slot or chunk merge moves outputs by ~1e-2 or more.
+// Tolerance: as test_cuda_attention.cpp's f32 kernel (exact f32 products of the same decoded K/V
+// values, different summation orders): |gpu - cpu| <= 2e-5 + 1e-3 |cpu|; q * 3 makes the softmax
+// peaked, so one wrong key, slot or chunk merge moves outputs by ~1e-2 or more.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
