@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "core/rng.h"
+#include "attention_test_util.h"
 #include "cuda_test_util.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cuda/cuda_api.h"
@@ -38,16 +39,6 @@ struct Case {
   GgmlType k_dtype = GgmlType::F16, v_dtype = GgmlType::F16;
   std::vector<int32_t> pos;
 };
-
-std::vector<uint8_t> random_store(GgmlType t, int64_t capacity, int64_t width, Rng& rng) {
-  const size_t row = kv::kv_row_bytes(t, uint32_t(width));
-  std::vector<uint8_t> buf(size_t(capacity) * row);
-  for (int64_t slot = 0; slot < capacity; ++slot) {
-    auto f = random_normal(size_t(width), rng);
-    kv::kv_quantize_row(t, f.data(), buf.data() + size_t(slot) * row, uint32_t(width));
-  }
-  return buf;
-}
 
 std::vector<int32_t> consecutive(int32_t first, int64_t n) {
   std::vector<int32_t> p(static_cast<size_t>(n));
@@ -68,7 +59,7 @@ struct Fixture {
 
   Fixture(const Case& c_, Rng& rng)
       : c(c_), n_head(c_.n_head_kv * c_.group), width(c_.n_head_kv * c_.head_dim), row(n_head * c_.head_dim),
-        k(random_store(c_.k_dtype, c_.capacity, width, rng)), v(random_store(c_.v_dtype, c_.capacity, width, rng)),
+        k(random_kv_store(c_.k_dtype, c_.capacity, width, rng)), v(random_kv_store(c_.v_dtype, c_.capacity, width, rng)),
         q(random_normal(c_.pos.size() * size_t(row), rng, 3.0f)), dk(to_device(k)), dv(to_device(v)) {
     s.n_head = n_head;
     s.n_head_kv = c.n_head_kv;
@@ -108,18 +99,6 @@ struct Fixture {
   }
 };
 
-void check_close(const std::vector<float>& got, const std::vector<float>& ref) {
-  REQUIRE(got.size() == ref.size());
-  double worst = 0;
-  size_t worst_i = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double r = std::isfinite(got[i]) ? std::abs(double(got[i]) - ref[i]) / (2e-5 + 1e-3 * std::abs(ref[i])) : INFINITY;
-    if (r > worst) worst = r, worst_i = i;
-  }
-  INFO("worst at " << worst_i << ": gpu " << got[worst_i] << " cpu " << ref[worst_i]);
-  CHECK(worst <= 1.0);
-}
-
 // n_q queries ending at `last`; a ring of window + n_q - 1 + margin slots for windows (positions
 // wrap when last is large), else capacity last + 1 + margin.
 Case make_case(int64_t hd, int64_t group, int64_t window, GgmlType kt, GgmlType vt, int64_t n_q, int32_t last,
@@ -156,7 +135,7 @@ TEST_CASE("decode attention: 1, 2, 8 and 64 queries over f16, q8 and q4 KV match
                                                    : int32_t(300 + rng.next_u64() % 6000);
         Fixture f(make_case(hd, group, window, t, t, n_q, std::max<int32_t>(last, int32_t(n_q - 1)), rng), rng);
         INFO(f.describe());
-        check_close(f.gpu(0, f.c.pos.size()), f.reference());
+        check_decode_attention_close(f.gpu(0, f.c.pos.size()), f.reference());
       }
     }
   }
@@ -173,11 +152,11 @@ TEST_CASE("decode attention: long contexts and mixed K/V types match the CPU", "
     for (const int64_t n_q : {1, 8}) {
       Fixture f(make_case(128, 2, 0, t, t, n_q, 32999, rng), rng);
       INFO(f.describe());
-      check_close(f.gpu(0, f.c.pos.size()), f.reference());
+      check_decode_attention_close(f.gpu(0, f.c.pos.size()), f.reference());
     }
     Fixture w(make_case(64, 4, 5000, t, t, 2, 40000 + int32_t(rng.next_u64() % 1000), rng), rng);
     INFO(w.describe());
-    check_close(w.gpu(0, w.c.pos.size()), w.reference());
+    check_decode_attention_close(w.gpu(0, w.c.pos.size()), w.reference());
   }
   const std::pair<GgmlType, GgmlType> mixed[] = {{GgmlType::Q8_0, GgmlType::Q4_1},
                                                  {GgmlType::F16, GgmlType::Q4_1},
@@ -185,7 +164,7 @@ TEST_CASE("decode attention: long contexts and mixed K/V types match the CPU", "
   for (const auto& [kt, vt] : mixed) {
     Fixture f(make_case(128, 2, rng.uniform() < 0.5f ? 0 : 100, kt, vt, 3, 2000 + int32_t(rng.next_u64() % 3000), rng), rng);
     INFO(f.describe());
-    check_close(f.gpu(0, f.c.pos.size()), f.reference());
+    check_decode_attention_close(f.gpu(0, f.c.pos.size()), f.reference());
   }
 }
 
@@ -222,6 +201,6 @@ TEST_CASE("decode attention without a workspace runs unsplit and matches the CPU
   for (const GgmlType t : kTypes) {
     Fixture f(make_case(64, 2, t == GgmlType::Q8_0 ? 40 : 0, t, t, 4, 3000 + int32_t(rng.next_u64() % 1000), rng), rng);
     INFO(f.describe());
-    check_close(f.gpu(0, f.c.pos.size(), false), f.reference());
+    check_decode_attention_close(f.gpu(0, f.c.pos.size(), false), f.reference());
   }
 }

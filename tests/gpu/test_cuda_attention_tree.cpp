@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "core/rng.h"
+#include "attention_test_util.h"
 #include "cuda_test_util.h"
 #include "kernels/cpu/attention_tree.h"
 #include "kernels/cuda/attention_tree.h"
@@ -48,16 +49,6 @@ struct TreeCase {
   }
 };
 
-std::vector<uint8_t> random_store(GgmlType t, int64_t capacity, int64_t width, Rng& rng) {
-  const size_t row = kv::kv_row_bytes(t, uint32_t(width));
-  std::vector<uint8_t> buf(size_t(capacity) * row);
-  for (int64_t slot = 0; slot < capacity; ++slot) {
-    auto f = random_normal(size_t(width), rng);
-    kv::kv_quantize_row(t, f.data(), buf.data() + size_t(slot) * row, uint32_t(width));
-  }
-  return buf;
-}
-
 // A random tree of n tokens in topological order: token i's parent is a random earlier token
 // or none (a child of the prefix); its mask holds its ancestors and itself.
 std::vector<uint64_t> random_tree(int64_t n, Rng& rng) {
@@ -83,8 +74,8 @@ TreeCase make_tree_case(GgmlType t, int64_t n_q, Rng& rng) {
   c.capacity = c.window > 0 ? c.window + n_q - 1 + int64_t(rng.next_u64() % 8) : c.first + n_q + int64_t(rng.next_u64() % 5);
   c.bits = random_tree(n_q, rng);
   const int64_t width = c.n_head_kv * c.head_dim;
-  c.k = random_store(t, c.capacity, width, rng);
-  c.v = random_store(t, c.capacity, width, rng);
+  c.k = random_kv_store(t, c.capacity, width, rng);
+  c.v = random_kv_store(t, c.capacity, width, rng);
   c.q = random_normal(size_t(n_q * c.row), rng, 3.0f);
   return c;
 }
@@ -119,18 +110,6 @@ std::vector<float> cpu_run(const TreeCase& c) {
   return ref;
 }
 
-void check_close(const std::vector<float>& got, const std::vector<float>& ref) {
-  REQUIRE(got.size() == ref.size());
-  double worst = 0;
-  size_t worst_i = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double r = std::isfinite(got[i]) ? std::abs(double(got[i]) - ref[i]) / (2e-5 + 1e-3 * std::abs(ref[i])) : INFINITY;
-    if (r > worst) worst = r, worst_i = i;
-  }
-  INFO("worst at " << worst_i << ": gpu " << got[worst_i] << " cpu " << ref[worst_i]);
-  CHECK(worst <= 1.0);
-}
-
 constexpr GgmlType kTypes[] = {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_1};
 
 }  // namespace
@@ -145,7 +124,7 @@ TEST_CASE("decode attention with a token-tree mask matches the CPU with the same
       const TreeCase c = make_tree_case(t, n_q, rng);
       INFO(c.describe());
       const std::vector<float> all = gpu_run(c, 0, c.pos.size(), &c.bits);
-      check_close(all, cpu_run(c));
+      check_decode_attention_close(all, cpu_run(c));
       // A query alone with its own mask word: its row of the call, bit for bit.
       for (size_t i : {size_t(0), size_t(n_q / 2), size_t(n_q - 1)}) {
         const std::vector<float> one = gpu_run(c, i, 1, &c.bits);
