@@ -5,7 +5,7 @@
 # results.tgz so the device tool returns them as a single file.
 #   tools/device/run_suite.sh [OUT_DIR] [STEPS...]
 #   STEPS: tests bench probe hf synth27b kernels offload27b disk27b prefill27b profile spec batch kv stress128k
-#          ctx32k kvhost cpublocks graphs27b serve27b prefill128k
+#          ctx32k kvhost cpublocks graphs27b serve27b prefill128k replay27b
 #   (default: the first nine)
 set -uo pipefail
 out=${1:-${OUT:-$PWD/device-out}}
@@ -200,11 +200,11 @@ if has graphs27b; then
 fi
 if has prefill128k; then
   # M14: long-document prefill of the 27B at --vram 12GiB with q4 KV: a 130000-token prompt with a
-  # reserved layer-major group of 16 chunks, and a 16K prompt at 32K context with the default plan
+  # reserved layer-major group of 32 chunks, and a 16K prompt at 32K context with the default plan
   # (time to first token, fraction of the GEMM ceilings, PCIe bytes per prompt token).
   [ -f "$work/27b.gguf" ] || strata synth --preset 27b --mix q3_k_m --no-progress -o "$work/27b.gguf" >/dev/null 2>&1
   P="--vram 12GiB --profile configs/hw/h200-probed.toml -ctk q4 -ctv q4"
-  strata bench decode -m "$work/27b.gguf" $P -c 131072 --prefill-group 16 -p 130000 -n 4 -r 1 \
+  strata bench decode -m "$work/27b.gguf" $P -c 131072 --prefill-group 32 -p 130000 -n 4 -r 1 \
     --json "$res/prefill128k.json" > "$res/prefill128k.txt" 2>&1
   echo "prefill128k rc=$?"; grep -E "^prefill|group" "$res/prefill128k.txt"
   strata bench decode -m "$work/27b.gguf" $P -c 32768 -p 16384 -n 4 -r 1 \
@@ -227,5 +227,17 @@ if has serve27b; then
   python3 tools/device/serve_load.py --clients 8 --tokens 64 --bench-json "$res/serve27b_bench_b8.json" \
     --out "$res/serve27b.json" --server-log "$res/serve27b_server.log" -- -m "$M27" $P 2>&1 | tee "$res/serve27b.txt"
   echo "serve27b rc=${PIPESTATUS[0]}"
+fi
+if has replay27b; then
+  # M12: speculation against a simulated acceptance (bench spec --replay, spec/replay.h): the 27B at
+  # --vram 12GiB, early-exit drafts at d=16 paying their real passes on a plan that keeps the draft
+  # path resident, A = 0.3 .. 0.9, at k = 8 and k = 4.
+  [ -f "$work/27b.gguf" ] || strata synth --preset 27b --mix q3_k_m --no-progress -o "$work/27b.gguf" >/dev/null 2>&1
+  P="--vram 12GiB --profile configs/hw/h200-probed.toml -c 4096"
+  for k in 8 4; do
+    strata bench spec -m "$work/27b.gguf" $P -n 64 -r 1 --modes none --draft-max $k --replay 0.3,0.5,0.7,0.9 \
+      --replay-cost early:d=16 --json "$res/replay27b_k$k.json" > "$res/replay27b_k$k.txt" 2>&1
+    echo "replay27b k=$k rc=$?"; grep -E "^(none|replay)" "$res/replay27b_k$k.txt"
+  done
 fi
 tar -czf "$out/results.tgz" -C "$res" .
