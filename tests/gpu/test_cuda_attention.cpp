@@ -23,6 +23,7 @@
 
 #include "core/half.h"
 #include "core/rng.h"
+#include "attention_test_util.h"
 #include "cuda_test_util.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cuda/attention_tc.h"
@@ -43,17 +44,6 @@ struct Case {
   std::vector<int32_t> pos;
 };
 
-// A store of `capacity` random rows in type t (the host quantiser for Q8_0 / Q4_1).
-std::vector<uint8_t> random_store(GgmlType t, int64_t capacity, int64_t width, Rng& rng) {
-  const size_t row = kv::kv_row_bytes(t, uint32_t(width));
-  std::vector<uint8_t> buf(size_t(capacity) * row);
-  for (int64_t slot = 0; slot < capacity; ++slot) {
-    auto f = random_normal(size_t(width), rng);
-    kv::kv_quantize_row(t, f.data(), buf.data() + size_t(slot) * row, uint32_t(width));
-  }
-  return buf;
-}
-
 // The K/V type pairs with quantised members (f16 and f32 are covered by the full grids).
 constexpr std::pair<GgmlType, GgmlType> kQuantPairs[] = {
     {GgmlType::Q8_0, GgmlType::Q8_0}, {GgmlType::Q4_1, GgmlType::Q4_1},
@@ -66,8 +56,8 @@ void run_case(const Case& c, Rng& rng) {
                    << " capacity " << c.capacity << " K " << kv::kv_type_name(c.k_dtype) << " V "
                    << kv::kv_type_name(c.v_dtype) << " n_q " << n_q << " first pos " << c.pos.front() << " last pos "
                    << c.pos.back());
-  const std::vector<uint8_t> k = random_store(c.k_dtype, c.capacity, width, rng);
-  const std::vector<uint8_t> v = random_store(c.v_dtype, c.capacity, width, rng);
+  const std::vector<uint8_t> k = random_kv_store(c.k_dtype, c.capacity, width, rng);
+  const std::vector<uint8_t> v = random_kv_store(c.v_dtype, c.capacity, width, rng);
   // q * 3: peaked softmax, so that a single wrong key shows.
   auto q = random_normal(size_t(n_q * n_head * hd), rng, 3.0f);
   DevBuf dk = to_device(k), dv = to_device(v), dq = to_device(q), dpos = to_device(c.pos);
