@@ -123,10 +123,18 @@ void set_gemv_pdl(bool on);
 // Many columns (prefill): dequantise W tile by tile to f16 in the workspace and multiply on tensor
 // cores with cuBLAS (f32 accumulation). workspace_bytes_for_gemm says how much scratch it needs.
 size_t workspace_bytes_for_gemm(const WeightView& w, int n_cols);
-Status gemm(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s);
-// Picks gemv (int8 activations when ws allows) for n_cols <= kMaxGemvCols, else gemm.
+// reuse_x16: ws already holds the f16 copy of this x (a gemm call with the same x, n_in and n_cols
+// came last and nothing has written ws since: Q, K, V or gate, up of a prefill chunk).
+Status gemm(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s,
+            bool reuse_x16 = false);
+// Picks gemv (int8 activations when ws allows) for n_cols <= kMaxGemvCols, else gemm; reuse_act is
+// the chosen path's reuse (gemv's reuse_act, gemm's reuse_x16), keyed by matmul_act_key.
 Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s,
               bool reuse_act = false);
+// gemv_act_key for gemv-sized calls; kGemmActKey when gemm would convert x to f16 into ws (the
+// same x, n_in and n_cols leave the same f16 copy there); 0 when nothing reusable is left in ws.
+inline constexpr int kGemmActKey = -1;
+int matmul_act_key(const WeightView& w, int n_cols, Workspace ws);
 // Decodes n_rows rows starting at row0 of W into f32 (tests, embedding gathers).
 Status dequantize_rows(const WeightView& w, int64_t row0, int64_t n_rows, float* d_out, Stream s);
 // Whether the CUDA backend has GEMV, GEMM and dequantise kernels for weights of type t (the

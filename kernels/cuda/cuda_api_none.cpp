@@ -41,7 +41,8 @@ size_t workspace_bytes_for_gemv(const WeightView&, int) { return 0; }
 void set_gemv_mma_min_cols(int) {}
 void set_gemv_pdl(bool) {}
 size_t workspace_bytes_for_gemm(const WeightView&, int) { return 0; }
-Status gemm(const WeightView&, const float*, int, float*, Workspace, Stream) { return none("gemm"); }
+Status gemm(const WeightView&, const float*, int, float*, Workspace, Stream, bool) { return none("gemm"); }
+int matmul_act_key(const WeightView&, int, Workspace) { return 0; }
 Status matmul(const WeightView&, const float*, int, float*, Workspace, Stream, bool) { return none("matmul"); }
 Status dequantize_rows(const WeightView&, int64_t, int64_t, float*, Stream) { return none("dequantize_rows"); }
 bool supports_weight_type(GgmlType) { return false; }

@@ -191,12 +191,14 @@ Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Strea
   return launch_status(op);
 }
 
+// Workspace of the GEMM path: the f16 copy of x first (its offset the same for every matrix, so
+// that matrices reading the same x can share it: gemm's reuse_x16), then the dequantised tile.
 size_t workspace_bytes_for_gemm(const WeightView& w, int n_cols) {
   if (w.n_in <= 0 || w.n_out <= 0 || n_cols <= 0) return 0;
-  return align_up(size_t(gemm_tile_rows(w)) * size_t(w.n_in) * 2) + align_up(size_t(n_cols) * size_t(w.n_in) * 2);
+  return align_up(size_t(n_cols) * size_t(w.n_in) * 2) + align_up(size_t(gemm_tile_rows(w)) * size_t(w.n_in) * 2);
 }
 
-Status gemm(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s) {
+Status gemm(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s, bool reuse_x16) {
   const std::string op = fmt::format("{} n_cols {}", op_name("gemm", w), n_cols);
   STRATA_TRY(validate_weights(w, op));
   if (n_cols < 1) return Status::error("{}: n_cols must be >= 1", op);
@@ -211,11 +213,13 @@ Status gemm(const WeightView& w, const float* d_x, int n_cols, float* d_y, Works
   if (cst != CUBLAS_STATUS_SUCCESS) return Status::error("{}: cublasSetStream: {}", op, cublasGetStatusString(cst));
 
   const int64_t tile_rows = gemm_tile_rows(w);
-  __half* d_tile = static_cast<__half*>(ws.d_ptr);
-  __half* d_xh = reinterpret_cast<__half*>(static_cast<char*>(ws.d_ptr) + align_up(size_t(tile_rows) * w.n_in * 2));
   const int64_t nx = int64_t(n_cols) * w.n_in;
-  f32_to_f16_kernel<<<unsigned((nx + 255) / 256), 256, 0, st>>>(d_x, d_xh, nx);
-  STRATA_TRY(launch_status(op + ": convert x to f16"));
+  __half* d_xh = static_cast<__half*>(ws.d_ptr);
+  __half* d_tile = reinterpret_cast<__half*>(static_cast<char*>(ws.d_ptr) + align_up(size_t(nx) * 2));
+  if (!reuse_x16) {
+    f32_to_f16_kernel<<<unsigned((nx + 255) / 256), 256, 0, st>>>(d_x, d_xh, nx);
+    STRATA_TRY(launch_status(op + ": convert x to f16"));
+  }
   const bool piece8 = is_float_type(w.type) && float_piece8(w, nullptr);
   const float alpha = 1.0f, beta = 0.0f;
   for (int64_t row0 = 0; row0 < w.n_out; row0 += tile_rows) {
@@ -311,7 +315,13 @@ Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Wor
   // accuracy (the int8 rounding of the activations fails the testdata models' prefill logit bound).
   // Callers that want the 64-column GEMV (tree verification, M12) call gemv() directly.
   if (n_cols >= 1 && n_cols <= kMaxGemvCols) return gemv(w, d_x, n_cols, d_y, ws, s, reuse_act);
-  return gemm(w, d_x, n_cols, d_y, ws, s);
+  return gemm(w, d_x, n_cols, d_y, ws, s, reuse_act);
+}
+
+int matmul_act_key(const WeightView& w, int n_cols, Workspace ws) {
+  if (n_cols >= 1 && n_cols <= kMaxGemvCols) return gemv_act_key(w, n_cols, ws);
+  if (n_cols < 1 || !ws.d_ptr || ws.bytes < workspace_bytes_for_gemm(w, n_cols)) return 0;
+  return kGemmActKey;
 }
 
 Status dequantize_rows(const WeightView& w, int64_t row0, int64_t n_rows, float* d_out, Stream s) {

@@ -228,6 +228,7 @@ std::function<int()> add_bench_kv_quality(CLI::App* bench) {
   sub->add_option("--seed", a->seed, "Seed of the random tokens")->capture_default_str();
   sub->add_flag("--past-train", a->past_train, "Allow lengths past the model's training context (RoPE extrapolation)");
   sub->add_option("-t,--threads", a->m.threads, "CPU threads (default: all cores)");
+  a->m.ubatch = session::kDefaultUbatch;  // every KV type's engine chunks alike
   sub->add_option("-b,--ubatch", a->m.ubatch, "Tokens per chunk")->capture_default_str()->check(CLI::Range(1, 65536));
   sub->add_option("--device", a->m.device, "Where to run: auto, cpu, cuda")->capture_default_str();
   sub->add_option("--json", a->json_out, "Write the results as JSON to this file");

@@ -139,7 +139,7 @@ int run(StressArgs& a) {
       (f.device_name() == "cuda" ? w_gpu : w_host) = all;
     }
     const auto types = a.m.kv_types();  // valid: the engine was opened with them
-    const auto [kv_swa, kv_full] = kv_bytes(spec, ctx, std::min(a.m.ubatch, ctx), types->first, types->second);
+    const auto [kv_swa, kv_full] = kv_bytes(spec, ctx, f.ubatch(), types->first, types->second);
     nlohmann::json r = {{"ctx", ctx},           {"weights_gpu_bytes", w_gpu}, {"weights_host_bytes", w_host},
                         {"kv_sliding_bytes", kv_swa}, {"kv_full_bytes", kv_full}, {"vram_peak_bytes", f.vram_peak_bytes()},
                         {"prefill_tok_per_s", pp}, {"decode_tok_per_s", tg}, {"device", std::string(f.device_name())}};

@@ -1,6 +1,7 @@
 #include "cli/model_args.h"
 
 #include <charconv>
+#include <map>
 
 #include "cli/output_file.h"
 #include "core/log.h"
@@ -22,7 +23,13 @@ void ModelArgs::add_to(CLI::App* sub) {
   sub->add_option("-c,--ctx-size", n_ctx, "Context length in tokens (default: enough for the job, at most 4096 "
                                           "unless asked, never more than the model allows)");
   sub->add_option("-t,--threads", threads, "CPU threads (default: all cores)");
-  sub->add_option("-b,--ubatch", ubatch, "Tokens per prefill chunk")->capture_default_str()->check(CLI::Range(1, 65536));
+  sub->add_option("-b,--ubatch", ubatch,
+                  "Tokens per prefill chunk, or auto: on the GPU the largest of 4096 / 2048 / 1024 that fits beside "
+                  "the weights (larger chunks reach a larger share of the tensor cores), 512 under --vram and on "
+                  "the CPU")
+      ->transform(CLI::Transformer(std::map<std::string, std::string>{{"auto", "0"}}))
+      ->check(CLI::Range(0, 65536))
+      ->default_str("auto");
   sub->add_option("--cpu-matmul", cpu_matmul,
                   "CPU engine: exact (f32 activations, the reference) or int8 (decode and verification rows "
                   "with int8-rounded activations for q4_0, q8_0, q3_K..q6_K: faster, not exact)")
@@ -33,7 +40,7 @@ void ModelArgs::add_to(CLI::App* sub) {
                   "KV cache type of K and V (-ctk/-ctv set one each): f32, f16, q8 (ggml Q8_0: int8 in groups "
                   "of 32 with an f16 scale, 1.06 bytes per value) or q4 (ggml Q4_1: int4 in groups of 32 with an "
                   "f16 scale and offset, 0.63 bytes per value); quantised types need head_dim % 32 == 0. "
-                  "Default f32; f16 with --vram");
+                  "Default f16 on the GPU, f32 on the CPU engine (the exact reference)");
   sub->add_option("--cache-type-k", cache_type_k, "KV cache type of K (-ctk), overrides --cache-type");
   sub->add_option("--cache-type-v", cache_type_v, "KV cache type of V (-ctv), overrides --cache-type");
   sub->add_option("--vram", vram, "VRAM budget, e.g. 12GiB: the planner decides which weight blocks stay "

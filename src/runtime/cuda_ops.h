@@ -26,8 +26,9 @@ struct Ops {
   uint32_t row0 = 0;
   std::string block_name = {};        // the current block ("attn 3"): host compute spans in the trace
 
-  // The input whose int8 rounding the workspace holds (cuda::gemv_act_key): Q, K and V (gate and
-  // up) read the same normed x, so only the first of them rounds it. Any other op may write the
+  // The input whose int8 rounding (decode) or f16 copy (prefill) the workspace holds
+  // (cuda::matmul_act_key): Q, K and V (gate and up) read the same normed x, so only the first of
+  // them rounds or converts it. Any other op may write the
   // workspace or x, so it forgets.
   struct RoundedInput {
     const float* x = nullptr;
@@ -175,7 +176,7 @@ struct Ops {
       if (auto it = im.host_view.find(&w); it != im.host_view.end())
         return im.check(im.host->matmul(*it->second, x, n, y, im.stream, block_name));
     }
-    const int key = cuda::gemv_act_key(w, int(n), im.ws);
+    const int key = cuda::matmul_act_key(w, int(n), im.ws);
     const bool reuse = key != 0 && rounded.key == key && rounded.x == x && rounded.n_in == w.n_in && rounded.n == n;
     device_op();
     OpSpan op(im, [&] { return fmt::format("matmul {} {}x{} n={}", ggml_type_info(w.type).name, w.n_in, w.n_out, n); });

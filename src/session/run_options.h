@@ -23,11 +23,18 @@ inline constexpr uint32_t kMaxAutoSessions = 8;
 // The planner's name for a KV cache type (offload/model_blocks.h).
 offload::KvDtype planner_kv_dtype(GgmlType t);
 
+// RunOptions::ubatch's default: 512 on the CPU engine and under a VRAM budget (where layer-major
+// groups amortise the streamed weights), the largest of 4096 / 2048 / 1024 that fits beside the
+// resident weights on the GPU (auto_ubatch in session.cpp says why).
+inline constexpr uint32_t kUbatchAuto = 0;
+inline constexpr uint32_t kDefaultUbatch = 512;
+
 struct RunOptions {
   std::string model;
   uint32_t n_ctx = 0;   // 0: min(model's training context, 4096), or more when the run needs it
   int threads = 0;      // 0: all cores
-  uint32_t ubatch = 512;
+  // Tokens per prefill chunk (-b); kUbatchAuto: Session::forward_options picks (auto_ubatch).
+  uint32_t ubatch = kUbatchAuto;
   // KV cache types: cache_type sets K and V, cache_type_k / _v override one each; empty: the
   // default (f32, or f16 under a VRAM budget).
   std::string cache_type, cache_type_k, cache_type_v;

@@ -48,6 +48,8 @@ class Session {
   // 4096) raised to n_ctx_hint), prefill chunk, KV types, trace, one sequence. Errors: KV types,
   // --kv-host, host tiers without --vram, --vram with --device cpu.
   Result<runtime::ForwardOptions> forward_options(uint32_t n_ctx_hint = 0) const;
+  // The prefill chunk (ForwardOptions::ubatch) when -b is not given: see session.cpp.
+  uint32_t auto_ubatch(const runtime::ForwardOptions& fo) const;
   // Under --vram: plans this run (speculation included) with the KV caches of fo.n_seq sessions,
   // through plan_run, the function `strata plan` calls; sets fo's placement and budgets (runtime::use_plan).
   Result<offload::ExecutorPlan> plan_budget(runtime::ForwardOptions& fo) const;

@@ -120,6 +120,13 @@ TEST_CASE("bad input gives one clear line and a non-zero exit", "[cli]") {
   auto no_budget = run_strata("generate -m " + strata::test::testdata("models/llama/model.gguf") + " -p hi --kv-host 2");
   CHECK(no_budget.code != 0);
   CHECK(has(no_budget.err, "give --vram too"));
+  // -b takes a chunk size or auto, nothing else.
+  const std::string tiny = "generate -m " + strata::test::testdata("models/llama/model.gguf") + " -p hi -n 2 --device cpu";
+  auto ub_bad = run_strata(tiny + " -b lots");
+  CHECK(ub_bad.code != 0);
+  CHECK(has(ub_bad.err, "--ubatch"));
+  CHECK(run_strata(tiny + " -b auto").code == 0);
+  CHECK(run_strata(tiny + " -b 64").code == 0);
 }
 
 TEST_CASE("generate runs every architecture and greedy output is deterministic", "[cli]") {

@@ -7,6 +7,7 @@
 // 5376 x 21504 matrix next to the measured device-read ceiling.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -390,6 +391,35 @@ TEST_CASE("cuda gemv reusing the rounded activations of the previous call gives 
         check_ok(kc::synchronize(nullptr));
         CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
       }
+    }
+    // Prefill-sized calls (gemm): the f16 copy of x is shared the same way (matmul_act_key).
+    const int n_cols = kc::kMaxGemvCols + 8;
+    size_t ws_bytes = 0;
+    for (const auto& v : views) ws_bytes = std::max(ws_bytes, kc::workspace_bytes_for_gemm(v, n_cols));
+    DevBuf work(ws_bytes), xb(size_t(n_cols) * n_in * 4), xb2(size_t(n_cols) * n_in * 4);
+    const kc::Workspace w{work.p, ws_bytes};
+    for (const auto& v : views) CHECK(kc::matmul_act_key(v, n_cols, w) == kc::kGemmActKey);
+    CHECK(kc::matmul_act_key(views[0], n_cols, {}) == 0);
+    std::vector<float> xs(size_t(n_cols) * n_in);
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = x[i % x.size()] * (i % 3 == 0 ? -1.0f : 1.0f);
+    check_ok(kc::copy_to_device(xb.p, xs.data(), xs.size() * 4, nullptr));
+    for (float& v : xs) v = -0.5f * v;
+    check_ok(kc::copy_to_device(xb2.p, xs.data(), xs.size() * 4, nullptr));
+    DevBuf y0(n_cols * n_out * 4), y1(n_cols * n_out * 4), y2(n_cols * n_out * 4);
+    for (size_t i = 1; i < views.size(); ++i) {
+      check_ok(kc::matmul(views[i], xb.as<float>(), n_cols, y0.as<float>(), w, nullptr));  // fresh
+      check_ok(kc::matmul(views[0], xb.as<float>(), n_cols, y1.as<float>(), w, nullptr));  // converts x
+      check_ok(kc::matmul(views[i], xb.as<float>(), n_cols, y1.as<float>(), w, nullptr, true));
+      // The flag takes effect: after another input was converted, "reuse" multiplies that one.
+      check_ok(kc::matmul(views[0], xb2.as<float>(), n_cols, y2.as<float>(), w, nullptr));
+      check_ok(kc::matmul(views[i], xb.as<float>(), n_cols, y2.as<float>(), w, nullptr, true));
+      std::vector<float> a(size_t(n_cols * n_out)), b(a.size()), c(a.size());
+      check_ok(kc::copy_to_host(a.data(), y0.p, a.size() * 4, nullptr));
+      check_ok(kc::copy_to_host(b.data(), y1.p, b.size() * 4, nullptr));
+      check_ok(kc::copy_to_host(c.data(), y2.p, c.size() * 4, nullptr));
+      check_ok(kc::synchronize(nullptr));
+      CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+      CHECK(std::memcmp(a.data(), c.data(), a.size() * 4) != 0);
     }
   }
   // The q8_0 GPU layout permutes the activations per 32 elements, the K types per 256: no sharing.

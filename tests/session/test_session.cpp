@@ -197,3 +197,30 @@ TEST_CASE("session: generate --spec reports the plan that strata plan --spec mak
     CHECK((block.find("tok/s speculative (draft depth") != std::string::npos) == (std::string(spec) != "lookup"));
   }
 }
+
+TEST_CASE("session: -b auto keeps 512-token chunks under a VRAM budget and on the CPU engine; -b N wins", "[session]") {
+  auto chunk = [](RunOptions o) -> uint32_t {
+    auto s = Session::open_header(o);
+    REQUIRE(s);
+    auto fo = (*s)->forward_options(0);
+    REQUIRE(fo);
+    return fo->ubatch;
+  };
+  RunOptions o = run_options("none");
+  REQUIRE(o.ubatch == strata::session::kUbatchAuto);  // the default is auto
+  CHECK(chunk(o) == strata::session::kDefaultUbatch);  // --vram: 512
+  o.vram.clear();
+  o.device = "cpu";
+  CHECK(chunk(o) == strata::session::kDefaultUbatch);
+  o.ubatch = 1536;
+  CHECK(chunk(o) == 1536);
+  o.n_ctx = 1024;
+  CHECK(chunk(o) == 1024);  // never more than the context
+  // On the GPU (none here, or one in a GPU run) auto picks 512 .. 4096, within the context.
+  o.ubatch = strata::session::kUbatchAuto;
+  o.device = "auto";
+  o.n_ctx = 2048;
+  const uint32_t gpu = chunk(o);
+  CHECK(gpu >= strata::session::kDefaultUbatch);
+  CHECK(gpu <= 2048);
+}
