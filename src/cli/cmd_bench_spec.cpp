@@ -84,27 +84,29 @@ Result<std::vector<std::pair<std::string, std::string>>> read_prompt_dir(const s
 // With several prompts: one markdown row per prompt, mode and drafter that drafted, for a table
 // like models/README.md's.
 void print_depth_table(const nlohmann::json& prompts, uint32_t draft_max) {
-  std::string head = "| prompt | mode | drafter | tok/s | x plain | tokens/verify | mean accepted |";
-  std::string rule = "| --- | --- | --- | --- | --- | --- | --- |";
+  std::string head = "| prompt | mode | drafter | tok/s | x plain | verify passes | tokens/verify | mean accepted |";
+  std::string rule = "| --- | --- | --- | --- | --- | --- | --- | --- |";
   for (uint32_t i = 1; i <= draft_max; ++i) head += fmt::format(" d{} |", i), rule += " --- |";
   fmt::print("\nacceptance by depth: P(draft i accepted | drafts before it accepted), passes reaching it in ()\n"
              "{} same text |\n{} --- |\n", head, rule);
   for (const auto& p : prompts)
     for (const auto& r : p["runs"]) {
       const std::string same = r["same_text_as_plain"].get<bool>() ? "yes" : "NO";
-      const auto row = [&](const std::string& drafter, const std::string& tpv, const std::string& mean) {
-        return fmt::format("| {} | {} | {} | {:.1f} | {:.2f} | {} | {} |", p["name"].get<std::string>(),
+      const auto row = [&](const std::string& drafter, const std::string& passes, const std::string& tpv,
+                           const std::string& mean) {
+        return fmt::format("| {} | {} | {} | {:.1f} | {:.2f} | {} | {} | {} |", p["name"].get<std::string>(),
                            r["spec"].get<std::string>(), drafter, r["tok_per_s"].get<double>(),
-                           r["speedup_vs_plain"].get<double>(), tpv, mean);
+                           r["speedup_vs_plain"].get<double>(), passes, tpv, mean);
       };
       if (r["drafters"].empty()) {
-        std::string line = row("-", "-", "-");
-        for (uint32_t i = 1; i <= draft_max; ++i) line += " |";
+        std::string line = row("-", "-", "-", "-");
+        for (uint32_t i = 1; i <= draft_max; ++i) line += " - |";
         fmt::print("{} {} |\n", line, same);
       }
       for (const auto& d : r["drafters"]) {
         if (d["rounds"].get<uint64_t>() == 0) continue;
-        std::string line = row(d["name"].get<std::string>(), fmt::format("{:.2f}", d["tokens_per_verify"].get<double>()),
+        std::string line = row(d["name"].get<std::string>(), fmt::format("{}", d["rounds"].get<uint64_t>()),
+                               fmt::format("{:.2f}", d["tokens_per_verify"].get<double>()),
                                fmt::format("{:.2f}", d["mean_accepted"].get<double>()));
         const auto& by = d["acceptance_by_depth"];
         for (uint32_t i = 1; i <= draft_max; ++i)
