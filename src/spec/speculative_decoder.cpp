@@ -259,6 +259,7 @@ Status SpeculativeDecoder::verify(int drafter, const Draft& d, std::vector<int32
     ++ds.rounds;
     ds.drafted += k;
     ds.accepted += m;
+    ds.by_depth.observe(k, m);
     ds.tokens += m + 1;
     ds.verify_s += s;
     if (drafter == subset_) {
@@ -325,7 +326,8 @@ nlohmann::json SpecStats::to_json() const {
   for (const auto& s : drafters) {
     nlohmann::json j = {{"name", s.name}, {"rounds", s.rounds}, {"drafted", s.drafted}, {"accepted", s.accepted},
                         {"acceptance", s.acceptance()}, {"tokens", s.tokens},
-                        {"tokens_per_verify", s.tokens_per_verify()}, {"draft_steps", s.steps},
+                        {"tokens_per_verify", s.tokens_per_verify()}, {"mean_accepted", s.mean_accepted()},
+                        {"acceptance_by_depth", s.by_depth.to_json()}, {"draft_steps", s.steps},
                         {"draft_s", s.draft_s}, {"draft_step_ms", s.steps ? 1e3 * s.draft_s / double(s.steps) : 0.0},
                         {"verify_s", s.verify_s}, {"verify_ms", s.rounds ? 1e3 * s.verify_s / double(s.rounds) : 0.0}};
     if (!s.arms.empty()) {
@@ -361,6 +363,9 @@ std::string SpecStats::summary() const {
                      d.steps ? 1e3 * d.draft_s / double(d.steps) : 0.0,
                      d.rounds ? 1e3 * d.verify_s / double(d.rounds) : 0.0);
     if (!d.chosen.empty()) s += fmt::format("; best skip set {}", d.chosen);
+    if (d.by_depth.max_depth())
+      s += fmt::format("\n    mean accepted {:.2f}; acceptance by depth (rate, passes reaching it): {}", d.mean_accepted(),
+                       d.by_depth.text());
     for (const auto& a : d.arms)
       if (a.rounds)
         s += fmt::format("\n    {}: {} rounds, {}/{} accepted ({:.1f}%)", a.label, a.rounds, a.accepted, a.drafted,

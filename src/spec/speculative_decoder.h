@@ -40,6 +40,7 @@
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
 #include "spec/adaptive.h"
+#include "spec/depth_stats.h"
 #include "spec/drafter.h"
 #include "spec/spec_config.h"
 #include "spec/subset_chooser.h"
@@ -62,10 +63,12 @@ struct DrafterStats {
   uint64_t steps = 0;        // forward passes drafting cost (0 for lookup)
   double draft_s = 0;        // time drafting
   double verify_s = 0;       // time in those verify passes
+  DepthStats by_depth = {};         // acceptance per draft depth (depth_stats.h)
   std::vector<ArmStats> arms = {};  // layer subset: per skip set
   std::string chosen = {};         // layer subset: the skip set rated best at the end
   double acceptance() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
   double tokens_per_verify() const { return rounds ? double(tokens) / double(rounds) : 0.0; }
+  double mean_accepted() const { return rounds ? double(accepted) / double(rounds) : 0.0; }  // per verify pass
 };
 
 struct SpecStats {

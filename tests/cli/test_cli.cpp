@@ -181,6 +181,55 @@ TEST_CASE("generate --spec: greedy text equals plain decoding's, statistics on s
   }
 }
 
+TEST_CASE("bench spec --prompts: every prompt file, acceptance by depth in the table and the JSON", "[cli]") {
+  const auto dir = strata::test::temp_dir("cli-bench-spec-prompts");
+  const auto prompts = dir / "prompts";
+  std::filesystem::create_directories(prompts);
+  std::ofstream(prompts / "b-list.txt") << "A list holds items. A list of lists holds lists. A list of";
+  std::ofstream(prompts / "a-chat.txt") << "User: What is a package?\nAssistant:";
+  std::ofstream(prompts / "notes.md") << "not a prompt";
+  const std::string model = std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny-q4_k.gguf";
+  const std::string json = (dir / "out.json").string();
+  const auto r = run_strata("bench spec -m " + model + " --device cpu --prompts " + prompts.string() +
+                            " --modes none,lookup,early:d=8 --draft-max 6 -n 40 -r 1 --json " + json);
+  INFO(r.err);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(has(r.out, "== prompt a-chat"));
+  CHECK(has(r.out, "== prompt b-list"));
+  CHECK(has(r.out, "| prompt | mode | drafter |"));
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in);
+  REQUIRE(j["prompts"].size() == 2);  // notes.md is not a prompt
+  CHECK(j["prompts"][0]["name"] == "a-chat");
+  CHECK(j["prompts"][1]["name"] == "b-list");
+  for (const auto& p : j["prompts"]) {
+    REQUIRE(p["runs"].size() == 3);
+    for (const auto& run : p["runs"]) {
+      CHECK(run["same_text_as_plain"].get<bool>());
+      for (const auto& d : run["drafters"]) {
+        // Accepted drafts summed over depths are the drafter's accepted count, and depth 1 is
+        // judged at most once per verify pass (every pass, for lookup: it always drafts).
+        uint64_t sum = 0;
+        for (const auto& x : d["acceptance_by_depth"]) sum += x["accepted"].get<uint64_t>();
+        CHECK(sum == d["accepted"].get<uint64_t>());
+        if (d["rounds"].get<uint64_t>() == 0) continue;
+        const auto& by = d["acceptance_by_depth"];
+        REQUIRE(by.size() >= 1);
+        CHECK(by.size() <= 6u);
+        CHECK(by[0]["reached"].get<uint64_t>() <= d["rounds"].get<uint64_t>());
+        if (d["name"] == "lookup") CHECK(by[0]["reached"] == d["rounds"]);
+        CHECK(d["mean_accepted"].get<double>() == Approx(d["tokens_per_verify"].get<double>() - 1));
+      }
+    }
+  }
+  const auto empty = dir / "empty";
+  std::filesystem::create_directories(empty);
+  const auto bad = run_strata("bench spec -m " + model + " --device cpu --prompts " + empty.string() + " -n 8 -r 1");
+  CHECK(bad.code != 0);
+  CHECK(has(bad.err, "no .txt prompt files"));
+}
+
 // The report block of a run's output: from "placement:" through the "bottleneck:" line.
 std::string report_block(const std::string& s) {
   const size_t a = s.find("placement:");
