@@ -1,18 +1,19 @@
 // Dot products of quantised weight rows with int8 activations (q8_act.h), for decode and
 // speculative verify: one call computes one weight row against 1..16 activation columns, decoding
 // each weight block once for all of them. Types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL (blocks of
-// 32), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS (super-blocks of 256). The others have no int8 path:
-// has_dot_q8() is false and callers use the exact f32 kernels, quant_kernels.h.
+// 32), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ3_XXS, IQ3_S (super-blocks of 256). The others
+// have no int8 path: has_dot_q8() is false and callers use the exact f32 kernels, quant_kernels.h.
 //
 // The arithmetic, shared bit for bit by the scalar reference and every SIMD kernel:
 // - K types (256-element super-blocks; 16 half-groups h of 16, 8 groups g of 32): the weight codes
-//   are made unsigned (u = q + offset: Q6_K 32, Q3_K 4, Q2_K/Q4_K/Q5_K 0; IQ4_XS keeps its signed
-//   levels w = kValuesIq4nl[q] as u, offset 0) and per group
+//   are made unsigned (u = q + offset: Q6_K 32, Q3_K 4, Q2_K/Q4_K/Q5_K 0; the i-quants keep signed
+//   values as u, offset 0: IQ4_XS kValuesIq4nl[q], IQ3_XXS / IQ3_S grid * sign) and per group
 //     isum_g = sum_{h in g} sc_h * sum_{i in h} u_i * xq_i  -  sum_{h in g} sc_h * offset * S_h
 //     mint_g = sum_{h in g} m_h * S_h                        (Q2_K / Q4_K / Q5_K mins, else 0)
 //   (S_h: the activation sums of q8_act.h; sc_h, m_h: the half-group's scale and min, Q4_K / Q5_K /
-//   IQ4_XS giving both halves of a group the group's, IQ4_XS sc = ls - 32), exact in int32. Then,
-//   in f32, per lane g of eight:
+//   IQ4_XS / IQ3_* giving both halves of a group the group's: IQ4_XS sc = ls - 32, IQ3_XXS and IQ3_S
+//   sc = 2s + 1), exact in int32. Then, in f32, per lane g of eight (d: the super-block scale,
+//   IQ3_XXS d / 4, exact):
 //     acc_g  = fma(float(isum_g) * dx_g, d, acc_g);  accm_g = fma(float(mint_g) * dx_g, dmin, accm_g)
 //   over the super-blocks, and the result is hsum8(acc - accm), hsum8 adding lanes (0+4, 1+5, 2+6,
 //   3+7), then (0+2, 1+3), then (0+1).
@@ -41,7 +42,8 @@ using DotQ8Fn = void (*)(const void* row, const Q8ActView& x, float* y, int64_t 
 
 // X(type suffix): the types with int8-activation kernels.
 #define STRATA_CPU_Q8_TYPES(X) \
-  X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(iq4_nl) X(q2_k) X(q3_k) X(q4_k) X(q5_k) X(q6_k) X(iq4_xs)
+  X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(iq4_nl) X(q2_k) X(q3_k) X(q4_k) X(q5_k) X(q6_k) X(iq4_xs) \
+      X(iq3_xxs) X(iq3_s)
 
 #define STRATA_DECLARE_Q8_KERNELS(t)                                                        \
   void dot_q8_##t##_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_stride); \

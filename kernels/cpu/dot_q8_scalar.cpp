@@ -107,6 +107,48 @@ void decode_k(const BlockIQ4_XS& b, KDecoded* o) {
   }
 }
 
+// IQ3_XXS group g of 32: 8 grid indices qs[8g..8g+7] (4 elements each, in order), then at qs[64 +
+// 4g] a u32: four 7-bit ksigns indices (one per 8 elements) and s in bits 28-31. The value is
+// d * (0.5 + s) * 0.5 * grid * sign = (d / 4) * (2s + 1) * grid * sign: sc = 2s + 1 and d / 4
+// (exact in f32) as the super-block scale.
+void decode_k(const BlockIQ3_XXS& b, KDecoded* o) {
+  o->d = 0.25f * f16_to_f32(b.d), o->dmin = 0;
+  for (int g = 0; g < 8; ++g) {
+    uint32_t meta;
+    std::memcpy(&meta, b.qs + kQK_K / 4 + 4 * g, sizeof meta);
+    for (int h = 2 * g; h < 2 * g + 2; ++h) {
+      o->s.sc[h] = int16_t(2 * (meta >> 28) + 1);
+      o->s.off_sc[h] = o->s.m[h] = 0;
+    }
+    for (int i = 0; i < 32; ++i) {
+      const uint32_t grid = kIq3xxsGrid.v[b.qs[8 * g + i / 4]];
+      const unsigned signs = kKsignsIq2xs.v[(meta >> (7 * (i / 8))) & 127];
+      const int mag = int((grid >> (8 * (i % 4))) & 255);
+      o->u[32 * g + i] = int16_t((signs >> (i % 8)) & 1 ? -mag : mag);
+    }
+  }
+}
+
+// IQ3_S group g of 32: 9-bit grid indices qs[8g + k] | bit k of qh[g] << 8 (4 elements each),
+// sign bits signs[4g..4g+3] (bit j of byte l: element 8l + j), s = nibble g of scales; the value
+// is d * (1 + 2s) * grid * sign.
+void decode_k(const BlockIQ3_S& b, KDecoded* o) {
+  o->d = f16_to_f32(b.d), o->dmin = 0;
+  for (int g = 0; g < 8; ++g) {
+    const int s = (b.scales[g / 2] >> (4 * (g % 2))) & 15;
+    for (int h = 2 * g; h < 2 * g + 2; ++h) {
+      o->s.sc[h] = int16_t(2 * s + 1);
+      o->s.off_sc[h] = o->s.m[h] = 0;
+    }
+    for (int i = 0; i < 32; ++i) {
+      const int k = i / 4;
+      const uint32_t grid = kIq3sGrid.v[b.qs[8 * g + k] | (((b.qh[g] >> k) & 1u) << 8)];
+      const int mag = int((grid >> (8 * (i % 4))) & 255);
+      o->u[32 * g + i] = int16_t((b.signs[4 * g + i / 8] >> (i % 8)) & 1 ? -mag : mag);
+    }
+  }
+}
+
 float hsum8(const float* v) {
   const float a0 = v[0] + v[4], a1 = v[1] + v[5], a2 = v[2] + v[6], a3 = v[3] + v[7];
   const float b0 = a0 + a2, b1 = a1 + a3;
@@ -230,7 +272,8 @@ struct Q8Row {
 constexpr Q8Row kQ8Rows[] = {STRATA_Q8_ROW(Q4_0, q4_0),     STRATA_Q8_ROW(Q4_1, q4_1), STRATA_Q8_ROW(Q5_0, q5_0),
                              STRATA_Q8_ROW(Q5_1, q5_1),     STRATA_Q8_ROW(Q8_0, q8_0), STRATA_Q8_ROW(IQ4_NL, iq4_nl),
                              STRATA_Q8_ROW(Q2_K, q2_k),     STRATA_Q8_ROW(Q3_K, q3_k), STRATA_Q8_ROW(Q4_K, q4_k),
-                             STRATA_Q8_ROW(Q5_K, q5_k),     STRATA_Q8_ROW(Q6_K, q6_k), STRATA_Q8_ROW(IQ4_XS, iq4_xs)};
+                             STRATA_Q8_ROW(Q5_K, q5_k),     STRATA_Q8_ROW(Q6_K, q6_k), STRATA_Q8_ROW(IQ4_XS, iq4_xs),
+                             STRATA_Q8_ROW(IQ3_XXS, iq3_xxs), STRATA_Q8_ROW(IQ3_S, iq3_s)};
 #undef STRATA_Q8_ROW
 
 const Q8Row* q8_row(GgmlType type) {
@@ -272,6 +315,8 @@ void dot_q8_q4_k_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys)
 void dot_q8_q5_k_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockQ5_K>(r, x, y, ys); }
 void dot_q8_q6_k_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockQ6_K>(r, x, y, ys); }
 void dot_q8_iq4_xs_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockIQ4_XS>(r, x, y, ys); }
+void dot_q8_iq3_xxs_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockIQ3_XXS>(r, x, y, ys); }
+void dot_q8_iq3_s_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockIQ3_S>(r, x, y, ys); }
 
 const char* q8_isa_name(Q8Isa isa) {
   switch (isa) {
