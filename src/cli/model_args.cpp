@@ -25,7 +25,8 @@ void ModelArgs::add_to(CLI::App* sub) {
   sub->add_option("-b,--ubatch", ubatch, "Tokens per prefill chunk")->capture_default_str()->check(CLI::Range(1, 65536));
   sub->add_option("--cpu-matmul", cpu_matmul,
                   "CPU engine: exact (f32 activations, the reference) or int8 (decode and verification rows "
-                  "with int8-rounded activations for q4_0, q8_0, q3_K..q6_K: faster, not exact)")
+                  "with int8-rounded activations for q4_0..q8_0, q2_K..q6_K, iq4_nl, iq4_xs, iq3_xxs, iq3_s: faster, "
+                  "not exact)")
       ->capture_default_str();
   sub->add_option("--device", device, "Where to run: auto (the GPU when there is one), cpu, cuda")
       ->capture_default_str();
