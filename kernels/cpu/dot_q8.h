@@ -20,9 +20,9 @@
 // - Blocks of 32 (scale d_w; codes w in element order: signed for Q4_0 (q - 8), Q5_0 (q - 16), Q8_0
 //   and IQ4_NL (kValuesIq4nl[q]); unsigned q for Q4_1 / Q5_1): lane j of eight is the int32 sum
 //   over elements 4j..4j+3 of w_i * xq_i, and acc_j = fma(float(lane_j), d_w * dx, acc_j) over the
-//   blocks. Q4_1 / Q5_1 add their min m through the block's activation sum, in one f32 accumulator
-//   per column: accm = fma(float(S_2b + S_2b+1), m * dx, accm). The result is hsum8(acc) + accm
-//   (accm only for Q4_1 / Q5_1).
+//   blocks. Q4_1 / Q5_1 add their min m_b through block b's activation sum, in eight more f32 lanes
+//   per column, block b in lane b mod 8: accm = fma(float(S_2b + S_2b+1), m_b * dx_b, accm). The
+//   result is hsum8(acc), plus hsum8(accm) for Q4_1 / Q5_1.
 // So a SIMD kernel equals the scalar one exactly (the tests require it) and differs from
 // dequantise-then-dot on the same int8-rounded activations only by f32 rounding.
 //

@@ -242,7 +242,7 @@ void decode_legacy(const BlockIQ4_NL& b, LegacyDecoded* o) {
 template <typename Block, bool kMin>
 void dot_legacy_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_stride) {
   const Block* blocks = static_cast<const Block*>(row);
-  float acc[kQ8MaxCols][8] = {}, accm[kQ8MaxCols] = {};
+  float acc[kQ8MaxCols][8] = {}, accm[kQ8MaxCols][8] = {};
   LegacyDecoded ld;
   for (int64_t b = 0; b < x.n / kQK; ++b) {
     decode_legacy(blocks[b], &ld);
@@ -257,11 +257,11 @@ void dot_legacy_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_
       }
       if (kMin) {
         const int16_t* sx = x.col_s(c) + 2 * b;
-        accm[c] = std::fma(float(int32_t(sx[0]) + sx[1]), ld.m * dx, accm[c]);
+        accm[c][b % 8] = std::fma(float(int32_t(sx[0]) + sx[1]), ld.m * dx, accm[c][b % 8]);
       }
     }
   }
-  for (int c = 0; c < x.n_col; ++c) y[c * y_stride] = kMin ? hsum8(acc[c]) + accm[c] : hsum8(acc[c]);
+  for (int c = 0; c < x.n_col; ++c) y[c * y_stride] = kMin ? hsum8(acc[c]) + hsum8(accm[c]) : hsum8(acc[c]);
 }
 
 struct Q8Row {
