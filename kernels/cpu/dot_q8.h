@@ -1,19 +1,28 @@
 // Dot products of quantised weight rows with int8 activations (q8_act.h), for decode and
 // speculative verify: one call computes one weight row against 1..16 activation columns, decoding
-// each weight block once for all of them. Types: Q4_0, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K (the others
-// have no int8 path: has_dot_q8() is false and callers use the exact f32 kernels, quant_kernels.h).
+// each weight block once for all of them. Types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL (blocks of
+// 32), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ3_XXS, IQ3_S (super-blocks of 256). The others
+// have no int8 path: has_dot_q8() is false and callers use the exact f32 kernels, quant_kernels.h.
 //
 // The arithmetic, shared bit for bit by the scalar reference and every SIMD kernel:
 // - K types (256-element super-blocks; 16 half-groups h of 16, 8 groups g of 32): the weight codes
-//   are made unsigned (u = q + offset: Q6_K 32, Q3_K 4, Q4_K/Q5_K 0) and per group
+//   are made unsigned (u = q + offset: Q6_K 32, Q3_K 4, Q2_K/Q4_K/Q5_K 0; the i-quants keep signed
+//   values as u, offset 0: IQ4_XS kValuesIq4nl[q], IQ3_XXS / IQ3_S grid * sign) and per group
 //     isum_g = sum_{h in g} sc_h * sum_{i in h} u_i * xq_i  -  sum_{h in g} sc_h * offset * S_h
-//     mint_g = sum_{h in g} m_h * S_h                        (Q4_K / Q5_K mins, else 0)
-//   (S_h: the activation sums of q8_act.h), exact in int32. Then, in f32, per lane g of eight:
+//     mint_g = sum_{h in g} m_h * S_h                        (Q2_K / Q4_K / Q5_K mins, else 0)
+//   (S_h: the activation sums of q8_act.h; sc_h, m_h: the half-group's scale and min, Q4_K / Q5_K /
+//   IQ4_XS / IQ3_* giving both halves of a group the group's: IQ4_XS sc = ls - 32, IQ3_XXS and IQ3_S
+//   sc = 2s + 1), exact in int32. Then, in f32, per lane g of eight (d: the super-block scale,
+//   IQ3_XXS d / 4, exact):
 //     acc_g  = fma(float(isum_g) * dx_g, d, acc_g);  accm_g = fma(float(mint_g) * dx_g, dmin, accm_g)
 //   over the super-blocks, and the result is hsum8(acc - accm), hsum8 adding lanes (0+4, 1+5, 2+6,
 //   3+7), then (0+2, 1+3), then (0+1).
-// - Q4_0 / Q8_0 (blocks of 32, signed codes w): lane j of eight is the int32 sum over elements
-//   4j..4j+3 of w_i * xq_i, and acc_j = fma(float(lane_j), d_w * dx, acc_j); result hsum8(acc).
+// - Blocks of 32 (scale d_w; codes w in element order: signed for Q4_0 (q - 8), Q5_0 (q - 16), Q8_0
+//   and IQ4_NL (kValuesIq4nl[q]); unsigned q for Q4_1 / Q5_1): lane j of eight is the int32 sum
+//   over elements 4j..4j+3 of w_i * xq_i, and acc_j = fma(float(lane_j), d_w * dx, acc_j) over the
+//   blocks. Q4_1 / Q5_1 add their min m_b through block b's activation sum, in eight more f32 lanes
+//   per column, block b in lane b mod 8: accm = fma(float(S_2b + S_2b+1), m_b * dx_b, accm). The
+//   result is hsum8(acc), plus hsum8(accm) for Q4_1 / Q5_1.
 // So a SIMD kernel equals the scalar one exactly (the tests require it) and differs from
 // dequantise-then-dot on the same int8-rounded activations only by f32 rounding.
 //
@@ -32,7 +41,9 @@ namespace strata::kernels::cpu {
 using DotQ8Fn = void (*)(const void* row, const Q8ActView& x, float* y, int64_t y_stride);
 
 // X(type suffix): the types with int8-activation kernels.
-#define STRATA_CPU_Q8_TYPES(X) X(q4_0) X(q8_0) X(q3_k) X(q4_k) X(q5_k) X(q6_k)
+#define STRATA_CPU_Q8_TYPES(X) \
+  X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(iq4_nl) X(q2_k) X(q3_k) X(q4_k) X(q5_k) X(q6_k) X(iq4_xs) \
+      X(iq3_xxs) X(iq3_s)
 
 #define STRATA_DECLARE_Q8_KERNELS(t)                                                        \
   void dot_q8_##t##_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_stride); \

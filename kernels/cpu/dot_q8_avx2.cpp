@@ -15,6 +15,7 @@
 
 #include "kernels/cpu/dot_q8.h"
 #include "kernels/cpu/quant/blocks.h"
+#include "kernels/cpu/quant/iq_grids.h"
 
 #define STRATA_Q8_NAME(t) dot_q8_##t##_avx2
 #include "kernels/cpu/dot_q8_x86.inc"

@@ -14,13 +14,15 @@
 #include "kernels/cpu/dot_q8.h"
 #include "kernels/cpu/dot_q8_scales.h"
 #include "kernels/cpu/quant/blocks.h"
+#include "kernels/cpu/quant/iq_grids.h"
 
 namespace strata::kernels::cpu {
 namespace {
 
-// One K super-block in the integer form: u[256] unsigned codes (element order), scales, d, dmin.
+// One K super-block in the integer form: u[256] codes in element order (unsigned, IQ4_XS's signed
+// levels), scales, d, dmin.
 struct KDecoded {
-  uint8_t u[kQK_K];
+  int16_t u[kQK_K];
   KScales16 s;
   float d, dmin;
 };
@@ -74,6 +76,79 @@ void decode_k(const BlockQ3_K& b, KDecoded* o) {
       }
 }
 
+// Element 128h + 32j + p: 2 bits from qs[32h + p] at bit 2j (the plane order of Q3_K); half-group
+// i: scale = low nibble of scales[i], min = high nibble.
+void decode_k(const BlockQ2_K& b, KDecoded* o) {
+  o->d = f16_to_f32(b.d), o->dmin = f16_to_f32(b.dmin);
+  for (int i = 0; i < 16; ++i) {
+    o->s.sc[i] = int16_t(b.scales[i] & 15);
+    o->s.m[i] = int16_t(b.scales[i] >> 4);
+    o->s.off_sc[i] = 0;
+  }
+  for (int h = 0; h < 2; ++h)
+    for (int j = 0; j < 4; ++j)
+      for (int p = 0; p < 32; ++p) o->u[128 * h + 32 * j + p] = int16_t((b.qs[32 * h + p] >> (2 * j)) & 3);
+}
+
+// Group g of 32: scale ls - 32 (ls: nibble g of scales_l, 2 bits of scales_h at 2g), levels of
+// kValuesIq4nl in IQ4_NL's nibble order.
+void decode_k(const BlockIQ4_XS& b, KDecoded* o) {
+  o->d = f16_to_f32(b.d), o->dmin = 0;
+  for (int g = 0; g < 8; ++g) {
+    const int ls = ((b.scales_l[g / 2] >> (4 * (g % 2))) & 15) | (((b.scales_h >> (2 * g)) & 3) << 4);
+    for (int h = 2 * g; h < 2 * g + 2; ++h) {
+      o->s.sc[h] = int16_t(ls - 32);
+      o->s.off_sc[h] = o->s.m[h] = 0;
+    }
+    for (int l = 0; l < 16; ++l) {
+      o->u[32 * g + l] = kValuesIq4nl[b.qs[16 * g + l] & 15];
+      o->u[32 * g + 16 + l] = kValuesIq4nl[b.qs[16 * g + l] >> 4];
+    }
+  }
+}
+
+// IQ3_XXS group g of 32: 8 grid indices qs[8g..8g+7] (4 elements each, in order), then at qs[64 +
+// 4g] a u32: four 7-bit ksigns indices (one per 8 elements) and s in bits 28-31. The value is
+// d * (0.5 + s) * 0.5 * grid * sign = (d / 4) * (2s + 1) * grid * sign: sc = 2s + 1 and d / 4
+// (exact in f32) as the super-block scale.
+void decode_k(const BlockIQ3_XXS& b, KDecoded* o) {
+  o->d = 0.25f * f16_to_f32(b.d), o->dmin = 0;
+  for (int g = 0; g < 8; ++g) {
+    uint32_t meta;
+    std::memcpy(&meta, b.qs + kQK_K / 4 + 4 * g, sizeof meta);
+    for (int h = 2 * g; h < 2 * g + 2; ++h) {
+      o->s.sc[h] = int16_t(2 * (meta >> 28) + 1);
+      o->s.off_sc[h] = o->s.m[h] = 0;
+    }
+    for (int i = 0; i < 32; ++i) {
+      const uint32_t grid = kIq3xxsGrid.v[b.qs[8 * g + i / 4]];
+      const unsigned signs = kKsignsIq2xs.v[(meta >> (7 * (i / 8))) & 127];
+      const int mag = int((grid >> (8 * (i % 4))) & 255);
+      o->u[32 * g + i] = int16_t((signs >> (i % 8)) & 1 ? -mag : mag);
+    }
+  }
+}
+
+// IQ3_S group g of 32: 9-bit grid indices qs[8g + k] | bit k of qh[g] << 8 (4 elements each),
+// sign bits signs[4g..4g+3] (bit j of byte l: element 8l + j), s = nibble g of scales; the value
+// is d * (1 + 2s) * grid * sign.
+void decode_k(const BlockIQ3_S& b, KDecoded* o) {
+  o->d = f16_to_f32(b.d), o->dmin = 0;
+  for (int g = 0; g < 8; ++g) {
+    const int s = (b.scales[g / 2] >> (4 * (g % 2))) & 15;
+    for (int h = 2 * g; h < 2 * g + 2; ++h) {
+      o->s.sc[h] = int16_t(2 * s + 1);
+      o->s.off_sc[h] = o->s.m[h] = 0;
+    }
+    for (int i = 0; i < 32; ++i) {
+      const int k = i / 4;
+      const uint32_t grid = kIq3sGrid.v[b.qs[8 * g + k] | (((b.qh[g] >> k) & 1u) << 8)];
+      const int mag = int((grid >> (8 * (i % 4))) & 255);
+      o->u[32 * g + i] = int16_t((b.signs[4 * g + i / 8] >> (i % 8)) & 1 ? -mag : mag);
+    }
+  }
+}
+
 float hsum8(const float* v) {
   const float a0 = v[0] + v[4], a1 = v[1] + v[5], a2 = v[2] + v[6], a3 = v[3] + v[7];
   const float b0 = a0 + a2, b1 = a1 + a3;
@@ -112,37 +187,81 @@ void dot_k_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_strid
   }
 }
 
-// Legacy blocks of 32 as signed codes in element order, and their f32 scale.
-float decode_legacy(const BlockQ4_0& b, int8_t* w) {
-  for (int l = 0; l < 16; ++l) {
-    w[l] = int8_t((b.qs[l] & 15) - 8);
-    w[l + 16] = int8_t((b.qs[l] >> 4) - 8);
-  }
-  return f16_to_f32(b.d);
+// Blocks of 32: codes in element order (signed, or unsigned for the types with a min), d, min.
+struct LegacyDecoded {
+  int8_t w[kQK];
+  float d, m = 0;
+};
+
+// The 5th bits of Q5_0 / Q5_1: bit i of qh (a little-endian u32) belongs to element i.
+uint32_t q5_high(const uint8_t* qh) {
+  return uint32_t(qh[0]) | (uint32_t(qh[1]) << 8) | (uint32_t(qh[2]) << 16) | (uint32_t(qh[3]) << 24);
 }
-float decode_legacy(const BlockQ8_0& b, int8_t* w) {
-  std::memcpy(w, b.qs, kQK);
-  return f16_to_f32(b.d);
+// Nibble order of Q4_0 and kin: element l < 16 the low nibble of qs[l], element l + 16 the high one.
+void nibbles(const uint8_t* qs, int* u) {
+  for (int l = 0; l < 16; ++l) u[l] = qs[l] & 15, u[l + 16] = qs[l] >> 4;
 }
 
-template <typename Block>
+void decode_legacy(const BlockQ4_0& b, LegacyDecoded* o) {
+  int u[kQK];
+  nibbles(b.qs, u);
+  for (int i = 0; i < kQK; ++i) o->w[i] = int8_t(u[i] - 8);
+  o->d = f16_to_f32(b.d);
+}
+void decode_legacy(const BlockQ4_1& b, LegacyDecoded* o) {
+  int u[kQK];
+  nibbles(b.qs, u);
+  for (int i = 0; i < kQK; ++i) o->w[i] = int8_t(u[i]);
+  o->d = f16_to_f32(b.d), o->m = f16_to_f32(b.m);
+}
+void decode_legacy(const BlockQ5_0& b, LegacyDecoded* o) {
+  int u[kQK];
+  nibbles(b.qs, u);
+  const uint32_t qh = q5_high(b.qh);
+  for (int i = 0; i < kQK; ++i) o->w[i] = int8_t((u[i] | int((qh >> i) & 1) << 4) - 16);
+  o->d = f16_to_f32(b.d);
+}
+void decode_legacy(const BlockQ5_1& b, LegacyDecoded* o) {
+  int u[kQK];
+  nibbles(b.qs, u);
+  const uint32_t qh = q5_high(b.qh);
+  for (int i = 0; i < kQK; ++i) o->w[i] = int8_t(u[i] | int((qh >> i) & 1) << 4);
+  o->d = f16_to_f32(b.d), o->m = f16_to_f32(b.m);
+}
+void decode_legacy(const BlockQ8_0& b, LegacyDecoded* o) {
+  std::memcpy(o->w, b.qs, kQK);
+  o->d = f16_to_f32(b.d);
+}
+void decode_legacy(const BlockIQ4_NL& b, LegacyDecoded* o) {
+  int u[kQK];
+  nibbles(b.qs, u);
+  for (int i = 0; i < kQK; ++i) o->w[i] = kValuesIq4nl[u[i]];
+  o->d = f16_to_f32(b.d);
+}
+
+template <typename Block, bool kMin>
 void dot_legacy_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_stride) {
   const Block* blocks = static_cast<const Block*>(row);
-  float acc[kQ8MaxCols][8] = {};
-  int8_t w[kQK];
+  float acc[kQ8MaxCols][8] = {}, accm[kQ8MaxCols][8] = {};
+  LegacyDecoded ld;
   for (int64_t b = 0; b < x.n / kQK; ++b) {
-    const float dw = decode_legacy(blocks[b], w);
+    decode_legacy(blocks[b], &ld);
     for (int c = 0; c < x.n_col; ++c) {
       const int8_t* xq = x.col_q(c) + b * kQK;
-      const float dwx = dw * x.col_d(c)[b];
+      const float dx = x.col_d(c)[b];
+      const float dwx = ld.d * dx;
       for (int j = 0; j < 8; ++j) {
         int32_t lane = 0;
-        for (int i = 4 * j; i < 4 * j + 4; ++i) lane += int32_t(w[i]) * xq[i];
+        for (int i = 4 * j; i < 4 * j + 4; ++i) lane += int32_t(ld.w[i]) * xq[i];
         acc[c][j] = std::fma(float(lane), dwx, acc[c][j]);
+      }
+      if (kMin) {
+        const int16_t* sx = x.col_s(c) + 2 * b;
+        accm[c][b % 8] = std::fma(float(int32_t(sx[0]) + sx[1]), ld.m * dx, accm[c][b % 8]);
       }
     }
   }
-  for (int c = 0; c < x.n_col; ++c) y[c * y_stride] = hsum8(acc[c]);
+  for (int c = 0; c < x.n_col; ++c) y[c * y_stride] = kMin ? hsum8(acc[c]) + hsum8(accm[c]) : hsum8(acc[c]);
 }
 
 struct Q8Row {
@@ -150,8 +269,11 @@ struct Q8Row {
   DotQ8Fn fn[kQ8IsaCount];
 };
 #define STRATA_Q8_ROW(T, t) {GgmlType::T, {dot_q8_##t##_scalar, dot_q8_##t##_avx2, dot_q8_##t##_avxvnni, dot_q8_##t##_avx512vnni}}
-constexpr Q8Row kQ8Rows[] = {STRATA_Q8_ROW(Q4_0, q4_0), STRATA_Q8_ROW(Q8_0, q8_0), STRATA_Q8_ROW(Q3_K, q3_k),
-                             STRATA_Q8_ROW(Q4_K, q4_k), STRATA_Q8_ROW(Q5_K, q5_k), STRATA_Q8_ROW(Q6_K, q6_k)};
+constexpr Q8Row kQ8Rows[] = {STRATA_Q8_ROW(Q4_0, q4_0),     STRATA_Q8_ROW(Q4_1, q4_1), STRATA_Q8_ROW(Q5_0, q5_0),
+                             STRATA_Q8_ROW(Q5_1, q5_1),     STRATA_Q8_ROW(Q8_0, q8_0), STRATA_Q8_ROW(IQ4_NL, iq4_nl),
+                             STRATA_Q8_ROW(Q2_K, q2_k),     STRATA_Q8_ROW(Q3_K, q3_k), STRATA_Q8_ROW(Q4_K, q4_k),
+                             STRATA_Q8_ROW(Q5_K, q5_k),     STRATA_Q8_ROW(Q6_K, q6_k), STRATA_Q8_ROW(IQ4_XS, iq4_xs),
+                             STRATA_Q8_ROW(IQ3_XXS, iq3_xxs), STRATA_Q8_ROW(IQ3_S, iq3_s)};
 #undef STRATA_Q8_ROW
 
 const Q8Row* q8_row(GgmlType type) {
@@ -181,12 +303,20 @@ const VnniFlags& vnni() {
 
 }  // namespace
 
-void dot_q8_q4_0_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_legacy_scalar<BlockQ4_0>(r, x, y, ys); }
-void dot_q8_q8_0_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_legacy_scalar<BlockQ8_0>(r, x, y, ys); }
+void dot_q8_q4_0_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_legacy_scalar<BlockQ4_0, false>(r, x, y, ys); }
+void dot_q8_q4_1_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_legacy_scalar<BlockQ4_1, true>(r, x, y, ys); }
+void dot_q8_q5_0_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_legacy_scalar<BlockQ5_0, false>(r, x, y, ys); }
+void dot_q8_q5_1_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_legacy_scalar<BlockQ5_1, true>(r, x, y, ys); }
+void dot_q8_q8_0_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_legacy_scalar<BlockQ8_0, false>(r, x, y, ys); }
+void dot_q8_iq4_nl_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_legacy_scalar<BlockIQ4_NL, false>(r, x, y, ys); }
+void dot_q8_q2_k_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockQ2_K>(r, x, y, ys); }
 void dot_q8_q3_k_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockQ3_K>(r, x, y, ys); }
 void dot_q8_q4_k_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockQ4_K>(r, x, y, ys); }
 void dot_q8_q5_k_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockQ5_K>(r, x, y, ys); }
 void dot_q8_q6_k_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockQ6_K>(r, x, y, ys); }
+void dot_q8_iq4_xs_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockIQ4_XS>(r, x, y, ys); }
+void dot_q8_iq3_xxs_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockIQ3_XXS>(r, x, y, ys); }
+void dot_q8_iq3_s_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockIQ3_S>(r, x, y, ys); }
 
 const char* q8_isa_name(Q8Isa isa) {
   switch (isa) {

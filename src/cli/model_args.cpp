@@ -32,7 +32,8 @@ void ModelArgs::add_to(CLI::App* sub) {
       ->default_str("auto");
   sub->add_option("--cpu-matmul", cpu_matmul,
                   "CPU engine: exact (f32 activations, the reference) or int8 (decode and verification rows "
-                  "with int8-rounded activations for q4_0, q8_0, q3_K..q6_K: faster, not exact)")
+                  "with int8-rounded activations for q4_0..q8_0, q2_K..q6_K, iq4_nl, iq4_xs, iq3_xxs, iq3_s: faster, "
+                  "not exact)")
       ->capture_default_str();
   sub->add_option("--device", device, "Where to run: auto (the GPU when there is one), cpu, cuda")
       ->capture_default_str();

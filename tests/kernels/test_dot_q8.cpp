@@ -35,8 +35,10 @@ using namespace strata;
 using namespace strata::kernels;
 using namespace strata::kernels::cpu;
 
-const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q3_K,
-                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                           GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K,
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS,
+                           GgmlType::IQ3_XXS, GgmlType::IQ3_S};
 
 constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 
@@ -66,7 +68,36 @@ std::vector<uint8_t> make_rows(GgmlType type, int64_t n, int64_t rows, Rng& rng)
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-int64_t block_elems(GgmlType t) { return t == GgmlType::Q4_0 || t == GgmlType::Q8_0 ? 32 : 256; }
+int64_t block_elems(GgmlType t) { return int64_t(ggml_type_info(t).block_size); }
+
+// Byte offsets of the f16 scale fields (d, and m / dmin) in one block (kernels/cpu/quant/blocks.h).
+std::vector<int> f16_fields(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: return {0, 2};
+    case GgmlType::Q2_K: return {80, 82};
+    case GgmlType::Q3_K: return {108};
+    case GgmlType::Q6_K: return {208};
+    default: return {0};
+  }
+}
+
+// Rows of random bytes: every code, scale and min pattern the format allows (Q8_0 -128, Q3_K's
+// and Q6_K's most negative sub-scales, the largest 6-bit K scales and mins, all IQ4 levels), with
+// the f16 fields set to finite extremes: the largest f16, the smallest subnormal, zero, and
+// ordinary values, of either sign.
+std::vector<uint8_t> make_raw_rows(GgmlType t, int64_t n, int64_t rows, Rng& rng) {
+  const uint64_t rb = ggml_row_bytes(t, uint64_t(n));
+  std::vector<uint8_t> w(rb * uint64_t(rows));
+  for (auto& b : w) b = uint8_t(rng.next_u32() >> 24);
+  const uint16_t kF16[] = {0x7bff, 0x0001, 0x0000, 0x3c00, 0x2e66, 0x1400};
+  const size_t bytes = ggml_type_info(t).type_size;
+  for (size_t blk = 0; blk < w.size() / bytes; ++blk)
+    for (int off : f16_fields(t)) {
+      const uint16_t h = uint16_t(kF16[rng.next_u32() % 6] | ((rng.next_u32() & 1u) << 15));
+      std::memcpy(w.data() + blk * bytes + size_t(off), &h, 2);
+    }
+  return w;
+}
 
 }  // namespace
 
@@ -167,6 +198,73 @@ TEST_CASE("int8 dot: every ISA equals the scalar reference bit for bit, 1..16 co
   }
 }
 
+TEST_CASE("int8 dot: every ISA equals the scalar reference on random-bytes blocks and saturated activations", "[q8]") {
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (GgmlType t : kTypes) {
+    INFO("type " << ggml_type_info(t).name);
+    // Blocks of 32: 67 blocks, so the Q4_1 / Q5_1 min pass (8 blocks at a time) has a tail.
+    const int64_t n = block_elems(t) == 32 ? 2144 : 2048;
+    for (int n_col = 1; n_col <= kQ8MaxCols; ++n_col) {
+      INFO("cols " << n_col);
+      auto w = make_raw_rows(t, n, 1, rng);
+      auto x = make_x(n * n_col, rng, false);
+      // Column 0 all +-max (every code +-127, every half-group sum +-2032 or mixed): the largest
+      // u8 x s8 pair sums the AVX2 path sees.
+      for (int64_t i = 0; i < n; ++i) x[size_t(i)] = (rng.next_u32() & 1u) ? 1.0f : -1.0f;
+      if (n_col > 1)
+        for (int64_t i = 0; i < n; ++i) x[size_t(n + i)] = 3.0f;
+      Q8Buffer q(x, n, n_col);
+      std::vector<float> ys(size_t(n_col), kPoison);
+      dot_q8_kernel(t, Q8Isa::scalar)(w.data(), q.view, ys.data(), 1);
+      for (int c = 0; c < n_col; ++c) REQUIRE(std::isfinite(ys[size_t(c)]));
+      for (int isa = 1; isa < kQ8IsaCount; ++isa) {
+        const DotQ8Fn fn = dot_q8_kernel(t, Q8Isa(isa));
+        if (!fn || !q8_isa_supported(Q8Isa(isa))) continue;
+        INFO("isa " << q8_isa_name(Q8Isa(isa)));
+        std::vector<float> yv(size_t(n_col), kPoison);
+        fn(w.data(), q.view, yv.data(), 1);
+        for (int c = 0; c < n_col; ++c) {
+          INFO("col " << c << " scalar " << ys[size_t(c)] << " simd " << yv[size_t(c)]);
+          REQUIRE(same_bits(ys[size_t(c)], yv[size_t(c)]));
+        }
+      }
+    }
+  }
+}
+
+// The random-bytes blocks against dequantise-then-dot too (the scalar decoders read every field).
+TEST_CASE("int8 dot: scalar reference matches dequantise-then-dot on random-bytes blocks", "[q8]") {
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (GgmlType t : kTypes) {
+    INFO("type " << ggml_type_info(t).name);
+    const auto* k = quant_kernels(t);
+    const int64_t n = block_elems(t) == 32 ? 1120 : 1024;  // 35 blocks of 32: a tail of 3 (see above)
+    const int n_col = 2;
+    auto w = make_raw_rows(t, n, 1, rng);
+    auto x = make_x(n * n_col, rng, false);
+    Q8Buffer q(x, n, n_col);
+    std::vector<float> wf(static_cast<size_t>(n));
+    k->dequantize(w.data(), wf.data(), n);
+    std::vector<float> y(n_col, kPoison);
+    dot_q8_kernel(t, Q8Isa::scalar)(w.data(), q.view, y.data(), 1);
+    for (int c = 0; c < n_col; ++c) {
+      double ref = 0, mag = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double p = double(wf[size_t(i)]) * double(q8_act_value(q.view, c, i));
+        ref += p;
+        mag += std::fabs(p);
+      }
+      const double tol = 8 * (double(n / block_elems(t)) + 8) * FLT_EPSILON * mag;
+      INFO("col " << c << " y " << y[c] << " ref " << ref << " tol " << tol);
+      REQUIRE(std::fabs(double(y[c]) - ref) <= tol);
+    }
+  }
+}
+
 TEST_CASE("int8 dot: multi-column results equal single-column ones", "[q8]") {
   const uint64_t seed = test::fresh_seed();
   INFO("seed " << seed);
@@ -197,7 +295,7 @@ TEST_CASE("matmul_q8: oneTBB rows and column chunks equal per-row kernel calls",
   const uint64_t seed = test::fresh_seed();
   INFO("seed " << seed);
   Rng rng(seed);
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::Q5_1, GgmlType::IQ4_XS}) {
     const int64_t n_in = 512, n_out = 301;
     auto wb = make_rows(t, n_in, n_out, rng);
     const WeightView w{wb.data(), t, n_in, n_out, ggml_row_bytes(t, uint64_t(n_in))};
@@ -242,6 +340,7 @@ TEST_CASE("int8 dot: best kernel honours the CPU and the STRATA_CPU cap", "[q8][
     if (c.empty() && cpu_features().avx2) REQUIRE(isa != Q8Isa::scalar);
     if (!c.empty()) REQUIRE_FALSE(q8_isa_supported(Q8Isa::avx_vnni));
   }
-  REQUIRE_FALSE(has_dot_q8(GgmlType::IQ4_XS));
+  REQUIRE_FALSE(has_dot_q8(GgmlType::IQ2_XXS));
+  REQUIRE_FALSE(has_dot_q8(GgmlType::F16));
   REQUIRE(best_dot_q8(GgmlType::F32) == nullptr);
 }
