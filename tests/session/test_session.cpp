@@ -198,7 +198,7 @@ TEST_CASE("session: generate --spec reports the plan that strata plan --spec mak
   }
 }
 
-TEST_CASE("session: -b auto keeps 512-token chunks under a VRAM budget and on the CPU engine; -b N wins", "[session]") {
+TEST_CASE("session: -b auto keeps 512-token chunks under a VRAM budget and on the CPU engine, and -b N wins", "[session]") {
   auto chunk = [](RunOptions o) -> uint32_t {
     auto s = Session::open_header(o);
     REQUIRE(s);
