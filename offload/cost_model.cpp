@@ -14,12 +14,21 @@ constexpr double kGpuLaunchS = 15e-6;       // kernel launches + event waits per
 constexpr double kCpuRoundTripS = 20e-6;    // activations to host and back per CPU block
 constexpr double kPrefillHostKvTile = 16;   // queries per pass over host-held KV in prefill
 // Fractions of the profile's GEMM ceiling (a cuBLAS bf16 GEMM) the engine's own paths reach, as
-// measured (H200, `strata bench decode` / `bench kernels`, 2026-12-02): a prefill chunk's matmuls
-// (weights dequantised to f16 tiles, then cuBLAS) 38-39% at 512-token chunks; tensor-core flash
-// attention over f16 / q4 KV 20-24% (q8 7%). Without them the model predicted 13001 tok/s for a
-// 128K prompt the engine prefills at 4352. Apply to every GPU until a profile measures its own.
-constexpr double kGemmEfficiency = 0.38;
+// measured (H200, `strata bench decode` / `bench kernels`, 2026-12-02): tensor-core flash attention
+// over f16 / q4 KV 20-24% (q8 7%), and a prefill chunk's matmuls (weights dequantised to f16
+// tiles, then cuBLAS) by the chunk's token count, gemm_efficiency. Without them the model predicted
+// 13001 tok/s for a 128K prompt the engine prefills at 4352. Apply to every GPU until a profile
+// measures its own.
 constexpr double kAttentionEfficiency = 0.21;
+
+// Every chunk dequantises each matrix once and cuBLAS runs wider at more columns: the resident
+// 27B's matmuls reached 40% of the bf16 ceiling at 512-token chunks and 64% at 4096 (a 4K prompt,
+// per-op trace, 2026-12-02); between them log-linear, beyond them flat.
+double gemm_efficiency(uint32_t chunk) {
+  constexpr double kAt512 = 0.40, kAt4096 = 0.64;
+  const double octaves = std::clamp(std::log2(std::max<double>(chunk, 1) / 512.0), 0.0, 3.0);
+  return kAt512 + (kAt4096 - kAt512) * octaves / 3.0;
+}
 
 // The decode GEMV's fraction of device read per weight type (the engine's path: GPU layout, int8
 // activations, dp4a, timed inside a CUDA graph as the engine runs it): `strata bench kernels` on
@@ -102,7 +111,7 @@ SweepCost sweep_cost(const ModelBlocks& m, const HardwareProfile& p, const Place
                      uint32_t l0, uint32_t l1, bool head, uint32_t batch, uint64_t pos, bool prefill) {
   SweepCost c;
   const double dev = p.device_read_gbps.value, ceiling = p.gpu_gemm_tflops.value * 1e12;
-  const double gemm = ceiling * kGemmEfficiency, att_rate = ceiling * kAttentionEfficiency;
+  const double gemm = ceiling * gemm_efficiency(batch), att_rate = ceiling * kAttentionEfficiency;
   auto block = [&](const WeightBlock& b, Tier t) {
     const double flops = 2.0 * double(b.params) * batch;
     const bool to_gpu_for_prefill = prefill && p.has_gpu();  // no GPU: prefill stays on the CPU
