@@ -131,37 +131,42 @@ TEST_CASE("int8 activations: codes, scales and sums", "[q8]") {
   REQUIRE(q.view.col_q(0)[70] == 0);
 }
 
+// The scalar int8 dot of one weight row w (n elements) with n_col activation columns x, against
+// dequantise-then-dot on the same int8-rounded activations in double: within an f32 bound.
+void check_scalar_vs_dequantised(GgmlType t, const std::vector<uint8_t>& w, int64_t n, int n_col,
+                                 const std::vector<float>& x) {
+  Q8Buffer q(x, n, n_col);
+  std::vector<float> wf(static_cast<size_t>(n));
+  quant_kernels(t)->dequantize(w.data(), wf.data(), n);
+  std::vector<float> y(n_col, kPoison);
+  dot_q8_kernel(t, Q8Isa::scalar)(w.data(), q.view, y.data(), 1);
+  const double blocks = double(n / block_elems(t));
+  for (int c = 0; c < n_col; ++c) {
+    double ref = 0, mag = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double p = double(wf[size_t(i)]) * double(q8_act_value(q.view, c, i));
+      ref += p;
+      mag += std::fabs(p);
+    }
+    const double tol = 8 * (blocks + 8) * FLT_EPSILON * mag;
+    INFO("col " << c << " y " << y[c] << " ref " << ref << " tol " << tol);
+    REQUIRE(std::isfinite(y[c]));
+    REQUIRE(std::fabs(double(y[c]) - ref) <= tol);
+  }
+}
+
 TEST_CASE("int8 dot: scalar reference matches dequantise-then-dot on the rounded activations", "[q8]") {
   const uint64_t seed = test::fresh_seed();
   INFO("seed " << seed);
   Rng rng(seed);
   for (GgmlType t : kTypes) {
     INFO("type " << ggml_type_info(t).name);
-    const auto* k = quant_kernels(t);
     for (int64_t n : {int64_t(256), int64_t(1024), int64_t(2048)}) {
       for (bool wide : {false, true}) {
         INFO("n " << n << " wide " << wide);
         const int n_col = 3;
         auto w = make_rows(t, n, 1, rng);
-        auto x = make_x(n * n_col, rng, wide);
-        Q8Buffer q(x, n, n_col);
-        std::vector<float> wf(static_cast<size_t>(n));
-        k->dequantize(w.data(), wf.data(), n);
-        std::vector<float> y(n_col, kPoison);
-        dot_q8_kernel(t, Q8Isa::scalar)(w.data(), q.view, y.data(), 1);
-        const double blocks = double(n / block_elems(t));
-        for (int c = 0; c < n_col; ++c) {
-          double ref = 0, mag = 0;
-          for (int64_t i = 0; i < n; ++i) {
-            const double p = double(wf[size_t(i)]) * double(q8_act_value(q.view, c, i));
-            ref += p;
-            mag += std::fabs(p);
-          }
-          const double tol = 8 * (blocks + 8) * FLT_EPSILON * mag;
-          INFO("col " << c << " y " << y[c] << " ref " << ref << " tol " << tol);
-          REQUIRE(std::isfinite(y[c]));
-          REQUIRE(std::fabs(double(y[c]) - ref) <= tol);
-        }
+        check_scalar_vs_dequantised(t, w, n, n_col, make_x(n * n_col, rng, wide));
       }
     }
   }
@@ -241,27 +246,10 @@ TEST_CASE("int8 dot: scalar reference matches dequantise-then-dot on random-byte
   Rng rng(seed);
   for (GgmlType t : kTypes) {
     INFO("type " << ggml_type_info(t).name);
-    const auto* k = quant_kernels(t);
     const int64_t n = block_elems(t) == 32 ? 1120 : 1024;  // 35 blocks of 32: a tail of 3 (see above)
     const int n_col = 2;
     auto w = make_raw_rows(t, n, 1, rng);
-    auto x = make_x(n * n_col, rng, false);
-    Q8Buffer q(x, n, n_col);
-    std::vector<float> wf(static_cast<size_t>(n));
-    k->dequantize(w.data(), wf.data(), n);
-    std::vector<float> y(n_col, kPoison);
-    dot_q8_kernel(t, Q8Isa::scalar)(w.data(), q.view, y.data(), 1);
-    for (int c = 0; c < n_col; ++c) {
-      double ref = 0, mag = 0;
-      for (int64_t i = 0; i < n; ++i) {
-        const double p = double(wf[size_t(i)]) * double(q8_act_value(q.view, c, i));
-        ref += p;
-        mag += std::fabs(p);
-      }
-      const double tol = 8 * (double(n / block_elems(t)) + 8) * FLT_EPSILON * mag;
-      INFO("col " << c << " y " << y[c] << " ref " << ref << " tol " << tol);
-      REQUIRE(std::fabs(double(y[c]) - ref) <= tol);
-    }
+    check_scalar_vs_dequantised(t, w, n, n_col, make_x(n * n_col, rng, false));
   }
 }
 
