@@ -115,7 +115,7 @@ class ServeProcess {
 // it arrives (return false to hang up mid-stream): a streamed request read chunk by chunk.
 inline void post_streaming(int port, std::string body, const std::function<bool(const char*, size_t)>& receive) {
   httplib::Client c("127.0.0.1", port);
-  c.set_read_timeout(120);
+  c.set_read_timeout(300);  // sanitizer builds on a loaded 2-core machine (see the SIGTERM test)
   httplib::Request req;
   req.method = "POST";
   req.path = "/v1/completions";
