@@ -33,12 +33,15 @@ Result<std::optional<uint32_t>> RunOptions::kv_host_layers() const {
   return std::optional<uint32_t>(n);
 }
 
+bool RunOptions::uses_gpu() const {
+  return !vram.empty() || device == "cuda" || (device == "auto" && !kernels::cuda::devices().empty());
+}
+
 Result<std::pair<GgmlType, GgmlType>> RunOptions::kv_types() const {
   // f16 on the GPU (as llama.cpp): half the VRAM of f32, and prefill attention runs on tensor
   // cores (f32 KV takes the scalar kernel: 3x slower on a 4K prompt of the 27B). The planner's
   // VRAM accounting under a budget assumes it too. f32 on the CPU engine, the exact reference.
-  const bool gpu = !vram.empty() || device == "cuda" || (device == "auto" && !kernels::cuda::devices().empty());
-  const GgmlType def = gpu ? GgmlType::F16 : GgmlType::F32;
+  const GgmlType def = uses_gpu() ? GgmlType::F16 : GgmlType::F32;
   auto parse = [&](const std::string& name, const char* flag, GgmlType fallback) -> Result<GgmlType> {
     if (name.empty()) return fallback;
     if (auto t = kv::kv_type_from_name(name)) return *t;

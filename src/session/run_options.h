@@ -36,7 +36,7 @@ struct RunOptions {
   // Tokens per prefill chunk (-b); kUbatchAuto: Session::forward_options picks (auto_ubatch).
   uint32_t ubatch = kUbatchAuto;
   // KV cache types: cache_type sets K and V, cache_type_k / _v override one each; empty: the
-  // default (f32, or f16 under a VRAM budget).
+  // default (f16 where the run uses the GPU, f32 on the CPU engine).
   std::string cache_type, cache_type_k, cache_type_v;
   std::string device = "auto";  // auto | cpu | cuda
   std::string cpu_matmul = "exact";  // exact | int8 (ForwardOptions::cpu_int8)
@@ -60,6 +60,9 @@ struct RunOptions {
 
   // K and V types after defaults. Error: a name other than f32, f16, q8 (q8_0), q4 (q4_1).
   Result<std::pair<GgmlType, GgmlType>> kv_types() const;
+  // Whether the engine will be the CUDA one: a VRAM budget, --device cuda, or auto with a GPU
+  // present (Session::open_engine's choice, made here for the defaults that depend on it).
+  bool uses_gpu() const;
   // kv_host as the planner takes it: nullopt = the planner decides; else a layer count
   // (offload::kAllKvLayers for all). Error: not none, auto, all or a number.
   Result<std::optional<uint32_t>> kv_host_layers() const;

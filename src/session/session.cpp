@@ -63,8 +63,7 @@ Result<const tokenizer::Tokenizer*> Session::tokenizer() {
 // a tenth of the free memory spare. Under a VRAM budget that memory would push weights out to the
 // stream, and the CPU engine gains nothing: both keep 512.
 uint32_t Session::auto_ubatch(const runtime::ForwardOptions& fo) const {
-  const bool gpu = opt_.vram.empty() && opt_.device != "cpu";
-  if (!gpu) return kDefaultUbatch;
+  if (!opt_.vram.empty() || !opt_.uses_gpu()) return kDefaultUbatch;
   const auto devs = kernels::cuda::devices();
   if (devs.empty()) return kDefaultUbatch;
   const model::ModelSpec& s = model_->spec;
