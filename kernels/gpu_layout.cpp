@@ -138,7 +138,8 @@ void tile_io(GgmlType t, uint8_t* tile, int g, Unpacked& u, bool write) {
     for (int s = 0; s < subs; ++s)
       for (int h = 0; h < 2; ++h)
         for (int i = 0; i < 4; ++i) {
-          const int e = elem(s, h, tt, i);
+          // s is the lane's slot; it holds sub-block s ^ 2 tt (gpu_layout.h: "Slots").
+          const int e = elem(subs == 8 ? s ^ (2 * tt) : s, h, tt, i);
           switch (t) {
             case GgmlType::Q8_0: {
               uint8_t* p = tile + L.qs + lane * 8 + 4 * h + i;

@@ -20,7 +20,17 @@
 // quant (q4_K 0..15, q5_K 0..31, q3_K 0..7 = low 2 bits | hmask bit << 2, value index q = code - 4,
 // q6_K 0..63, q = code - 32); q8_0 keeps its signed int8.
 //
-// Per-lane streams ([32 lanes][W bytes], lane L at L * W), then per-row streams ([8 rows][W]):
+// Slots (the K types, 8 sub-blocks per chunk): the per-lane streams below are written per slot j,
+// and lane t's slot j holds sub-block j ^ 2t (its elements E(j ^ 2t, h, i)). Why: the __dp4a
+// kernel sums each sub-block over its 4 lanes (so that it computes exactly what the MMA kernel
+// computes, gemv_gpu.cuh), and with this rotation that is a butterfly in which every lane sends
+// the same slots (4..7 to lane t ^ 2, then 2..3 to lane t ^ 1) and ends with the whole sums of
+// sub-blocks 2t and 2t + 1 in slots 0 and 1 -- no per-lane selects. The MMA kernel and the
+// dequantiser undo the rotation in registers once per tile (word swaps). Per-row streams (scales,
+// d) are not rotated.
+//
+// Per-lane streams ([32 lanes][W bytes], lane L at L * W; "s" there is the slot), then per-row
+// streams ([8 rows][W], s the sub-block):
 //   q4_K (1152 B): qs[32][32]: word s, byte i = code E(s,0,i) | code E(s,1,i) << 4
 //                  sc[8][12]:  the GGUF block's 12 packed bytes of 6-bit scales and mins, as stored
 //                  dm[8][4]:   f16 d, f16 dmin

@@ -110,11 +110,13 @@ size_t workspace_bytes_for_gemv(const WeightView& w, int n_cols);
 // true when nothing else has written ws in between (then it only launches the GEMV).
 int gemv_act_key(const WeightView& w, int n_cols, Workspace ws);
 // Weights in the GPU layout (w.layout == kGpu, kernels/gpu_layout.h: q3_K q4_K q5_K q6_K q8_0)
-// need the workspace (int8 activations, lane-ordered); 1..16 columns run on __dp4a, 17..64 on int8
-// tensor cores (mma.sync). Each kernel computes every column alike whatever the count, so a
-// column's output does not depend on the count within one kernel (the two kernels sum in different
-// orders). Bench/test hook: the column count from which the MMA kernel runs (default 17; 1 = MMA
-// for every count). Process-wide, not for concurrent use with different settings.
+// need the workspace (int8 activations, lane-ordered); few columns run on __dp4a, more on int8
+// tensor cores (mma.sync). Both kernels compute every column with the same integer sums and the
+// same float operations in the same order (gemv_gpu.cuh), so a column's output is bit for bit the
+// same whatever the count and whichever kernel runs it. Bench/test hook: the column count from
+// which the MMA kernel runs (default kGemvMmaFromCols; 1 = MMA for every count, 65 = dp4a up to
+// its 16). Process-wide, not for concurrent use with different settings.
+inline constexpr int kGemvMmaFromCols = 3;
 void set_gemv_mma_min_cols(int n_cols);
 // Opt-in (sm_90 only; default off): launch the GPU-layout GEMV with programmatic dependent launch,
 // so that it starts, and asks L2 for its first weight tiles, while the activation quantiser before

@@ -5,7 +5,7 @@
 
 namespace strata::kernels::cuda {
 namespace {
-std::atomic<int> g_mma_min_cols{kMaxGemvCols + 1};
+std::atomic<int> g_mma_min_cols{kGemvMmaFromCols};
 std::atomic<bool> g_pdl{false};
 }  // namespace
 void set_gemv_mma_min_cols(int n) { g_mma_min_cols.store(n < 1 ? 1 : n); }

@@ -1,13 +1,15 @@
 // Device readers of the GPU weight layout (kernels/gpu_layout.h: 8-row x chunk tiles, lane
-// L = 4 g + t owns row g and, per 32-element sub-block s, the elements 32 s + 16 h + 4 t + i), the
-// GEMV on it (int8 activations, __dp4a) and its dequantiser. Internal to kernels/cuda (CUDA only).
+// L = 4 g + t owns row g and, per 32-element sub-block, the elements 32 s + 16 h + 4 t + i; its
+// slot j holds sub-block j ^ 2 t), the GEMV on it (int8 activations, __dp4a) and its dequantiser.
+// Internal to kernels/cuda (CUDA only).
 //
 // A reader's load() issues every load of one lane for one tile and decodes the packed scales; it is
 // load_raw() (the loads only, so that a kernel can issue the next tile's loads before it uses this
 // one's) followed by finish() (the scale decode, which waits for them). Per-lane streams are read at
 // lane * W (consecutive lanes, consecutive W-byte words: W = 8, 16 or 32 as two 16-byte loads),
 // per-row streams at g * W (the 4 lanes of a row share the word: one broadcast). codes(s, h) gives
-// the lane's 4 codes of half h of sub-block s as the bytes of one word: unsigned (code - kBias is
+// the lane's 4 codes of half h of slot s (after unrotate(t): of sub-block s) as the bytes of one
+// word: unsigned (code - kBias is
 // the value index) or, where kSigned, already the signed value index (q3_K, q8_0);
 // scale(s, h) the integer sub-scale, min(s) the integer min (q4_K / q5_K), d() / dmin() the f16
 // super-block factors. Element value (as the CPU decoders): (d * scale) * (code - kBias) - dmin * min.
@@ -24,6 +26,37 @@ __device__ __forceinline__ uint32_t ld_u1(const uint8_t* p) { return __ldg(reint
 __device__ __forceinline__ uint32_t word_of(const uint4& v, int k) { return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w; }
 __device__ __forceinline__ int sbyte(const uint4& v, int k) { return int(int8_t(word_of(v, k >> 2) >> (8 * (k & 3)))); }
 __device__ __forceinline__ int ubyte(const uint4& v, int k) { return int((word_of(v, k >> 2) >> (8 * (k & 3))) & 0xffu); }
+
+// Undoing the slot rotation (slot j holds sub-block j ^ 2t) in registers, as word permutations.
+__device__ __forceinline__ void swap_if(bool c, uint32_t& a, uint32_t& b) {
+  const uint32_t x = c ? b : a;
+  b = c ? a : b;
+  a = x;
+}
+// Word w of v becomes word w ^ t (one word per 2 slots: q3_K ql, q6_K qh).
+__device__ __forceinline__ void xor_words(uint4& v, int t) {
+  swap_if(t & 1, v.x, v.y);
+  swap_if(t & 1, v.z, v.w);
+  swap_if(t & 2, v.x, v.z);
+  swap_if(t & 2, v.y, v.w);
+}
+// One word per slot in two uint4 (q4_K/q5_K/q6_K qs): word s becomes word s ^ 2t.
+__device__ __forceinline__ void xor_slot_words(uint4& a, uint4& b, int t) {
+  swap_if(t & 1, a.x, a.z);
+  swap_if(t & 1, a.y, a.w);
+  swap_if(t & 1, b.x, b.z);
+  swap_if(t & 1, b.y, b.w);
+  swap_if(t & 2, a.x, b.x);
+  swap_if(t & 2, a.y, b.y);
+  swap_if(t & 2, a.z, b.z);
+  swap_if(t & 2, a.w, b.w);
+}
+// One byte per slot in a uint2 (q5_K qh): byte s becomes byte s ^ 2t.
+__device__ __forceinline__ void xor_slot_bytes(uint2& v, int t) {
+  const uint32_t k = 0x11111111u * uint32_t(2 * t);  // xor of every selector nibble
+  const uint32_t x = __byte_perm(v.x, v.y, 0x3210u ^ k), y = __byte_perm(v.x, v.y, 0x7654u ^ k);
+  v = make_uint2(x, y);
+}
 
 // q4_K (kHigh = false) and q5_K (kHigh = true).
 // The packed 6-bit scales of a GGUF block (12 bytes, 4-byte aligned in a tile), decoded per word.
@@ -68,6 +101,10 @@ struct GpuQ45K {
     load_raw(tile, lane, g);
     finish();
   }
+  __device__ __forceinline__ void unrotate(int t) {
+    xor_slot_words(qa, qb, t);
+    if constexpr (kHigh) xor_slot_bytes(qh, t);
+  }
   __device__ __forceinline__ uint32_t codes(int s, int h) const {
     const uint32_t w = s < 4 ? word_of(qa, s) : word_of(qb, s - 4);
     uint32_t c = (w >> (4 * h)) & 0x0F0F0F0Fu;
@@ -106,6 +143,15 @@ struct GpuQ3K {
     load_raw(tile, lane, g);
     finish();
   }
+  // ql: word s / 2 -> word (s / 2) ^ t. qh: slot bits 2 (s % 4) + h of word s / 4, so bit 1 of
+  // 2t swaps the nibbles of every byte and bit 2 swaps the words.
+  __device__ __forceinline__ void unrotate(int t) {
+    xor_words(ql, t);
+    const uint32_t nx = (((qh.x >> 4) & 0x0F0F0F0Fu) | ((qh.x << 4) & 0xF0F0F0F0u));
+    const uint32_t ny = ((qh.y >> 4) & 0x0F0F0F0Fu) | ((qh.y << 4) & 0xF0F0F0F0u);
+    if (t & 1) qh = make_uint2(nx, ny);
+    swap_if(t & 2, qh.x, qh.y);
+  }
   __device__ __forceinline__ uint32_t codes(int s, int h) const {
     const uint32_t lo = (word_of(ql, s >> 1) >> (4 * (s & 1) + 2 * h)) & 0x03030303u;
     const uint32_t nh = (((s < 4 ? qh.x : qh.y) >> (2 * (s & 3) + h)) & 0x01010101u) ^ 0x01010101u;
@@ -131,6 +177,10 @@ struct GpuQ6K {
     sc = ld_u4(tile + 1536 + g * 16);
     dd = ld16(tile + 1664 + g * 2);
   }
+  __device__ __forceinline__ void unrotate(int t) {
+    xor_slot_words(qa, qb, t);
+    xor_words(qh, t);
+  }
   __device__ __forceinline__ uint32_t codes(int s, int h) const {
     const uint32_t w = s < 4 ? word_of(qa, s) : word_of(qb, s - 4);
     const uint32_t hi = (word_of(qh, s >> 1) >> (4 * (s & 1) + 2 * h)) & 0x03030303u;
@@ -153,6 +203,7 @@ struct GpuQ8_0 {
     q = ld_u2(tile + lane * 8);
     dd = ld16(tile + 256 + g * 2);
   }
+  __device__ __forceinline__ void unrotate(int) {}  // one sub-block per chunk: no slots
   __device__ __forceinline__ uint32_t codes(int, int h) const { return h ? q.y : q.x; }
   __device__ __forceinline__ int scale(int, int) const { return 1; }
   __device__ __forceinline__ int min(int) const { return 0; }
@@ -160,58 +211,152 @@ struct GpuQ8_0 {
   __device__ __forceinline__ float dmin() const { return 0.0f; }
 };
 
-// Lane t's activations of chunk ch of column c (matmul_internal.h ActGpu): its code words per
-// sub-block and half, the scales d and the s16 sums of the chunk (vector loads; all lanes of a t
-// read the same words, the 4 t's of a load 64 consecutive bytes).
+// Lane t's activations of chunk ch of column c (matmul_internal.h ActGpu) in its slot order: the
+// code words xw[j][h] of slot j (sub-block j ^ 2t); dx[0..1] the scales d of sub-blocks 2t and
+// 2t + 1 (the ones whose whole sums the lane ends with) and, for the types with a bias or mins,
+// sx[0..3] their 16-element sums s16 (sub-block 2t halves 0, 1, then 2t + 1). Vector loads; the
+// 4 t's of a code load read 64 consecutive bytes.
 template <class D, int S = D::kSubs>
 __device__ __forceinline__ void load_act(const ActGpu& x, int c, int64_t n_in, int64_t ch, int t, uint32_t (&xw)[S][2],
-                                         float (&dx)[S], int (&sx)[2 * S]) {
+                                         float (&dx)[2], int (&sx)[4]) {
   const uint8_t* xq = reinterpret_cast<const uint8_t*>(x.q + int64_t(c) * n_in + ch * D::kChunk);
   const float* d = x.d + int64_t(c) * (n_in / 32) + ch * S;
-  const int* s16 = x.s16 + int64_t(c) * (n_in / 16) + ch * 2 * S;
   if constexpr (S == 1) {
     const uint2 v = ld_u2(xq + 8 * t);
     xw[0][0] = v.x, xw[0][1] = v.y;
-    dx[0] = __ldg(d);
-    sx[0] = sx[1] = 0;  // q8_0: no bias, no min
+    dx[0] = dx[1] = __ldg(d);
   } else {
     static_assert(S == 8);
 #pragma unroll
-    for (int k = 0; k < S / 2; ++k) {
-      const uint4 v = ld_u4(xq + 64 * k + 16 * t);
+    for (int k = 0; k < S / 2; ++k) {  // slots 2k, 2k + 1 = sub-blocks 2 (k ^ t), 2 (k ^ t) + 1
+      const uint4 v = ld_u4(xq + 64 * (k ^ t) + 16 * t);
       xw[2 * k][0] = v.x, xw[2 * k][1] = v.y, xw[2 * k + 1][0] = v.z, xw[2 * k + 1][1] = v.w;
     }
-#pragma unroll
-    for (int k = 0; k < S / 4; ++k) {
-      const float4 v = __ldg(reinterpret_cast<const float4*>(d) + k);
-      dx[4 * k] = v.x, dx[4 * k + 1] = v.y, dx[4 * k + 2] = v.z, dx[4 * k + 3] = v.w;
-    }
+    const float2 v = __ldg(reinterpret_cast<const float2*>(d) + t);
+    dx[0] = v.x, dx[1] = v.y;
     if constexpr (D::kBias != 0 || D::kMin) {
-#pragma unroll
-      for (int k = 0; k < S / 2; ++k) {
-        const int4 v = __ldg(reinterpret_cast<const int4*>(s16) + k);
-        sx[4 * k] = v.x, sx[4 * k + 1] = v.y, sx[4 * k + 2] = v.z, sx[4 * k + 3] = v.w;
-      }
-    } else {
-#pragma unroll
-      for (int k = 0; k < 2 * S; ++k) sx[k] = 0;
+      const int4 u = __ldg(reinterpret_cast<const int4*>(x.s16 + int64_t(c) * (n_in / 16) + ch * 2 * S) + t);
+      sx[0] = u.x, sx[1] = u.y, sx[2] = u.z, sx[3] = u.w;
     }
   }
 }
 
-// sc(s, 0) * lo16(p) + sc(s, 1) * hi16(p) for the 16-element-scale types: the two scales are the
-// bytes 2 s, 2 s + 1 of the decoded scale word s / 2 (GpuQ3K::sc), low or high half by s % 2.
+// ---- The arithmetic both GEMV kernels share, bit for bit ----
+// Per row, column and chunk: I_s, the exact integer sum of sub-block s (scales, bias and all); per
+// lane-quarter t = 0..3 of the chunk's 8 sub-blocks (sub-blocks 2t, 2t + 1):
+//   A_t = fma(dx[2t+1], float(I[2t+1]), dx[2t] * float(I[2t]))
+//   C_t = d * A_t, or with mins fma(d, A_t, -(dmin * M_t)), M_t the same form over
+//         xsd[s] = dx[s] * float(S_s) (S_s the sub-block's activation code sum) and float(min_s)
+//   chunk = (C_0 + C_1) + (C_2 + C_3); acc += chunk (chunks of a warp in order).
+// One sub-block per chunk (q8_0): chunk = d * (dx * float(I)). Every operation is an explicit
+// _rn intrinsic or fmaf, so the compiler cannot contract them differently in the two kernels.
+// The dp4a kernel computes C_t in lane t and the two sums by shuffles; the MMA kernel computes all
+// four in each lane (gemv_gpu_mma.cuh). The warps' partials meet in the same order in both.
 template <class D>
-__device__ __forceinline__ int dp2a_scales(const D& r, int s, uint32_t p) {
-  const int w = int(word_of(r.sc, s >> 1));
-  return (s & 1) ? __dp2a_hi(int(p), w, 0) : __dp2a_lo(int(p), w, 0);
+__device__ __forceinline__ float chunk_term(float d, float dmin, float dx0, float dx1, int i0, int i1, float xsd0,
+                                            float xsd1, float m0, float m1) {
+  const float a = fmaf(dx1, float(i1), __fmul_rn(dx0, float(i0)));
+  if constexpr (D::kMin) {
+    const float m = fmaf(xsd1, m1, __fmul_rn(xsd0, m0));
+    return fmaf(d, a, -__fmul_rn(dmin, m));
+  } else {
+    return __fmul_rn(d, a);
+  }
+}
+
+// Butterfly over a row's 4 lanes in slot order: slots 0 and 1 end with the whole sums of
+// sub-blocks 2t and 2t + 1 (lane t ^ 2 holds this lane's slots 0..3 in its slots 4..7, lane
+// t ^ 1 its slots 0..1 in its slots 2..3).
+template <int K>
+__device__ __forceinline__ void reduce_slots(int (&v)[8][K]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int k = 0; k < K; ++k) v[j][k] += __shfl_xor_sync(0xffffffffu, v[j + 4][k], 2);
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int k = 0; k < K; ++k) v[j][k] += __shfl_xor_sync(0xffffffffu, v[j + 2][k], 1);
+}
+
+// Per tile and lane: what the dp4a kernel's epilogue needs of its two sub-blocks 2t, 2t + 1.
+template <class D>
+struct OwnScales {
+  uint32_t w = 0;         // q3_K / q6_K: scale word t (bytes (2t, h0), (2t, h1), (2t+1, h0), (2t+1, h1))
+  int corr0 = 0, corr1 = 0;  // q3_K: -8192 * (sc0 + sc1) per sub-block (the packed sums' bias)
+  int sc0 = 0, sc1 = 0;   // q4_K / q5_K scales; q6_K: see s6
+  int s6[4] = {0, 0, 0, 0};
+  float m0 = 0, m1 = 0;   // float(min) of the two sub-blocks (q4_K / q5_K)
+  __device__ __forceinline__ OwnScales(const D& r, int t) {
+    if constexpr (D::kSubs == 8 && D::kScale16) {
+      w = word_of(r.sc, t);
+      if constexpr (D::kBias == 0) {
+        corr0 = __dp2a_lo(int(0xE000E000u), int(w), 0);
+        corr1 = __dp2a_hi(int(0xE000E000u), int(w), 0);
+      } else {
+#pragma unroll
+        for (int k = 0; k < 4; ++k) s6[k] = int(int8_t(w >> (8 * k)));
+      }
+    } else if constexpr (D::kSubs == 8) {
+      const uint32_t sel = uint32_t(2 * t) | (uint32_t(2 * t + 1) << 4);
+      const uint32_t s = __byte_perm(r.sc.x, r.sc.y, sel), m = __byte_perm(r.sc.z, r.sc.w, sel);
+      sc0 = int(s & 0xffu), sc1 = int((s >> 8) & 0xffu);
+      m0 = float(m & 0xffu), m1 = float((m >> 8) & 0xffu);
+    }
+  }
+};
+
+// The lane's C_t (its quarter of the chunk's term, above) for one column; the caller's two
+// shuffles give every lane of the row the chunk's term. q8_0 (one sub-block): the whole term.
+template <class D>
+__device__ __forceinline__ float lane_term(const D& r, const OwnScales<D>& o, const uint32_t (&b)[D::kSubs][2],
+                                           const uint32_t (&xw)[D::kSubs][2], const float (&dx)[2], const int (&sx)[4]) {
+  constexpr int S = D::kSubs;
+  if constexpr (S == 1) {
+    int v = __dp4a(int(b[0][1]), int(xw[0][1]), __dp4a(int(b[0][0]), int(xw[0][0]), 0));
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    return __fmul_rn(r.d(), __fmul_rn(dx[0], float(v)));
+  } else if constexpr (D::kScale16 && D::kBias == 0) {
+    // q3_K: |lane half sum| <= 4 * 4 * 127 = 2032, so half sums + 2048 (the dp4a accumulator)
+    // pack into 16-bit halves that stay within [64, 16320] summed over the 4 lanes: one word per slot.
+    int v[8][1];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      v[j][0] = int(__byte_perm(uint32_t(__dp4a(int(b[j][0]), int(xw[j][0]), 2048)),
+                                uint32_t(__dp4a(int(b[j][1]), int(xw[j][1]), 2048)), 0x5410));
+    reduce_slots<1>(v);
+    const int i0 = __dp2a_lo(v[0][0], int(o.w), o.corr0), i1 = __dp2a_hi(v[1][0], int(o.w), o.corr1);
+    return chunk_term<D>(r.d(), 0.0f, dx[0], dx[1], i0, i1, 0.0f, 0.0f, 0.0f, 0.0f);
+  } else if constexpr (D::kScale16) {
+    // q6_K: unsigned codes; the bias 32 comes off the whole half sums: I = sc (P - 32 S).
+    int v[8][2];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) v[j][h] = __dp4a(int(b[j][h]), int(xw[j][h]), 0);
+    reduce_slots<2>(v);
+    const int i0 = o.s6[0] * (v[0][0] - D::kBias * sx[0]) + o.s6[1] * (v[0][1] - D::kBias * sx[1]);
+    const int i1 = o.s6[2] * (v[1][0] - D::kBias * sx[2]) + o.s6[3] * (v[1][1] - D::kBias * sx[3]);
+    return chunk_term<D>(r.d(), 0.0f, dx[0], dx[1], i0, i1, 0.0f, 0.0f, 0.0f, 0.0f);
+  } else {
+    // q4_K / q5_K: one scale per sub-block, so both halves chain in one sum; mins from s16.
+    int v[8][1];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j][0] = __dp4a(int(b[j][1]), int(xw[j][1]), __dp4a(int(b[j][0]), int(xw[j][0]), 0));
+    reduce_slots<1>(v);
+    const float xsd0 = __fmul_rn(dx[0], float(sx[0] + sx[1])), xsd1 = __fmul_rn(dx[1], float(sx[2] + sx[3]));
+    return chunk_term<D>(r.d(), r.dmin(), dx[0], dx[1], o.sc0 * v[0][0], o.sc1 * v[1][0], xsd0, xsd1, o.m0, o.m1);
+  }
 }
 
 constexpr int kGpuGemvWarps = 8;  // warps per CTA, splitting one row group's chunks (split-K)
 
 // One CTA per row group of 8 rows; warp w takes chunks w, w + 8, ...; per lane, each weight word
-// is decoded once and used for all NC columns; the 8 warps' partial sums meet in shared memory in
-// a fixed order (deterministic).
+// is decoded once and used for all NC columns. Per column and chunk the 4 lanes of a row add their
+// integer sums by a butterfly (reduce_slots), lane t scales sub-blocks 2t, 2t + 1, and two float
+// shuffles give every lane the chunk's term (the shared arithmetic above: the MMA kernel's result
+// bit for bit). The 8 warps' partial sums meet in shared memory in a fixed order.
 // 4 CTAs (32 warps) per SM for 1-2 columns: at 3 (the register use without the bound) a 512-CTA
 // matrix (4096 rows) took two waves on 132 SMs.
 // Under programmatic dependent launch (pdl, sm_90) the warp first asks L2 for its first
@@ -231,7 +376,6 @@ __global__ void __launch_bounds__(kGpuGemvWarps * 32, NC <= 2 ? 4 : 2) gemv_gpu_
     pdl_wait();
   }
   pdl_launch_dependents();
-  const int bsel = t == 0 ? D::kBias : 0;  // bias and min corrections: once per row (lane t = 0)
   float acc[NC];
 #pragma unroll
   for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
@@ -240,62 +384,34 @@ __global__ void __launch_bounds__(kGpuGemvWarps * 32, NC <= 2 ? 4 : 2) gemv_gpu_
     D r;
     r.load(group + ch * D::kTile, lane, g);
     uint32_t b[S][2];
-    int sc[S][2], mn[S];
 #pragma unroll
-    for (int s = 0; s < S; ++s) {
-      b[s][0] = r.codes(s, 0);
-      b[s][1] = r.codes(s, 1);
-      sc[s][0] = r.scale(s, 0);
-      sc[s][1] = r.scale(s, 1);
-      mn[s] = t == 0 ? r.min(s) : 0;
-    }
-    const float fd = r.d(), fm = r.dmin();
+    for (int j = 0; j < S; ++j) b[j][0] = r.codes(j, 0), b[j][1] = r.codes(j, 1);
+    const OwnScales<D> o(r, t);
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
       if (NC > 1 && c >= n_cols) break;
       uint32_t xw[S][2];
-      float dx[S];
-      int sx[2 * S];
+      float dx[2];
+      int sx[4] = {0, 0, 0, 0};
       load_act<D>(x, c, n_in, ch, t, xw, dx, sx);
-      float accd = 0.0f, accm = 0.0f;
-#pragma unroll
-      for (int s = 0; s < S; ++s) {
-        int p0 = __dp4a(int(b[s][0]), int(xw[s][0]), 0);
-        int p1 = __dp4a(int(b[s][1]), int(xw[s][1]), 0);
-        const int s0 = sx[2 * s], s1 = sx[2 * s + 1];
-        if constexpr (D::kBias != 0) {
-          p0 -= bsel * s0;
-          p1 -= bsel * s1;
-        }
-        int ip;
-        if constexpr (D::kScale16 && D::kBias == 0) {
-          // Both halves' scales in one __dp2a: |p| <= 4 * 4 * 127 fits the int16 lanes (q3_K).
-          ip = dp2a_scales<D>(r, s, __byte_perm(p0, p1, 0x5410));
-        } else {
-          ip = D::kScale16 ? sc[s][0] * p0 + sc[s][1] * p1 : sc[s][0] * (p0 + p1);
-        }
-        const float dxs = dx[s];
-        accd = fmaf(dxs, float(ip), accd);
-        if constexpr (D::kMin) accm = fmaf(dxs, float(mn[s] * (s0 + s1)), accm);
+      float v = lane_term<D>(r, o, b, xw, dx, sx);
+      if constexpr (S > 1) {
+        v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+        v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
       }
-      acc[c] = fmaf(fd, accd, acc[c]);
-      if constexpr (D::kMin) acc[c] = fmaf(-fm, accm, acc[c]);
+      acc[c] = __fadd_rn(acc[c], v);
     }
   }
   __shared__ float red[kGpuGemvWarps][NC][8];
 #pragma unroll
-  for (int c = 0; c < NC; ++c) {
-    float v = acc[c];
-    v += __shfl_xor_sync(0xffffffffu, v, 1);
-    v += __shfl_xor_sync(0xffffffffu, v, 2);
-    if (t == 0) red[warp][c][g] = v;
-  }
+  for (int c = 0; c < NC; ++c)
+    if (t == 0) red[warp][c][g] = acc[c];  // every lane of the row holds the same sum
   __syncthreads();
   for (int i = threadIdx.x; i < NC * 8; i += blockDim.x) {
     const int c = i >> 3, row = i & 7;
     float v = 0.0f;
 #pragma unroll
-    for (int k = 0; k < kGpuGemvWarps; ++k) v += red[k][c][row];
+    for (int k = 0; k < kGpuGemvWarps; ++k) v = __fadd_rn(v, red[k][c][row]);
     const int64_t r = int64_t(blockIdx.x) * 8 + row;
     if (c < n_cols && r < n_out) y[int64_t(c) * n_out + r] = v;
   }
@@ -315,6 +431,7 @@ __global__ void dequant_gpu_kernel(const uint8_t* __restrict__ w, int64_t n_in, 
   const int g = int(src & 7);
   D rd;
   rd.load(w + uint64_t((src >> 3) * n_chunks + ch) * D::kTile, 4 * g + t, g);
+  rd.unrotate(t);
   const float d = rd.d(), dmin = rd.dmin();
 #pragma unroll
   for (int s = 0; s < D::kSubs; ++s) {

@@ -112,50 +112,69 @@ __device__ __forceinline__ void load_dx(const ActGpu& x, int col, int n_cols, in
   }
 }
 
+// The integer sums I_s of sub-block s for the lane's 4 D elements (exact: MMAs per half where the
+// type has 16-element scales, one k32 MMA otherwise, then the integer scales).
+template <class D>
+__device__ __forceinline__ void sub_sums(const D& r0, const D& r1, const uint32_t (&a)[D::kSubs][2][2],
+                                         const uint32_t (&b)[D::kSubs][2], int s, int (&dd)[4]) {
+  if constexpr (D::kScale16) {
+    int d0[4], d1[4];
+    mma_s8_k16(d0, a[s][0][0], a[s][0][1], b[s][0]);
+    mma_s8_k16(d1, a[s][1][0], a[s][1][1], b[s][1]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const D& rs = e < 2 ? r0 : r1;
+      dd[e] = rs.scale(s, 0) * d0[e] + rs.scale(s, 1) * d1[e];
+    }
+  } else {
+    int m[4];
+    mma_s8_k32(m, a[s][0][0], a[s][0][1], a[s][1][0], a[s][1][1], b[s][0], b[s][1]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dd[e] = (e < 2 ? r0 : r1).scale(s, 0) * m[e];
+  }
+}
+
 // One warp's MMA tile: 16 weight rows (row groups G and G + 1) x 8 columns x one chunk. Adds the
-// chunk's scaled sums of D elements e (row g + 8 (e >> 1), column 2 t + (e & 1)) to acc.
+// chunk's term of D elements e (row g + 8 (e >> 1), column 2 t + (e & 1)) to acc: the arithmetic
+// gemv_gpu.cuh defines ("shared bit for bit"), all four lane-quarters C_0..C_3 in this lane.
 // kOdd = false: the odd columns cannot be real (1 column), their elements are skipped.
 template <class D, bool kOdd>
 __device__ __forceinline__ void mma_chunk(const D& r0, const D& r1, const uint32_t (&a)[D::kSubs][2][2],
                                           const uint32_t (&b)[D::kSubs][2], const float (&dx)[2][D::kSubs],
                                           const float (&xsd)[2][D::kSubs], float (&acc)[4]) {
   constexpr int S = D::kSubs;
-  float accd[4] = {0, 0, 0, 0}, accm[4] = {0, 0, 0, 0};
-#pragma unroll
-  for (int s = 0; s < S; ++s) {
+  if constexpr (S == 1) {
     int dd[4];
-    if constexpr (D::kScale16) {
-      int d0[4], d1[4];
-      mma_s8_k16(d0, a[s][0][0], a[s][0][1], b[s][0]);
-      mma_s8_k16(d1, a[s][1][0], a[s][1][1], b[s][1]);
+    sub_sums<D>(r0, r1, a, b, 0, dd);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if (!kOdd && (e & 1)) continue;
+      acc[e] = __fadd_rn(acc[e], __fmul_rn((e < 2 ? r0 : r1).d(), __fmul_rn(dx[e & 1][0], float(dd[e]))));
+    }
+  } else {
+    float q01[4], q23[4];
+#pragma unroll
+    for (int tq = 0; tq < 4; ++tq) {
+      int i0[4], i1[4];
+      sub_sums<D>(r0, r1, a, b, 2 * tq, i0);
+      sub_sums<D>(r0, r1, a, b, 2 * tq + 1, i1);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         if (!kOdd && (e & 1)) continue;
         const D& rs = e < 2 ? r0 : r1;
-        dd[e] = rs.scale(s, 0) * d0[e] + rs.scale(s, 1) * d1[e];
-      }
-    } else {
-      int m[4];
-      mma_s8_k32(m, a[s][0][0], a[s][0][1], a[s][1][0], a[s][1][1], b[s][0], b[s][1]);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if (!kOdd && (e & 1)) continue;
-        dd[e] = (e < 2 ? r0 : r1).scale(s, 0) * m[e];
+        const int c = e & 1;
+        const float term = chunk_term<D>(rs.d(), rs.dmin(), dx[c][2 * tq], dx[c][2 * tq + 1], i0[e], i1[e],
+                                         xsd[c][2 * tq], xsd[c][2 * tq + 1], float(rs.min(2 * tq)),
+                                         float(rs.min(2 * tq + 1)));
+        float& q = tq < 2 ? q01[e] : q23[e];
+        q = (tq & 1) ? __fadd_rn(q, term) : term;
       }
     }
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       if (!kOdd && (e & 1)) continue;
-      accd[e] = fmaf(dx[e & 1][s], float(dd[e]), accd[e]);
-      if constexpr (D::kMin) accm[e] = fmaf(xsd[e & 1][s], float((e < 2 ? r0 : r1).min(s)), accm[e]);
+      acc[e] = __fadd_rn(acc[e], __fadd_rn(q01[e], q23[e]));
     }
-  }
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    if (!kOdd && (e & 1)) continue;
-    const D& rs = e < 2 ? r0 : r1;
-    acc[e] = fmaf(rs.d(), accd[e], acc[e]);
-    if constexpr (D::kMin) acc[e] = fmaf(-rs.dmin(), accm[e], acc[e]);
   }
 }
 
@@ -202,6 +221,8 @@ __global__ void __launch_bounds__(kGpuMmaWarps * 32, NC <= 8 ? 2 : 1)
     }
     c0.finish();
     c1.finish();
+    c0.unrotate(t);  // slot order -> sub-block order (gpu_layout.h "Slots")
+    c1.unrotate(t);
     uint32_t a[S][2][2];  // A fragments: [sub-block][half][row group]
 #pragma unroll
     for (int s = 0; s < S; ++s)
@@ -241,7 +262,7 @@ __global__ void __launch_bounds__(kGpuMmaWarps * 32, NC <= 8 ? 2 : 1)
       if (col < n_cols && row < n_out) {
         float v = 0.0f;
 #pragma unroll
-        for (int k = 0; k < kGpuMmaWarps; ++k) v += red[k][l][e];
+        for (int k = 0; k < kGpuMmaWarps; ++k) v = __fadd_rn(v, red[k][l][e]);
         y[int64_t(col) * n_out + row] = v;
       }
     }

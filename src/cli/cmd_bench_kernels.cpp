@@ -5,8 +5,9 @@
 //   replicated into enough distinct buffers to cover >= 4x the L2 cache (H200: 60 MB), and the
 //   timed pass walks all of them, so the figures are HBM, not cache. Both weight layouts: GGUF
 //   (batch 1 and 8, the baseline) and, for the repacked types, the GPU layout (kernels/gpu_layout.h)
-//   at 1, 2, 4, 8, 16, 32 and 64 columns on the engine's kernels (dp4a up to 16 columns, MMA above), in
-//   a CUDA graph at 1, 8, 16 and 64, and on the MMA kernel for every count (graph, 1, 8, 16 columns).
+//   at 1, 2, 4, 8, 16, 32 and 64 columns on the engine's kernels (dp4a below kGemvMmaFromCols
+//   columns, MMA from it), and in a CUDA graph: the engine's choice (1..64 columns) and each kernel
+//   forced (1..16 columns; m8/d1 is the MMA kernel's 8 columns over the dp4a kernel's 1).
 //   GB/s always counts the GGUF bytes of the matrix (what a token's time is made of; the GPU layout
 //   has the same size but for padding rows, see gpu_layout.h).
 // - Prefill matmul at M = 2048 (dequantised f16 tiles + cuBLAS): TFLOP/s over the bf16 GEMM rate.
@@ -192,8 +193,10 @@ Result<nlohmann::json> bench_gemv(GgmlType type, const Shape& sh, const BenchKer
       if (cols == 1) g1 = per;
       else j[fmt::format("gpu_gemv{}_over_gemv1", cols)] = per / g1;
     }
-    // As the engine runs them: inside a CUDA graph (activation quantiser + GEMV per matrix).
-    for (int cols : {1, 8, 16, 64}) {
+    // Inside a CUDA graph (activation quantiser + GEMV per matrix): as the engine runs them (graph_gpu,
+    // the default choice of kernel per count), then each kernel forced (dp4a: up to its 16 columns).
+    // Both give every column the same bits, so the engine's choice is a speed choice only.
+    auto graph_time = [&](int cols) -> Result<double> {
       auto t = time_as_graph(
           [&](cuda::Stream st) -> Status {
             for (const auto& v : gviews) STRATA_TRY(cuda::gemv(v, dx, cols, dy, {gws, gws_bytes}, st));
@@ -201,28 +204,28 @@ Result<nlohmann::json> bench_gemv(GgmlType type, const Shape& sh, const BenchKer
           },
           a.iters);
       if (!t) return t.status();
-      const double per = *t / gcopies;
-      j[fmt::format("graph_gpu_gemv{}_us", cols)] = per * 1e6;
-      j[fmt::format("graph_gpu_gemv{}_fraction_of_read", cols)] = double(bytes) / per / read_bw;
-    }
-    // The same in the graph on the MMA kernel for every column count (the default runs it from 17).
-    cuda::set_gemv_mma_min_cols(1);
-    for (int cols : {1, 8, 16}) {
-      auto t = time_as_graph(
-          [&](cuda::Stream st) -> Status {
-            for (const auto& v : gviews) STRATA_TRY(cuda::gemv(v, dx, cols, dy, {gws, gws_bytes}, st));
-            return Status::ok();
-          },
-          a.iters);
-      if (!t) {
-        cuda::set_gemv_mma_min_cols(cuda::kMaxGemvCols + 1);
-        return t.status();
+      return *t / gcopies;
+    };
+    struct Variant {
+      const char* key;
+      int mma_from;
+      std::vector<int> cols;
+    };
+    for (const Variant& var : {Variant{"gpu", cuda::kGemvMmaFromCols, {1, 2, 4, 8, 16, 32, 64}},
+                               Variant{"dp4a", cuda::kMaxGpuGemvCols + 1, {1, 2, 4, 8, 16}},
+                               Variant{"mma", 1, {1, 2, 4, 8, 16}}}) {
+      cuda::set_gemv_mma_min_cols(var.mma_from);
+      for (int cols : var.cols) {
+        auto per = graph_time(cols);
+        if (!per) {
+          cuda::set_gemv_mma_min_cols(cuda::kGemvMmaFromCols);
+          return per.status();
+        }
+        j[fmt::format("graph_{}_gemv{}_us", var.key, cols)] = *per * 1e6;
+        j[fmt::format("graph_{}_gemv{}_fraction_of_read", var.key, cols)] = double(bytes) / *per / read_bw;
       }
-      const double per = *t / gcopies;
-      j[fmt::format("graph_mma_gemv{}_us", cols)] = per * 1e6;
-      j[fmt::format("graph_mma_gemv{}_fraction_of_read", cols)] = double(bytes) / per / read_bw;
     }
-    cuda::set_gemv_mma_min_cols(cuda::kMaxGemvCols + 1);
+    cuda::set_gemv_mma_min_cols(cuda::kGemvMmaFromCols);
     // 1 column with programmatic dependent launch (opt-in, sm_90): the GEMV overlaps the quantiser.
     cuda::set_gemv_pdl(true);
     auto tp = time_as_graph(
@@ -448,10 +451,10 @@ int run(BenchKernelsArgs& a) {
                       {"ceilings", {{"device_read_gb_s", *read / 1e9}, {"gemm_bf16_tflops", *gemm / 1e12}}}};
   fmt::print("ceilings: device read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s\n", *read / 1e9, *gemm / 1e12);
   fmt::print("{:<6} {:<20} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9} {:>10} {:>8} | {:>9} {:>8} {:>6} {:>6} {:>6} {:>6} {:>6} |"
-             " {:>8} {:>6} {:>6} {:>6} | {:>6} {:>6} {:>6} | {:>6}\n",
+             " {:>8} {:>6} {:>6} {:>6} | {:>6} {:>6} {:>6} {:>6} | {:>6}\n",
              "type", "shape", "gemv1 us", "GB/s", "of read", "(f32 x)", "b8/b1", "gemm TF", "of bf16", "buffers",
              "gpu1 us", "of read", "b2/b1", "b4/b1", "b8/b1", "b16/b1", "b64/b1", "graph1", "g8/g1", "g16/g1", "g64/g1",
-             "mma1", "m8/m1", "m16/m1", "pdl1");
+             "dp4a1", "mma1", "m8/d1", "m16/d1", "pdl1");
   nlohmann::json rows = nlohmann::json::array();
   for (GgmlType t : types)
     for (const auto& sh : kShapes) {
@@ -473,17 +476,18 @@ int run(BenchKernelsArgs& a) {
                  x["buffers"].get<int>());
       if (x.contains("gpu_gemv1_us")) {
         const double g1 = x["graph_gpu_gemv1_us"].get<double>();
-        const double m1 = x["graph_mma_gemv1_us"].get<double>();
+        const double d1 = x["graph_dp4a_gemv1_us"].get<double>();
         fmt::print(" | {:>9.1f} {:>7.0f}% {:>6.2f} {:>6.2f} {:>6.2f} {:>6.2f} {:>6.2f} | {:>7.0f}% {:>6.2f} {:>6.2f} {:>6.2f} |"
-                   " {:>5.0f}% {:>6.2f} {:>6.2f} | {:>5.0f}%\n",
+                   " {:>5.0f}% {:>5.0f}% {:>6.2f} {:>6.2f} | {:>5.0f}%\n",
                    x["gpu_gemv1_us"].get<double>(), 100 * x["gpu_gemv1_fraction_of_read"].get<double>(),
                    x["gpu_gemv2_over_gemv1"].get<double>(), x["gpu_gemv4_over_gemv1"].get<double>(),
                    x["gpu_gemv8_over_gemv1"].get<double>(), x["gpu_gemv16_over_gemv1"].get<double>(),
                    x["gpu_gemv64_over_gemv1"].get<double>(),
                    100 * x["graph_gpu_gemv1_fraction_of_read"].get<double>(), x["graph_gpu_gemv8_us"].get<double>() / g1,
                    x["graph_gpu_gemv16_us"].get<double>() / g1, x["graph_gpu_gemv64_us"].get<double>() / g1,
-                   100 * x["graph_mma_gemv1_fraction_of_read"].get<double>(), x["graph_mma_gemv8_us"].get<double>() / m1,
-                   x["graph_mma_gemv16_us"].get<double>() / m1,
+                   100 * x["graph_dp4a_gemv1_fraction_of_read"].get<double>(),
+                   100 * x["graph_mma_gemv1_fraction_of_read"].get<double>(), x["graph_mma_gemv8_us"].get<double>() / d1,
+                   x["graph_mma_gemv16_us"].get<double>() / d1,
                    100 * x["graph_pdl_gemv1_fraction_of_read"].get<double>());
       } else {
         fmt::print(" | (GGUF layout only)\n");

@@ -128,12 +128,11 @@ Status CudaForward::allocate() {
   };
   std::vector<std::vector<std::optional<kernels::WeightView>>> repack_src;  // per streamed block, per tensor
   if (im.gpu_layout) {
-    // Exactness (ForwardOptions::gpu_layout): dp4a for every column count the engine runs (up to
-    // kMaxExactRows = 16), unless a benchmark asks for the mma.sync kernel from
-    // STRATA_GEMV_MMA_MIN_COLS columns on (1: MMA for every count, also exact across counts, but
-    // slower than dp4a at 1 column on the H200: bench kernels' mma1 column).
+    // Exactness (ForwardOptions::gpu_layout): the dp4a and mma.sync kernels give every column the
+    // same bits, so the column count from which the MMA kernel runs is a speed choice only
+    // (default cuda::kGemvMmaFromCols; STRATA_GEMV_MMA_MIN_COLS overrides it for benchmarks).
     const char* mma = std::getenv("STRATA_GEMV_MMA_MIN_COLS");
-    cuda::set_gemv_mma_min_cols(mma ? std::atoi(mma) : cuda::kMaxGemvCols + 1);
+    cuda::set_gemv_mma_min_cols(mma ? std::atoi(mma) : cuda::kGemvMmaFromCols);
     // Opt-in, sm_90: the GEMV starts while the activation quantiser runs (cuda_api.h set_gemv_pdl).
     const char* pdl = std::getenv("STRATA_GEMV_PDL");
     cuda::set_gemv_pdl(pdl && std::string(pdl) == "1");

@@ -248,7 +248,7 @@ TEST_CASE("cuda gemv on the GPU layout matches the CPU reference, 1..16, 32 and 
     const int64_t c = kernels::gpu_layout_chunk(t);
     // one chunk, one row; a partial row group; several groups and fewer chunks than warps; long rows
     for (const auto& [n_in, n_out] : {std::pair<int64_t, int64_t>{c, 1}, {3 * c, 13}, {5376, 29}, {c * 37, 11}}) {
-      // The MMA kernel for every column count (the default), and the dp4a kernel up to 16 columns.
+      // The MMA kernel for every column count, and the dp4a kernel up to 16 columns.
       for (int mma_min : {1, 17}) {
         INFO("mma from " << mma_min << " columns");
         kc::set_gemv_mma_min_cols(mma_min);
@@ -256,14 +256,15 @@ TEST_CASE("cuda gemv on the GPU layout matches the CPU reference, 1..16, 32 and 
         if (mma_min == 1)
           for (int n_cols : {23, 32, 41, 64}) check_matmul(t, n_in, n_out, n_cols, rng, true, true);
       }
-      kc::set_gemv_mma_min_cols(kc::kMaxGemvCols + 1);
+      kc::set_gemv_mma_min_cols(kc::kGemvMmaFromCols);
     }
   }
 }
 
-// The engine's exactness contract (ForwardOptions::gpu_layout): on either kernel a column's output
-// does not depend on how many columns run with it, bit for bit (dp4a up to 16, MMA up to 64).
-TEST_CASE("cuda gemv on the GPU layout: a column's output does not depend on the column count", "[gpu][gemv]") {
+// The engine's exactness contract (ForwardOptions::gpu_layout): a column's output does not depend
+// on how many columns run with it, nor on which kernel runs it, bit for bit (dp4a up to 16, MMA up
+// to 64): every count on either kernel against the MMA kernel's 64-column run.
+TEST_CASE("cuda gemv on the GPU layout: a column's output does not depend on the column count or kernel", "[gpu][gemv]") {
   if (!have_gpu()) return;
   const uint64_t seed = test::fresh_seed();
   INFO("seed " << seed);
@@ -290,13 +291,12 @@ TEST_CASE("cuda gemv on the GPU layout: a column's output does not depend on the
         check_ok(kc::synchronize(nullptr));
         return y;
       };
-      for (int mma_min : {1, kc::kMaxGemvCols + 1}) {
+      kc::set_gemv_mma_min_cols(1);
+      const std::vector<float> all = run(kMax);
+      for (int mma_min : {1, kc::kGemvMmaFromCols, kc::kMaxGpuGemvCols + 1}) {
         INFO("mma from " << mma_min << " columns");
         kc::set_gemv_mma_min_cols(mma_min);
-        const int most = mma_min == 1 ? kMax : kc::kMaxGemvCols;
-        const std::vector<float> all = run(most);
         for (int n_cols : {1, 2, 3, 8, 9, 16, 17, 33}) {
-          if (n_cols >= most) continue;
           INFO("n_cols " << n_cols);
           const std::vector<float> y = run(n_cols);
           int differ = 0;
@@ -304,7 +304,7 @@ TEST_CASE("cuda gemv on the GPU layout: a column's output does not depend on the
           CHECK(differ == 0);
         }
       }
-      kc::set_gemv_mma_min_cols(kc::kMaxGemvCols + 1);
+      kc::set_gemv_mma_min_cols(kc::kGemvMmaFromCols);
     }
   }
 }
