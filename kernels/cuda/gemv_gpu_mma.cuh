@@ -187,7 +187,7 @@ constexpr int kGpuMmaWarps = 8;  // warps per CTA, splitting the chunks of one 1
 // same float operations in the same order for any NC -- so a column's result does not depend on
 // how many columns run with it (the engine's verify and batched rows equal one-token steps).
 template <class D, int NC>
-__global__ void __launch_bounds__(kGpuMmaWarps * 32, NC <= 8 ? 2 : 1)
+__global__ void __launch_bounds__(kGpuMmaWarps * 32, NC <= 16 ? 2 : 1)
     gemv_gpu_mma_kernel(const uint8_t* __restrict__ w, int64_t n_in, int64_t n_out, ActGpu x, int n_cols,
                         float* __restrict__ y) {
   constexpr int S = D::kSubs, NT = (NC + 7) / 8;
