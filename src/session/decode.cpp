@@ -2,10 +2,18 @@
 
 #include <chrono>
 
+#include "core/log.h"
+
 namespace strata::session {
 
 Result<std::unique_ptr<spec::SpeculativeDecoder>> make_decoder(runtime::Engine& engine, runtime::Sampler& sampler,
                                                                const spec::SpecConfig& config) {
+  // Said once per decoder: the flag asked for trees and this run verifies chains.
+  if (config.tree > 0 && !engine.supports_trees())
+    log::info("--spec {}: token trees need the CPU engine; the {} engine verifies chains", config.text(),
+              engine.device_name());
+  else if (config.tree > 0 && sampler.params().temperature > 0.0f)
+    log::info("--spec {}: token trees verify greedy decoding only; sampling verifies chains", config.text());
   return spec::SpeculativeDecoder::create(engine, sampler, config);
 }
 

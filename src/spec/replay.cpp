@@ -44,6 +44,11 @@ int32_t ReplayDrafter::right_rank(size_t position) const {
 Status ReplayDrafter::propose_tree(std::span<const int32_t> history, const TreePlan& plan, TreeDraft& out) {
   if (history.empty()) return Status::error("replay tree: no pending token");
   out = TreeDraft{};
+  // The cost drafter's passes over the plan are real (time, KV writes); its tokens are not used.
+  if (cost_ && cost_->drafts_trees()) STRATA_TRY(cost_->propose_tree(history, plan, out));
+  const uint32_t steps = out.engine_steps;
+  out = TreeDraft{};
+  out.engine_steps = steps;
   TreeGrower grow(plan, history.back(), out);
   const size_t next = history.size();
   // Nodes on the reference (the root is, while history follows it); their children at position

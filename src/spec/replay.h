@@ -35,7 +35,8 @@ class ReplayDrafter final : public Drafter {
   // Trees: the candidate of rank r after a node on the reference is right with probability A
   // when the ranks before it were wrong (rank 0: right_at, so a tree's top-token spine is the
   // chain's draft; ranks >= kMaxRank: never), independently per (position, rank); off-reference
-  // nodes get wrong tokens. The cost drafter, if any, is not run for trees.
+  // nodes get wrong tokens. The cost drafter, if any, drafts the plan first (its passes are real,
+  // its tokens are replaced; verification then starts from layer 0, as for chains).
   static constexpr uint32_t kMaxRank = 8;
   int32_t right_rank(size_t position) const;  // -1: no rank is right
   bool drafts_trees() const override { return true; }

@@ -73,7 +73,7 @@ SpeculativeDecoder::SpeculativeDecoder(runtime::Engine& engine, runtime::Sampler
     chooser_ = std::make_unique<SubsetChooser>(std::move(arms), sampler.params().seed);
   }
   if (cfg_.tree > 0) shaper_ = std::make_unique<TreeShaper>(cfg_.tree);
-  if (given && cfg_.tree > 0) stats_.spec += fmt::format(",tree={}", cfg_.tree);
+  if (cfg_.mode == SpecMode::replay && cfg_.tree > 0) stats_.spec += fmt::format(",tree={}", cfg_.tree);
   for (const auto& d : drafters_) stats_.drafters.push_back({.name = std::string(d->name())});
   if (subset_ >= 0)
     for (size_t i = 0; i < chooser_->size(); ++i)
