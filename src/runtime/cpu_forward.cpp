@@ -61,6 +61,7 @@ CpuForward::CpuForward(std::shared_ptr<const Model> model, ForwardOptions option
 Status CpuForward::eval(uint32_t seq, std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) {
   const auto& hp = model_->spec.hp;
   STRATA_TRY(seqs_.check_seq(seq));
+  tree_.reset();
   if (tokens.empty()) return Status::error("nothing to evaluate (empty token list)");
   STRATA_TRY(check_tokens(model_->spec, tokens));
   STRATA_TRY(seqs_.check_append(seq, tokens.size()));
@@ -89,6 +90,7 @@ Status CpuForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, c
                                std::vector<float>& logits) {
   auto range = check_layer_range(model_->spec, tokens, pos0, r, seqs_);
   if (!range) return range.status();
+  tree_.reset();
   const uint32_t n = uint32_t(tokens.size()), n_vocab = model_->spec.hp.n_vocab;
   logits.resize(which == Logits::all ? n * n_vocab : which == Logits::last ? n_vocab : 0);
   run_chunk(tokens.data(), n, RowMap{0, pos0}, which, logits.data(), &*range, true);
@@ -99,6 +101,7 @@ Status CpuForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, c
 Status CpuForward::eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) {
   auto pos = check_batch_rows(model_->spec, rows, seqs_, row_seqs_);
   if (!pos) return pos.status();
+  tree_.reset();
   const uint32_t n = uint32_t(rows.size());
   std::vector<int32_t> tokens(n);
   for (uint32_t t = 0; t < n; ++t) tokens[t] = rows[t].token;

@@ -66,7 +66,10 @@ class CpuForward final : public Engine {
   bool supports_trees() const override { return true; }
   uint32_t n_seq() const override { return seqs_.n_seq(); }
   uint32_t n_past(uint32_t seq) const override { return seqs_.length(seq); }
-  void truncate(uint32_t seq, uint32_t n) override { seqs_.truncate(seq, n); }
+  void truncate(uint32_t seq, uint32_t n) override {
+    seqs_.truncate(seq, n);
+    tree_.reset();
+  }
   uint64_t kv_bytes_per_seq() const override { return kv_.front().bytes(); }
   uint32_t n_ctx() const override { return kv_.front().n_ctx(); }
   uint32_t ubatch() const override { return opt_.ubatch; }
@@ -103,7 +106,8 @@ class CpuForward final : public Engine {
   std::vector<float> x_group_;      // (prefill_group_tokens, n_embd) a group's residual streams
   std::vector<uint32_t> row_seqs_;  // eval_batch: per row
   MatmulObserver* observer_ = nullptr;
-  // The last eval_tree()'s tree and pos0, for keep_tree_path (cleared when a path is kept).
+  // The last eval_tree()'s tree and pos0, for keep_tree_path: cleared when a path is kept and by
+  // every other call that writes KV or moves a length (its slots may no longer hold the tree).
   std::optional<TreeShape> tree_;
   uint32_t tree_pos0_ = 0;
 };

@@ -248,4 +248,12 @@ TEST_CASE("eval_tree and keep_tree_path: bad trees and paths are refused and cha
   REQUIRE(e->keep_tree_path(3, P{0, 2, 3}).is_ok());
   CHECK(e->n_past() == 6);
   CHECK_THAT(e->keep_tree_path(3, P{0}).message(), Catch::Contains("no token tree"));  // kept once
+  // Any other write in between forgets the tree (its slots may be overwritten).
+  REQUIRE(e->eval_tree(V{5, 6}, V{-1, 0}, 6, {}, runtime::Logits::all, l).is_ok());
+  REQUIRE(e->eval_layers(V{9}, 6, {0, 2, nullptr, nullptr, {}}, runtime::Logits::none, l).is_ok());
+  CHECK_THAT(e->keep_tree_path(6, P{0}).message(), Catch::Contains("no token tree was evaluated at position 6"));
+  REQUIRE(e->eval_tree(V{5, 6}, V{-1, 0}, 6, {}, runtime::Logits::all, l).is_ok());
+  e->truncate(6);
+  CHECK_THAT(e->keep_tree_path(6, P{0}).message(), Catch::Contains("no token tree"));
+  CHECK(e->n_past() == 6);
 }
