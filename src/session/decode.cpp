@@ -1,6 +1,7 @@
 #include "session/decode.h"
 
 #include <chrono>
+#include <mutex>
 
 #include "core/log.h"
 
@@ -8,12 +9,18 @@ namespace strata::session {
 
 Result<std::unique_ptr<spec::SpeculativeDecoder>> make_decoder(runtime::Engine& engine, runtime::Sampler& sampler,
                                                                const spec::SpecConfig& config) {
-  // Said once per decoder: the flag asked for trees and this run verifies chains.
+  // Said once per process (a server makes a decoder per session): the flag asked for trees and
+  // this decoder verifies chains.
+  static std::once_flag said;
   if (config.tree > 0 && !engine.supports_trees())
-    log::info("--spec {}: token trees need the CPU engine; the {} engine verifies chains", config.text(),
-              engine.device_name());
+    std::call_once(said, [&] {
+      log::info("--spec {}: token trees need the CPU engine (a server: its sequence 0); the {} engine here verifies "
+                "chains", config.text(), engine.device_name());
+    });
   else if (config.tree > 0 && sampler.params().temperature > 0.0f)
-    log::info("--spec {}: token trees verify greedy decoding only; sampling verifies chains", config.text());
+    std::call_once(said, [&] {
+      log::info("--spec {}: token trees verify greedy decoding only; sampling verifies chains", config.text());
+    });
   return spec::SpeculativeDecoder::create(engine, sampler, config);
 }
 
