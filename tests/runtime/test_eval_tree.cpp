@@ -115,7 +115,9 @@ TEST_CASE("eval_tree: every root-to-leaf path gives the logits of that path eval
     INFO(c.path << " kv " << ggml_type_info(c.kv).name);
     auto tree = engine(c.path, c.kv), ref = engine(c.path, c.kv);
     const uint32_t n_vocab = tree->model().spec.hp.n_vocab;
-    Rng rng(test::fresh_seed());
+    const uint64_t seed = test::fresh_seed();
+    INFO("seed " << seed);
+    Rng rng(seed);
     for (int round = 0; round < 3; ++round) {
       const auto prompt = random_prompt(rng, 20 + rng.next_u32() % 30, n_vocab);
       const uint32_t n_random = 6 + rng.next_u32() % 11;  // 6 .. 16 nodes
@@ -164,7 +166,9 @@ TEST_CASE("keep_tree_path: decoding on equals a run that only evaluated the kept
     INFO(c.path << " kv " << ggml_type_info(c.kv).name);
     auto tree = engine(c.path, c.kv), ref = engine(c.path, c.kv);
     const uint32_t n_vocab = tree->model().spec.hp.n_vocab;
-    Rng rng(test::fresh_seed());
+    const uint64_t seed = test::fresh_seed();
+    INFO("seed " << seed);
+    Rng rng(seed);
     const auto prompt = random_prompt(rng, 30, n_vocab);
     std::vector<float> lt, lr;
     REQUIRE(tree->eval(prompt, runtime::Logits::last, lt).is_ok());
