@@ -1,8 +1,8 @@
 // Token-tree speculative decoding (`early:d=N,tree=B`, tree_plan.h, Engine::eval_tree): greedy
 // text equals plain greedy decoding on synthetic gemma3 models (rings wrap) and the testdata
-// models, with full trees (no confidence cut) and the default cut; the replay drafter's trees
-// accept at least as much per pass as its chains on the same outcomes; the shaper's plans are
-// trees within their budget that follow the measured ranks; --spec parsing of tree=B.
+// models (f32, q8_0 and q4_1 KV), with full trees (no confidence cut) and the default cut; the
+// replay drafter's trees accept at least as much per pass as its chains on the same outcomes; the
+// shaper's plans are trees within their budget that follow the measured ranks; --spec tree=B.
 #include <catch2/catch.hpp>
 
 #include "runtime/cpu_forward.h"
@@ -14,11 +14,11 @@ using namespace strata;
 
 namespace {
 
-std::unique_ptr<runtime::Engine> cpu_engine(const std::string& path, uint32_t n_ctx = 256, uint32_t ubatch = 16) {
+std::unique_ptr<runtime::Engine> cpu_engine(const std::string& path, GgmlType kv = GgmlType::F32) {
   auto model = runtime::Model::load(path);
   REQUIRE(model.is_ok());
-  auto e = runtime::CpuForward::create(*model, {.n_ctx = n_ctx, .ubatch = ubatch, .k_type = GgmlType::F32,
-                                                .v_type = GgmlType::F32, .placement = {}, .trace = {}});
+  auto e = runtime::CpuForward::create(*model, {.n_ctx = 256, .ubatch = 16, .k_type = kv, .v_type = kv,
+                                                .placement = {}, .trace = {}});
   REQUIRE(e.is_ok());
   return std::move(*e);
 }
@@ -107,12 +107,16 @@ TEST_CASE("top_tokens: highest first, ties in index order like argmax", "[spec][
 }
 
 TEST_CASE("token trees: greedy text equals plain greedy decoding", "[spec][tree]") {
-  std::vector<std::string> paths;
-  for (uint64_t seed : {1, 2, 3}) paths.push_back(test::small_spec_model(seed, seed == 2 ? GgmlType::F32 : GgmlType::Q8_0));
+  std::vector<std::pair<std::string, GgmlType>> cases;  // model, KV type
+  for (uint64_t seed : {1, 2, 3})
+    cases.emplace_back(test::small_spec_model(seed, seed == 2 ? GgmlType::F32 : GgmlType::Q8_0), GgmlType::F32);
+  cases.emplace_back(test::small_spec_model(1, GgmlType::Q8_0), GgmlType::Q8_0);
   for (const char* dir : {"gemma3-swa", "gemma3-swa-q4k", "llama"})
-    paths.push_back(test::testdata(std::string("models/") + dir + "/model.gguf"));
-  for (const auto& path : paths) {
-    auto e = cpu_engine(path);
+    cases.emplace_back(test::testdata(std::string("models/") + dir + "/model.gguf"), GgmlType::F32);
+  cases.emplace_back(test::testdata("models/gemma3-swa-q4k/model.gguf"), GgmlType::Q4_1);
+  for (const auto& [path, kv] : cases) {
+    INFO(path << " kv " << ggml_type_info(kv).name);
+    auto e = cpu_engine(path, kv);
     const uint32_t n_layer = e->model().spec.hp.n_layer;
     const std::vector<int32_t> prompt = {2, 17, 40, 99, 123, 7, 250, 31};
     const uint32_t n = 70;  // past the 16-token windows: the rings wrap
