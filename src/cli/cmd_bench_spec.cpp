@@ -6,6 +6,7 @@
 // depth (spec/depth_stats.h) per prompt, mode and drafter.
 // --replay A,...: speed against a simulated acceptance (spec/replay.h): the plain run's text is
 // replayed as drafts, each token right with probability A; everything else is real.
+// --replay-tree B: each acceptance also as token trees (speculative_decoder.h) on the same outcomes.
 #include <algorithm>
 #include <filesystem>
 #include <functional>
@@ -44,15 +45,21 @@ struct BenchSpecArgs {
   int reps = 2;
   std::vector<double> replay;  // simulated acceptances (empty: no replay runs)
   std::string replay_cost = "none";
+  uint32_t replay_tree = 0;  // > 0: each replay acceptance also runs with token trees of this branching
   std::string json_out;
   BenchCompare compare;
 };
 
-std::vector<std::string> split_commas(const std::string& s) {
+// --modes: comma-separated --spec values; an item that names no mode (key=value, no ':') continues
+// the one before it, so "none,early:d=8,tree=2" is two modes ("early:d=8,tree=2").
+std::vector<std::string> split_modes(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item.empty()) continue;
+    if (!out.empty() && item.find('=') != item.npos && item.find(':') == item.npos) out.back() += "," + item;
+    else out.push_back(item);
+  }
   return out;
 }
 
@@ -160,7 +167,7 @@ int run(BenchSpecArgs a) {
   auto& f = ses.engine();
   ses.report_plan();
   std::vector<spec::SpecConfig> modes;
-  for (const auto& m : split_commas(a.modes)) {
+  for (const auto& m : split_modes(a.modes)) {
     auto c = spec::parse_spec(m, a.m.draft_max, f.model().spec.hp.n_layer);
     if (!c) {
       log::error("{}", c.message());
@@ -226,9 +233,19 @@ int run(BenchSpecArgs a) {
     std::vector<int32_t> reference(prompt.begin(), prompt.end());
     reference.insert(reference.end(), text[0].begin(), text[0].end());
     const size_t n_modes = configs.size();
+    if (a.replay_tree && !f.supports_trees())
+      log::info("--replay-tree: token trees need the CPU engine; the {} engine's tree rows verify chains",
+                f.device_name());
+    // Per acceptance a chain row, and with --replay-tree a token-tree row on the same outcomes.
+    std::vector<std::pair<double, uint32_t>> replay_rows;
     for (const double acc : a.replay) {
+      replay_rows.emplace_back(acc, 0);
+      if (a.replay_tree) replay_rows.emplace_back(acc, a.replay_tree);
+    }
+    for (const auto& [acc, tree] : replay_rows) {
       spec::SpecConfig shown;
       shown.mode = spec::SpecMode::replay;
+      shown.tree = tree;
       configs.push_back(shown);
       best.emplace_back();
       text.emplace_back();
@@ -239,7 +256,7 @@ int run(BenchSpecArgs a) {
           if (cost) inner = std::make_unique<spec::EarlyExit>(f, cost->depth, 0.0f);  // always k drafts: their cost
           auto drafter = std::make_unique<spec::ReplayDrafter>(reference, acc, 0x5eedull, f.model().spec.hp.n_vocab,
                                                                std::move(inner));
-          return spec::SpeculativeDecoder::create_with(f, s, a.m.draft_max, std::move(drafter));
+          return spec::SpeculativeDecoder::create_with(f, s, a.m.draft_max, std::move(drafter), tree);
         };
         if (int rc = run_row(row, r, make)) return rc;
       }
@@ -258,12 +275,15 @@ int run(BenchSpecArgs a) {
       auto j = best[i].to_json();
       j["speedup_vs_plain"] = speedup;
       j["same_text_as_plain"] = same;
+      const std::string label = i < n_modes ? configs[i].text()
+                                : configs[i].tree ? fmt::format("replay a={:g} tree={}", replay_rows[i - n_modes].first, configs[i].tree)
+                                                  : fmt::format("replay a={:g}", replay_rows[i - n_modes].first);
       if (i >= n_modes) {
-        j["replay_acceptance"] = a.replay[i - n_modes];
+        j["replay_acceptance"] = replay_rows[i - n_modes].first;
+        j["replay_tree"] = configs[i].tree;
         j["simulated_drafter"] = true;
       }
       runs.push_back(j);
-      const std::string label = i >= n_modes ? fmt::format("replay a={:g}", a.replay[i - n_modes]) : configs[i].text();
       fmt::print("{:<12} {:8.2f} tok/s  x{:.2f}  {}\n", label, best[i].tokens_per_s(), speedup,
                  same ? "same text" : "TEXT DIFFERS FROM PLAIN");
       if (configs[i].mode != spec::SpecMode::none) fmt::print("  {}\n", best[i].summary());
@@ -311,6 +331,10 @@ std::function<int()> add_bench_spec(CLI::App* bench) {
   sub->add_option("--replay-cost", a->replay_cost,
                   "Drafter whose forward passes replay rounds pay for (none: free drafts, as prompt lookup; early:d=N)")
       ->capture_default_str();
+  sub->add_option("--replay-tree", a->replay_tree,
+                  "With --replay: also run each acceptance with token trees of up to B children per node (greedy, "
+                  "CPU engine; the rank-r candidate right with probability A when ranks before it were wrong)")
+      ->check(CLI::Range(0, 8));
   sub->add_option("--json", a->json_out, "Write the results as JSON to this file");
   a->compare.add_to(sub);
   return [a, sub]() -> int { return sub->parsed() ? run(*a) : -1; };

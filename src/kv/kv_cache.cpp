@@ -65,6 +65,17 @@ void KvCache::write(uint32_t il, uint32_t pos, const float* k, const float* v) {
   kv_quantize_row(v_type_, v, l.v.data() + slot * kv_row_bytes(v_type_, w), w);
 }
 
+void KvCache::move_row(uint32_t il, uint32_t from, uint32_t to) {
+  STRATA_CHECK(il < layers_.size() && from < n_ctx_ && to < n_ctx_, "KV move layer {} {} -> {} (n_ctx {})", il, from,
+               to, n_ctx_);
+  if (from == to) return;
+  Layer& l = layers_[il];
+  const size_t kb = k_row_bytes(il), vb = v_row_bytes(il);
+  const size_t src = kv_ring_slot(from, l.capacity), dst = kv_ring_slot(to, l.capacity);
+  std::copy_n(l.k.data() + src * kb, kb, l.k.data() + dst * kb);
+  std::copy_n(l.v.data() + src * vb, vb, l.v.data() + dst * vb);
+}
+
 kernels::cpu::KvStore KvCache::view(uint32_t il) const {
   const Layer& l = layers_.at(il);
   return {l.k.data(), l.v.data(), k_type_, v_type_, int64_t(l.capacity)};

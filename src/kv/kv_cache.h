@@ -47,6 +47,11 @@ class KvCache {
   // types. pos < n_ctx (asserted).
   void write(uint32_t il, uint32_t pos, const float* k, const float* v);
   kernels::cpu::KvStore view(uint32_t il) const;
+  // Copies the stored K and V rows of position `from` to position `to` in layer il, bytes as
+  // stored (a quantised row moves whole: no requantisation), slots by the ring rule. Token trees
+  // keep their accepted path this way (Engine::keep_tree_path). Positions < n_ctx (asserted).
+  void move_row(uint32_t il, uint32_t from, uint32_t to);
+
   // The stored bytes of position pos's K or V row in layer il (tests compare stores with these).
   const uint8_t* k_row(uint32_t il, uint32_t pos) const;
   const uint8_t* v_row(uint32_t il, uint32_t pos) const;

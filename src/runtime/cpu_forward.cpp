@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_tiled.h"
+#include "kernels/cpu/attention_tree.h"
 #include "kernels/cpu/gemv_q8.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
@@ -60,6 +61,7 @@ CpuForward::CpuForward(std::shared_ptr<const Model> model, ForwardOptions option
 Status CpuForward::eval(uint32_t seq, std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) {
   const auto& hp = model_->spec.hp;
   STRATA_TRY(seqs_.check_seq(seq));
+  tree_.reset();
   if (tokens.empty()) return Status::error("nothing to evaluate (empty token list)");
   STRATA_TRY(check_tokens(model_->spec, tokens));
   STRATA_TRY(seqs_.check_append(seq, tokens.size()));
@@ -88,6 +90,7 @@ Status CpuForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, c
                                std::vector<float>& logits) {
   auto range = check_layer_range(model_->spec, tokens, pos0, r, seqs_);
   if (!range) return range.status();
+  tree_.reset();
   const uint32_t n = uint32_t(tokens.size()), n_vocab = model_->spec.hp.n_vocab;
   logits.resize(which == Logits::all ? n * n_vocab : which == Logits::last ? n_vocab : 0);
   run_chunk(tokens.data(), n, RowMap{0, pos0}, which, logits.data(), &*range, true);
@@ -98,6 +101,7 @@ Status CpuForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, c
 Status CpuForward::eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) {
   auto pos = check_batch_rows(model_->spec, rows, seqs_, row_seqs_);
   if (!pos) return pos.status();
+  tree_.reset();
   const uint32_t n = uint32_t(rows.size());
   std::vector<int32_t> tokens(n);
   for (uint32_t t = 0; t < n; ++t) tokens[t] = rows[t].token;
@@ -105,6 +109,34 @@ Status CpuForward::eval_batch(std::span<const BatchRow> rows, std::vector<float>
   TraceScope step(opt_.trace.get(), "host", fmt::format("decode step x{}", n));
   run_chunk(tokens.data(), n, RowMap{0, 0, row_seqs_.data(), pos->data()}, Logits::all, logits.data(), nullptr, true);
   seqs_.placed(row_seqs_, *pos);
+  return {};
+}
+
+Status CpuForward::eval_tree(std::span<const int32_t> tokens, std::span<const int32_t> parents, uint32_t pos0,
+                             const LayerRange& r, Logits which, std::vector<float>& logits) {
+  LayerRange range;
+  auto shape = check_tree(model_->spec, tokens, parents, pos0, r, seqs_, range);
+  if (!shape) return shape.status();
+  const uint32_t n = uint32_t(tokens.size()), node0 = uint32_t(parents.size()) - n;
+  const uint32_t n_vocab = model_->spec.hp.n_vocab;
+  logits.resize(which == Logits::all ? n * n_vocab : which == Logits::last ? n_vocab : 0);
+  tree_ = std::move(*shape);
+  tree_pos0_ = pos0;
+  const TreeRows rows{&*tree_, pos0, node0};
+  run_chunk(tokens.data(), n, RowMap{0, pos0 + node0}, which, logits.data(), &range, true, &rows);
+  seqs_.wrote(0, pos0 + node0, n, false);  // n_past stays: keep_tree_path commits
+  return {};
+}
+
+Status CpuForward::keep_tree_path(uint32_t pos0, std::span<const uint32_t> path) {
+  if (!tree_ || tree_pos0_ != pos0 || n_past(0) != pos0)
+    return Status::error("keep_tree_path: no token tree was evaluated at position {} (n_past is {})", pos0, n_past(0));
+  STRATA_TRY(tree_->check_path(path));
+  // Ascending j: the slot written (pos0 + j) is never a later entry's source (path[j'] > path[j] >= j).
+  for (uint32_t il = 0; il < model_->spec.hp.n_layer; ++il)
+    for (size_t j = 0; j < path.size(); ++j) kv_[0].move_row(il, pos0 + path[j], pos0 + uint32_t(j));
+  seqs_.wrote(0, pos0, uint32_t(path.size()), true);
+  tree_.reset();
   return {};
 }
 
@@ -123,6 +155,7 @@ struct CpuOps {
   MatmulObserver* observer = nullptr;  // strata imatrix: sees every matmul input
   bool int8 = false;                   // ForwardOptions::cpu_int8
   uint32_t row0 = 0;                   // a group's rows from row0 on are the current chunk (rows_from)
+  const TreeRows* tree = nullptr;      // eval_tree: RoPE at each node's depth, attention by its mask
 
   uint32_t logit_rows() const { return UINT32_MAX; }  // the caller's buffer holds them all
   float* logits(uint32_t r0) { return out + r0 * n_vocab; }
@@ -170,7 +203,9 @@ struct CpuOps {
     if (r.q_norm) norm(q, r.q_norm, int64_t(n) * r.n_head, r.head_dim, r.eps, q);
     if (r.k_norm) norm(k, r.k_norm, int64_t(n) * r.n_head_kv, r.head_dim, r.eps, k);
     for (uint32_t t = 0; t < n; ++t) {
-      const float p = float(rows_pos()[t]) / r.linear_scale;
+      // A tree node's position is its depth past pos0; its slot (rows_pos) is its index.
+      const int32_t at = tree ? int32_t(tree->pos0 + tree->shape->depth(tree->node0 + t)) : rows_pos()[t];
+      const float p = float(at) / r.linear_scale;
       cpu::rope_heads(q + int64_t(t) * r.n_head * r.head_dim, r.n_head, r.head_dim, p, r.base, r.freq_div, r.neox);
       cpu::rope_heads(k + int64_t(t) * r.n_head_kv * r.head_dim, r.n_head_kv, r.head_dim, p, r.base, r.freq_div, r.neox);
     }
@@ -180,6 +215,7 @@ struct CpuOps {
     for (uint32_t t = 0; t < n; ++t) kv[map.seq_of(t)].write(il, uint32_t(rows_pos()[t]), k + t * width, v + t * width);
   }
   void attention(uint32_t il, const float* q, uint32_t n, const cpu::AttentionShape& s, float* out) {
+    if (tree) return tree_attention(il, q, n, s, out);
     if (!map.batched()) {
       // Prefill chunks by tiles (SGEMM, another summation order); exact passes and short chunks
       // query by query, so that a row equals its one-token eval.
@@ -197,6 +233,31 @@ struct CpuOps {
       t0 = t1;
     }
   }
+  // Row t is node i = node0 + t: its query is at slot pos0 + i (so the kernel's causal range covers
+  // every ancestor's slot), the mask keeps the committed keys and its visible ancestors. Through a
+  // window W the committed keys must start where a query at its position (pos0 + depth) starts:
+  // window W + (i - depth) from its slot does that. Rows with one offset share a call; the
+  // kernel computes every query alone, so each row equals its one-token eval bit for bit.
+  void tree_attention(uint32_t il, const float* q, uint32_t n, const cpu::AttentionShape& s, float* out) {
+    const TreeShape& shape = *tree->shape;
+    const int64_t row = s.n_head * s.head_dim;
+    auto offset = [&](uint32_t t) { return tree->node0 + t - shape.depth(tree->node0 + t); };
+    bits.resize(n);
+    for (uint32_t t = 0; t < n; ++t) bits[t] = shape.visible(tree->node0 + t, uint32_t(s.window));
+    for (uint32_t t0 = 0; t0 < n;) {
+      uint32_t t1 = t0 + 1;
+      const uint32_t o = offset(t0);
+      while (s.window > 0 && t1 < n && offset(t1) == o) ++t1;
+      if (s.window == 0) t1 = n;
+      cpu::AttentionShape sw = s;
+      if (s.window > 0) sw.window = s.window + o;
+      cpu::attention_tree(q + t0 * row, rows_pos() + t0, t1 - t0, kv[map.seq].view(il), sw,
+                          cpu::TreeMask{bits.data() + t0, int32_t(tree->pos0)}, out + t0 * row);
+      t0 = t1;
+    }
+  }
+  std::vector<uint64_t> bits = {};  // tree_attention: per row, for one layer's window
+
   void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count) {
     if (act == model::FfnActivation::gelu_tanh) cpu::gelu_tanh_mul(gate, up, count);
     else cpu::silu_mul(gate, up, count);
@@ -211,8 +272,9 @@ struct CpuOps {
 }  // namespace
 
 void CpuForward::run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map, Logits which, float* logits,
-                           const LayerRange* range, bool exact) {
+                           const LayerRange* range, bool exact, const TreeRows* tree) {
   CpuOps ops{model_->weights, kv_, pos_, logits, int64_t(model_->spec.hp.n_vocab), range, exact, {}};
+  ops.tree = tree;
   ops.trace = opt_.trace.get();
   ops.observer = observer_;
   ops.int8 = opt_.cpu_int8;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -20,10 +21,17 @@
 #include "kv/sequence_table.h"
 #include "runtime/engine.h"
 #include "runtime/model.h"
+#include "runtime/token_tree.h"
 
 namespace strata::runtime {
 
 struct RowMap;  // forward_pass.h
+
+// eval_tree's rows: nodes node0 .. node0 + n - 1 of `shape`, slots from pos0 (cpu_forward.cpp).
+struct TreeRows {
+  const TreeShape* shape = nullptr;
+  uint32_t pos0 = 0, node0 = 0;
+};
 
 // Sees the input of every matmul of the CPU forward pass before the product: n rows of m.n_in
 // floats (row-major), m the weight's view into the model mapping (m.data identifies the tensor).
@@ -49,9 +57,19 @@ class CpuForward final : public Engine {
   // The dot kernels too (rows of one matrix row are dotted while it is in cache: the weights are
   // read once per step), and per row the attention of a one-token eval over its own cache.
   Status eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) override;
+  // The dot kernels as eval_layers; per layer, attention by runs of rows that share their
+  // position's offset from their slot (runtime/token_tree.h: a chain is one run), so each row's
+  // window starts where a one-token eval at its position starts.
+  Status eval_tree(std::span<const int32_t> tokens, std::span<const int32_t> parents, uint32_t pos0,
+                   const LayerRange& r, Logits which, std::vector<float>& logits) override;
+  Status keep_tree_path(uint32_t pos0, std::span<const uint32_t> path) override;
+  bool supports_trees() const override { return true; }
   uint32_t n_seq() const override { return seqs_.n_seq(); }
   uint32_t n_past(uint32_t seq) const override { return seqs_.length(seq); }
-  void truncate(uint32_t seq, uint32_t n) override { seqs_.truncate(seq, n); }
+  void truncate(uint32_t seq, uint32_t n) override {
+    seqs_.truncate(seq, n);
+    tree_.reset();
+  }
   uint64_t kv_bytes_per_seq() const override { return kv_.front().bytes(); }
   uint32_t n_ctx() const override { return kv_.front().n_ctx(); }
   uint32_t ubatch() const override { return opt_.ubatch; }
@@ -66,9 +84,9 @@ class CpuForward final : public Engine {
 
  private:
   CpuForward(std::shared_ptr<const Model> model, ForwardOptions options, std::vector<kv::KvCache> kv);
-  // exact: every matmul by the dot kernels (eval_layers, eval_batch).
+  // exact: every matmul by the dot kernels (eval_layers, eval_batch). tree: eval_tree's rows.
   void run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map, Logits which, float* logits,
-                 const LayerRange* range, bool exact);
+                 const LayerRange* range, bool exact, const TreeRows* tree = nullptr);
   // A layer-major group of n tokens of one sequence (ForwardOptions::prefill_group_tokens).
   void run_group(const int32_t* tokens, uint32_t n, uint32_t seq, uint32_t pos0, bool head_last, float* logits);
 
@@ -88,6 +106,10 @@ class CpuForward final : public Engine {
   std::vector<float> x_group_;      // (prefill_group_tokens, n_embd) a group's residual streams
   std::vector<uint32_t> row_seqs_;  // eval_batch: per row
   MatmulObserver* observer_ = nullptr;
+  // The last eval_tree()'s tree and pos0, for keep_tree_path: cleared when a path is kept and by
+  // every other call that writes KV or moves a length (its slots may no longer hold the tree).
+  std::optional<TreeShape> tree_;
+  uint32_t tree_pos0_ = 0;
 };
 
 }  // namespace strata::runtime

@@ -48,6 +48,34 @@ Result<LayerRange> check_layer_range(const model::ModelSpec& spec, std::span<con
   return out;
 }
 
+Result<TreeShape> check_tree(const model::ModelSpec& spec, std::span<const int32_t> tokens,
+                             std::span<const int32_t> parents, uint32_t pos0, const LayerRange& r,
+                             const kv::SequenceTable& seqs, LayerRange& range) {
+  auto shape = TreeShape::create(parents, std::min(kMaxExactRows, seqs.margin()));
+  if (!shape) return shape.status();
+  if (tokens.empty() || tokens.size() > parents.size())
+    return Status::error("eval_tree runs 1..{} nodes of its {}-node tree (got {} tokens)", parents.size(),
+                         parents.size(), tokens.size());
+  if (pos0 != seqs.length(0))
+    return Status::error("eval_tree: the tree must start at n_past ({}), not at position {}", seqs.length(0), pos0);
+  if (std::ranges::any_of(r.skip, [](uint8_t s) { return s != 0; }))
+    return Status::error("eval_tree takes no skip mask (a layer-subset draft verifies as a chain)");
+  const uint32_t node0 = uint32_t(parents.size() - tokens.size());
+  auto checked = check_layer_range(spec, tokens, pos0 + node0, r, seqs);
+  if (!checked) return checked.status();
+  range = *checked;
+  return shape;
+}
+
+Status Engine::eval_tree(std::span<const int32_t>, std::span<const int32_t>, uint32_t, const LayerRange&, Logits,
+                         std::vector<float>&) {
+  return Status::error("token trees need the CPU engine (the {} engine verifies chains only)", device_name());
+}
+
+Status Engine::keep_tree_path(uint32_t, std::span<const uint32_t>) {
+  return Status::error("token trees need the CPU engine (the {} engine verifies chains only)", device_name());
+}
+
 Status check_tokens(const model::ModelSpec& spec, std::span<const int32_t> tokens) {
   for (size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] < 0 || uint32_t(tokens[i]) >= spec.hp.n_vocab)

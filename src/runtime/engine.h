@@ -18,6 +18,7 @@
 #include "offload/executor_plan.h"
 #include "offload/placement.h"
 #include "runtime/model.h"
+#include "runtime/token_tree.h"
 
 namespace strata::runtime {
 
@@ -132,6 +133,32 @@ class Engine {
   // sliding-window ring would overwrite entries still needed), device failure.
   virtual Status eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
                              std::vector<float>& logits) = 0;
+  // ---- token trees (M12: one verify pass over a drafted tree; runtime/token_tree.h) ----
+  // Runs nodes of a token tree of sequence 0 through layers [r.first, r.end) as eval_layers()
+  // does (every row computed as a one-token eval computes it; hidden_in / hidden_out and the
+  // logits rows are the nodes run, in order). parents: the whole tree, 1 .. min(kMaxExactRows,
+  // ubatch) nodes, parents[i] < i or -1 (a child of the committed context). tokens: the tree's LAST
+  // tokens.size() nodes, the ones this call runs; the earlier nodes were run by earlier calls over
+  // the same layers (a drafter grows a tree level by level; verification passes the whole tree).
+  // Node i sits at position pos0 + depth(i) (RoPE, sliding window), writes its KV to slot pos0 + i
+  // and attends to the committed keys < pos0 plus its ancestors and itself; pos0 must be n_past().
+  // A chain (parents[i] = i - 1) gives eval_layers()'s logits bit for bit. n_past() does not move:
+  // keep_tree_path() commits a path. Errors: eval_layers' (range, tokens, context), a bad parent
+  // array, too many nodes, more tokens than nodes, pos0 != n_past(), a skip mask, an engine without
+  // trees (supports_trees()).
+  virtual Status eval_tree(std::span<const int32_t> tokens, std::span<const int32_t> parents, uint32_t pos0,
+                           const LayerRange& r, Logits which, std::vector<float>& logits);
+  // Keeps one root-to-node path of the last eval_tree()'s tree (pos0 its pos0): path[j] is the
+  // node at depth j, each the parent of the next. In every layer the KV of slot pos0 + path[j]
+  // moves to slot pos0 + j (whole rows, whatever the KV type; sliding rings included), the other
+  // branches are dropped, and n_past() becomes pos0 + path.size(). The caller guarantees that the
+  // path's nodes were run through every layer. Errors (nothing changes): no tree evaluated at pos0,
+  // a path that is not a chain of ancestors from a root, an engine without trees.
+  virtual Status keep_tree_path(uint32_t pos0, std::span<const uint32_t> path);
+  // Whether eval_tree / keep_tree_path work here (the CPU engine; the CUDA engine not yet, so the
+  // speculative decoder verifies chains there).
+  virtual bool supports_trees() const { return false; }
+
   // Sequence 0's length: the single-sequence API.
   uint32_t n_past() const { return n_past(0); }
   // Forgets positions >= n of sequence 0 (speculative rollback, or restarting with n = 0).
@@ -180,6 +207,12 @@ Status check_tokens(const model::ModelSpec& spec, std::span<const int32_t> token
 // all-zero skip mask cleared.
 Result<LayerRange> check_layer_range(const model::ModelSpec& spec, std::span<const int32_t> tokens, uint32_t pos0,
                                      const LayerRange& r, const kv::SequenceTable& seqs);
+
+// For engine implementations: checks eval_tree's arguments (the errors listed there) and returns
+// the tree's shape; `range` receives the layer range with `end` resolved.
+Result<TreeShape> check_tree(const model::ModelSpec& spec, std::span<const int32_t> tokens,
+                             std::span<const int32_t> parents, uint32_t pos0, const LayerRange& r,
+                             const kv::SequenceTable& seqs, LayerRange& range);
 
 // For engine implementations: checks eval_batch's arguments (the errors listed there) and returns
 // each row's position (SequenceTable::place_rows); row_seqs receives each row's sequence.

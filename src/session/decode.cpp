@@ -1,11 +1,26 @@
 #include "session/decode.h"
 
 #include <chrono>
+#include <mutex>
+
+#include "core/log.h"
 
 namespace strata::session {
 
 Result<std::unique_ptr<spec::SpeculativeDecoder>> make_decoder(runtime::Engine& engine, runtime::Sampler& sampler,
                                                                const spec::SpecConfig& config) {
+  // Said once per process (a server makes a decoder per session): the flag asked for trees and
+  // this decoder verifies chains.
+  static std::once_flag said;
+  if (config.tree > 0 && !engine.supports_trees())
+    std::call_once(said, [&] {
+      log::info("--spec {}: token trees need the CPU engine (a server: its sequence 0); the {} engine here verifies "
+                "chains", config.text(), engine.device_name());
+    });
+  else if (config.tree > 0 && sampler.params().temperature > 0.0f)
+    std::call_once(said, [&] {
+      log::info("--spec {}: token trees verify greedy decoding only; sampling verifies chains", config.text());
+    });
   return spec::SpeculativeDecoder::create(engine, sampler, config);
 }
 

@@ -32,6 +32,16 @@ class SequenceView final : public runtime::Engine {
               std::vector<float>& logits) override;
   Status eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const runtime::LayerRange& r,
                      runtime::Logits which, std::vector<float>& logits) override;
+  // Token trees: sequence 0 only (Engine::eval_tree works on sequence 0); elsewhere chains.
+  Status eval_tree(std::span<const int32_t> tokens, std::span<const int32_t> parents, uint32_t pos0,
+                   const runtime::LayerRange& r, runtime::Logits which, std::vector<float>& logits) override {
+    if (seq_ != 0) return Engine::eval_tree(tokens, parents, pos0, r, which, logits);
+    return e_.eval_tree(tokens, parents, pos0, r, which, logits);
+  }
+  Status keep_tree_path(uint32_t pos0, std::span<const uint32_t> path) override {
+    return seq_ != 0 ? Engine::keep_tree_path(pos0, path) : e_.keep_tree_path(pos0, path);
+  }
+  bool supports_trees() const override { return seq_ == 0 && e_.supports_trees(); }
   uint32_t n_seq() const override { return 1; }
   uint32_t n_past(uint32_t seq) const override;
   void truncate(uint32_t seq, uint32_t n) override;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "spec/tree_plan.h"
 
 namespace strata::spec {
 
@@ -21,6 +22,18 @@ struct Draft {
   uint32_t engine_steps = 0;  // forward passes the draft cost (0 for prompt lookup)
 };
 
+// A drafted token tree (greedy verification only: runtime/token_tree.h has the engine's rules).
+// Node 0 is the pending token; nodes are in level order (every node of depth k before any of
+// depth k + 1), parents first, as Engine::eval_tree runs them.
+struct TreeDraft {
+  std::vector<int32_t> tokens;   // node i's token; tokens[0] is the pending token
+  std::vector<int32_t> parents;  // parents[0] = -1
+  std::vector<uint32_t> rank;    // node i's rank among its siblings (tree_plan.h)
+  uint32_t verify_from = 0;      // as Draft's; hidden: (tokens.size(), n_embd) when > 0
+  std::vector<float> hidden;
+  uint32_t engine_steps = 0;
+};
+
 class Drafter {
  public:
   virtual ~Drafter() = default;
@@ -30,6 +43,13 @@ class Drafter {
   // of positions >= n_past() ahead (early exit: layers < d; layer subset: the layers it runs)
   // but never moves n_past(); verification overwrites it from layer verify_from on.
   virtual Status propose(std::span<const int32_t> history, uint32_t k, Draft& out) = 0;
+  // Token trees: fills the planned nodes it can (tree_plan.h; a node may be left out, with its
+  // subtree, where the drafter has no candidate for it). Drafters without trees refuse.
+  virtual bool drafts_trees() const { return false; }
+  virtual Status propose_tree(std::span<const int32_t> history, const TreePlan& plan, TreeDraft& out) {
+    (void)history, (void)plan, (void)out;
+    return Status::error("the {} drafter proposes chains only", name());
+  }
 };
 
 }  // namespace strata::spec

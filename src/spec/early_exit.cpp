@@ -1,6 +1,7 @@
 #include "spec/early_exit.h"
 
 #include "spec/self_draft.h"
+#include "spec/tree_grower.h"
 
 namespace strata::spec {
 
@@ -27,6 +28,39 @@ Status EarlyExit::propose(std::span<const int32_t> history, uint32_t k, Draft& o
     ++out.engine_steps;
   }
   out.hidden.resize((n + 1) * d);
+  return {};
+}
+
+Status EarlyExit::propose_tree(std::span<const int32_t> history, const TreePlan& plan, TreeDraft& out) {
+  if (history.empty()) return Status::error("early-exit tree: no pending token");
+  out = TreeDraft{};
+  out.verify_from = depth_;
+  TreeGrower grow(plan, history.back(), out);
+  const size_t d = engine_.model().spec.hp.n_embd, V = engine_.model().spec.hp.n_vocab;
+  const uint32_t pos = engine_.n_past();
+  out.hidden.resize(plan.size() * d);
+  do {
+    const uint32_t b = grow.level_begin(), e = grow.level_end();
+    bool branches = false;
+    for (uint32_t i = b; i < e; ++i) branches = branches || grow.wanted(i) > 0;
+    // The level's streams at layer d are verification rows b..e-1; the head only where a node
+    // has planned children (the last level runs the layers alone, as a chain's last draft does).
+    const runtime::LayerRange r{0, depth_, nullptr, out.hidden.data() + b * d, {}};
+    STRATA_TRY(engine_.eval_tree(std::span(out.tokens).subspan(b, e - b), out.parents, pos, r,
+                                 branches ? runtime::Logits::all : runtime::Logits::none, logits_));
+    ++out.engine_steps;
+    if (!branches) break;
+    for (uint32_t i = b; i < e; ++i) {
+      const uint32_t w = grow.wanted(i);
+      if (w == 0) continue;
+      const std::span<const float> row(logits_.data() + (i - b) * V, V);
+      const auto ranked = top_tokens(row, w);
+      grow.add_children(i, ranked, [&](uint32_t rank) {
+        return min_confidence_ <= 0 || top_probability(row, ranked[rank]) >= min_confidence_;
+      });
+    }
+  } while (grow.next_level());
+  out.hidden.resize(out.tokens.size() * d);
   return {};
 }
 

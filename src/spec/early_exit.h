@@ -18,6 +18,11 @@ class EarlyExit final : public Drafter {
   EarlyExit(runtime::Engine& engine, uint32_t depth, float min_confidence);
   std::string_view name() const override { return "early"; }
   Status propose(std::span<const int32_t> history, uint32_t k, Draft& out) override;
+  // One pass of layers [0, d) per level of the plan (Engine::eval_tree over that level's nodes,
+  // keeping their streams at layer d); a node's children are its draft head's top tokens, each
+  // proposed only when the head gives it min_confidence or more.
+  bool drafts_trees() const override { return true; }
+  Status propose_tree(std::span<const int32_t> history, const TreePlan& plan, TreeDraft& out) override;
   uint32_t depth() const { return depth_; }
 
  private:

@@ -10,6 +10,7 @@
 // forward passes (its time and KV writes are real) and its tokens are then replaced; verification
 // then starts from layer 0 (its hidden states belong to its own tokens), which costs the d resident
 // layers once more per pass than a real early-exit round: a slightly pessimistic figure.
+// Token trees (propose_tree) replay the same outcomes on their top-token spine.
 #pragma once
 
 #include <memory>
@@ -31,6 +32,15 @@ class ReplayDrafter final : public Drafter {
   Status propose(std::span<const int32_t> history, uint32_t k, Draft& out) override;
   // Whether the drafted token at `position` (an index into the reference) is the right one.
   bool right_at(size_t position) const;
+  // Trees: the candidate of rank r after a node on the reference is right with probability A
+  // when the ranks before it were wrong (rank 0: right_at, so a tree's top-token spine is the
+  // chain's draft; ranks >= kMaxRank: never), independently per (position, rank); off-reference
+  // nodes get wrong tokens. The cost drafter, if any, drafts the plan first (its passes are real,
+  // its tokens are replaced; verification then starts from layer 0, as for chains).
+  static constexpr uint32_t kMaxRank = 8;
+  int32_t right_rank(size_t position) const;  // -1: no rank is right
+  bool drafts_trees() const override { return true; }
+  Status propose_tree(std::span<const int32_t> history, const TreePlan& plan, TreeDraft& out) override;
 
  private:
   std::vector<int32_t> ref_;

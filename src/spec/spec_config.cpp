@@ -12,7 +12,7 @@ std::string SpecConfig::text() const {
   switch (mode) {
     case SpecMode::none: return "none";
     case SpecMode::lookup: return "lookup";
-    case SpecMode::early: return "early:d=" + std::to_string(depth);
+    case SpecMode::early: return "early:d=" + std::to_string(depth) + (tree ? ",tree=" + std::to_string(tree) : "");
     case SpecMode::subset: return skip_ratio > 0 ? fmt::format("subset:skip={:g}", skip_ratio) : "subset";
     case SpecMode::automatic: return "auto:d=" + std::to_string(depth);
     case SpecMode::replay: return "replay";
@@ -57,13 +57,23 @@ Result<SpecConfig> parse_spec(std::string_view text, uint32_t draft_max, uint32_
   if (!arg.empty() && !takes_depth) return Status::error("--spec {} takes no argument (got '{}')", mode, text);
   if (takes_depth) {
     c.depth = default_depth(n_layer);
-    if (!arg.empty()) {
-      uint32_t d = 0;
-      const std::string_view num = arg.substr(arg.starts_with("d=") ? 2 : arg.size());
-      const auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), d);
+    // Comma-separated d=N and (early) tree=B.
+    for (std::string_view rest = arg; !rest.empty();) {
+      const size_t comma = rest.find(',');
+      const std::string_view item = rest.substr(0, comma);
+      rest = comma == rest.npos ? std::string_view() : rest.substr(comma + 1);
+      const bool is_tree = item.starts_with("tree=");
+      if (is_tree && c.mode != SpecMode::early)
+        return Status::error("--spec '{}': token trees need early:d=N,tree=B", text);
+      uint32_t v = 0;
+      const std::string_view num = item.substr(is_tree ? 5 : item.starts_with("d=") ? 2 : item.size());
+      const auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
       if (num.empty() || ec != std::errc() || p != num.data() + num.size())
-        return Status::error("--spec '{}': expected {}:d=N with N a layer count", text, mode);
-      c.depth = d;
+        return Status::error("--spec '{}': expected {}:d=N{} with N a layer count", text, mode,
+                             c.mode == SpecMode::early ? "[,tree=B]" : "");
+      if (is_tree && (v < 1 || v > 8))
+        return Status::error("--spec {}: tree={} must be in [1, 8] (children per node)", mode, v);
+      (is_tree ? c.tree : c.depth) = v;
     }
     if (c.depth < 1 || c.depth >= n_layer)
       return Status::error("--spec {}: depth d={} must be in [1, {}) (the model has {} layers)", mode, c.depth, n_layer,

@@ -21,7 +21,12 @@ struct SpecConfig {
   // Layer subset: the fraction of the middle layers skipped; 0 lets the chooser pick among
   // kDefaultSkipRatios (subset_chooser.h). auto uses the chooser's candidates.
   double skip_ratio = 0;
-  // as given to --spec: "none", "early:d=8", "subset", "subset:skip=0.5", "lookup", "auto:d=8"
+  // Token trees (early exit, greedy only): at most this many children per node, up to
+  // kMaxExactRows nodes with the pending token, depth <= draft_max, shape from the measured
+  // acceptance per (depth, rank) (tree_plan.h). 0: chains. Sampling (temperature > 0) and engines
+  // without trees (Engine::supports_trees) verify chains instead.
+  uint32_t tree = 0;
+  // as given to --spec: "none", "early:d=8", "early:d=8,tree=2", "subset", "subset:skip=0.5", "lookup", "auto:d=8"
   std::string text() const;
 };
 
@@ -29,9 +34,10 @@ struct SpecConfig {
 // training puts an exit there; strata-tiny's is after layer 8 of 12).
 uint32_t default_depth(uint32_t n_layer);
 
-// "none" | "early[:d=N]" | "subset[:skip=R]" | "lookup" | "auto[:d=N]". Errors are one line
-// naming the flag: unknown mode, d outside [1, n_layer), R outside (0, 1), subset on a model of
-// fewer than 3 layers (it keeps the first and last), draft_max outside [1, 15].
+// "none" | "early[:d=N][,tree=B]" (or "early:tree=B") | "subset[:skip=R]" | "lookup" | "auto[:d=N]".
+// Errors are one line naming the flag: unknown mode, d outside [1, n_layer), B outside [1, 8],
+// R outside (0, 1), subset on a model of fewer than 3 layers (it keeps the first and last),
+// draft_max outside [1, 15].
 Result<SpecConfig> parse_spec(std::string_view text, uint32_t draft_max, uint32_t n_layer);
 
 }  // namespace strata::spec

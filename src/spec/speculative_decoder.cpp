@@ -37,13 +37,17 @@ Result<std::unique_ptr<SpeculativeDecoder>> SpeculativeDecoder::create(runtime::
 Result<std::unique_ptr<SpeculativeDecoder>> SpeculativeDecoder::create_with(runtime::Engine& engine,
                                                                             runtime::Sampler& sampler,
                                                                             uint32_t draft_max,
-                                                                            std::unique_ptr<Drafter> drafter) {
+                                                                            std::unique_ptr<Drafter> drafter,
+                                                                            uint32_t tree) {
   if (!drafter) return Status::error("speculative decoder: no drafter given");
   if (draft_max < 1 || draft_max >= runtime::kMaxExactRows)
     return Status::error("--draft-max must be in [1, {}] (got {})", runtime::kMaxExactRows - 1, draft_max);
+  if (tree > 0 && !drafter->drafts_trees())
+    return Status::error("token trees: the {} drafter proposes chains only", drafter->name());
   SpecConfig c;
   c.mode = SpecMode::replay;
   c.draft_max = draft_max;
+  c.tree = tree;
   return std::unique_ptr<SpeculativeDecoder>(new SpeculativeDecoder(engine, sampler, c, std::move(drafter)));
 }
 
@@ -68,6 +72,8 @@ SpeculativeDecoder::SpeculativeDecoder(runtime::Engine& engine, runtime::Sampler
     drafters_.push_back(std::make_unique<LayerSubset>(engine_, cfg_.min_confidence));
     chooser_ = std::make_unique<SubsetChooser>(std::move(arms), sampler.params().seed);
   }
+  if (cfg_.tree > 0) shaper_ = std::make_unique<TreeShaper>(cfg_.tree);
+  if (cfg_.mode == SpecMode::replay && cfg_.tree > 0) stats_.spec += fmt::format(",tree={}", cfg_.tree);
   for (const auto& d : drafters_) stats_.drafters.push_back({.name = std::string(d->name())});
   if (subset_ >= 0)
     for (size_t i = 0; i < chooser_->size(); ++i)
@@ -271,6 +277,88 @@ Status SpeculativeDecoder::verify(int drafter, const Draft& d, std::vector<int32
   return {};
 }
 
+bool SpeculativeDecoder::tree_round_for(int drafter) const {
+  // Greedy only: sampling keeps chains (its multi-candidate rejection sampling is not built yet).
+  return shaper_ && drafter >= 0 && drafters_[size_t(drafter)]->drafts_trees() && engine_.supports_trees() &&
+         sampler_.params().temperature <= 0.0f;
+}
+
+Status SpeculativeDecoder::tree_round(int drafter, uint32_t max_depth, std::vector<int32_t>& out) {
+  const uint32_t pos = engine_.n_past();
+  // Every node takes a verify row and a KV slot past n_past (at most ubatch ahead, the rings' margin).
+  const uint32_t budget = std::min({runtime::kMaxExactRows, engine_.ubatch(), engine_.n_ctx() - pos});
+  const TreePlan plan = shaper_->plan(budget, max_depth);
+  auto& ds = stats_.drafters[size_t(drafter)];
+  const auto td = Clock::now();
+  STRATA_TRY(drafters_[size_t(drafter)]->propose_tree(history_, plan, tree_));
+  const double s = seconds_since(td);
+  ds.draft_s += s;
+  ds.steps += tree_.engine_steps;
+  if (tree_.engine_steps && drafter == early_) draft_step_cost_.observe(1, s / tree_.engine_steps);
+  if (tree_.tokens.size() <= 1 && tree_.verify_from == 0) return plain_step(out);
+  return verify_tree(drafter, tree_, out);
+}
+
+Status SpeculativeDecoder::verify_tree(int drafter, const TreeDraft& t, std::vector<int32_t>& out) {
+  const uint32_t pos = engine_.n_past(), n = uint32_t(t.tokens.size());
+  const runtime::LayerRange range{.first = t.verify_from,
+                                  .end = 0,
+                                  .hidden_in = t.verify_from > 0 ? t.hidden.data() : nullptr,
+                                  .hidden_out = nullptr,
+                                  .skip = {}};
+  const auto t0 = Clock::now();
+  STRATA_TRY(engine_.eval_tree(t.tokens, t.parents, pos, range, runtime::Logits::all, logits_));
+  const double s = seconds_since(t0);
+  (t.verify_from > 0 ? verify_cost_early_ : verify_cost_full_).observe(n, s);
+  ++stats_.verify_passes;
+  stats_.verify_rows += n;
+  stats_.verify_s += s;
+
+  // From the root: the target's token after each accepted node; a child carrying it is accepted,
+  // otherwise it is the round's own token and the walk ends.
+  const size_t V = engine_.model().spec.hp.n_vocab;
+  std::vector<uint32_t> path{0};
+  uint32_t max_depth = 0;
+  {
+    std::vector<uint32_t> depth(n, 0);
+    for (uint32_t i = 1; i < n; ++i) max_depth = std::max(max_depth, depth[i] = depth[size_t(t.parents[i])] + 1);
+  }
+  if (keep_raw_) raw_logits_.clear();
+  for (;;) {
+    const uint32_t node = path.back();
+    std::span<float> row(logits_.data() + node * V, V);
+    if (keep_raw_) raw_logits_.insert(raw_logits_.end(), row.begin(), row.end());
+    const int32_t y = sampler_.sample(row);
+    int32_t child = -1;
+    uint32_t candidates = 0;
+    for (uint32_t c = node + 1; c < n; ++c) {
+      if (t.parents[c] != int32_t(node)) continue;
+      candidates = std::max(candidates, t.rank[c] + 1);
+      if (child < 0 && t.tokens[c] == y) child = int32_t(c);
+    }
+    shaper_->observe(uint32_t(path.size()), candidates, child >= 0 ? int32_t(t.rank[size_t(child)]) : -1);
+    sampler_.accept(y);
+    history_.push_back(y);
+    out.push_back(y);
+    if (child < 0) break;
+    path.push_back(uint32_t(child));
+  }
+  STRATA_TRY(engine_.keep_tree_path(pos, path));  // the pending token and the accepted nodes stay
+
+  const uint32_t m = uint32_t(path.size()) - 1;
+  accept_[size_t(drafter)].observe(max_depth, m);
+  auto& ds = stats_.drafters[size_t(drafter)];
+  ++ds.rounds;
+  ds.drafted += n - 1;
+  ds.accepted += m;
+  ds.by_depth.observe(max_depth, m);
+  ds.tokens += m + 1;
+  ds.verify_s += s;
+  ++ds.tree_rounds;
+  ds.tree_nodes += n;
+  return {};
+}
+
 Status SpeculativeDecoder::step(uint32_t max_new, std::vector<int32_t>& out) {
   if (max_new == 0) return {};
   const auto t0 = Clock::now();
@@ -284,6 +372,8 @@ Status SpeculativeDecoder::step(uint32_t max_new, std::vector<int32_t>& out) {
   plain_idle_rounds_ = c.drafter < 0 ? 0 : plain_idle_rounds_ + 1;
   if (c.drafter < 0) {
     STRATA_TRY(plain_step(out));
+  } else if (tree_round_for(c.drafter)) {
+    STRATA_TRY(tree_round(c.drafter, c.k, out));
   } else {
     auto& ds = stats_.drafters[size_t(c.drafter)];
     const auto td = Clock::now();
@@ -330,6 +420,9 @@ nlohmann::json SpecStats::to_json() const {
                         {"acceptance_by_depth", s.by_depth.to_json()}, {"draft_steps", s.steps},
                         {"draft_s", s.draft_s}, {"draft_step_ms", s.steps ? 1e3 * s.draft_s / double(s.steps) : 0.0},
                         {"verify_s", s.verify_s}, {"verify_ms", s.rounds ? 1e3 * s.verify_s / double(s.rounds) : 0.0}};
+    if (s.tree_rounds)
+      j["tree"] = {{"rounds", s.tree_rounds}, {"nodes", s.tree_nodes},
+                   {"nodes_per_tree", double(s.tree_nodes) / double(s.tree_rounds)}};
     if (!s.arms.empty()) {
       nlohmann::json arms = nlohmann::json::array();
       for (const auto& a : s.arms)
@@ -363,6 +456,8 @@ std::string SpecStats::summary() const {
                      d.steps ? 1e3 * d.draft_s / double(d.steps) : 0.0,
                      d.rounds ? 1e3 * d.verify_s / double(d.rounds) : 0.0);
     if (!d.chosen.empty()) s += fmt::format("; best skip set {}", d.chosen);
+    if (d.tree_rounds)
+      s += fmt::format("; {} token trees of {:.1f} nodes", d.tree_rounds, double(d.tree_nodes) / double(d.tree_rounds));
     if (d.by_depth.max_depth())
       s += fmt::format("\n    mean accepted {:.2f}; acceptance by depth (rate, passes reaching it): {}", d.mean_accepted(),
                        d.by_depth.text());

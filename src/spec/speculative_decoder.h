@@ -24,6 +24,16 @@
 // recover; each probe an option loses doubles its interval (up to 1024 rounds), and winning on
 // its rate resets it, so options that never pay stop costing probes.
 //
+// Token trees (`early:d=N,tree=B`, greedy only): each round plans a tree (tree_plan.h: up to B
+// children per node, kMaxExactRows nodes with the pending token, depth <= draft_max, shape from
+// the measured acceptance per depth and rank), drafts it level by level with layers [0, d)
+// (one pass per level), verifies every node in one Engine::eval_tree pass from layer d, walks
+// from the root taking the child whose token is the target's choice, emits that path plus the
+// target's next token, and keeps the path's KV (Engine::keep_tree_path). The text is plain greedy
+// decoding's: each emitted token is the target's argmax after exactly the tokens before it.
+// Sampling and engines without trees verify chains (multi-candidate speculative sampling is
+// still to come).
+//
 // `subset` drafts k = draft_max tokens each round (fewer when the draft's head is unsure) with
 // the skip set the chooser picks (subset_chooser.h: candidates, exploration budget, settling).
 //
@@ -44,6 +54,7 @@
 #include "spec/drafter.h"
 #include "spec/spec_config.h"
 #include "spec/subset_chooser.h"
+#include "spec/tree_plan.h"
 
 namespace strata::spec {
 
@@ -61,6 +72,7 @@ struct DrafterStats {
   uint64_t accepted = 0;     // of which accepted
   uint64_t tokens = 0;       // emitted by those verify passes (accepted + the verifier's own)
   uint64_t steps = 0;        // forward passes drafting cost (0 for lookup)
+  uint64_t tree_rounds = 0, tree_nodes = 0;  // token-tree rounds and their nodes (pending token included)
   double draft_s = 0;        // time drafting
   double verify_s = 0;       // time in those verify passes
   DepthStats by_depth = {};         // acceptance per draft depth (depth_stats.h)
@@ -95,8 +107,11 @@ class SpeculativeDecoder {
                                                             SpecConfig config);
   // A decoder whose every round drafts draft_max tokens with `drafter` (the replay drafter of
   // `bench spec --replay`, spec/replay.h): mode SpecMode::replay, stats named after the drafter.
+  // tree > 0: token trees of up to `tree` children per node, as `early:d=N,tree=B` (the
+  // drafter must draft trees).
   static Result<std::unique_ptr<SpeculativeDecoder>> create_with(runtime::Engine& engine, runtime::Sampler& sampler,
-                                                                 uint32_t draft_max, std::unique_ptr<Drafter> drafter);
+                                                                 uint32_t draft_max, std::unique_ptr<Drafter> drafter,
+                                                                 uint32_t tree = 0);
 
   // Evaluates the prompt (engine at position 0) and samples the first token, which becomes the
   // pending one; returns it.
@@ -135,6 +150,10 @@ class SpeculativeDecoder {
   void pick_subset_arm(uint32_t k);
   Status plain_step(std::vector<int32_t>& out);
   Status verify(int drafter, const Draft& d, std::vector<int32_t>& out);
+  // Token trees: whether this round drafts one, and the round itself (max_depth: k_max).
+  bool tree_round_for(int drafter) const;
+  Status tree_round(int drafter, uint32_t max_depth, std::vector<int32_t>& out);
+  Status verify_tree(int drafter, const TreeDraft& t, std::vector<int32_t>& out);
 
   runtime::Engine& engine_;
   runtime::Sampler& sampler_;
@@ -163,6 +182,8 @@ class SpeculativeDecoder {
   bool keep_raw_ = false;
   std::vector<float> raw_logits_;  // keep_raw_: the last step's rows, one per emitted token
   Draft draft_;
+  std::unique_ptr<TreeShaper> shaper_;  // token trees (cfg_.tree > 0)
+  TreeDraft tree_;
   SpecStats stats_;
 };
 

@@ -157,7 +157,7 @@ TEST_CASE("generate --spec: greedy text equals plain decoding's, statistics on s
   const auto plain = run_strata(cmd);
   REQUIRE(plain.code == 0);
   int run = 0;
-  for (const std::string spec : {"lookup", "early:d=4", "subset", "subset:skip=0.5", "auto"}) {
+  for (const std::string spec : {"lookup", "early:d=4", "early:d=4,tree=2", "subset", "subset:skip=0.5", "auto"}) {
     INFO(spec);
     const std::string json = (dir / ("run-" + std::to_string(run++) + ".json")).string();
     const auto r = run_strata(cmd + " --spec " + spec + " --draft-max 6 --json " + json);
@@ -228,6 +228,33 @@ TEST_CASE("bench spec --prompts: every prompt file, acceptance by depth in the t
   const auto bad = run_strata("bench spec -m " + model + " --device cpu --prompts " + empty.string() + " -n 8 -r 1");
   CHECK(bad.code != 0);
   CHECK(has(bad.err, "no .txt prompt files"));
+}
+
+TEST_CASE("bench spec: token-tree modes and --replay-tree rows give plain text, with tree statistics", "[cli]") {
+  const auto dir = strata::test::temp_dir("cli-bench-spec-tree");
+  const std::string model = std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny-q4_k.gguf";
+  const std::string json = (dir / "out.json").string();
+  const auto r = run_strata("bench spec -m " + model + " --device cpu --modes none,early:d=4,tree=2 --draft-max 6 "
+                            "-n 40 -r 1 --replay 0.5 --replay-tree 2 --json " + json);
+  INFO(r.err);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(has(r.out, "replay a=0.5 tree=2"));
+  std::ifstream in(json);
+  const auto j = nlohmann::json::parse(in);
+  // Plain, the tree mode ("early:d=4,tree=2" stays one mode), and a chain and a tree replay row.
+  REQUIRE(j["runs"].size() == 4);
+  CHECK(j["runs"][1]["spec"] == "early:d=4,tree=2");
+  CHECK(j["runs"][2]["replay_tree"] == 0);
+  CHECK(j["runs"][3]["replay_tree"] == 2);
+  for (size_t i : {1u, 3u}) {
+    const auto& d = j["runs"][i]["drafters"][0];
+    REQUIRE(d.contains("tree"));
+    CHECK(d["tree"]["rounds"] == d["rounds"]);
+    CHECK(d["tree"]["nodes_per_tree"].get<double>() >= 1.0);
+  }
+  CHECK_FALSE(j["runs"][2]["drafters"][0].contains("tree"));
+  for (const auto& run : j["runs"]) CHECK(run["same_text_as_plain"].get<bool>());
 }
 
 // The report block of a run's output: from "placement:" through the "bottleneck:" line.

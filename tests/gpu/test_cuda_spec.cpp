@@ -141,3 +141,33 @@ TEST_CASE("GPU eval_layers with a skip mask equals the composition of two layer 
     }
   }
 }
+
+// Token trees (M12) are CPU-only so far: the CUDA engine refuses eval_tree / keep_tree_path with
+// a clear error, and `early:d=N,tree=B` there verifies chains, so the text stays plain greedy's.
+TEST_CASE("GPU: token trees fall back to chains on the CUDA engine", "[gpu][spec]") {
+  if (kernels::cuda::devices().empty()) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  auto model = runtime::Model::load(test::small_spec_model(32, GgmlType::Q8_0));
+  REQUIRE(model.is_ok());
+  const uint32_t n_layer = (*model)->spec.hp.n_layer;
+  runtime::ForwardOptions opt{.n_ctx = 160, .ubatch = 16, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .placement = {}, .trace = {}};
+  auto gpu = runtime::CudaForward::create(*model, opt);
+  REQUIRE(gpu.is_ok());
+  runtime::Engine& e = **gpu;
+  CHECK_FALSE(e.supports_trees());
+  std::vector<float> l;
+  REQUIRE(e.eval(std::vector<int32_t>{2, 17, 40}, runtime::Logits::last, l).is_ok());
+  const std::vector<int32_t> tokens = {5, 6}, parents = {-1, 0};
+  CHECK_THAT(e.eval_tree(tokens, parents, 3, {}, runtime::Logits::all, l).message(),
+             Catch::Contains("token trees need the CPU engine"));
+  CHECK_THAT(e.keep_tree_path(3, std::vector<uint32_t>{0}).message(), Catch::Contains("token trees need the CPU engine"));
+  CHECK(e.n_past() == 3);
+  const std::vector<int32_t> prompt = {2, 17, 40, 99, 123, 7};
+  const auto want = test::generate(e, prompt, 60, config("none", n_layer), test::greedy_params());
+  spec::SpecStats st;
+  CHECK(test::generate(e, prompt, 60, config("early:d=2,tree=2", n_layer), test::greedy_params(), &st) == want);
+  CHECK(st.drafters.at(0).rounds > 0);
+  CHECK(st.drafters.at(0).tree_rounds == 0);
+}

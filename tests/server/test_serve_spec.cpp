@@ -88,7 +88,7 @@ TEST_CASE("serve --spec: a lone session decodes speculatively, its greedy text e
   const int n = 40;
   const std::string want = generate(kRepeat, n);
   const std::string want_other = generate(kOther, n);
-  for (const std::string spec : {"lookup", "early:d=1", "auto"}) {
+  for (const std::string spec : {"lookup", "early:d=1", "early:d=1,tree=2", "auto"}) {
     INFO("--spec " << spec);
     CHECK(generate(kRepeat, n, spec) == want);  // the reference: speculation does not change greedy text
     ServeProcess s({"-m", kModel, "--device", "cpu", "-c", "512", "--parallel", "2", "--spec", spec});
@@ -207,13 +207,17 @@ TEST_CASE("serve --spec: logprobs of a speculative session are plain decoding's"
     plain = complete(s.port(), kRepeat, 24, false, lp).logprobs;
     CHECK(s.stop() == 0);
   }
-  ServeProcess s({"-m", kModel, "--device", "cpu", "-c", "512", "--parallel", "2", "--spec", "lookup"});
-  httplib::Client c("127.0.0.1", s.port());
-  const json spec = complete(s.port(), kRepeat, 24, false, lp).logprobs;
-  CHECK(metric(c, "strata_spec_accepted_tokens_total") > 0);
-  REQUIRE(plain.is_object());
-  CHECK(spec == plain);
-  CHECK(s.stop() == 0);
+  // Token trees (sequence 0): each emitted token's row is its accepted path node's.
+  for (const char* mode : {"lookup", "early:d=4,tree=2"}) {
+    INFO(mode);
+    ServeProcess s({"-m", kModel, "--device", "cpu", "-c", "512", "--parallel", "2", "--spec", mode});
+    httplib::Client c("127.0.0.1", s.port());
+    const json spec = complete(s.port(), kRepeat, 24, false, lp).logprobs;
+    CHECK(metric(c, "strata_spec_accepted_tokens_total") > 0);
+    REQUIRE(plain.is_object());
+    CHECK(spec == plain);
+    CHECK(s.stop() == 0);
+  }
 }
 
 TEST_CASE("serve --spec: a client gone mid-stream frees its session, SIGTERM lets a round in flight finish",

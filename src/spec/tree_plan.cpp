@@ -1,0 +1,81 @@
+#include "spec/tree_plan.h"
+
+#include <algorithm>
+#include <queue>
+
+namespace strata::spec {
+namespace {
+
+constexpr double kPriorWeight = 2, kDecay = 0.97;
+
+double prior(uint32_t rank) { return rank == 0 ? 0.6 : 0.15 / rank; }
+
+}  // namespace
+
+TreeShaper::TreeShaper(uint32_t branch) : branch_(std::max(1u, branch)) {}
+
+double TreeShaper::p(uint32_t depth, uint32_t rank) const {
+  const double pr = prior(rank);
+  if (depth == 0 || depth > est_.size() || rank >= est_[depth - 1].size()) return pr;
+  const Est& e = est_[depth - 1][rank];
+  return (e.hit + pr * kPriorWeight) / (e.tried + kPriorWeight);
+}
+
+void TreeShaper::observe(uint32_t depth, uint32_t candidates, int32_t matched) {
+  if (depth == 0 || candidates == 0) return;
+  if (est_.size() < depth) est_.resize(depth);
+  auto& row = est_[depth - 1];
+  if (row.size() < candidates) row.resize(candidates);
+  // Greedy verification has one right token: P(rank r is it), over every round that drafted rank r.
+  for (uint32_t r = 0; r < candidates; ++r) {
+    row[r].hit = row[r].hit * kDecay + (int32_t(r) == matched ? 1 : 0);
+    row[r].tried = row[r].tried * kDecay + 1;
+  }
+}
+
+TreePlan TreeShaper::plan(uint32_t max_nodes, uint32_t max_depth) const {
+  TreePlan t;
+  t.parent.push_back(-1), t.rank.push_back(0), t.depth.push_back(0);
+  std::vector<double> value{1.0};
+  struct Cand {
+    double value;
+    uint64_t order;  // ties: the earlier candidate (shallower, lower rank) first
+    int32_t parent;
+    uint32_t rank;
+    bool operator<(const Cand& o) const { return value != o.value ? value < o.value : order > o.order; }
+  };
+  std::priority_queue<Cand> q;
+  uint64_t order = 0;
+  auto push = [&](int32_t parent, uint32_t rank) {
+    const uint32_t d = t.depth[size_t(parent)] + 1;
+    if (d > max_depth || rank >= branch_) return;
+    // P(rank r is the target's token | parent accepted): siblings are exclusive, so values add.
+    q.push({value[size_t(parent)] * p(d, rank), order++, parent, rank});
+  };
+  push(0, 0);
+  while (t.size() < max_nodes && !q.empty()) {
+    const Cand c = q.top();
+    q.pop();
+    const int32_t id = int32_t(t.size());
+    t.parent.push_back(c.parent), t.rank.push_back(c.rank), t.depth.push_back(t.depth[size_t(c.parent)] + 1);
+    value.push_back(c.value);
+    push(id, 0);               // its first child
+    push(c.parent, c.rank + 1);  // its next sibling
+  }
+  return t;
+}
+
+std::vector<int32_t> top_tokens(std::span<const float> logits, uint32_t k) {
+  std::vector<int32_t> top;
+  top.reserve(k + 1);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (top.size() == k && !(logits[i] > logits[size_t(top.back())])) continue;
+    // After every kept index with a logit >= this one: equal logits keep index order.
+    auto at = std::find_if(top.begin(), top.end(), [&](int32_t j) { return logits[i] > logits[size_t(j)]; });
+    top.insert(at, int32_t(i));
+    if (top.size() > k) top.pop_back();
+  }
+  return top;
+}
+
+}  // namespace strata::spec

@@ -1,0 +1,184 @@
+// Token-tree speculative decoding (`early:d=N,tree=B`, tree_plan.h, Engine::eval_tree): greedy
+// text equals plain greedy decoding on synthetic gemma3 models (rings wrap) and the testdata
+// models (f32, q8_0 and q4_1 KV), with full trees (no confidence cut) and the default cut; the
+// replay drafter's trees accept at least as much per pass as its chains on the same outcomes; the
+// shaper's plans are trees within their budget that follow the measured ranks; --spec tree=B.
+#include <catch2/catch.hpp>
+
+#include "runtime/cpu_forward.h"
+#include "spec/replay.h"
+#include "spec/tree_plan.h"
+#include "spec_test_util.h"
+
+using namespace strata;
+
+namespace {
+
+std::unique_ptr<runtime::Engine> cpu_engine(const std::string& path, GgmlType kv = GgmlType::F32) {
+  auto model = runtime::Model::load(path);
+  REQUIRE(model.is_ok());
+  auto e = runtime::CpuForward::create(*model, {.n_ctx = 256, .ubatch = 16, .k_type = kv, .v_type = kv,
+                                                .placement = {}, .trace = {}});
+  REQUIRE(e.is_ok());
+  return std::move(*e);
+}
+
+spec::SpecConfig config(const std::string& text, uint32_t draft_max, uint32_t n_layer, float min_confidence) {
+  auto c = spec::parse_spec(text, draft_max, n_layer);
+  INFO(text << ": " << (c.is_ok() ? std::string() : c.message()));
+  REQUIRE(c.is_ok());
+  c->min_confidence = min_confidence;
+  return *c;
+}
+
+// Plan invariants: parents first, depth and rank bounds, siblings in rank order without gaps.
+void check_plan(const spec::TreePlan& p, uint32_t max_nodes, uint32_t max_depth, uint32_t branch) {
+  REQUIRE(p.size() >= 1);
+  CHECK(p.size() <= max_nodes);
+  CHECK(p.parent[0] == -1);
+  for (uint32_t i = 1; i < p.size(); ++i) {
+    INFO("node " << i);
+    REQUIRE(p.parent[i] >= 0);
+    REQUIRE(uint32_t(p.parent[i]) < i);
+    CHECK(p.depth[i] == p.depth[size_t(p.parent[i])] + 1);
+    CHECK(p.depth[i] <= max_depth);
+    CHECK(p.rank[i] < branch);
+    if (p.rank[i] > 0) {  // its sibling of the rank before it is planned too
+      bool found = false;
+      for (uint32_t j = 1; j < p.size(); ++j) found = found || (p.parent[j] == p.parent[i] && p.rank[j] == p.rank[i] - 1);
+      CHECK(found);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("spec flag parsing: early:d=N,tree=B", "[spec][tree]") {
+  CHECK(spec::parse_spec("early:d=4,tree=2", 8, 12)->tree == 2);
+  CHECK(spec::parse_spec("early:d=4,tree=2", 8, 12)->depth == 4);
+  CHECK(spec::parse_spec("early:d=4,tree=2", 8, 12)->text() == "early:d=4,tree=2");
+  CHECK(spec::parse_spec("early:tree=3", 8, 12)->depth == 8);
+  CHECK(spec::parse_spec("early:tree=3,d=5", 8, 12)->text() == "early:d=5,tree=3");
+  CHECK(spec::parse_spec("early:d=4", 8, 12)->tree == 0);
+  CHECK_THAT(spec::parse_spec("early:d=4,tree=0", 8, 12).message(), Catch::Contains("tree=0 must be in [1, 8]"));
+  CHECK_THAT(spec::parse_spec("early:tree=9", 8, 12).message(), Catch::Contains("tree=9 must be in [1, 8]"));
+  CHECK_THAT(spec::parse_spec("early:d=4,tree=x", 8, 12).message(), Catch::Contains("expected early:d=N[,tree=B]"));
+  CHECK_THAT(spec::parse_spec("auto:tree=2", 8, 12).message(), Catch::Contains("token trees need early:d=N,tree=B"));
+}
+
+TEST_CASE("tree shaper: plans are trees within budget and follow the measured ranks", "[spec][tree]") {
+  spec::TreeShaper chain(1);
+  const auto c = chain.plan(16, 8);
+  check_plan(c, 16, 8, 1);
+  CHECK(c.size() == 9);  // a chain: the root and 8 drafts
+  spec::TreeShaper s(2);
+  for (uint32_t budget : {1u, 2u, 7u, 16u}) check_plan(s.plan(budget, 8), budget, 8, 2);
+  CHECK(s.plan(16, 8).size() == 16);
+  CHECK(s.plan(16, 1).size() == 3);  // depth 1: the root's two candidates
+  // The draft's second candidate is the target's at depth 1 far more often than its first: the
+  // plan grows under the rank-1 node, deeper than under the rank-0 one.
+  for (int i = 0; i < 200; ++i) s.observe(1, 2, 1);
+  CHECK(s.p(1, 1) > 0.9);
+  CHECK(s.p(1, 0) < 0.1);
+  const auto p = s.plan(16, 8);
+  check_plan(p, 16, 8, 2);
+  auto subtree_depth = [&](uint32_t top) {
+    uint32_t deepest = 0;
+    for (uint32_t i = 1; i < p.size(); ++i) {
+      uint32_t a = i;
+      while (p.depth[a] > 1) a = uint32_t(p.parent[a]);
+      if (a == top) deepest = std::max(deepest, p.depth[i]);
+    }
+    return deepest;
+  };
+  uint32_t r0 = 0, r1 = 0;
+  for (uint32_t i = 1; i < p.size(); ++i)
+    if (p.depth[i] == 1) (p.rank[i] == 0 ? r0 : r1) = i;
+  REQUIRE(r1 > 0);
+  CHECK(subtree_depth(r1) > subtree_depth(r0));
+}
+
+TEST_CASE("top_tokens: highest first, ties in index order like argmax", "[spec][tree]") {
+  const std::vector<float> l = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, 3.0f};
+  CHECK(spec::top_tokens(l, 1) == std::vector<int32_t>{5});
+  CHECK(spec::top_tokens(l, 3) == std::vector<int32_t>{5, 1, 3});
+  CHECK(spec::top_tokens(l, 6) == std::vector<int32_t>{5, 1, 3, 4, 0, 2});
+  CHECK(spec::top_tokens(l, 1)[0] == runtime::argmax(l));
+}
+
+TEST_CASE("token trees: greedy text equals plain greedy decoding", "[spec][tree]") {
+  std::vector<std::pair<std::string, GgmlType>> cases;  // model, KV type
+  for (uint64_t seed : {1, 2, 3})
+    cases.emplace_back(test::small_spec_model(seed, seed == 2 ? GgmlType::F32 : GgmlType::Q8_0), GgmlType::F32);
+  cases.emplace_back(test::small_spec_model(1, GgmlType::Q8_0), GgmlType::Q8_0);
+  for (const char* dir : {"gemma3-swa", "gemma3-swa-q4k", "llama"})
+    cases.emplace_back(test::testdata(std::string("models/") + dir + "/model.gguf"), GgmlType::F32);
+  cases.emplace_back(test::testdata("models/gemma3-swa-q4k/model.gguf"), GgmlType::Q4_1);
+  for (const auto& [path, kv] : cases) {
+    INFO(path << " kv " << ggml_type_info(kv).name);
+    auto e = cpu_engine(path, kv);
+    const uint32_t n_layer = e->model().spec.hp.n_layer;
+    const std::vector<int32_t> prompt = {2, 17, 40, 99, 123, 7, 250, 31};
+    const uint32_t n = 70;  // past the 16-token windows: the rings wrap
+    const auto plain = test::generate(*e, prompt, n, spec::SpecConfig{}, test::greedy_params());
+    for (const std::string t : {"early:d=1,tree=2", "early:d=2,tree=3", "early:d=1,tree=1"}) {
+      for (float conf : {0.0f, 0.2f}) {
+        INFO(path << " " << t << " min_confidence " << conf);
+        spec::SpecStats st;
+        const auto got = test::generate(*e, prompt, n, config(t, 8, n_layer, conf), test::greedy_params(), &st);
+        CHECK(got == plain);
+        INFO(st.summary());
+        const auto& ds = st.drafters.at(0);
+        CHECK(ds.tree_rounds > 0);
+        CHECK(ds.tree_rounds == ds.rounds);
+        // Without a confidence cut every planned node is drafted: trees of more than a chain's
+        // share of the budget when branching (B > 1 at kMaxExactRows = 16 nodes, depth <= 8).
+        if (conf == 0.0f && t.find("tree=1") == std::string::npos)
+          CHECK(double(ds.tree_nodes) / double(ds.tree_rounds) > 9.0);
+      }
+    }
+  }
+}
+
+TEST_CASE("token trees: sampling keeps chains", "[spec][tree]") {
+  auto e = cpu_engine(test::small_spec_model(4, GgmlType::Q8_0));
+  runtime::SamplerParams sp;
+  sp.temperature = 0.8f;
+  sp.seed = 5;
+  spec::SpecStats st;
+  test::generate(*e, {2, 17, 40}, 30, config("early:d=2,tree=2", 6, 4, 0.0f), sp, &st);
+  CHECK(st.drafters.at(0).rounds > 0);
+  CHECK(st.drafters.at(0).tree_rounds == 0);
+}
+
+TEST_CASE("replay: trees accept at least as many tokens per pass as chains on the same outcomes", "[spec][tree]") {
+  auto e = cpu_engine(test::small_spec_model(7, GgmlType::Q8_0));
+  const uint32_t n_vocab = e->model().spec.hp.n_vocab;
+  const std::vector<int32_t> prompt = {2, 17, 40, 99, 123, 7, 250};
+  const uint32_t n = 160;
+  const auto plain = test::generate(*e, prompt, n, spec::SpecConfig{}, test::greedy_params());
+  std::vector<int32_t> ref = prompt;
+  ref.insert(ref.end(), plain.begin(), plain.end());
+  for (const double a : {0.3, 0.5, 0.7}) {
+    double mean[2] = {0, 0};
+    for (uint32_t tree : {0u, 2u}) {
+      INFO("A " << a << " tree " << tree);
+      runtime::Sampler sampler(test::greedy_params(), n_vocab);
+      for (int32_t t : prompt) sampler.accept(t);
+      auto drafter = std::make_unique<spec::ReplayDrafter>(ref, a, 9, n_vocab);
+      auto dec = spec::SpeculativeDecoder::create_with(*e, sampler, 8, std::move(drafter), tree);
+      REQUIRE(dec.is_ok());
+      auto first = (*dec)->start(prompt);
+      REQUIRE(first.is_ok());
+      std::vector<int32_t> out{*first};
+      while (out.size() < n) REQUIRE((*dec)->step(uint32_t(n - out.size()), out).is_ok());
+      CHECK(out == plain);
+      const auto& ds = (*dec)->stats().drafters.at(0);
+      INFO((*dec)->stats().summary());
+      CHECK((ds.tree_rounds > 0) == (tree > 0));
+      mean[tree ? 1 : 0] = ds.mean_accepted();
+    }
+    INFO("A " << a << ": chain " << mean[0] << " tree " << mean[1] << " accepted per pass");
+    CHECK(mean[1] >= mean[0]);
+  }
+}
