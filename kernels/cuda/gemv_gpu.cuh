@@ -228,8 +228,8 @@ __device__ __forceinline__ void load_act(const ActGpu& x, int c, int64_t n_in, i
   } else {
     static_assert(S == 8);
 #pragma unroll
-    for (int k = 0; k < S / 2; ++k) {  // slots 2k, 2k + 1 = sub-blocks 2 (k ^ t), 2 (k ^ t) + 1
-      const uint4 v = ld_u4(xq + 64 * (k ^ t) + 16 * t);
+    for (int k = 0; k < S / 2; ++k) {  // slots 2k, 2k + 1 (stored in slot order: ActGpu)
+      const uint4 v = ld_u4(xq + 64 * k + 16 * t);
       xw[2 * k][0] = v.x, xw[2 * k][1] = v.y, xw[2 * k + 1][0] = v.z, xw[2 * k + 1][1] = v.w;
     }
     const float2 v = __ldg(reinterpret_cast<const float2*>(d) + t);

@@ -71,8 +71,8 @@ __device__ __forceinline__ void load_b(const ActGpu& x, int col, int n_cols, int
     b[0][0] = v.x, b[0][1] = v.y;
   } else {
 #pragma unroll
-    for (int k = 0; k < S / 2; ++k) {
-      const uint4 v = ld_u4(xq + 64 * k + 16 * t);
+    for (int k = 0; k < S / 2; ++k) {  // sub-blocks 2k, 2k + 1: lane t's slot word k ^ t (ActGpu)
+      const uint4 v = ld_u4(xq + 64 * (k ^ t) + 16 * t);
       b[2 * k][0] = v.x, b[2 * k][1] = v.y, b[2 * k + 1][0] = v.z, b[2 * k + 1][1] = v.w;
     }
   }

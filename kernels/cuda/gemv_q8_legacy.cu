@@ -20,7 +20,7 @@ __global__ void quantize_act_q8_kernel(const float* __restrict__ x, int64_t n_bl
   if (perm_chunk > 0) {  // the GPU layout's lane order (matmul_internal.h ActGpu)
     const int64_t base = at - at % perm_chunk;
     const int e = int(at - base), sub = e >> 5, t = (e >> 2) & 3, hi = ((e >> 4) & 1) * 4 + (e & 3);
-    at = base + (perm_chunk == 32 ? t * 8 + hi : (sub >> 1) * 64 + t * 16 + (sub & 1) * 8 + hi);
+    at = base + (perm_chunk == 32 ? t * 8 + hi : (((sub >> 1) ^ t) * 64) + t * 16 + (sub & 1) * 8 + hi);
   }
   q[at] = int8_t(qi);
   int s = qi;

@@ -56,9 +56,11 @@ bool launch_gemv_q8_iq(const WeightView& w, const ActQ8& x, int n_cols, float* d
 
 // Int8 activations for the GPU layout (gemv_gpu.cuh): the codes of launch_quantize_act_q8 (same d,
 // same s16), stored per column and chunk in lane order: element e of a chunk (s = e / 32,
-// h = e / 16 % 2, t = e / 4 % 4, i = e % 4) at 64 (s / 2) + 16 t + 8 (s % 2) + 4 h + i for
+// h = e / 16 % 2, t = e / 4 % 4, i = e % 4) at 64 ((s / 2) ^ t) + 16 t + 8 (s % 2) + 4 h + i for
 // 256-element chunks, 8 t + 4 h + i for 32-element ones (q8_0): lane t's words of a sub-block
-// pair form one 16-byte word, and the 4 lanes t of one load read 64 consecutive bytes.
+// pair form one 16-byte word, the 4 lanes t of one load read 64 consecutive bytes, and word k of
+// lane t holds its slots 2k, 2k + 1 (the weight layout's rotation, kernels/gpu_layout.h), so the
+// dp4a kernel loads at fixed offsets and the MMA kernel, which wants sub-block order, at 64 (k ^ t).
 struct ActGpu {
   const int8_t* q;  // (n_cols, n_in), permuted per chunk
   const float* d;   // (n_cols, n_in / 32)
