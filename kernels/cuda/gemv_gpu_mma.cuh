@@ -13,16 +13,17 @@
 //
 // Per 32-element sub-block the integer sums are exact: k16 MMAs per 16-element half where the type
 // has 16-element scales (q3_K, q6_K), one k32 MMA otherwise; biased codes enter the MMA as signed
-// int8 (signed_codes), q4_K/q5_K mins are removed with the activation sums s16. Split-K over the
-// CTA's 8 warps, partial sums added in shared memory in a fixed order (deterministic).
+// int8 (signed_codes), q4_K/q5_K mins are removed with the activation sums s16. The float steps
+// after them are the ones the dp4a kernel takes (gemv_gpu.cuh, "shared bit for bit"), so a column
+// gets the same bits from either kernel. Split-K over the CTA's 8 warps, partial sums added in
+// shared memory in a fixed order (deterministic).
 //
-// Where it runs (gemv_gpu.cu): 17..64 columns; 1..16 only through set_gemv_mma_min_cols. Measured
-// on the H200 (bench kernels, 2026-12-02, graph-timed): 1 column reads 24-79% of device read where
-// the dp4a kernel reads 31-99% -- ncu (q3_K, 5376 x 21504): the ALU pipe is the busiest (66%),
-// 0.60 instructions issued per scheduler cycle, ~258 warp instructions per 880-byte tile, 100
-// registers = 25% occupancy. 8 columns cost 1.03-1.9x its 1 column, 16 columns 1.2-3.1x, 64
-// columns 3.4-12x (the per-element scale epilogue: 16 rows x 8 columns x 8 sub-blocks per MMA tile
-// and chunk, ~4 instructions each).
+// Where it runs (gemv_gpu.cu): from kGemvMmaFromCols (3) columns. Measured on the H200 (bench
+// kernels, 2026-12-02, graph-timed, times over the dp4a kernel's 1 column): 8 columns 1.1-2.5x,
+// 16 columns 1.3-6.2x, 64 columns 3.6-16x (q8_0 cheapest, q4_K dearest). What limits it from 16
+// columns: the per-element epilogue (integer scale, I2F, FMA per row, column and sub-block), the
+// registers (16 columns spill ~120 bytes at 2 blocks per SM), and each 16-row warp reading every
+// column's activations from L2 (64 columns: ~9x the weight bytes).
 #pragma once
 
 #include "kernels/cuda/gemv_gpu.cuh"

@@ -39,9 +39,9 @@ struct ForwardOptions {
   uint64_t pinned_budget = 0;  // limit on pinned host RAM (offload/pinned_pool.h); 0 = none
   // CUDA (STRATA_GPU_LAYOUT=0/1 overrides): repack the quantised matrices that live in VRAM or
   // pinned RAM into the GPU layout the faster GEMV reads (kernels/gpu_layout.h), once at load. The
-  // layout has the GGUF size, so budgeted plans use it too. The engine then runs every column
-  // count on the dp4a kernel: the int8 mma.sync kernel sums in another order (and is slower at one
-  // column), and verification and batched rows must equal one-token steps bit for bit. Placements
+  // layout has the GGUF size, so budgeted plans use it too. Its dp4a and int8 mma.sync kernels
+  // give a column the same bits whatever the count (gemv_gpu.cuh), so verification and batched
+  // rows run on MMA from 3 columns and still equal one-token steps bit for bit. Placements
   // with blocks copied raw at each use (disk and cpu tiers) keep the GGUF layout throughout.
   bool gpu_layout = true;
   // CPU engine, opt-in (`--cpu-matmul int8`): decode and verification rows (at most
