@@ -26,6 +26,10 @@ struct SpecConfig {
   // acceptance per (depth, rank) (tree_plan.h). 0: chains. Sampling (temperature > 0) and engines
   // without trees (Engine::supports_trees) verify chains instead.
   uint32_t tree = 0;
+  // Trees stop where more nodes would lower the measured tokens per second (tree_plan.h
+  // best_tree_size, once a verify pass is timed; at least the first draft, so acceptance keeps
+  // being measured). false: always fill the node budget (tests that want the largest trees).
+  bool tree_fit_cost = true;
   // as given to --spec: "none", "early:d=8", "early:d=8,tree=2", "subset", "subset:skip=0.5", "lookup", "auto:d=8"
   std::string text() const;
 };

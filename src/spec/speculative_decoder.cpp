@@ -118,6 +118,17 @@ double SpeculativeDecoder::t_verify_full(uint32_t rows) const {
   return verify_cost_full_.known() ? verify_cost_full_.predict(rows) : t_plain() * (1 + 0.05 * (rows - 1));
 }
 
+double SpeculativeDecoder::t_verify_early(uint32_t rows) const {
+  if (verify_cost_early_.known()) return verify_cost_early_.predict(rows);
+  const double L = engine_.model().spec.hp.n_layer, d = cfg_.depth;
+  return t_verify_full(rows) * (L - d) / L;
+}
+
+double SpeculativeDecoder::t_draft_step() const {
+  if (draft_step_cost_.known()) return draft_step_cost_.predict(1);
+  return t_plain() * double(cfg_.depth) / double(engine_.model().spec.hp.n_layer);
+}
+
 void SpeculativeDecoder::pick_subset_arm(uint32_t k) {
   subset_arm_ = chooser_->choose(k, t_verify_full(k + 1), t_plain());
   static_cast<LayerSubset&>(*drafters_[size_t(subset_)]).set_skip(chooser_->arm(subset_arm_).skip);
@@ -138,13 +149,10 @@ SpeculativeDecoder::Choice SpeculativeDecoder::choose(uint32_t k_max) {
   }
   // automatic: the rule in the header. The first round measures a plain step.
   if (!plain_cost_.known()) return c;
-  const double L = engine_.model().spec.hp.n_layer, d = cfg_.depth;
   const double t_plain = this->t_plain();
   auto verify_full = [&](uint32_t n) { return t_verify_full(n); };
-  auto verify_early = [&](uint32_t n) {
-    return verify_cost_early_.known() ? verify_cost_early_.predict(n) : verify_full(n) * (L - d) / L;
-  };
-  const double t_step = draft_step_cost_.known() ? draft_step_cost_.predict(1) : t_plain * d / L;
+  auto verify_early = [&](uint32_t n) { return t_verify_early(n); };
+  const double t_step = t_draft_step();
   double best = 1.0 / t_plain;
   const bool short_match = matched_n == 1;
   if (!cont.empty()) {
@@ -287,7 +295,13 @@ Status SpeculativeDecoder::tree_round(int drafter, uint32_t max_depth, std::vect
   const uint32_t pos = engine_.n_past();
   // Every node takes a verify row and a KV slot past n_past (at most ubatch ahead, the rings' margin).
   const uint32_t budget = std::min({runtime::kMaxExactRows, engine_.ubatch(), engine_.n_ctx() - pos});
-  const TreePlan plan = shaper_->plan(budget, max_depth);
+  TreePlan plan = shaper_->plan(budget, max_depth);
+  // Once a verify pass is measured, the tree stops where more nodes would lower tokens per second,
+  // keeping the first draft (without drafts the acceptance estimates could never recover).
+  if (cfg_.tree_fit_cost && verify_cost_early_.known()) {
+    const uint32_t n = best_tree_size(plan, t_draft_step(), [&](uint32_t k) { return t_verify_early(k); });
+    plan = plan.prefix(std::max(n, std::min(2u, plan.size())));
+  }
   auto& ds = stats_.drafters[size_t(drafter)];
   const auto td = Clock::now();
   STRATA_TRY(drafters_[size_t(drafter)]->propose_tree(history_, plan, tree_));

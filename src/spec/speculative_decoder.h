@@ -146,6 +146,10 @@ class SpeculativeDecoder {
   // Measured (or, before any measurement, derived) costs the choices weigh.
   double t_plain() const;
   double t_verify_full(uint32_t rows) const;
+  // Verification from the early-exit depth, and one early-exit draft step (measured, else derived
+  // from the plain step by layer fraction).
+  double t_verify_early(uint32_t rows) const;
+  double t_draft_step() const;
   // Picks the skip set for a subset round of k drafts and hands it to the drafter.
   void pick_subset_arm(uint32_t k);
   Status plain_step(std::vector<int32_t>& out);

@@ -35,8 +35,8 @@ void TreeShaper::observe(uint32_t depth, uint32_t candidates, int32_t matched) {
 
 TreePlan TreeShaper::plan(uint32_t max_nodes, uint32_t max_depth) const {
   TreePlan t;
-  t.parent.push_back(-1), t.rank.push_back(0), t.depth.push_back(0);
-  std::vector<double> value{1.0};
+  t.parent.push_back(-1), t.rank.push_back(0), t.depth.push_back(0), t.value.push_back(1.0);
+  std::vector<double>& value = t.value;
   struct Cand {
     double value;
     uint64_t order;  // ties: the earlier candidate (shallower, lower rank) first
@@ -63,6 +63,26 @@ TreePlan TreeShaper::plan(uint32_t max_nodes, uint32_t max_depth) const {
     push(c.parent, c.rank + 1);  // its next sibling
   }
   return t;
+}
+
+TreePlan TreePlan::prefix(uint32_t n) const {
+  TreePlan t = *this;
+  n = std::min(n, size());
+  t.parent.resize(n), t.rank.resize(n), t.depth.resize(n), t.value.resize(n);
+  return t;
+}
+
+uint32_t best_tree_size(const TreePlan& plan, double t_draft_step, const std::function<double(uint32_t)>& t_verify) {
+  uint32_t best = 1, deepest = 0;
+  double tokens = 0, best_rate = -1;
+  for (uint32_t n = 1; n <= plan.size(); ++n) {
+    tokens += plan.value[n - 1];
+    deepest = std::max(deepest, plan.depth[n - 1]);
+    const double cost = (deepest + 1) * t_draft_step + t_verify(n);
+    const double rate = cost > 0 ? tokens / cost : tokens;
+    if (rate > best_rate) best_rate = rate, best = n;
+  }
+  return best;
 }
 
 std::vector<int32_t> top_tokens(std::span<const float> logits, uint32_t k) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -20,8 +21,20 @@ struct TreePlan {
   std::vector<int32_t> parent;  // -1 for the root
   std::vector<uint32_t> rank;   // among its siblings (0 for the root)
   std::vector<uint32_t> depth;
+  std::vector<double> value;    // P(verification accepts the node); 1 for the root
   uint32_t size() const { return uint32_t(parent.size()); }
+  // The first n nodes (best-first order keeps parents first, so a prefix is a tree: the plan a
+  // budget of n nodes would give).
+  TreePlan prefix(uint32_t n) const;
 };
+
+// The node count n (1 .. plan.size()) whose prefix gives the most expected tokens per second:
+//   (sum of the n nodes' values: accepted drafts plus the verifier's own token)
+//   / ((deepest depth + 1) * t_draft_step + t_verify(n))
+// (a drafter takes one pass per level, plus one for the deepest nodes to reach the verify
+// layer). Why: a verify pass costs more with more rows (on the CPU much more), so filling the
+// node budget can lose to a smaller tree; ties keep the smaller tree.
+uint32_t best_tree_size(const TreePlan& plan, double t_draft_step, const std::function<double(uint32_t)>& t_verify);
 
 class TreeShaper {
  public:

@@ -28,6 +28,7 @@ spec::SpecConfig config(const std::string& text, uint32_t draft_max, uint32_t n_
   INFO(text << ": " << (c.is_ok() ? std::string() : c.message()));
   REQUIRE(c.is_ok());
   c->min_confidence = min_confidence;
+  c->tree_fit_cost = false;  // the largest trees the budget allows: the most tree code exercised
   return *c;
 }
 
@@ -98,6 +99,38 @@ TEST_CASE("tree shaper: plans are trees within budget and follow the measured ra
   CHECK(subtree_depth(r1) > subtree_depth(r0));
 }
 
+TEST_CASE("tree size: the prefix with the most expected tokens per second of draft and verify", "[spec][tree]") {
+  spec::TreeShaper s(2);
+  const auto plan = s.plan(16, 8);
+  REQUIRE(plan.size() == 16);
+  REQUIRE(plan.value.size() == 16);
+  CHECK(plan.value[0] == 1.0);
+  for (uint32_t i = 1; i < plan.size(); ++i) {
+    CHECK(plan.value[i] > 0.0);
+    CHECK(plan.value[i] <= plan.value[size_t(plan.parent[i])]);  // a node is accepted only after its parent
+  }
+  // A prefix is a tree of the first n nodes (parents come first).
+  const auto p5 = plan.prefix(5);
+  check_plan(p5, 5, 8, 2);
+  CHECK(p5.value.size() == 5);
+  // Verification as cheap for 16 rows as for 1, drafting free: the whole plan.
+  CHECK(spec::best_tree_size(plan, 0.0, [](uint32_t) { return 1.0; }) == 16);
+  // Every row costs a whole pass: each extra node adds a value < 1 for a full pass, so one node.
+  CHECK(spec::best_tree_size(plan, 0.0, [](uint32_t n) { return double(n); }) == 1);
+  // In between, a pass of 1 + 0.05 per row (a GPU-like curve) keeps more than one node, and with
+  // a draft step of 0.1 pass per level the chosen prefix's rate is the best of all prefixes.
+  auto gpu = [](uint32_t n) { return 1.0 + 0.05 * n; };
+  CHECK(spec::best_tree_size(plan, 0.0, gpu) > 1);
+  const uint32_t n = spec::best_tree_size(plan, 0.1, gpu);
+  auto rate = [&](uint32_t k) {
+    double tokens = 0;
+    uint32_t deepest = 0;
+    for (uint32_t i = 0; i < k; ++i) tokens += plan.value[i], deepest = std::max(deepest, plan.depth[i]);
+    return tokens / ((deepest + 1) * 0.1 + gpu(k));
+  };
+  for (uint32_t k = 1; k <= plan.size(); ++k) CHECK(rate(n) >= rate(k));
+}
+
 TEST_CASE("top_tokens: highest first, ties in index order like argmax", "[spec][tree]") {
   const std::vector<float> l = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, 3.0f};
   CHECK(spec::top_tokens(l, 1) == std::vector<int32_t>{5});
@@ -136,6 +169,12 @@ TEST_CASE("token trees: greedy text equals plain greedy decoding", "[spec][tree]
         if (conf == 0.0f && t.find("tree=1") == std::string::npos)
           CHECK(double(ds.tree_nodes) / double(ds.tree_rounds) > 9.0);
       }
+      // The default: tree size from the measured costs (smaller trees, same text).
+      auto fit = config(t, 8, n_layer, 0.0f);
+      fit.tree_fit_cost = true;
+      spec::SpecStats st;
+      CHECK(test::generate(*e, prompt, n, fit, test::greedy_params(), &st) == plain);
+      CHECK(st.drafters.at(0).tree_rounds > 0);
     }
   }
 }
