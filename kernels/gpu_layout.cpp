@@ -117,6 +117,21 @@ void unpack(GgmlType t, const uint8_t* row, int64_t c, Unpacked& u) {
   }
 }
 
+// q3_K: where the low 2 bits and the hmask bit of a lane's code for slot j, half h lie (words
+// W0..W5, bit of byte i; gpu_layout.h "q3_K").
+struct Q3Place {
+  int word_low, bit_low, word_high, bit_high;
+};
+Q3Place q3_place(int j, int h) {
+  const int m = j / 2, kind = 2 * (j % 2) + h;
+  switch (kind) {
+    case 0: return {m, 0, m, 2};
+    case 1: return {m, 3, m, 5};
+    case 2: return {4 + m / 2, 3 * (m % 2), 4 + m / 2, 3 * (m % 2) + 2};
+    default: return {m, 6, 4 + m / 2, 6 + m % 2};
+  }
+}
+
 // Element of lane t in sub-block s, half h, byte i (gpu_layout.h: E(s, h, i)).
 int elem(int s, int h, int t, int i) { return 32 * s + 16 * h + 4 * t + i; }
 
@@ -156,8 +171,13 @@ void tile_io(GgmlType t, uint8_t* tile, int g, Unpacked& u, bool write) {
               break;
             }
             case GgmlType::Q3_K: {
-              bit_io(tile + L.qs + lane * 16 + 4 * (s / 2) + i, 4 * (s % 2) + 2 * h, 2, e, 0);
-              bit_io(tile + L.qh + lane * 8 + 4 * (s / 4) + i, 2 * (s % 4) + h, 1, e, 2);
+              // Byte i of the lane's word n: W0..W3 in the first stream, W4, W5 in the second.
+              auto word_byte = [&](int n) {
+                return n < 4 ? tile + L.qs + lane * 16 + 4 * n + i : tile + L.qh + lane * 8 + 4 * (n - 4) + i;
+              };
+              const Q3Place p = q3_place(s, h);
+              bit_io(word_byte(p.word_low), p.bit_low, 2, e, 0);
+              bit_io(word_byte(p.word_high), p.bit_high, 1, e, 2);
               break;
             }
             default: break;

@@ -36,8 +36,15 @@
 //                  dm[8][4]:   f16 d, f16 dmin
 //   q5_K (1408 B): qs[32][32] as q4_K (low 4 bits); qh[32][8]: byte s, bit 4 h + i = 5th bit of
 //                  E(s,h,i); sc[8][12], dm[8][4] as q4_K
-//   q3_K (880 B):  ql[32][16]: word s / 2, bits 4 (s % 2) + 2 h + 8 i .. +1 = low 2 bits of
-//                  E(s,h,i); qh[32][8]: word s / 4, bit 2 (s % 4) + h + 8 i = hmask bit of E(s,h,i);
+//   q3_K (880 B):  w[32][16] (words W0..W3 of the lane), wh[32][8] (W4, W5); byte i of every word
+//                  holds bits of element i. The 3-bit code (low 2 bits, hmask bit above) of slot s,
+//                  half h, with m = s / 2 and kind = 2 (s % 2) + h, lies at: kind 0: W_m bits 0-2;
+//                  kind 1: W_m bits 3-5; kind 2: W_{4 + m/2} bits 3 (m % 2) .. +2; kind 3: low bits
+//                  W_m bits 6-7, hmask bit W_{4 + m/2} bit 6 + m % 2. Why: 12 of the 16 code words
+//                  are one shift and mask (the first of each word only a mask), the other 4 two
+//                  shifts and a merge (34 operations, where low bits and hmask in separate streams
+//                  took 80); and the slot rotation stays cheap to undo: W0..W3 are permuted as words,
+//                  W4 / W5 swap as words and swap their fields 0-2 / 3-5 and bits 6 / 7 per byte.
 //                  sc[8][12]: the GGUF block's 12 packed bytes of 6-bit scale codes; d[8][2]: f16
 //   q6_K (1680 B): ql[32][32]: as q4_K qs (low 4 bits); qh[32][16]: word s / 2, bits
 //                  4 (s % 2) + 2 h + 8 i .. +1 = top 2 bits of E(s,h,i); sc[8][16]: int8 scale of

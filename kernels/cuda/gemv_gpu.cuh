@@ -10,7 +10,7 @@
 // per-row streams at g * W (the 4 lanes of a row share the word: one broadcast). codes(s, h) gives
 // the lane's 4 codes of half h of slot s (after unrotate(t): of sub-block s) as the bytes of one
 // word: unsigned (code - kBias is
-// the value index) or, where kSigned, already the signed value index (q3_K, q8_0);
+// the value index) or, where kSigned, already the signed value index (q8_0);
 // scale(s, h) the integer sub-scale, min(s) the integer min (q4_K / q5_K), d() / dmin() the f16
 // super-block factors. Element value (as the CPU decoders): (d * scale) * (code - kBias) - dmin * min.
 #pragma once
@@ -83,7 +83,7 @@ __device__ __forceinline__ uint4 q3_scales(uint32_t a0, uint32_t a1, uint32_t a2
 template <bool kHigh>
 struct GpuQ45K {
   static constexpr int kChunk = 256, kSubs = 8, kTile = kHigh ? 1408 : 1152, kBias = 0;
-  static constexpr bool kMin = true, kScale16 = false, kSigned = false;
+  static constexpr bool kMin = true, kScale16 = false, kSigned = false, kLaneScales = false;
   static constexpr int kSc = kHigh ? 1280 : 1024, kD = kHigh ? 1376 : 1120;
   uint4 qa, qb, sc;
   uint2 qh;
@@ -122,12 +122,13 @@ struct GpuQ45K {
 using GpuQ4K = GpuQ45K<false>;
 using GpuQ5K = GpuQ45K<true>;
 
-// q3_K codes come out signed (q = code - 4 per byte, kBias 0): the hmask bit h and low bits l
-// give q = l - 4 (1 - h), i.e. the byte l | (h ? 0 : 0xFC) = l + (h ^ 1) * 0xFC (no carry between
-// bytes), as cheap as the unsigned code, and the kernels then need no bias correction.
+// q3_K: unsigned codes 0..7 (value index q = code - 4, kBias 4), read from the six words per lane of
+// gpu_layout.h ("q3_K"): ql = W0..W3, qh = W4, W5.
+// The dp4a kernel decodes only the lane's own scale word (kLaneScales: lane_scale_word, from the raw
+// packed bytes), the MMA kernel and the dequantiser all 16 scales (finish()).
 struct GpuQ3K {
-  static constexpr int kChunk = 256, kSubs = 8, kTile = 880, kBias = 0;
-  static constexpr bool kMin = false, kScale16 = true, kSigned = true;
+  static constexpr int kChunk = 256, kSubs = 8, kTile = 880, kBias = 4;
+  static constexpr bool kMin = false, kScale16 = true, kSigned = false, kLaneScales = true;
   uint4 ql, sc;
   uint2 qh;
   uint16_t dd;
@@ -143,19 +144,30 @@ struct GpuQ3K {
     load_raw(tile, lane, g);
     finish();
   }
-  // ql: word s / 2 -> word (s / 2) ^ t. qh: slot bits 2 (s % 4) + h of word s / 4, so bit 1 of
-  // 2t swaps the nibbles of every byte and bit 2 swaps the words.
+  // Word t of q3_scales() from the raw bytes (before finish()): the scales of sub-blocks 2t, 2t + 1.
+  __device__ __forceinline__ uint32_t lane_scale_word(int t) const {
+    const uint32_t a = (t & 1) ? sc.y : sc.x;
+    const uint32_t lo = (a >> (4 * (t >> 1))) & 0x0F0F0F0Fu;
+    const uint32_t hi = ((sc.z >> (2 * t)) << 4) & 0x30303030u;
+    return minus32(lo | hi);
+  }
+  // Slot m ^ t's words to word m: W0..W3 as words; in W4 / W5 bit 0 of t swaps the fields
+  // 0-2 / 3-5 and the bits 6 / 7 of every byte, bit 1 swaps the words.
+  __device__ __forceinline__ static uint32_t swap_fields(uint32_t w) {
+    return ((w << 3) & 0x38383838u) | ((w >> 3) & 0x07070707u) | ((w << 1) & 0x80808080u) | ((w >> 1) & 0x40404040u);
+  }
   __device__ __forceinline__ void unrotate(int t) {
     xor_words(ql, t);
-    const uint32_t nx = (((qh.x >> 4) & 0x0F0F0F0Fu) | ((qh.x << 4) & 0xF0F0F0F0u));
-    const uint32_t ny = ((qh.y >> 4) & 0x0F0F0F0Fu) | ((qh.y << 4) & 0xF0F0F0F0u);
-    if (t & 1) qh = make_uint2(nx, ny);
+    if (t & 1) qh = make_uint2(swap_fields(qh.x), swap_fields(qh.y));
     swap_if(t & 2, qh.x, qh.y);
   }
   __device__ __forceinline__ uint32_t codes(int s, int h) const {
-    const uint32_t lo = (word_of(ql, s >> 1) >> (4 * (s & 1) + 2 * h)) & 0x03030303u;
-    const uint32_t nh = (((s < 4 ? qh.x : qh.y) >> (2 * (s & 3) + h)) & 0x01010101u) ^ 0x01010101u;
-    return nh * 0xFCu + lo;
+    const int m = s >> 1, kind = 2 * (s & 1) + h;
+    const uint32_t w = word_of(ql, m), wh = m < 2 ? qh.x : qh.y;
+    if (kind == 0) return w & 0x07070707u;
+    if (kind == 1) return (w >> 3) & 0x07070707u;
+    if (kind == 2) return (wh >> (3 * (m & 1))) & 0x07070707u;
+    return ((w >> 6) & 0x03030303u) | ((wh >> (4 + (m & 1))) & 0x04040404u);
   }
   __device__ __forceinline__ int scale(int s, int h) const { return sbyte(sc, 2 * s + h); }
   __device__ __forceinline__ int min(int) const { return 0; }
@@ -165,7 +177,7 @@ struct GpuQ3K {
 
 struct GpuQ6K {
   static constexpr int kChunk = 256, kSubs = 8, kTile = 1680, kBias = 32;
-  static constexpr bool kMin = false, kScale16 = true, kSigned = false;
+  static constexpr bool kMin = false, kScale16 = true, kSigned = false, kLaneScales = false;
   uint4 qa, qb, qh, sc;
   uint16_t dd;
   __device__ __forceinline__ void load_raw(const uint8_t* tile, int lane, int g) { load(tile, lane, g); }
@@ -194,7 +206,7 @@ struct GpuQ6K {
 
 struct GpuQ8_0 {
   static constexpr int kChunk = 32, kSubs = 1, kTile = 272, kBias = 0;
-  static constexpr bool kMin = false, kScale16 = false, kSigned = true;
+  static constexpr bool kMin = false, kScale16 = false, kSigned = true, kLaneScales = false;
   uint2 q;
   uint16_t dd;
   __device__ __forceinline__ void load_raw(const uint8_t* tile, int lane, int g) { load(tile, lane, g); }
@@ -283,17 +295,18 @@ __device__ __forceinline__ void reduce_slots(int (&v)[8][K]) {
 template <class D>
 struct OwnScales {
   uint32_t w = 0;         // q3_K / q6_K: scale word t (bytes (2t, h0), (2t, h1), (2t+1, h0), (2t+1, h1))
-  int corr0 = 0, corr1 = 0;  // q3_K: -8192 * (sc0 + sc1) per sub-block (the packed sums' bias)
+  int corr0 = 0, corr1 = 0;  // q3_K: -16384 * (sc0 + sc1) per sub-block (the packed sums' bias)
   int sc0 = 0, sc1 = 0;   // q4_K / q5_K scales; q6_K: see s6
-  int s6[4] = {0, 0, 0, 0};
+  int s6[4] = {0, 0, 0, 0};  // q6_K: the 4 scales
   float m0 = 0, m1 = 0;   // float(min) of the two sub-blocks (q4_K / q5_K)
   __device__ __forceinline__ OwnScales(const D& r, int t) {
     if constexpr (D::kSubs == 8 && D::kScale16) {
-      w = word_of(r.sc, t);
-      if constexpr (D::kBias == 0) {
-        corr0 = __dp2a_lo(int(0xE000E000u), int(w), 0);
-        corr1 = __dp2a_hi(int(0xE000E000u), int(w), 0);
+      if constexpr (D::kLaneScales) {
+        w = r.lane_scale_word(t);
+        corr0 = __dp2a_lo(int(0xC000C000u), int(w), 0);
+        corr1 = __dp2a_hi(int(0xC000C000u), int(w), 0);
       } else {
+        w = word_of(r.sc, t);
 #pragma unroll
         for (int k = 0; k < 4; ++k) s6[k] = int(int8_t(w >> (8 * k)));
       }
@@ -317,16 +330,21 @@ __device__ __forceinline__ float lane_term(const D& r, const OwnScales<D>& o, co
     v += __shfl_xor_sync(0xffffffffu, v, 1);
     v += __shfl_xor_sync(0xffffffffu, v, 2);
     return __fmul_rn(r.d(), __fmul_rn(dx[0], float(v)));
-  } else if constexpr (D::kScale16 && D::kBias == 0) {
-    // q3_K: |lane half sum| <= 4 * 4 * 127 = 2032, so half sums + 2048 (the dp4a accumulator)
-    // pack into 16-bit halves that stay within [64, 16320] summed over the 4 lanes: one word per slot.
+  } else if constexpr (D::kLaneScales) {
+    // q3_K: codes 0..7, q = code - 4. |lane half sum| <= 4 * 7 * 128 = 3584, so half sums + 4096
+    // (the dp4a accumulator) pack into 16-bit halves that stay within [2048, 30720] summed over the
+    // 4 lanes: one word per slot through the butterfly. The code bias comes off the packed word as
+    // 4 (S0 + 65536 S1) (S the activations' 16-element sums): each half then holds
+    // sum (code - 4) x + 16384, within [8256, 24512], so no borrow crosses the halves; one dp2a with
+    // the scales gives I = sc0 (P0 - 4 S0) + sc1 (P1 - 4 S1), its addend the packing's -16384 (sc0 + sc1).
     int v[8][1];
 #pragma unroll
     for (int j = 0; j < 8; ++j)
-      v[j][0] = int(__byte_perm(uint32_t(__dp4a(int(b[j][0]), int(xw[j][0]), 2048)),
-                                uint32_t(__dp4a(int(b[j][1]), int(xw[j][1]), 2048)), 0x5410));
+      v[j][0] = int(__byte_perm(uint32_t(__dp4a(int(b[j][0]), int(xw[j][0]), 4096)),
+                                uint32_t(__dp4a(int(b[j][1]), int(xw[j][1]), 4096)), 0x5410));
     reduce_slots<1>(v);
-    const int i0 = __dp2a_lo(v[0][0], int(o.w), o.corr0), i1 = __dp2a_hi(v[1][0], int(o.w), o.corr1);
+    const int p0 = v[0][0] - 4 * (sx[0] + 65536 * sx[1]), p1 = v[1][0] - 4 * (sx[2] + 65536 * sx[3]);
+    const int i0 = __dp2a_lo(p0, int(o.w), o.corr0), i1 = __dp2a_hi(p1, int(o.w), o.corr1);
     return chunk_term<D>(r.d(), 0.0f, dx[0], dx[1], i0, i1, 0.0f, 0.0f, 0.0f, 0.0f);
   } else if constexpr (D::kScale16) {
     // q6_K: unsigned codes; the bias 32 comes off the whole half sums: I = sc (P - 32 S).
@@ -382,7 +400,8 @@ __global__ void __launch_bounds__(kGpuGemvWarps * 32, NC <= 2 ? 4 : 2) gemv_gpu_
 #pragma unroll 2
   for (int64_t ch = warp; ch < n_chunks; ch += kGpuGemvWarps) {
     D r;
-    r.load(group + ch * D::kTile, lane, g);
+    r.load_raw(group + ch * D::kTile, lane, g);
+    if constexpr (!D::kLaneScales) r.finish();  // q3_K: OwnScales decodes only the lane's scale word
     uint32_t b[S][2];
 #pragma unroll
     for (int j = 0; j < S; ++j) b[j][0] = r.codes(j, 0), b[j][1] = r.codes(j, 1);
