@@ -9,7 +9,12 @@ std::atomic<int> g_mma_min_cols{kGemvMmaFromCols};
 std::atomic<bool> g_pdl{false};
 }  // namespace
 void set_gemv_mma_min_cols(int n) { g_mma_min_cols.store(n < 1 ? 1 : n); }
-void set_gemv_pdl(bool on) { g_pdl.store(on); }
+void set_gemv_pdl(bool on) {
+  int dev = 0, major = 0;
+  const bool sm90 = cudaGetDevice(&dev) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+  g_pdl.store(on && sm90);
+}
 }  // namespace strata::kernels::cuda
 
 namespace strata::kernels::cuda::detail {

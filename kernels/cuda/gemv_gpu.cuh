@@ -397,10 +397,15 @@ __global__ void __launch_bounds__(kGpuGemvWarps * 32, NC <= 2 ? 4 : 2) gemv_gpu_
   float acc[NC];
 #pragma unroll
   for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
+  // Cursors that step by the warps' stride (pointer increments: addresses are not recomputed from
+  // the chunk index each pass, which at the 64-register bound the compiler did with 64-bit multiplies).
+  const uint8_t* tile = group + int64_t(warp) * D::kTile;
+  ActGpu xc{x.q + int64_t(warp) * D::kChunk, x.d + int64_t(warp) * S, x.s16 + int64_t(warp) * 2 * S};
 #pragma unroll 2
-  for (int64_t ch = warp; ch < n_chunks; ch += kGpuGemvWarps) {
+  for (int64_t ch = warp; ch < n_chunks; ch += kGpuGemvWarps, tile += kGpuGemvWarps * D::kTile,
+               xc.q += kGpuGemvWarps * D::kChunk, xc.d += kGpuGemvWarps * S, xc.s16 += kGpuGemvWarps * 2 * S) {
     D r;
-    r.load_raw(group + ch * D::kTile, lane, g);
+    r.load_raw(tile, lane, g);
     if constexpr (!D::kLaneScales) r.finish();  // q3_K: OwnScales decodes only the lane's scale word
     uint32_t b[S][2];
 #pragma unroll
@@ -412,7 +417,7 @@ __global__ void __launch_bounds__(kGpuGemvWarps * 32, NC <= 2 ? 4 : 2) gemv_gpu_
       uint32_t xw[S][2];
       float dx[2];
       int sx[4] = {0, 0, 0, 0};
-      load_act<D>(x, c, n_in, ch, t, xw, dx, sx);
+      load_act<D>(xc, c, n_in, 0, t, xw, dx, sx);
       float v = lane_term<D>(r, o, b, xw, dx, sx);
       if constexpr (S > 1) {
         v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
