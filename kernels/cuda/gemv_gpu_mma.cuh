@@ -43,16 +43,15 @@ __device__ __forceinline__ void mma_s8_k32(int (&d)[4], uint32_t a0, uint32_t a1
 }
 
 // Codes as signed int8 (code - kBias), per byte, for the types with a bias (q3_K: 0..7 - 4,
-// q6_K: 0..63 - 32): flip the bias bit, then extend the sign from it. No carry crosses a byte.
+// q6_K: 0..63 - 32): codes are below 128 + kBias, so c + 128 - kBias stays within a byte (no carry
+// crosses bytes) and flipping its bit 7 gives the two's complement byte of c - kBias. Two
+// operations per word.
 template <int kBias>
 __device__ __forceinline__ uint32_t signed_codes(uint32_t c) {
   if constexpr (kBias == 0) {
     return c;
   } else {
-    constexpr uint32_t kBit = 0x01010101u * uint32_t(kBias);
-    const uint32_t v = c ^ kBit;
-    constexpr uint32_t kMul = uint32_t((256 - 2 * kBias) / kBias);  // copies the bit to every bit above it
-    return v | ((v & kBit) * kMul);
+    return (c + 0x01010101u * uint32_t(128 - kBias)) ^ 0x80808080u;
   }
 }
 

@@ -191,6 +191,9 @@ struct CpuOps {
   void norm(const float* x, const float* weight, int64_t n_vec, int64_t dim, float eps, float* out) {
     for (int64_t v = 0; v < n_vec; ++v) cpu::rms_norm(x + v * dim, weight, dim, eps, out + v * dim);
   }
+  void matmuls(const MatmulJob* jobs, int count, const float* x, uint32_t n) {
+    for (int j = 0; j < count; ++j) matmul(*jobs[j].w, x, n, jobs[j].y);
+  }
   void matmul(const kernels::WeightView& m, const float* x, uint32_t n, float* y) {
     if (observer) observer->on_matmul(m, x, n);
     // int8 activations for decode-sized calls; the chunk decides (n), so a row's arithmetic

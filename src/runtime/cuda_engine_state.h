@@ -78,6 +78,18 @@ struct CudaForward::Impl {
   float* d_logits = nullptr;
   cuda::Workspace ws;
   void* d_cublas_ws = nullptr;
+  // Ops::matmuls (cuda_ops.h): the 2nd and 3rd matrices of a group (K and V beside Q, up beside
+  // gate) run on side streams, forked from and joined back to `stream` by events (inside graph
+  // captures too), each rounding the input into its own slice of ws past what the first matrix
+  // uses. Small matrices (a 27B's K and V: 256 CTAs) leave most of the GPU idle alone. Empty (ws
+  // too small, streamed blocks, STRATA_SIDE_STREAMS=0, --trace): a group runs one matrix after the other.
+  struct Side {
+    cuda::Stream stream = nullptr;
+    cuda::Event join = nullptr;
+    cuda::Workspace ws;
+  };
+  std::vector<Side> side;
+  cuda::Event fork = nullptr;
   // Steps of at most kMaxExactRows rows (decode, draft, verify, batched decode) as CUDA graphs, one
   // per StepShape (cuda_step_graphs.cpp), captured at a shape's first step. Inputs (tokens,
   // positions, the residual stream entering a layer range, gathered embedding rows) are copied
@@ -103,6 +115,11 @@ struct CudaForward::Impl {
     if (pinned_x) cuda::pinned_free(pinned_x);
     pinned.reset();  // after the store and the sync: nothing reads its buffers
     arena.reset();
+    for (Side& sd : side) {
+      if (sd.stream) cuda::stream_destroy(sd.stream);
+      if (sd.join) cuda::event_destroy(sd.join);
+    }
+    if (fork) cuda::event_destroy(fork);
     if (stream) cuda::stream_destroy(stream);
   }
   Result<void*> alloc(size_t bytes, const std::string& what) { return arena->alloc(bytes, what); }

@@ -183,6 +183,28 @@ struct Ops {
     im.check(cuda::matmul(w, x, int(n), y, im.ws, im.stream, reuse));
     if (key != 0 && y != x) rounded = {x, w.n_in, n, key};
   }
+  // Matrices of one input side by side (cuda_engine_state.h "Side"): matrix 0 on the main stream,
+  // keeping its rounding of x for later reuse; matrices 1.. on the side streams after a fork event,
+  // each rounding x into its own workspace slice; the main stream then waits for them. Each y_j gets
+  // the bits matmul() gives it (same kernels, same rounding). GEMV rows only (<= kMaxGemvCols: the
+  // prefill GEMM shares the cuBLAS workspace), and never where a matrix is computed on the host.
+  void matmuls(const MatmulJob* jobs, int count, const float* x, uint32_t n) {
+    bool side = count >= 2 && count - 1 <= int(im.side.size()) && n >= 1 && n <= uint32_t(cuda::kMaxGemvCols);
+    for (int j = 0; side && j < count; ++j) side = !im.host || im.host_view.find(jobs[j].w) == im.host_view.end();
+    if (!side) {
+      for (int j = 0; j < count; ++j) matmul(*jobs[j].w, x, n, jobs[j].y);
+      return;
+    }
+    im.check(cuda::event_record(im.fork, im.stream));
+    for (int j = 1; j < count; ++j) {
+      const CudaForward::Impl::Side& sd = im.side[size_t(j - 1)];
+      im.check(cuda::stream_wait(sd.stream, im.fork));
+      im.check(cuda::matmul(*jobs[j].w, x, int(n), jobs[j].y, sd.ws, sd.stream, false));
+      im.check(cuda::event_record(sd.join, sd.stream));
+    }
+    matmul(*jobs[0].w, x, n, jobs[0].y);
+    for (int j = 1; j < count; ++j) im.check(cuda::stream_wait(im.stream, im.side[size_t(j - 1)].join));
+  }
   void qk_norm_rope(float* q, float* k, uint32_t n, const QkRope& r) {
     OpSpan op(im, [&] { return fmt::format("qk_norm_rope n={}", n); });
     device_op();

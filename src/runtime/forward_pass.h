@@ -16,6 +16,9 @@
 //   void store_hidden(const float* x, uint32_t n);  // hands x to the caller (after the last layer run)
 //   void norm(const float* x, const float* w, int64_t n_vec, int64_t dim, float eps, float* out);
 //   void matmul(const kernels::WeightView& w, const float* x, uint32_t n, float* y);
+//   void matmuls(const MatmulJob* jobs, int count, const float* x, uint32_t n);  // y_j = W_j x for
+//                          // matrices of one input (Q, K, V; gate, up): a GPU may run them side by
+//                          // side; each y_j as matmul(*jobs[j].w, x, n, jobs[j].y) gives it
 //   void qk_norm_rope(float* q, float* k, uint32_t n, const QkRope& r);  // QK-norm (where r has
 //                          // weights), then RoPE, of every head of q and k (one fused kernel on a GPU)
 //   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n);   // row t into its
@@ -38,6 +41,12 @@
 #include "model/model_weights.h"
 
 namespace strata::runtime {
+
+// One matrix of an Ops::matmuls group: y = W x.
+struct MatmulJob {
+  const kernels::WeightView* w;
+  float* y;
+};
 
 struct ForwardBuffers {
   float* x;     // (n, n_embd) residual stream
@@ -102,9 +111,8 @@ void attention_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeigh
   const int64_t d = s.hp.n_embd, hd = s.hp.n_embd_head;
   const float eps = s.hp.rms_eps;
   ops.norm(b.x, l.attn_norm, n, d, eps, b.h);
-  ops.matmul(l.wq, b.h, n, b.q);
-  ops.matmul(l.wk, b.h, n, b.k);
-  ops.matmul(l.wv, b.h, n, b.v);
+  const MatmulJob qkv[3] = {{&l.wq, b.q}, {&l.wk, b.k}, {&l.wv, b.v}};
+  ops.matmuls(qkv, 3, b.h, n);
   QkRope r;
   r.n_head = s.hp.n_head, r.n_head_kv = s.hp.n_head_kv, r.head_dim = hd;
   if (s.qk_norm) r.q_norm = l.q_norm, r.k_norm = l.k_norm;
@@ -125,8 +133,8 @@ void ffn_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w,
   const int64_t d = s.hp.n_embd;
   const float eps = s.hp.rms_eps;
   ops.norm(b.x, l.ffn_norm, n, d, eps, b.h);
-  ops.matmul(l.ffn_gate, b.h, n, b.gate);
-  ops.matmul(l.ffn_up, b.h, n, b.up);
+  const MatmulJob gate_up[2] = {{&l.ffn_gate, b.gate}, {&l.ffn_up, b.up}};
+  ops.matmuls(gate_up, 2, b.h, n);
   ops.gated_act(s.activation, b.gate, b.up, int64_t(n) * s.hp.n_ff);
   ops.matmul(l.ffn_down, b.gate, n, b.h);
 }
