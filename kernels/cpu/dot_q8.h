@@ -18,11 +18,14 @@
 //   over the super-blocks, and the result is hsum8(acc - accm), hsum8 adding lanes (0+4, 1+5, 2+6,
 //   3+7), then (0+2, 1+3), then (0+1).
 // - Blocks of 32 (scale d_w; codes w in element order: signed for Q4_0 (q - 8), Q5_0 (q - 16), Q8_0
-//   and IQ4_NL (kValuesIq4nl[q]); unsigned q for Q4_1 / Q5_1): lane j of eight is the int32 sum
-//   over elements 4j..4j+3 of w_i * xq_i, and acc_j = fma(float(lane_j), d_w * dx, acc_j) over the
-//   blocks. Q4_1 / Q5_1 add their min m_b through block b's activation sum, in eight more f32 lanes
-//   per column, block b in lane b mod 8: accm = fma(float(S_2b + S_2b+1), m_b * dx_b, accm). The
-//   result is hsum8(acc), plus hsum8(accm) for Q4_1 / Q5_1.
+//   and IQ4_NL (kValuesIq4nl[q]); unsigned q for Q4_1 / Q5_1): block b goes to lane b mod 8 of
+//   eight f32 lanes per column: isum_b = sum over its 32 elements of w_i * xq_i (exact int32) and
+//   acc = fma(float(isum_b), d_w * dx_b, acc). Q4_1 / Q5_1 add their min m_b through block b's
+//   activation sum, in eight more lanes, block b in lane b mod 8 again:
+//   accm = fma(float(S_2b + S_2b+1), m_b * dx_b, accm). The result is hsum8(acc), plus hsum8(accm)
+//   for Q4_1 / Q5_1.
+// Only the exact integers isum depend on how a kernel sums; the SIMD kernels read the activations in
+// q8_act.h's lane order, where a group's (a block's) products stay in its own 4-byte lanes.
 // So a SIMD kernel equals the scalar one exactly (the tests require it) and differs from
 // dequantise-then-dot on the same int8-rounded activations only by f32 rounding.
 //

@@ -163,7 +163,8 @@ void dot_k_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_strid
   for (int64_t b = 0; b < x.n / kQK_K; ++b) {
     decode_k(blocks[b], &kd);
     for (int c = 0; c < x.n_col; ++c) {
-      const int8_t* xq = x.col_q(c) + b * kQK_K;
+      int8_t xq[kQK_K];  // the super-block's codes in element order
+      for (int i = 0; i < kQK_K; ++i) xq[i] = q8_act_code(x, c, b * kQK_K + i);
       const float* dx = x.col_d(c) + b * 8;
       const int16_t* sx = x.col_s(c) + b * 16;
       for (int g = 0; g < 8; ++g) {
@@ -247,14 +248,10 @@ void dot_legacy_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_
   for (int64_t b = 0; b < x.n / kQK; ++b) {
     decode_legacy(blocks[b], &ld);
     for (int c = 0; c < x.n_col; ++c) {
-      const int8_t* xq = x.col_q(c) + b * kQK;
       const float dx = x.col_d(c)[b];
-      const float dwx = ld.d * dx;
-      for (int j = 0; j < 8; ++j) {
-        int32_t lane = 0;
-        for (int i = 4 * j; i < 4 * j + 4; ++i) lane += int32_t(ld.w[i]) * xq[i];
-        acc[c][j] = std::fma(float(lane), dwx, acc[c][j]);
-      }
+      int32_t isum = 0;
+      for (int i = 0; i < kQK; ++i) isum += int32_t(ld.w[i]) * q8_act_code(x, c, b * kQK + i);
+      acc[c][b % 8] = std::fma(float(isum), ld.d * dx, acc[c][b % 8]);
       if (kMin) {
         const int16_t* sx = x.col_s(c) + 2 * b;
         accm[c][b % 8] = std::fma(float(int32_t(sx[0]) + sx[1]), ld.m * dx, accm[c][b % 8]);

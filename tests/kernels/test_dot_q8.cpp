@@ -5,7 +5,7 @@
 //   must return the scalar kernel's floats bit for bit.
 // - Scalar vs dequantise-then-dot (double, on x_hat = q * d): the kernel's integer sums are exact;
 //   what remains is f32 rounding: of each group's float(isum) * dx, of the fma into one of eight
-//   lanes (B terms per lane: B = super-blocks, or blocks of 32 for Q4_0/Q8_0) and of the final sum,
+//   lanes (B terms per lane: B = super-blocks, or the blocks of 32 / 8) and of the final sum,
 //   plus the reference's own rounding of the decoded weights (d * scale first, ggml's order).
 //   We allow tol = 8 * (B + 8) * FLT_EPSILON * sum_i |w_i * x_hat_i|. A decode bug moves the result
 //   by ~|w_i x_hat_i| for some i, ~sum/n on average: far above tol for the n used here (<= 2048).
@@ -116,19 +116,47 @@ TEST_CASE("int8 activations: codes, scales and sums", "[q8]") {
       REQUIRE(q.view.col_d(c)[g] == amax / 127.0f);
       for (int h = 0; h < 2; ++h) {
         int sum = 0;
-        for (int i = 0; i < 16; ++i) sum += q.view.col_q(c)[g * 32 + h * 16 + i];
+        for (int i = 0; i < 16; ++i) sum += q8_act_code(q.view, c, g * 32 + h * 16 + i);
         REQUIRE(q.view.col_s(c)[2 * g + h] == sum);
       }
     }
     for (int64_t i = 0; i < n; ++i) {
-      const int8_t v = q.view.col_q(c)[i];
+      const int8_t v = q8_act_code(q.view, c, i);
       REQUIRE(v >= -127);
       const float d = q.view.col_d(c)[i / 32];
       REQUIRE(std::fabs(q8_act_value(q.view, c, i) - x[size_t(c * n + i)]) <= 0.5f * d * (1 + 1e-5f));
     }
   }
   REQUIRE(q.view.col_d(0)[2] == 0.0f);
-  REQUIRE(q.view.col_q(0)[70] == 0);
+  REQUIRE(q8_act_code(q.view, 0, 70) == 0);
+}
+
+// q8_act.h's lane order: a permutation of each column; every 4-byte lane of a 32-byte vector holds
+// four consecutive elements of one half-group, the same group in that lane of all four vectors of
+// its quad; the elements past the last whole 256 stay in place.
+TEST_CASE("int8 activations: lane order", "[q8]") {
+  const int64_t n = 512 + 3 * 32;
+  std::vector<int> seen(size_t(n), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t pos = q8_act_pos(n, i);
+    REQUIRE(pos >= 0);
+    REQUIRE(pos < n);
+    ++seen[size_t(pos)];
+    if (i >= 512) {
+      REQUIRE(pos == i);
+      continue;
+    }
+    const int64_t chunk = i / 256, e = i % 256, group = e / 32, half = (e % 32) / 16;
+    const int64_t v = (pos % 256) / 32, lane = (pos % 32) / 4;
+    REQUIRE(pos / 256 == chunk);
+    REQUIRE(v / 4 == group / 4);             // quad p holds groups 4p..4p+3
+    REQUIRE(lane % 4 == group % 4);          // in lanes g mod 4 ...
+    REQUIRE(lane / 4 == half);               // ... and 4 + g mod 4 for the second half
+    REQUIRE(pos % 4 == e % 4);               // four consecutive elements per lane
+    REQUIRE((e % 16) / 4 == v % 4);          // vector k of the quad: elements 4k..4k+3 of the half
+  }
+  REQUIRE(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+  REQUIRE(q8_act_pos(n, 32 * 5 + 16 + 4 * 2 + 1) == 32 * 6 + 4 * 5 + 1);
 }
 
 // The scalar int8 dot of one weight row w (n elements) with n_col activation columns x, against
