@@ -42,6 +42,12 @@
 namespace strata::kernels::cpu {
 
 using DotQ8Fn = void (*)(const void* row, const Q8ActView& x, float* y, int64_t y_stride);
+// The same for 1 <= n_rows <= kQ8MaxRows rows at once (row r at rows + r * row_bytes), column c of
+// row r to y[c * y_stride + r]; each row's result is the one DotQ8Fn gives it. Several rows per
+// call let the SIMD kernels keep one super-block of every column's activations in L1 for all of them.
+using DotQ8RowsFn = void (*)(const void* rows, int64_t row_bytes, int n_rows, const Q8ActView& x, float* y,
+                             int64_t y_stride);
+inline constexpr int kQ8MaxRows = 8;
 
 // X(type suffix): the types with int8-activation kernels.
 #define STRATA_CPU_Q8_TYPES(X) \
@@ -52,7 +58,11 @@ using DotQ8Fn = void (*)(const void* row, const Q8ActView& x, float* y, int64_t 
   void dot_q8_##t##_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_stride); \
   void dot_q8_##t##_avx2(const void* row, const Q8ActView& x, float* y, int64_t y_stride);     \
   void dot_q8_##t##_avxvnni(const void* row, const Q8ActView& x, float* y, int64_t y_stride);  \
-  void dot_q8_##t##_avx512vnni(const void* row, const Q8ActView& x, float* y, int64_t y_stride);
+  void dot_q8_##t##_avx512vnni(const void* row, const Q8ActView& x, float* y, int64_t y_stride); \
+  void dot_q8_rows_##t##_scalar(const void*, int64_t, int, const Q8ActView&, float*, int64_t);  \
+  void dot_q8_rows_##t##_avx2(const void*, int64_t, int, const Q8ActView&, float*, int64_t);    \
+  void dot_q8_rows_##t##_avxvnni(const void*, int64_t, int, const Q8ActView&, float*, int64_t); \
+  void dot_q8_rows_##t##_avx512vnni(const void*, int64_t, int, const Q8ActView&, float*, int64_t);
 STRATA_CPU_Q8_TYPES(STRATA_DECLARE_Q8_KERNELS)
 #undef STRATA_DECLARE_Q8_KERNELS
 
@@ -68,8 +78,10 @@ bool has_dot_q8(GgmlType type);
 // The kernel of one build (nullptr where the type has none; every build exists for the types of
 // has_dot_q8, but only the supported ones may be called).
 DotQ8Fn dot_q8_kernel(GgmlType type, Q8Isa isa);
+DotQ8RowsFn dot_q8_rows_kernel(GgmlType type, Q8Isa isa);
 // The fastest kernel this CPU supports (and the STRATA_CPU cap allows); nullptr without a path.
 DotQ8Fn best_dot_q8(GgmlType type);
+DotQ8RowsFn best_dot_q8_rows(GgmlType type);
 // Which build best_dot_q8 picks (for reports).
 Q8Isa best_dot_q8_isa(GgmlType type);
 

@@ -18,5 +18,6 @@
 #include "kernels/cpu/quant/iq_grids.h"
 
 #define STRATA_Q8_NAME(t) dot_q8_##t##_avx2
+#define STRATA_Q8_ROWS_NAME(t) dot_q8_rows_##t##_avx2
 #include "kernels/cpu/dot_q8_x86.inc"
 

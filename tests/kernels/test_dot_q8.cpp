@@ -231,6 +231,50 @@ TEST_CASE("int8 dot: every ISA equals the scalar reference bit for bit, 1..16 co
   }
 }
 
+// The multi-row kernels: every row of a call (1..kQ8MaxRows, with a row pitch larger than a row)
+// gets the single-row scalar result, bit for bit, in y[c * stride + r].
+TEST_CASE("int8 dot: every ISA's multi-row kernel equals the scalar reference row by row", "[q8]") {
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (GgmlType t : kTypes) {
+    INFO("type " << ggml_type_info(t).name);
+    // Blocks of 32: 35 blocks, a tail of 3 after the whole 256-element chunks.
+    const int64_t n = block_elems(t) == 32 ? 1120 : 1024;
+    const uint64_t rb = ggml_row_bytes(t, uint64_t(n)), pitch = rb + 64;
+    const auto packed = make_raw_rows(t, n, kQ8MaxRows, rng);
+    std::vector<uint8_t> w(pitch * kQ8MaxRows);
+    for (int r = 0; r < kQ8MaxRows; ++r) std::memcpy(w.data() + r * pitch, packed.data() + r * rb, rb);
+    for (int isa = 0; isa < kQ8IsaCount; ++isa) {
+      const DotQ8RowsFn fn = dot_q8_rows_kernel(t, Q8Isa(isa));
+      if (!fn || !q8_isa_supported(Q8Isa(isa))) continue;
+      INFO("isa " << q8_isa_name(Q8Isa(isa)));
+      for (int n_rows : {1, 3, kQ8MaxRows}) {
+        for (int n_col : {1, 7, kQ8MaxCols}) {
+          INFO("rows " << n_rows << " cols " << n_col);
+          auto x = make_x(n * n_col, rng, true);
+          Q8Buffer q(x, n, n_col);
+          const int64_t stride = kQ8MaxRows + 1;
+          std::vector<float> ys(size_t(n_col * stride), kPoison), yv(size_t(n_col * stride), kPoison);
+          for (int r = 0; r < n_rows; ++r)
+            dot_q8_kernel(t, Q8Isa::scalar)(w.data() + r * pitch, q.view, ys.data() + r, stride);
+          fn(w.data(), int64_t(pitch), n_rows, q.view, yv.data(), stride);
+          for (int c = 0; c < n_col; ++c)
+            for (int r = 0; r < stride; ++r) {
+              const size_t i = size_t(c * stride + r);
+              INFO("col " << c << " row " << r << " scalar " << ys[i] << " simd " << yv[i]);
+              if (r >= n_rows) {
+                REQUIRE(std::isnan(yv[i]));  // rows past n_rows stay untouched
+              } else {
+                REQUIRE(same_bits(ys[i], yv[i]));
+              }
+            }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("int8 dot: every ISA equals the scalar reference on random-bytes blocks and saturated activations", "[q8]") {
   const uint64_t seed = test::fresh_seed();
   INFO("seed " << seed);
@@ -351,6 +395,7 @@ TEST_CASE("int8 dot: best kernel honours the CPU and the STRATA_CPU cap", "[q8][
     const Q8Isa isa = best_dot_q8_isa(t);
     REQUIRE(q8_isa_supported(isa));
     REQUIRE(best_dot_q8(t) == dot_q8_kernel(t, isa));
+    REQUIRE(best_dot_q8_rows(t) == dot_q8_rows_kernel(t, isa));
     if (c == "scalar") REQUIRE(isa == Q8Isa::scalar);
     if (c == "avx2") REQUIRE(isa == (cpu_features().avx2 ? Q8Isa::avx2 : Q8Isa::scalar));
     if (c.empty() && cpu_features().avx2) REQUIRE(isa != Q8Isa::scalar);
