@@ -136,7 +136,10 @@ SweepCost sweep_cost(const ModelBlocks& m, const HardwareProfile& p, const Place
                             (prefill ? 1.0 : 1.0 + kGemvPerExtraColumn * double(batch - 1));
       c.gpu_s += std::max(read_s, gemm > 0 ? flops / gemm : 0.0) + kGpuLaunchS;
     } else {
-      c.cpu_s += batch * gbps_time(double(b.bytes), p.cpu_gemv_gbps(b.main_type())) + kCpuRoundTripS;
+      const double q8 = r.cpu_int8 ? p.cpu_gemv_q8_gbps(b.main_type(), batch) : 0.0;
+      c.cpu_s += (q8 > 0 ? gbps_time(double(b.bytes), q8)
+                         : batch * gbps_time(double(b.bytes), p.cpu_gemv_gbps(b.main_type()))) +
+                 kCpuRoundTripS;
       c.cpu_bytes += b.bytes;
     }
   };

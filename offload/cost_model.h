@@ -7,6 +7,7 @@
 //   gpu  = sum over GPU-computed blocks of max(bytes / device_read, 2 * params * b / GEMM) + launch
 //          + attention over KV held in VRAM (KV bytes / device_read + attention FLOPs / GEMM)
 //   cpu  = sum over cpu blocks of b * bytes / cpu_gemv(type) + a PCIe round trip of the activations
+//          (with RunShape::cpu_int8 and a measured int8 rate: bytes / cpu_gemv_q8(type, b))
 //          + attention over KV held in host RAM (b * KV bytes / host_read)
 //   time = max(h2d, disk, gpu + cpu)
 // Copies and disk reads overlap compute (prefetched ahead on their own streams); CPU-computed
@@ -67,6 +68,10 @@ struct RunShape {
   // is as fast as the best plan; true: whenever it fits at all, even where the cost model rates it
   // slower (for runs that distrust the assumed acceptance). Only the false policy is monotone in VRAM.
   bool require_draft_resident = false;
+  // cpu-tier matmuls run the int8-activation kernels (kernels/cpu/gemv_q8.h): a block of b columns
+  // costs bytes / cpu_gemv_q8(type, b) where the profile measured the type (else the f32-activation
+  // rate, b times). Set where the engine computing the cpu tier uses them.
+  bool cpu_int8 = false;
 
   bool speculative() const { return draft_depth > 0 && draft_len > 0; }
   uint64_t prompt_tokens() const { return prompt ? prompt : (ctx > gen ? ctx - gen : ctx / 2); }

@@ -314,6 +314,31 @@ double HardwareProfile::cpu_gemv_gbps(GgmlType type) const {
   return slowest;
 }
 
+double HardwareProfile::cpu_gemv_q8_gbps(GgmlType type, uint32_t cols) const {
+  uint32_t threads = 0;
+  for (const auto& g : cpu_gemv_q8)
+    if (g.type == type) threads = std::max(threads, g.threads);
+  // (cols, seconds per weight GB) at those threads, ascending in cols.
+  std::vector<std::pair<double, double>> pts;
+  for (const auto& g : cpu_gemv_q8)
+    if (g.type == type && g.threads == threads && g.gbps > 0) pts.push_back({double(g.cols), 1.0 / g.gbps});
+  if (pts.empty()) return 0;
+  std::sort(pts.begin(), pts.end());
+  const double c = std::max<double>(1, cols);
+  double t;
+  if (pts.size() == 1) {
+    t = pts[0].second * c / pts[0].first;
+  } else {
+    size_t i = 1;
+    while (i + 1 < pts.size() && pts[i].first < c) ++i;
+    const auto& [c0, t0] = pts[i - 1];
+    const auto& [c1, t1] = pts[i];
+    // More columns never take less time than fewer (noisy points must not extrapolate downwards).
+    t = c <= c0 ? t0 * c / c0 : std::max(t0, t0 + (t1 - t0) * (c - c0) / (c1 - c0));
+  }
+  return t > 0 ? 1.0 / t : 0;
+}
+
 Status validate_profile(const HardwareProfile& p) {
   const std::string& o = p.name;
   if (p.pinned_budget.bytes > p.host_ram.bytes)
@@ -331,6 +356,10 @@ Status validate_profile(const HardwareProfile& p) {
   if (p.cpu_gemv.empty()) return Status::error("{}: rates.cpu_gemv needs at least one type", o);
   for (const auto& g : p.cpu_gemv)
     if (g.gbps <= 0) return Status::error("{}: rates.cpu_gemv for {} must be > 0", o, ggml_type_info(g.type).name);
+  for (const auto& g : p.cpu_gemv_q8)
+    if (g.gbps <= 0 || g.threads == 0 || g.cols == 0)
+      return Status::error("{}: rates.cpu_gemv_q8 for {} needs threads, cols and gbps > 0", o,
+                           ggml_type_info(g.type).name);
   if (p.nvme_budget.bytes > 0 && p.nvme_gbps() <= 0)
     return Status::error("{}: capacity.nvme_budget is set but rates.nvme_read has no point > 0", o);
   return Status::ok();
@@ -389,6 +418,31 @@ Result<HardwareProfile> parse_profile(const std::string& text, const std::string
     STRATA_READ(g.prov, r.prov(*t, k));
     p.cpu_gemv.push_back(g);
   }
+  // Optional: profiles written before strata probe measured the int8 kernels have none.
+  if (const toml::node* q8n = rates->get("cpu_gemv_q8")) {
+    const toml::array* q8 = q8n->as_array();
+    if (!q8) return r.err("rates.cpu_gemv_q8", "expected an array of { type, threads, cols, gbps }");
+    for (size_t i = 0; i < q8->size(); ++i) {
+      const std::string k = fmt::format("rates.cpu_gemv_q8[{}]", i);
+      const toml::table* t = q8->get(i)->as_table();
+      if (!t) return r.err(k, "expected an inline table");
+      auto tn = (*t)["type"].value<std::string>();
+      if (!tn) return r.err(k + ".type", "missing");
+      auto ty = ggml_type_from_name(*tn);
+      if (!ty) return r.err(k + ".type", fmt::format("unknown GGML type '{}'", *tn));
+      GemvQ8Rate g;
+      g.type = *ty;
+      double threads = 0, cols = 0;
+      STRATA_READ(threads, r.number(t->get("threads"), k + ".threads"));
+      STRATA_READ(cols, r.number(t->get("cols"), k + ".cols"));
+      if (threads < 1 || threads > 65536 || cols < 1 || cols > 65536)
+        return r.err(k, "threads and cols must be in 1..65536");
+      g.threads = uint32_t(threads), g.cols = uint32_t(cols);
+      STRATA_READ(g.gbps, r.number(t->get("gbps"), k + ".gbps"));
+      STRATA_READ(g.prov, r.prov(*t, k));
+      p.cpu_gemv_q8.push_back(g);
+    }
+  }
 #undef STRATA_READ
   if (auto s = validate_profile(p); !s) return s.with_context(origin);
   return p;
@@ -431,6 +485,13 @@ std::string profile_to_toml(const HardwareProfile& p) {
   for (const auto& g : p.cpu_gemv)
     o += fmt::format("  {{ type = \"{}\", gbps = {}, {} }},\n", ggml_type_info(g.type).name, g.gbps, prov_toml(g.prov));
   o += "]\n";
+  if (!p.cpu_gemv_q8.empty()) {
+    o += "cpu_gemv_q8 = [\n";
+    for (const auto& g : p.cpu_gemv_q8)
+      o += fmt::format("  {{ type = \"{}\", threads = {}, cols = {}, gbps = {}, {} }},\n", ggml_type_info(g.type).name,
+                       g.threads, g.cols, g.gbps, prov_toml(g.prov));
+    o += "]\n";
+  }
   return o;
 }
 

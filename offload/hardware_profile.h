@@ -16,6 +16,9 @@
 //   nvme_read   = [ { qd = 1, gbps = 1.5, ... }, ... ]           # O_DIRECT reads by queue depth
 //   host_read   = [ { threads = 1, gbps = 15, ... }, ... ]       # host memory read by threads
 //   cpu_gemv    = [ { type = "q4_K", gbps = 12, ... }, ... ]     # GB/s of weights, all threads
+//   cpu_gemv_q8 = [ { type = "q4_K", threads = 16, cols = 1, gbps = 70, ... }, ... ]  # optional
+//       # the int8-activation GEMV (kernels/cpu/gemv_q8.h): GB/s of weights for a matmul of `cols`
+//       # activation columns on `threads` threads (activation quantisation included)
 // Provenance: provenance = "measured" needs date + machine; "datasheet" needs source.
 // A machine without a GPU has vram_budget = 0 (device_read/gpu_gemm may then be 0).
 #pragma once
@@ -43,6 +46,12 @@ struct Bytes { uint64_t bytes = 0; Provenance prov; };
 struct Rate { double value = 0; Provenance prov; };  // GB/s or TFLOP/s, per field
 struct RatePoint { uint64_t key = 0; double gbps = 0; Provenance prov; };  // key: chunk bytes / qd / threads
 struct GemvRate { GgmlType type = GgmlType::F32; double gbps = 0; Provenance prov; };
+struct GemvQ8Rate {
+  GgmlType type = GgmlType::F32;
+  uint32_t threads = 0, cols = 0;
+  double gbps = 0;  // weight bytes / the matmul's time (all cols columns)
+  Provenance prov;
+};
 
 struct HardwareProfile {
   std::string name, description;
@@ -55,6 +64,7 @@ struct HardwareProfile {
   std::vector<RatePoint> nvme_read;   // key = queue depth, ascending
   std::vector<RatePoint> host_read;   // key = threads, ascending
   std::vector<GemvRate> cpu_gemv;
+  std::vector<GemvQ8Rate> cpu_gemv_q8;  // may be empty (profiles from before strata probe measured it)
 
   bool has_gpu() const { return vram_budget.bytes > 0; }
   // Derived figures the cost model uses (GB/s).
@@ -62,6 +72,11 @@ struct HardwareProfile {
   double nvme_gbps() const;                     // best over queue depths
   double host_gbps() const;                     // best over thread counts
   double cpu_gemv_gbps(GgmlType type) const;    // the type's rate; else the slowest listed rate
+  // GB/s of weights of the int8-activation GEMV of `cols` columns for the type, at the most threads
+  // measured (the engine's matmuls use every thread): the time per matmul interpolated linearly in
+  // cols between the measured column counts (extrapolated along the last two past the largest;
+  // the one count's time times cols when only one is measured). 0 when the type has no entry.
+  double cpu_gemv_q8_gbps(GgmlType type, uint32_t cols) const;
 };
 
 Result<HardwareProfile> parse_profile(const std::string& toml_text, const std::string& origin);

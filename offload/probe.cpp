@@ -21,6 +21,8 @@
 
 #include "core/rng.h"
 #include "core/units.h"
+#include "kernels/cpu/dot_q8.h"
+#include "kernels/cpu/gemv_q8.h"
 #include "kernels/cpu/memory_bandwidth.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/cuda/device_info.h"
@@ -81,6 +83,50 @@ double gemv_gbps(GgmlType type, uint64_t bytes, int reps) {
 
 }  // namespace
 
+std::vector<GemvQ8Rate> measure_cpu_gemv_q8(const std::vector<GgmlType>& types, const std::vector<int>& threads,
+                                            const std::vector<int>& cols, uint64_t bytes, int reps,
+                                            const Provenance& prov,
+                                            const std::function<void(const std::string&)>& progress) {
+  std::vector<GemvQ8Rate> out;
+  const int max_cols = cols.empty() ? 1 : *std::max_element(cols.begin(), cols.end());
+  for (GgmlType type : types) {
+    const auto* k = kernels::cpu::quant_kernels(type);
+    if (!kernels::cpu::has_dot_q8(type) || !k || !k->fill_random) continue;
+    const int64_t n = 4096;
+    const uint64_t row_bytes = ggml_row_bytes(type, uint64_t(n));
+    const int64_t rows = int64_t(std::max<uint64_t>(kernels::cpu::kQ8MaxRows, bytes / row_bytes));
+    std::unique_ptr<uint8_t[]> w(new uint8_t[row_bytes * uint64_t(rows)]);
+    Rng rng(1);
+    // Random rows for up to 32 MiB, copied over the rest (filling 1 GiB takes seconds per type).
+    const int64_t filled = std::min<int64_t>(rows, std::max<int64_t>(1, int64_t((32 * kMiB) / row_bytes)));
+    k->fill_random(w.get(), n * filled, rng, 0.02f);
+    for (int64_t r = filled; r < rows; r += filled)
+      std::memcpy(w.get() + uint64_t(r) * row_bytes, w.get(), uint64_t(std::min(filled, rows - r)) * row_bytes);
+    const kernels::WeightView view{w.get(), type, n, rows, row_bytes};
+    std::vector<float> x(size_t(max_cols) * size_t(n)), y(size_t(max_cols) * size_t(rows));
+    for (auto& v : x) v = rng.normal();
+    for (int t : threads) {
+      tbb::task_arena arena(std::max(1, t));
+      for (int c : cols) {
+        double best = 0;
+        arena.execute([&] {
+          for (int r = 0; r <= reps; ++r) {  // pass 0 warms up (page faults, the arena's threads)
+            const auto t0 = Clock::now();
+            kernels::cpu::matmul_q8(view, x.data(), c, y.data());
+            const double g = double(row_bytes * uint64_t(rows)) / since(t0) / 1e9;
+            if (r > 0 || reps == 0) best = std::max(best, g);
+          }
+        });
+        out.push_back({type, uint32_t(std::max(1, t)), uint32_t(c), best, prov});
+        if (progress)
+          progress(fmt::format("CPU int8 GEMV {:<7} {:>3} threads, {:>2} columns: {:.1f} GB/s of weights",
+                               ggml_type_info(type).name, t, c, best));
+      }
+    }
+  }
+  return out;
+}
+
 Result<HardwareProfile> probe(const ProbeOptions& opt) {
   auto say = [&](const std::string& s) { if (opt.progress) opt.progress(s); };
   const auto measured = Provenance::measured_on(today(), hostname());
@@ -116,6 +162,15 @@ Result<HardwareProfile> probe(const ProbeOptions& opt) {
     p.cpu_gemv.push_back({t, g, measured});
     say(fmt::format("CPU GEMV {:<5}: {:.1f} GB/s of weights", ggml_type_info(t).name, g));
   }
+
+  // The int8-activation GEMV (the cpu engine's --cpu-matmul int8 path) by thread count, at 1 and 8
+  // columns (a decode step, a speculative verify).
+  const std::vector<GgmlType> q8_types{GgmlType::Q3_K, GgmlType::Q4_K,  GgmlType::Q5_K,    GgmlType::Q6_K,
+                                       GgmlType::Q8_0, GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S};
+  // The matrix must dwarf the last-level cache: the H200 host's L3 is 300 MiB, and a 64 MiB one
+  // (an earlier --quick) measured q8_0 at twice the host's DRAM read rate.
+  p.cpu_gemv_q8 = measure_cpu_gemv_q8(q8_types, thread_counts, {1, 8}, opt.quick ? 512 * kMiB : 1 * kGiB,
+                                      opt.quick ? 1 : 3, measured, say);
 
   // Disk by queue depth (offload/disk_probe.h says how the host's cache is kept out of it).
   p.nvme_path = opt.dir;

@@ -1,6 +1,7 @@
 // `strata probe`: measures this machine's rates into a HardwareProfile (marked measured, today,
 // this host). Host memory read by threads (kernels::cpu::measure_read_bandwidth), CPU GEMV GB/s
 // per quant type (the best dot kernel over a weight matrix larger than the caches, all threads),
+// the int8-activation GEMV per type, thread count and 1 / 8 columns (measure_cpu_gemv_q8),
 // disk reads by queue depth 1..32 (offload/disk_probe.h: io/BlockReader, io_uring + O_DIRECT, on a
 // temp file under `dir`). GPU: capacity from kernels::cuda::devices(); H2D/device-read timing needs
 // CUDA code that this build does not have yet, so those rates are left to the profile's datasheet
@@ -9,6 +10,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "offload/hardware_profile.h"
 
@@ -22,5 +24,14 @@ struct ProbeOptions {
 };
 
 Result<HardwareProfile> probe(const ProbeOptions& opt);
+
+// The int8-activation GEMV (kernels/cpu/gemv_q8.h matmul_q8, activation quantisation included) of
+// each type with a kernel, on each thread count (a oneTBB arena of that size) and column count: GB/s
+// of weights over a matrix of about `bytes` (4096-wide rows; beyond the caches when bytes is),
+// best of `reps` timed passes after one warm-up. probe() stores them as rates.cpu_gemv_q8.
+std::vector<GemvQ8Rate> measure_cpu_gemv_q8(const std::vector<GgmlType>& types, const std::vector<int>& threads,
+                                            const std::vector<int>& cols, uint64_t bytes, int reps,
+                                            const Provenance& prov,
+                                            const std::function<void(const std::string&)>& progress = {});
 
 }  // namespace strata::offload

@@ -18,11 +18,14 @@
 //   over the super-blocks, and the result is hsum8(acc - accm), hsum8 adding lanes (0+4, 1+5, 2+6,
 //   3+7), then (0+2, 1+3), then (0+1).
 // - Blocks of 32 (scale d_w; codes w in element order: signed for Q4_0 (q - 8), Q5_0 (q - 16), Q8_0
-//   and IQ4_NL (kValuesIq4nl[q]); unsigned q for Q4_1 / Q5_1): lane j of eight is the int32 sum
-//   over elements 4j..4j+3 of w_i * xq_i, and acc_j = fma(float(lane_j), d_w * dx, acc_j) over the
-//   blocks. Q4_1 / Q5_1 add their min m_b through block b's activation sum, in eight more f32 lanes
-//   per column, block b in lane b mod 8: accm = fma(float(S_2b + S_2b+1), m_b * dx_b, accm). The
-//   result is hsum8(acc), plus hsum8(accm) for Q4_1 / Q5_1.
+//   and IQ4_NL (kValuesIq4nl[q]); unsigned q for Q4_1 / Q5_1): block b goes to lane b mod 8 of
+//   eight f32 lanes per column: isum_b = sum over its 32 elements of w_i * xq_i (exact int32) and
+//   acc = fma(float(isum_b), d_w * dx_b, acc). Q4_1 / Q5_1 add their min m_b through block b's
+//   activation sum, in eight more lanes, block b in lane b mod 8 again:
+//   accm = fma(float(S_2b + S_2b+1), m_b * dx_b, accm). The result is hsum8(acc), plus hsum8(accm)
+//   for Q4_1 / Q5_1.
+// Only the exact integers isum depend on how a kernel sums; the SIMD kernels read the activations in
+// q8_act.h's lane order, where a group's (a block's) products stay in its own 4-byte lanes.
 // So a SIMD kernel equals the scalar one exactly (the tests require it) and differs from
 // dequantise-then-dot on the same int8-rounded activations only by f32 rounding.
 //
@@ -39,6 +42,12 @@
 namespace strata::kernels::cpu {
 
 using DotQ8Fn = void (*)(const void* row, const Q8ActView& x, float* y, int64_t y_stride);
+// The same for 1 <= n_rows <= kQ8MaxRows rows at once (row r at rows + r * row_bytes), column c of
+// row r to y[c * y_stride + r]; each row's result is the one DotQ8Fn gives it. Several rows per
+// call let the SIMD kernels keep one super-block of every column's activations in L1 for all of them.
+using DotQ8RowsFn = void (*)(const void* rows, int64_t row_bytes, int n_rows, const Q8ActView& x, float* y,
+                             int64_t y_stride);
+inline constexpr int kQ8MaxRows = 8;
 
 // X(type suffix): the types with int8-activation kernels.
 #define STRATA_CPU_Q8_TYPES(X) \
@@ -49,7 +58,11 @@ using DotQ8Fn = void (*)(const void* row, const Q8ActView& x, float* y, int64_t 
   void dot_q8_##t##_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_stride); \
   void dot_q8_##t##_avx2(const void* row, const Q8ActView& x, float* y, int64_t y_stride);     \
   void dot_q8_##t##_avxvnni(const void* row, const Q8ActView& x, float* y, int64_t y_stride);  \
-  void dot_q8_##t##_avx512vnni(const void* row, const Q8ActView& x, float* y, int64_t y_stride);
+  void dot_q8_##t##_avx512vnni(const void* row, const Q8ActView& x, float* y, int64_t y_stride); \
+  void dot_q8_rows_##t##_scalar(const void*, int64_t, int, const Q8ActView&, float*, int64_t);  \
+  void dot_q8_rows_##t##_avx2(const void*, int64_t, int, const Q8ActView&, float*, int64_t);    \
+  void dot_q8_rows_##t##_avxvnni(const void*, int64_t, int, const Q8ActView&, float*, int64_t); \
+  void dot_q8_rows_##t##_avx512vnni(const void*, int64_t, int, const Q8ActView&, float*, int64_t);
 STRATA_CPU_Q8_TYPES(STRATA_DECLARE_Q8_KERNELS)
 #undef STRATA_DECLARE_Q8_KERNELS
 
@@ -65,8 +78,10 @@ bool has_dot_q8(GgmlType type);
 // The kernel of one build (nullptr where the type has none; every build exists for the types of
 // has_dot_q8, but only the supported ones may be called).
 DotQ8Fn dot_q8_kernel(GgmlType type, Q8Isa isa);
+DotQ8RowsFn dot_q8_rows_kernel(GgmlType type, Q8Isa isa);
 // The fastest kernel this CPU supports (and the STRATA_CPU cap allows); nullptr without a path.
 DotQ8Fn best_dot_q8(GgmlType type);
+DotQ8RowsFn best_dot_q8_rows(GgmlType type);
 // Which build best_dot_q8 picks (for reports).
 Q8Isa best_dot_q8_isa(GgmlType type);
 

@@ -11,5 +11,6 @@
 #include "kernels/cpu/quant/iq_grids.h"
 
 #define STRATA_Q8_NAME(t) dot_q8_##t##_avx512vnni
-#define STRATA_Q8_DOT4(u, s) _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
+#define STRATA_Q8_ROWS_NAME(t) dot_q8_rows_##t##_avx512vnni
+#define STRATA_Q8_DPBUSD(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
 #include "kernels/cpu/dot_q8_x86.inc"

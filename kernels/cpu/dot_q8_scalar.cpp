@@ -163,7 +163,8 @@ void dot_k_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_strid
   for (int64_t b = 0; b < x.n / kQK_K; ++b) {
     decode_k(blocks[b], &kd);
     for (int c = 0; c < x.n_col; ++c) {
-      const int8_t* xq = x.col_q(c) + b * kQK_K;
+      int8_t xq[kQK_K];  // the super-block's codes in element order
+      for (int i = 0; i < kQK_K; ++i) xq[i] = q8_act_code(x, c, b * kQK_K + i);
       const float* dx = x.col_d(c) + b * 8;
       const int16_t* sx = x.col_s(c) + b * 16;
       for (int g = 0; g < 8; ++g) {
@@ -247,14 +248,10 @@ void dot_legacy_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_
   for (int64_t b = 0; b < x.n / kQK; ++b) {
     decode_legacy(blocks[b], &ld);
     for (int c = 0; c < x.n_col; ++c) {
-      const int8_t* xq = x.col_q(c) + b * kQK;
       const float dx = x.col_d(c)[b];
-      const float dwx = ld.d * dx;
-      for (int j = 0; j < 8; ++j) {
-        int32_t lane = 0;
-        for (int i = 4 * j; i < 4 * j + 4; ++i) lane += int32_t(ld.w[i]) * xq[i];
-        acc[c][j] = std::fma(float(lane), dwx, acc[c][j]);
-      }
+      int32_t isum = 0;
+      for (int i = 0; i < kQK; ++i) isum += int32_t(ld.w[i]) * q8_act_code(x, c, b * kQK + i);
+      acc[c][b % 8] = std::fma(float(isum), ld.d * dx, acc[c][b % 8]);
       if (kMin) {
         const int16_t* sx = x.col_s(c) + 2 * b;
         accm[c][b % 8] = std::fma(float(int32_t(sx[0]) + sx[1]), ld.m * dx, accm[c][b % 8]);
@@ -267,8 +264,12 @@ void dot_legacy_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_
 struct Q8Row {
   GgmlType type;
   DotQ8Fn fn[kQ8IsaCount];
+  DotQ8RowsFn rows[kQ8IsaCount];
 };
-#define STRATA_Q8_ROW(T, t) {GgmlType::T, {dot_q8_##t##_scalar, dot_q8_##t##_avx2, dot_q8_##t##_avxvnni, dot_q8_##t##_avx512vnni}}
+#define STRATA_Q8_ROW(T, t)                                                                          \
+  {GgmlType::T,                                                                                      \
+   {dot_q8_##t##_scalar, dot_q8_##t##_avx2, dot_q8_##t##_avxvnni, dot_q8_##t##_avx512vnni},          \
+   {dot_q8_rows_##t##_scalar, dot_q8_rows_##t##_avx2, dot_q8_rows_##t##_avxvnni, dot_q8_rows_##t##_avx512vnni}}
 constexpr Q8Row kQ8Rows[] = {STRATA_Q8_ROW(Q4_0, q4_0),     STRATA_Q8_ROW(Q4_1, q4_1), STRATA_Q8_ROW(Q5_0, q5_0),
                              STRATA_Q8_ROW(Q5_1, q5_1),     STRATA_Q8_ROW(Q8_0, q8_0), STRATA_Q8_ROW(IQ4_NL, iq4_nl),
                              STRATA_Q8_ROW(Q2_K, q2_k),     STRATA_Q8_ROW(Q3_K, q3_k), STRATA_Q8_ROW(Q4_K, q4_k),
@@ -318,6 +319,14 @@ void dot_q8_iq4_xs_scalar(const void* r, const Q8ActView& x, float* y, int64_t y
 void dot_q8_iq3_xxs_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockIQ3_XXS>(r, x, y, ys); }
 void dot_q8_iq3_s_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockIQ3_S>(r, x, y, ys); }
 
+// The scalar reference takes rows one at a time.
+#define STRATA_Q8_SCALAR_ROWS(t)                                                                          \
+  void dot_q8_rows_##t##_scalar(const void* r, int64_t rb, int nr, const Q8ActView& x, float* y, int64_t ys) { \
+    for (int i = 0; i < nr; ++i) dot_q8_##t##_scalar(static_cast<const uint8_t*>(r) + i * rb, x, y + i, ys);  \
+  }
+STRATA_CPU_Q8_TYPES(STRATA_Q8_SCALAR_ROWS)
+#undef STRATA_Q8_SCALAR_ROWS
+
 const char* q8_isa_name(Q8Isa isa) {
   switch (isa) {
     case Q8Isa::scalar: return "scalar";
@@ -357,6 +366,16 @@ Q8Isa best_dot_q8_isa(GgmlType type) {
 DotQ8Fn best_dot_q8(GgmlType type) {
   const Q8Row* r = q8_row(type);
   return r ? r->fn[int(best_dot_q8_isa(type))] : nullptr;
+}
+
+DotQ8RowsFn dot_q8_rows_kernel(GgmlType type, Q8Isa isa) {
+  const Q8Row* r = q8_row(type);
+  return r ? r->rows[int(isa)] : nullptr;
+}
+
+DotQ8RowsFn best_dot_q8_rows(GgmlType type) {
+  const Q8Row* r = q8_row(type);
+  return r ? r->rows[int(best_dot_q8_isa(type))] : nullptr;
 }
 
 }  // namespace strata::kernels::cpu

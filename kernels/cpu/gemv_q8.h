@@ -1,7 +1,7 @@
 // y = W x with int8 activations (dot_q8.h) for decode and speculative verify: the activations are
 // quantised once per call (q8_act.h), then every weight row is read once and multiplied with up
 // to kQ8MaxCols columns per pass (more columns: further passes over the row while it is in cache),
-// rows split over the calling thread's oneTBB arena.
+// kQ8MaxRows rows per kernel call, rows split over the calling thread's oneTBB arena.
 //   w: n_out rows of n_in (a type with has_dot_q8); x: (n_tok, n_in) row-major f32; y: (n_tok, n_out).
 // Not exact: the f32-activation matmul (matmul.h) stays the reference; this one differs by the
 // activation rounding (|error| <= d/2 per element, d = max|x|/127 per 32).
@@ -15,10 +15,10 @@
 
 namespace strata::kernels::cpu {
 
-// With kernel == nullptr, best_dot_q8(w.type). Asserts that the type has an int8 path.
-void matmul_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, DotQ8Fn kernel = nullptr);
+// With kernel == nullptr, best_dot_q8_rows(w.type). Asserts that the type has an int8 path.
+void matmul_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, DotQ8RowsFn kernel = nullptr);
 
 // The same product on activations already quantised (x.n == w.n_in; any x.n_col >= 1).
-void matmul_q8(const WeightView& w, const Q8ActView& x, float* y, DotQ8Fn kernel = nullptr);
+void matmul_q8(const WeightView& w, const Q8ActView& x, float* y, DotQ8RowsFn kernel = nullptr);
 
 }  // namespace strata::kernels::cpu

@@ -34,12 +34,13 @@ Q8ActView quantize_q8_act(const float* x, int64_t n, int64_t n_col, void* buf) {
       for (int i = 0; i < kQ8Group; ++i) amax = std::max(amax, std::fabs(xg[i]));
       const float dg = amax / 127.0f;
       const float id = dg > 0 ? 1.0f / dg : 0.0f;
-      int8_t* qg = qc + g * kQ8Group;
+      int8_t qg[kQ8Group];
       for (int i = 0; i < kQ8Group; ++i) {
         // nearbyint: round half to even in the default rounding mode; |x * id| <= 127 up to
         // rounding of id, so the clamp only guards that last ulp.
         const float r = std::nearbyint(xg[i] * id);
         qg[i] = int8_t(std::clamp(r, -127.0f, 127.0f));
+        qc[q8_act_pos(n, g * kQ8Group + i)] = qg[i];
       }
       d[c * (n / kQ8Group) + g] = dg;
       for (int h = 0; h < 2; ++h) {
@@ -53,7 +54,7 @@ Q8ActView quantize_q8_act(const float* x, int64_t n, int64_t n_col, void* buf) {
 }
 
 float q8_act_value(const Q8ActView& x, int col, int64_t i) {
-  return float(x.col_q(col)[i]) * x.col_d(col)[i / kQ8Group];
+  return float(q8_act_code(x, col, i)) * x.col_d(col)[i / kQ8Group];
 }
 
 }  // namespace strata::kernels::cpu

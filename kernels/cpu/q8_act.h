@@ -2,12 +2,20 @@
 //
 // Format (strata's own; the role of ggml's Q8_0/Q8_K): a column of n activations (n a multiple of
 // 32) becomes
-//   q[n]      int8 codes in -127..127, q = round_half_even(x / d)
+//   q[n]      int8 codes in -127..127, q = round_half_even(x / d), stored in the lane order below
 //   d[n/32]   f32 scale per 32 elements, d = max|x| / 127 over the 32 (0 for an all-zero group)
 //   s[n/16]   int16 sum of the 16 codes of each half-group (the K types' offset and min terms
 //             need sum(q) per weight sub-block; 16 * 127 fits int16)
 // so x ~ q * d with |error| <= d / 2 per element. The three arrays of every column live in one
 // caller-owned buffer (q8_act_bytes), columns after one another within each array.
+//
+// Lane order of q (q8_act_pos): each whole 256-element chunk (8 groups of 32) is stored as eight
+// 32-byte vectors v = 4p + k (p = 0, 1; k = 0..3); byte 4L + i of vector v (lane L = 0..7, i =
+// 0..3) holds element 4k + i of half-group L / 4 of group 4p + L % 4. So in every vector a 4-byte
+// lane belongs to one group (lanes 0-3 and 4-7: the two halves of groups 4p..4p+3), and the dot
+// kernels (dot_q8_x86.inc) sum a group's products lane-wise, after one transpose of each weight
+// block that serves every column, instead of a horizontal reduction per column. The last n mod 256
+// elements (blocks of 32 only) stay in element order. d and s are in element order.
 //
 // Thread-safety: pure; the view does not own its memory.
 #pragma once
@@ -27,7 +35,7 @@ struct Q8ActView {
   int64_t n = 0;               // elements per column
   int n_col = 0;
 
-  const int8_t* col_q(int c) const { return q + int64_t(c) * n; }
+  const int8_t* col_q(int c) const { return q + int64_t(c) * n; }  // in lane order (q8_act_pos)
   const float* col_d(int c) const { return d + int64_t(c) * (n / kQ8Group); }
   const int16_t* col_s(int c) const { return s + int64_t(c) * (n / 16); }
   // Columns [c0, c0 + count) as a view of their own (same arrays, no copy).
@@ -35,6 +43,17 @@ struct Q8ActView {
     return {col_q(c0), col_d(c0), col_s(c0), n, count};
   }
 };
+
+// Where element i of a column of n lies in its q array (the lane order above).
+inline int64_t q8_act_pos(int64_t n, int64_t i) {
+  if (i >= n / 256 * 256) return i;
+  const int64_t e = i % 256;
+  const int64_t group = e / 32, half = (e % 32) / 16, k = (e % 16) / 4;
+  const int64_t lane = group % 4 + 4 * half, v = 4 * (group / 4) + k;
+  return i - e + 32 * v + 4 * lane + e % 4;
+}
+// The code of element i of column c.
+inline int8_t q8_act_code(const Q8ActView& x, int c, int64_t i) { return x.col_q(c)[q8_act_pos(x.n, i)]; }
 
 // Bytes of the buffer quantize_q8_act needs for n_col columns of n elements (64-byte aligned parts).
 size_t q8_act_bytes(int64_t n, int64_t n_col);

@@ -5,7 +5,7 @@
 //   must return the scalar kernel's floats bit for bit.
 // - Scalar vs dequantise-then-dot (double, on x_hat = q * d): the kernel's integer sums are exact;
 //   what remains is f32 rounding: of each group's float(isum) * dx, of the fma into one of eight
-//   lanes (B terms per lane: B = super-blocks, or blocks of 32 for Q4_0/Q8_0) and of the final sum,
+//   lanes (B terms per lane: B = super-blocks, or the blocks of 32 / 8) and of the final sum,
 //   plus the reference's own rounding of the decoded weights (d * scale first, ggml's order).
 //   We allow tol = 8 * (B + 8) * FLT_EPSILON * sum_i |w_i * x_hat_i|. A decode bug moves the result
 //   by ~|w_i x_hat_i| for some i, ~sum/n on average: far above tol for the n used here (<= 2048).
@@ -116,19 +116,47 @@ TEST_CASE("int8 activations: codes, scales and sums", "[q8]") {
       REQUIRE(q.view.col_d(c)[g] == amax / 127.0f);
       for (int h = 0; h < 2; ++h) {
         int sum = 0;
-        for (int i = 0; i < 16; ++i) sum += q.view.col_q(c)[g * 32 + h * 16 + i];
+        for (int i = 0; i < 16; ++i) sum += q8_act_code(q.view, c, g * 32 + h * 16 + i);
         REQUIRE(q.view.col_s(c)[2 * g + h] == sum);
       }
     }
     for (int64_t i = 0; i < n; ++i) {
-      const int8_t v = q.view.col_q(c)[i];
+      const int8_t v = q8_act_code(q.view, c, i);
       REQUIRE(v >= -127);
       const float d = q.view.col_d(c)[i / 32];
       REQUIRE(std::fabs(q8_act_value(q.view, c, i) - x[size_t(c * n + i)]) <= 0.5f * d * (1 + 1e-5f));
     }
   }
   REQUIRE(q.view.col_d(0)[2] == 0.0f);
-  REQUIRE(q.view.col_q(0)[70] == 0);
+  REQUIRE(q8_act_code(q.view, 0, 70) == 0);
+}
+
+// q8_act.h's lane order: a permutation of each column; every 4-byte lane of a 32-byte vector holds
+// four consecutive elements of one half-group, the same group in that lane of all four vectors of
+// its quad; the elements past the last whole 256 stay in place.
+TEST_CASE("int8 activations: lane order", "[q8]") {
+  const int64_t n = 512 + 3 * 32;
+  std::vector<int> seen(size_t(n), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t pos = q8_act_pos(n, i);
+    REQUIRE(pos >= 0);
+    REQUIRE(pos < n);
+    ++seen[size_t(pos)];
+    if (i >= 512) {
+      REQUIRE(pos == i);
+      continue;
+    }
+    const int64_t chunk = i / 256, e = i % 256, group = e / 32, half = (e % 32) / 16;
+    const int64_t v = (pos % 256) / 32, lane = (pos % 32) / 4;
+    REQUIRE(pos / 256 == chunk);
+    REQUIRE(v / 4 == group / 4);             // quad p holds groups 4p..4p+3
+    REQUIRE(lane % 4 == group % 4);          // in lanes g mod 4 ...
+    REQUIRE(lane / 4 == half);               // ... and 4 + g mod 4 for the second half
+    REQUIRE(pos % 4 == e % 4);               // four consecutive elements per lane
+    REQUIRE((e % 16) / 4 == v % 4);          // vector k of the quad: elements 4k..4k+3 of the half
+  }
+  REQUIRE(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+  REQUIRE(q8_act_pos(n, 32 * 5 + 16 + 4 * 2 + 1) == 32 * 6 + 4 * 5 + 1);
 }
 
 // The scalar int8 dot of one weight row w (n elements) with n_col activation columns x, against
@@ -197,6 +225,50 @@ TEST_CASE("int8 dot: every ISA equals the scalar reference bit for bit, 1..16 co
             REQUIRE(same_bits(ys[size_t(3 * c)], yv[size_t(3 * c)]));
             REQUIRE(std::isnan(yv[size_t(3 * c + 1)]));  // the stride's gaps stay untouched
           }
+        }
+      }
+    }
+  }
+}
+
+// The multi-row kernels: every row of a call (1..kQ8MaxRows, with a row pitch larger than a row)
+// gets the single-row scalar result, bit for bit, in y[c * stride + r].
+TEST_CASE("int8 dot: every ISA's multi-row kernel equals the scalar reference row by row", "[q8]") {
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (GgmlType t : kTypes) {
+    INFO("type " << ggml_type_info(t).name);
+    // Blocks of 32: 35 blocks, a tail of 3 after the whole 256-element chunks.
+    const int64_t n = block_elems(t) == 32 ? 1120 : 1024;
+    const uint64_t rb = ggml_row_bytes(t, uint64_t(n)), pitch = rb + 64;
+    const auto packed = make_raw_rows(t, n, kQ8MaxRows, rng);
+    std::vector<uint8_t> w(pitch * kQ8MaxRows);
+    for (int r = 0; r < kQ8MaxRows; ++r) std::memcpy(w.data() + r * pitch, packed.data() + r * rb, rb);
+    for (int isa = 0; isa < kQ8IsaCount; ++isa) {
+      const DotQ8RowsFn fn = dot_q8_rows_kernel(t, Q8Isa(isa));
+      if (!fn || !q8_isa_supported(Q8Isa(isa))) continue;
+      INFO("isa " << q8_isa_name(Q8Isa(isa)));
+      for (int n_rows : {1, 3, kQ8MaxRows}) {
+        for (int n_col : {1, 7, kQ8MaxCols}) {
+          INFO("rows " << n_rows << " cols " << n_col);
+          auto x = make_x(n * n_col, rng, true);
+          Q8Buffer q(x, n, n_col);
+          const int64_t stride = kQ8MaxRows + 1;
+          std::vector<float> ys(size_t(n_col * stride), kPoison), yv(size_t(n_col * stride), kPoison);
+          for (int r = 0; r < n_rows; ++r)
+            dot_q8_kernel(t, Q8Isa::scalar)(w.data() + r * pitch, q.view, ys.data() + r, stride);
+          fn(w.data(), int64_t(pitch), n_rows, q.view, yv.data(), stride);
+          for (int c = 0; c < n_col; ++c)
+            for (int r = 0; r < stride; ++r) {
+              const size_t i = size_t(c * stride + r);
+              INFO("col " << c << " row " << r << " scalar " << ys[i] << " simd " << yv[i]);
+              if (r >= n_rows) {
+                REQUIRE(std::isnan(yv[i]));  // rows past n_rows stay untouched
+              } else {
+                REQUIRE(same_bits(ys[i], yv[i]));
+              }
+            }
         }
       }
     }
@@ -323,6 +395,7 @@ TEST_CASE("int8 dot: best kernel honours the CPU and the STRATA_CPU cap", "[q8][
     const Q8Isa isa = best_dot_q8_isa(t);
     REQUIRE(q8_isa_supported(isa));
     REQUIRE(best_dot_q8(t) == dot_q8_kernel(t, isa));
+    REQUIRE(best_dot_q8_rows(t) == dot_q8_rows_kernel(t, isa));
     if (c == "scalar") REQUIRE(isa == Q8Isa::scalar);
     if (c == "avx2") REQUIRE(isa == (cpu_features().avx2 ? Q8Isa::avx2 : Q8Isa::scalar));
     if (c.empty() && cpu_features().avx2) REQUIRE(isa != Q8Isa::scalar);

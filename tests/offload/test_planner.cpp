@@ -507,3 +507,36 @@ TEST_CASE("planner: resident prefill predicts the measured gain of larger chunks
   for (size_t i = 1; i < tps.size(); ++i) CHECK(tps[i] > tps[i - 1]);
   CHECK(tps.back() / tps.front() == Approx(0.64 / 0.40).epsilon(0.12));
 }
+
+// RunShape::cpu_int8: cpu-tier weight blocks cost bytes / cpu_gemv_q8(type, b) where the profile
+// measured the type, b x bytes / cpu_gemv(type) otherwise.
+TEST_CASE("cost model: cpu-tier blocks at the int8 GEMV rate when the run uses it") {
+  Rng rng(5);
+  const ModelBlocks m = random_model(rng, 3, 1);
+  HardwareProfile p = profile("cpu-only");
+  const auto ds = Provenance::datasheet("test");
+  for (GgmlType t : {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
+    p.cpu_gemv_q8.insert(p.cpu_gemv_q8.end(), {{t, 8, 1, 40, ds}, {t, 8, 8, 20, ds}});
+  Placement pl;
+  pl.attention.assign(m.n_layer, Tier::cpu);
+  pl.ffn.assign(m.n_layer, Tier::cpu);
+  pl.kv.assign(m.n_layer, KvTier::host);
+  pl.head = Tier::cpu;
+  RunShape r;
+  double bytes = 0, f32_8 = 0;
+  auto add = [&](const WeightBlock& b) {
+    bytes += double(b.bytes);
+    f32_8 += 8 * double(b.bytes) / (p.cpu_gemv_gbps(b.main_type()) * 1e9);
+  };
+  for (uint32_t il = 0; il < m.n_layer; ++il) add(m.attention[il]), add(m.ffn[il]);
+  add(m.head);
+  const double trips = (2.0 * m.n_layer + 1) * 20e-6 + m.n_layer * 20e-6;  // blocks + host-KV attention
+  // pos 0: no KV to read, so cpu_s is the weights plus the round trips.
+  const auto exact8 = sweep_cost(m, p, pl, r, 0, m.n_layer, true, 8, 0, false);
+  CHECK(exact8.cpu_s == Approx(f32_8 + trips));
+  r.cpu_int8 = true;
+  const auto q1 = sweep_cost(m, p, pl, r, 0, m.n_layer, true, 1, 0, false);
+  const auto q8 = sweep_cost(m, p, pl, r, 0, m.n_layer, true, 8, 0, false);
+  CHECK(q1.cpu_s == Approx(bytes / 40e9 + trips));
+  CHECK(q8.cpu_s == Approx(bytes / 20e9 + trips));
+}

@@ -5,6 +5,7 @@
 
 #include "core/units.h"
 #include "offload/hardware_profile.h"
+#include "offload/probe.h"
 #include "test_util.h"
 
 using namespace strata;
@@ -156,4 +157,62 @@ TEST_CASE("profile: every shipped profile loads") {
     ++n;
   }
   CHECK(n >= 8);
+}
+
+// What strata probe measures of the int8-activation GEMV (measure_cpu_gemv_q8, small here) goes
+// into rates.cpu_gemv_q8, survives the TOML round trip, and answers cpu_gemv_q8_gbps; a profile
+// without the key (every profile written before) loads with none.
+TEST_CASE("profile: int8 GEMV rates from the probe, written and read back") {
+  auto p = parse_profile(kMinimal, "t.toml");
+  REQUIRE(p.is_ok());
+  CHECK(p->cpu_gemv_q8.empty());
+  CHECK(p->cpu_gemv_q8_gbps(GgmlType::Q4_K, 1) == 0);
+  CHECK(profile_to_toml(*p).find("cpu_gemv_q8") == std::string::npos);
+
+  const auto prov = Provenance::measured_on("2026-12-02", "test-host");
+  const auto rates = measure_cpu_gemv_q8({GgmlType::Q4_K, GgmlType::IQ3_XXS, GgmlType::F16}, {1, 2}, {1, 8},
+                                         2 * kMiB, 1, prov);
+  REQUIRE(rates.size() == 8);  // f16 has no int8 kernel: skipped
+  for (const auto& r : rates) {
+    CHECK((r.type == GgmlType::Q4_K || r.type == GgmlType::IQ3_XXS));
+    CHECK(r.gbps > 0);
+    CHECK(r.prov.machine == "test-host");
+  }
+  p->cpu_gemv_q8 = rates;
+  const std::string text = profile_to_toml(*p);
+  auto q = parse_profile(text, "roundtrip");
+  REQUIRE(q.is_ok());
+  REQUIRE(q->cpu_gemv_q8.size() == rates.size());
+  for (size_t i = 0; i < rates.size(); ++i) {
+    CHECK(q->cpu_gemv_q8[i].type == rates[i].type);
+    CHECK(q->cpu_gemv_q8[i].threads == rates[i].threads);
+    CHECK(q->cpu_gemv_q8[i].cols == rates[i].cols);
+    CHECK(q->cpu_gemv_q8[i].gbps == Approx(rates[i].gbps).epsilon(1e-12));
+    CHECK(q->cpu_gemv_q8[i].prov.date == "2026-12-02");
+  }
+  CHECK(profile_to_toml(*q) == text);
+  CHECK(q->cpu_gemv_q8_gbps(GgmlType::Q4_K, 1) > 0);
+  CHECK(q->cpu_gemv_q8_gbps(GgmlType::Q6_K, 1) == 0);  // not measured: no int8 rate
+
+  // A malformed entry names its key.
+  const std::string broken = replace(text, "threads = 1, cols = 1", "threads = 0, cols = 1");
+  auto e = parse_profile(broken, "bad.toml");
+  REQUIRE_FALSE(e.is_ok());
+  CHECK(e.message().find("rates.cpu_gemv_q8[0]") != std::string::npos);
+}
+
+TEST_CASE("profile: int8 GEMV rate by columns: most threads, time linear in columns") {
+  auto p = parse_profile(kMinimal, "t.toml");
+  REQUIRE(p.is_ok());
+  const auto ds = Provenance::datasheet("x");
+  // 2 threads: 1 column at 20 GB/s (0.05 s per GB), 8 columns at 10 GB/s (0.1 s per GB). 1 thread
+  // is slower and must be ignored.
+  p->cpu_gemv_q8 = {{GgmlType::Q4_K, 1, 1, 5, ds}, {GgmlType::Q4_K, 2, 8, 10, ds}, {GgmlType::Q4_K, 2, 1, 20, ds}};
+  CHECK(p->cpu_gemv_q8_gbps(GgmlType::Q4_K, 1) == Approx(20));
+  CHECK(p->cpu_gemv_q8_gbps(GgmlType::Q4_K, 8) == Approx(10));
+  CHECK(1 / p->cpu_gemv_q8_gbps(GgmlType::Q4_K, 4) == Approx(0.05 + 0.05 * 3 / 7));
+  CHECK(1 / p->cpu_gemv_q8_gbps(GgmlType::Q4_K, 15) == Approx(0.05 + 0.05 * 14 / 7));  // extrapolated
+  // One column count only: proportional.
+  p->cpu_gemv_q8 = {{GgmlType::Q8_0, 4, 1, 30, ds}};
+  CHECK(p->cpu_gemv_q8_gbps(GgmlType::Q8_0, 3) == Approx(10));
 }
