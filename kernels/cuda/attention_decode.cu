@@ -66,6 +66,7 @@ struct DecParams {
   float* part_ml;   // (splits, n_q * n_head, 2): m, l
   int n_q, n_head, group, capacity, window;
   int split;  // 0: one block per row tile covers all keys and writes out directly
+  int inner_ok;  // a tile's slot offsets (key tile x row bytes) fit in 32 bits
   const uint64_t* tree_bits;  // per query, or null: no tree mask (attention_tree.h)
   int tree_first;
   float scale_log2;  // scale / ln 2: scores in log2 units (exp2 is one instruction)
@@ -97,15 +98,20 @@ __device__ __forceinline__ float magic_byte(uint32_t x, int e) {
 }
 
 // Dimensions 8c .. 8c + 7 of a key's head slice (b: its first byte in shared memory), as
-// x * d + m: f16 values (d = 1, m = 0 unused), or the exact integer codes with their block's
-// scale d (and q4's offset m; q8's is 0), so that the callers fold d and m in once per key
-// instead of once per value (score = d * sum q x + m * sum q; acc += (p d) x, acc_m += p m).
+// x * d + m: f16 values (d = 1, m = 0 unused), q8's exact integer codes with their block's scale
+// d (m = 0), or q4's codes as 0.5 + n / 256 with d and m adjusted to match (below), so that the
+// callers fold d and m in once per key instead of once per value (score = d * sum q x + m * sum q;
+// acc += (p d) x, acc_m += p m).
 //   f16: 16 bytes at 16c (b is 16-byte aligned: f16 slices always are).
 //   q8:  block c / 4 (34 bytes: f16 d, 32 int8 codes), codes (c % 4) * 8 .. + 7 (2-byte aligned:
 //        read as three aligned words and funnel-shifted).
 //   q4:  block c / 4 (20 bytes: f16 d, f16 m, 16 code bytes; value i is the low nibble of byte i,
 //        value 16 + i its high nibble): bytes (c & 1) * 8 .. + 7, nibble (c >> 1) & 1 (4-aligned).
-__device__ __forceinline__ void codes8(int fmt, const uint8_t* b, int c, float (&x)[8], float& d, float& m) {
+// u0: the 16-byte unit the slice starts in, off: the slice's start within it (b = u0 + off). q8's
+// aligned words are addressed from u0 with integer offsets (not through an integer cast of the
+// pointer), so they stay shared-memory loads rather than generic ones.
+__device__ __forceinline__ void codes8(int fmt, const uint8_t* u0, int off, int c, float (&x)[8], float& d, float& m) {
+  const uint8_t* b = u0 + off;
   if (fmt == kvq::kF16) {
     const uint4 w = *reinterpret_cast<const uint4*>(b + c * 16);
     const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
@@ -120,9 +126,9 @@ __device__ __forceinline__ void codes8(int fmt, const uint8_t* b, int c, float (
     const uint8_t* blk = b + (c >> 2) * kvq::kQ8Bytes;
     d = kvq::half_bits_to_float(*reinterpret_cast<const uint16_t*>(blk));
     m = 0.0f;
-    const uint8_t* codes = blk + 2 + (c & 3) * 8;
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(codes) & ~uintptr_t(3));
-    const unsigned sh = unsigned(reinterpret_cast<uintptr_t>(codes) & 2u) * 8u;
+    const int codes = off + (c >> 2) * kvq::kQ8Bytes + 2 + (c & 3) * 8;  // from u0 (16-byte aligned)
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(u0 + (codes & ~3));
+    const unsigned sh = unsigned(codes & 2) * 8u;
     const uint32_t w0 = w[0], w1 = w[1], w2 = w[2];
     const uint32_t lo = __funnelshift_r(w0, w1, sh) ^ 0x80808080u, hi = __funnelshift_r(w1, w2, sh) ^ 0x80808080u;
 #pragma unroll
@@ -131,16 +137,22 @@ __device__ __forceinline__ void codes8(int fmt, const uint8_t* b, int c, float (
       x[4 + e] = __fsub_rn(magic_byte(hi, e), 8388736.0f);
     }
   } else {
+    // Code n as the float 0.5 + n / 256 (one byte_perm: n under 0x3F000000, the top of the
+    // mantissa), i.e. x = n + 128 in units of d / 256: value = (256 d) x' + (m - 128 d) with
+    // x' = 0.5 + n / 256. The 128 d offset is folded into m (once per key) instead of a subtract
+    // per value; it costs ~4 of f32's 24 bits on the sums (offset 128 vs codes 0..15).
     const uint8_t* blk = b + (c >> 2) * kvq::kQ4Bytes;
     const uint32_t dm = *reinterpret_cast<const uint32_t*>(blk);
-    d = kvq::half_bits_to_float(dm), m = kvq::half_bits_to_float(dm >> 16);
+    const float d16 = kvq::half_bits_to_float(dm), m16 = kvq::half_bits_to_float(dm >> 16);
+    d = __fmul_rn(d16, 256.0f);
+    m = __fmaf_rn(-128.0f, d16, m16);
     const uint32_t* w = reinterpret_cast<const uint32_t*>(blk + 4 + (c & 1) * 8);
     const unsigned shift = unsigned((c >> 1) & 1) * 4u;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const uint32_t nib = (w[i] >> shift) & 0x0F0F0F0Fu;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) x[4 * i + e] = __fsub_rn(magic_byte(nib, e), 8388608.0f);
+      for (int e = 0; e < 4; ++e) x[4 * i + e] = __int_as_float(int(__byte_perm(nib, 0x3F000000u, 0x7044u + (unsigned(e) << 8))));
     }
   }
 }
@@ -209,14 +221,25 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
     v_kw[n] = kv << 8 | (u - kv * p.v_units);
   }
 
-  // One tensor's units of tile t into its part of a stage.
+  // One tensor's units of tile t into its part of a stage. inner: every key of the tile is in the
+  // hull and its slots neither wrap nor hold the store's last slot, so each unit is a plain
+  // 16-byte copy from slot0 + kk (its span ends before the next slot's end, inside the store),
+  // addressed with 32-bit offsets from the tile's first slot (p.inner_ok: kk * row_bytes fits).
   auto copy_units = [&](const int (&kw)[kPerTensor], int n_units, const uint8_t* base, const uint8_t* end,
-                        int64_t row_bytes, uint8_t* dst, uint8_t* offs, int t, int slot0) {
+                        int64_t row_bytes, uint8_t* dst, uint8_t* offs, int t, int slot0, bool inner) {
+    const uint8_t* tile_base = base + int64_t(slot0) * row_bytes;
+    const int rb = int(row_bytes);
 #pragma unroll
     for (int n = 0; n < kPerTensor; ++n) {
       const int u = tid + n * kThreads;
       if (u >= n_units) break;
       const int kk = kw[n] >> 8, w = kw[n] & 0xff, j = t + kk;
+      if (inner) {
+        const uintptr_t a = reinterpret_cast<uintptr_t>(tile_base + unsigned(kk * rb));
+        if (w == 0) offs[kk] = uint8_t(unsigned(a) & 15u);
+        cp_async16(dst + u * 16, reinterpret_cast<const uint8_t*>(a & ~uintptr_t(15)) + 16 * w, 16);
+        continue;
+      }
       const uint8_t* src = base;
       int bytes = 0, off = 0;
       if (j >= h_lo && j <= h_hi) {
@@ -234,13 +257,18 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
     }
   };
   // Tile i into stage i % kStages (an empty group past the last tile keeps the counting uniform).
+  // Tiles are issued in order, so the first slot of the next one is kept rather than divided out.
+  unsigned next_slot = unsigned(t_first) % unsigned(p.capacity);
   auto issue = [&](int i) {
     if (i < n_tiles) {
       const int st = i % kStages, t = t_first + i * TK;
       uint8_t* sk = smem + st * stage_bytes;
-      const int slot0 = int(unsigned(t) % unsigned(p.capacity));
-      copy_units(k_kw, k_total, Kg, p.k_end, p.k_row_bytes, sk, k_off[st], t, slot0);
-      copy_units(v_kw, v_total, Vg, p.v_end, p.v_row_bytes, sk + k_tile_bytes, v_off[st], t, slot0);
+      const int slot0 = int(next_slot);
+      next_slot += unsigned(TK);
+      while (next_slot >= unsigned(p.capacity)) next_slot -= unsigned(p.capacity);
+      const bool inner = p.inner_ok && t >= h_lo && h_hi - t >= TK - 1 && p.capacity - slot0 > TK;
+      copy_units(k_kw, k_total, Kg, p.k_end, p.k_row_bytes, sk, k_off[st], t, slot0, inner);
+      copy_units(v_kw, v_total, Vg, p.v_end, p.v_row_bytes, sk + k_tile_bytes, v_off[st], t, slot0, inner);
     }
     cp_async_commit();
   };
@@ -290,7 +318,7 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
     for (int k = 0; k < kKeysPerGroup; ++k) {
       const int kk = grp * kKeysPerGroup + k;
       float x[8], bd, bm;
-      codes8(k_fmt, sk + kk * p.k_units * 16 + k_off[st][kk], c, x, bd, bm);
+      codes8(k_fmt, sk + kk * p.k_units * 16, KF == kvq::kF16 ? 0 : k_off[st][kk], c, x, bd, bm);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float d = __fmul_rn(qr[r][0], x[0]);
@@ -337,19 +365,24 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
       for (int k = 0; k < kKeysPerGroup; ++k)
         pk[k][r] = __shfl_sync(0xffffffffu, p_own, (lane & ~(B1 | B2)) | ((k & 2) ? B1 : 0) | ((k & 1) ? B2 : 0));
       if (!act[r]) continue;
-      const float alpha = exp2f(m[r] - m_new);  // 0 while m is -inf
+      // A running max that did not move leaves alpha = 1, whose multiplications change nothing:
+      // skip them (most tiles after the first few).
+      float alpha = 1.0f;
+      if (m_new != m[r]) {
+        alpha = exp2f(m[r] - m_new);  // 0 while m is -inf
+        m[r] = m_new;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r][e] = __fmul_rn(acc[r][e], alpha);
+        acc_m[r] = __fmul_rn(acc_m[r], alpha);
+      }
       const float sum = __fadd_rn(__fadd_rn(__fadd_rn(pk[0][r], pk[1][r]), pk[2][r]), pk[3][r]);
       l[r] = __fmaf_rn(l[r], alpha, sum);
-      m[r] = m_new;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[r][e] = __fmul_rn(acc[r][e], alpha);
-      acc_m[r] = __fmul_rn(acc_m[r], alpha);
     }
 #pragma unroll
     for (int k = 0; k < kKeysPerGroup; ++k) {
       const int kk = grp * kKeysPerGroup + k;
       float x[8], bd, bm;
-      codes8(v_fmt, sv + kk * p.v_units * 16 + v_off[st][kk], c, x, bd, bm);
+      codes8(v_fmt, sv + kk * p.v_units * 16, VF == kvq::kF16 ? 0 : v_off[st][kk], c, x, bd, bm);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         // p == 0 (unseen or underflowed) adds nothing: skipping it keeps a row independent of
@@ -536,6 +569,7 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
   p.capacity = int(kv.capacity);
   p.window = int(std::min<int64_t>(s.window, 0x7fffffff));
   p.scale_log2 = s.scale * 1.4426950408889634f;
+  p.inner_ok = (4096 / s.head_dim) * std::max(p.k_row_bytes, p.v_row_bytes) <= 0x7fffffff;
   if (tree && tree->d_bits) p.tree_bits = tree->d_bits, p.tree_first = tree->first;
 
   // Splits: fixed by the store and the window (never by n_q), as far as the workspace holds them.
