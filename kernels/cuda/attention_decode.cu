@@ -36,6 +36,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "kernels/cuda/attention_decode.h"
@@ -89,6 +90,14 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// 2^x in one MUFU instruction (exp2f adds a denormal-range fix-up): results below 2^-126 become 0,
+// weights that add nothing next to the running max's 1.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 }
 
 // Exact small-integer to float without I2F (a quarter-rate instruction): byte e of x placed under
@@ -278,7 +287,7 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
   // acc_m: sum of p * m over q4 V blocks (the lane's 8 dims are one block), added at the end.
   float qr[R][8], acc[R][8], acc_m[R], qsum[R], m[R], l[R];
   const int k_fmt = KF >= 0 ? KF : p.k_fmt, v_fmt = VF >= 0 ? VF : p.v_fmt;
-  const bool k_f16 = k_fmt == kvq::kF16, v_f16 = v_fmt == kvq::kF16, v_q4 = v_fmt == kvq::kQ4;
+  const bool k_f16 = k_fmt == kvq::kF16, k_q8 = k_fmt == kvq::kQ8, v_f16 = v_fmt == kvq::kF16, v_q4 = v_fmt == kvq::kQ4;
   int rlo[R], rhi[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -324,7 +333,7 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
         float d = __fmul_rn(qr[r][0], x[0]);
 #pragma unroll
         for (int e = 1; e < 8; ++e) d = __fmaf_rn(qr[r][e], x[e], d);
-        P[k][r] = k_f16 ? d : __fmaf_rn(d, bd, __fmul_rn(bm, qsum[r]));
+        P[k][r] = k_f16 ? d : k_q8 ? __fmul_rn(d, bd) : __fmaf_rn(d, bd, __fmul_rn(bm, qsum[r]));
       }
     }
     constexpr int B1 = LK / 2, B2 = LK / 4;
@@ -360,7 +369,7 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, B2));
       act[r] = mx != -INFINITY;
       const float m_new = fmaxf(m[r], mx);
-      const float p_own = act[r] ? exp2f(sc[r] - m_new) : 0.0f;  // exp2(-inf) = 0 for unseen keys
+      const float p_own = act[r] ? exp2_ftz(sc[r] - m_new) : 0.0f;  // exp2(-inf) = 0 for unseen keys
 #pragma unroll
       for (int k = 0; k < kKeysPerGroup; ++k)
         pk[k][r] = __shfl_sync(0xffffffffu, p_own, (lane & ~(B1 | B2)) | ((k & 2) ? B1 : 0) | ((k & 1) ? B2 : 0));
@@ -369,7 +378,7 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
       // skip them (most tiles after the first few).
       float alpha = 1.0f;
       if (m_new != m[r]) {
-        alpha = exp2f(m[r] - m_new);  // 0 while m is -inf
+        alpha = exp2_ftz(m[r] - m_new);  // 0 while m is -inf
         m[r] = m_new;
 #pragma unroll
         for (int e = 0; e < 8; ++e) acc[r][e] = __fmul_rn(acc[r][e], alpha);
@@ -457,6 +466,9 @@ __global__ void decode_combine_kernel(const float* __restrict__ part_acc, const 
 
 // ---- host side ----
 
+constexpr int kMaxDevices = 64;
+constexpr size_t kDefaultSmem = 48 * 1024 - 1024;  // dynamic bytes that need no opt-in (static below 1 KB)
+
 int fmt_of(GgmlType t) { return t == GgmlType::F16 ? kvq::kF16 : t == GgmlType::Q8_0 ? kvq::kQ8 : kvq::kQ4; }
 
 // 16-byte units that hold a head slice of `bytes` starting anywhere in its first unit (f16 slices
@@ -477,9 +489,17 @@ size_t smem_bytes(int k_units, int v_units, int R) {
 template <int HD, int R, int KF, int VF>
 Status launch_fmt(const DecParams& p, dim3 grid, cudaStream_t st) {
   const size_t smem = smem_bytes<HD>(p.k_units, p.v_units, R);
-  STRATA_TRY(detail::cuda_status(cudaFuncSetAttribute(decode_attention_kernel<HD, R, KF, VF>,
-                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-                                 "decode attention: cudaFuncSetAttribute"));
+  // Opt in above the default 48 KB once per device and size (a driver call each launch costs
+  // microseconds of host time that an eager decode step waits on).
+  static std::atomic<int> opted[kMaxDevices] = {};
+  int dev = 0;
+  STRATA_TRY(detail::cuda_status(cudaGetDevice(&dev), "decode attention: cudaGetDevice"));
+  if (smem > kDefaultSmem && (dev >= kMaxDevices || opted[dev].load(std::memory_order_relaxed) < int(smem))) {
+    STRATA_TRY(detail::cuda_status(cudaFuncSetAttribute(decode_attention_kernel<HD, R, KF, VF>,
+                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+                                   "decode attention: cudaFuncSetAttribute"));
+    if (dev < kMaxDevices) opted[dev].store(int(smem), std::memory_order_relaxed);
+  }
   decode_attention_kernel<HD, R, KF, VF><<<grid, kThreads, smem, st>>>(p);
   return detail::launch_status("decode attention");
 }
