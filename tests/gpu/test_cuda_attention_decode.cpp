@@ -2,9 +2,9 @@
 // Q8_0 and Q4_1 KV) against the CPU reference (kernels/cpu/attention.h): 1, 2, 8 and 64 queries,
 // GQA 1..8, head dims 32..256, full causal and sliding windows in ring stores whose positions
 // wrap, key counts that are no multiple of the 256-key split or the key tile, and long contexts
-// (33000 keys: 17 chunks of 2048), q4/q8 stores far from zero. Also: a row of a k-query call is bit-identical to the query run
-// alone (verification == decode), the same call twice gives the same bits, and an unsplit call
-// (no workspace) is still right. Skips without a GPU.
+// (33000 keys: 17 chunks of 2048), and q4/q8 stores far from zero. Also: a row of a k-query call
+// is bit-identical to the query run alone (verification == decode), the same call twice gives the
+// same bits, and an unsplit call (no workspace) is still right. Skips without a GPU.
 //
 // Tolerance: as test_cuda_attention.cpp's f32 kernel (exact f32 products of the same decoded K/V
 // values, different summation orders): |gpu - cpu| <= 2e-5 + 1e-3 |cpu|; q * 3 makes the softmax
