@@ -28,8 +28,8 @@
 // run alone. Keys of a tile that a row does not see are skipped per row (no update at all).
 //
 // Measured (H200, bench kernels, 1 query, 16 KV heads x 128, GQA 2): f16 61% / 73% of device read
-// at 32K / 128K keys, q8 35 / 43%, q4 24 / 29% (the tiled kernel: 14-15%, 5%, 4%; before the copy
-// plan, q8 load and q4 decode changes of the eleventh session: 54 / 63, 29 / 33, 20 / 23). The
+// at 32K / 128K keys, q8 35 / 43%, q4 24 / 29% (the tiled kernel: 14-15%, 5%, 4%; before branch
+// attn2 cut the copy plan, q8 loads and q4 decode: 54 / 63, 29 / 33, 20 / 23). The
 // limiter is instruction issue (SM ~65%, 4 blocks x 4 warps per SM by registers, ~5 cycles per
 // issued instruction per warp), not DRAM: ~800 instructions per warp and tile of 32 keys for q8, of
 // which the decode and FMAs are ~300, copies ~140, butterfly and softmax ~120. Per key the work is
