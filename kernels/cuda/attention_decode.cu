@@ -27,15 +27,18 @@
 // chunks and lanes depend only on its own position, so a row of a k-query call equals the query
 // run alone. Keys of a tile that a row does not see are skipped per row (no update at all).
 //
-// Measured (H200, bench kernels, 1 query, 16 KV heads x 128, GQA 2): f16 54% / 64% of device read
-// at 32K / 128K keys, q8 29 / 34%, q4 20 / 24% (the tiled kernel: 14-15%, 5%, 4%). The limiter is
-// instruction issue (SM ~66%, 4 blocks x 4 warps per SM by registers, ~5 cycles per issued
-// instruction), not DRAM: per key the work (decode, 2 x 8 FMAs per row per lane, butterfly,
-// softmax, copy plan) is about the same for every format, so fewer bytes per key do not run faster.
+// Measured (H200, bench kernels, 1 query, 16 KV heads x 128, GQA 2): f16 61% / 73% of device read
+// at 32K / 128K keys, q8 35 / 43%, q4 24 / 29% (the tiled kernel: 14-15%, 5%, 4%; before branch
+// attn2 cut the copy plan, q8 loads and q4 decode: 54 / 63, 29 / 33, 20 / 23). The
+// limiter is instruction issue (SM ~65%, 4 blocks x 4 warps per SM by registers, ~5 cycles per
+// issued instruction per warp), not DRAM: ~800 instructions per warp and tile of 32 keys for q8, of
+// which the decode and FMAs are ~300, copies ~140, butterfly and softmax ~120. Per key the work is
+// about the same for every format, so fewer bytes per key do not run proportionally faster.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "kernels/cuda/attention_decode.h"
@@ -66,6 +69,7 @@ struct DecParams {
   float* part_ml;   // (splits, n_q * n_head, 2): m, l
   int n_q, n_head, group, capacity, window;
   int split;  // 0: one block per row tile covers all keys and writes out directly
+  int inner_ok;  // a tile's slot offsets (key tile x row bytes) fit in 32 bits
   const uint64_t* tree_bits;  // per query, or null: no tree mask (attention_tree.h)
   int tree_first;
   float scale_log2;  // scale / ln 2: scores in log2 units (exp2 is one instruction)
@@ -90,6 +94,14 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// 2^x in one MUFU instruction (exp2f adds a denormal-range fix-up): results below 2^-126 become 0,
+// weights that add nothing next to the running max's 1.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Exact small-integer to float without I2F (a quarter-rate instruction): byte e of x placed under
 // the exponent of 2^23 (0x4B000000), minus 2^23 (+ 128 for offset bytes).
 __device__ __forceinline__ float magic_byte(uint32_t x, int e) {
@@ -97,15 +109,20 @@ __device__ __forceinline__ float magic_byte(uint32_t x, int e) {
 }
 
 // Dimensions 8c .. 8c + 7 of a key's head slice (b: its first byte in shared memory), as
-// x * d + m: f16 values (d = 1, m = 0 unused), or the exact integer codes with their block's
-// scale d (and q4's offset m; q8's is 0), so that the callers fold d and m in once per key
-// instead of once per value (score = d * sum q x + m * sum q; acc += (p d) x, acc_m += p m).
+// x * d + m: f16 values (d = 1, m = 0 unused), q8's exact integer codes with their block's scale
+// d (m = 0), or q4's codes as 0.5 + n / 256 with d and m adjusted to match (below), so that the
+// callers fold d and m in once per key instead of once per value (score = d * sum q x + m * sum q;
+// acc += (p d) x, acc_m += p m).
 //   f16: 16 bytes at 16c (b is 16-byte aligned: f16 slices always are).
 //   q8:  block c / 4 (34 bytes: f16 d, 32 int8 codes), codes (c % 4) * 8 .. + 7 (2-byte aligned:
 //        read as three aligned words and funnel-shifted).
 //   q4:  block c / 4 (20 bytes: f16 d, f16 m, 16 code bytes; value i is the low nibble of byte i,
 //        value 16 + i its high nibble): bytes (c & 1) * 8 .. + 7, nibble (c >> 1) & 1 (4-aligned).
-__device__ __forceinline__ void codes8(int fmt, const uint8_t* b, int c, float (&x)[8], float& d, float& m) {
+// u0: the 16-byte unit the slice starts in, off: the slice's start within it (b = u0 + off). q8's
+// aligned words are addressed from u0 with integer offsets (not through an integer cast of the
+// pointer), so they stay shared-memory loads rather than generic ones.
+__device__ __forceinline__ void codes8(int fmt, const uint8_t* u0, int off, int c, float (&x)[8], float& d, float& m) {
+  const uint8_t* b = u0 + off;
   if (fmt == kvq::kF16) {
     const uint4 w = *reinterpret_cast<const uint4*>(b + c * 16);
     const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
@@ -120,9 +137,9 @@ __device__ __forceinline__ void codes8(int fmt, const uint8_t* b, int c, float (
     const uint8_t* blk = b + (c >> 2) * kvq::kQ8Bytes;
     d = kvq::half_bits_to_float(*reinterpret_cast<const uint16_t*>(blk));
     m = 0.0f;
-    const uint8_t* codes = blk + 2 + (c & 3) * 8;
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(reinterpret_cast<uintptr_t>(codes) & ~uintptr_t(3));
-    const unsigned sh = unsigned(reinterpret_cast<uintptr_t>(codes) & 2u) * 8u;
+    const int codes = off + (c >> 2) * kvq::kQ8Bytes + 2 + (c & 3) * 8;  // from u0 (16-byte aligned)
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(u0 + (codes & ~3));
+    const unsigned sh = unsigned(codes & 2) * 8u;
     const uint32_t w0 = w[0], w1 = w[1], w2 = w[2];
     const uint32_t lo = __funnelshift_r(w0, w1, sh) ^ 0x80808080u, hi = __funnelshift_r(w1, w2, sh) ^ 0x80808080u;
 #pragma unroll
@@ -131,16 +148,22 @@ __device__ __forceinline__ void codes8(int fmt, const uint8_t* b, int c, float (
       x[4 + e] = __fsub_rn(magic_byte(hi, e), 8388736.0f);
     }
   } else {
+    // Code n as the float 0.5 + n / 256 (one byte_perm: n under 0x3F000000, the top of the
+    // mantissa), i.e. x = n + 128 in units of d / 256: value = (256 d) x' + (m - 128 d) with
+    // x' = 0.5 + n / 256. The 128 d offset is folded into m (once per key) instead of a subtract
+    // per value; it costs ~4 of f32's 24 bits on the sums (offset 128 vs codes 0..15).
     const uint8_t* blk = b + (c >> 2) * kvq::kQ4Bytes;
     const uint32_t dm = *reinterpret_cast<const uint32_t*>(blk);
-    d = kvq::half_bits_to_float(dm), m = kvq::half_bits_to_float(dm >> 16);
+    const float d16 = kvq::half_bits_to_float(dm), m16 = kvq::half_bits_to_float(dm >> 16);
+    d = __fmul_rn(d16, 256.0f);
+    m = __fmaf_rn(-128.0f, d16, m16);
     const uint32_t* w = reinterpret_cast<const uint32_t*>(blk + 4 + (c & 1) * 8);
     const unsigned shift = unsigned((c >> 1) & 1) * 4u;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const uint32_t nib = (w[i] >> shift) & 0x0F0F0F0Fu;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) x[4 * i + e] = __fsub_rn(magic_byte(nib, e), 8388608.0f);
+      for (int e = 0; e < 4; ++e) x[4 * i + e] = __int_as_float(int(__byte_perm(nib, 0x3F000000u, 0x7044u + (unsigned(e) << 8))));
     }
   }
 }
@@ -209,14 +232,25 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
     v_kw[n] = kv << 8 | (u - kv * p.v_units);
   }
 
-  // One tensor's units of tile t into its part of a stage.
+  // One tensor's units of tile t into its part of a stage. inner: every key of the tile is in the
+  // hull and its slots neither wrap nor hold the store's last slot, so each unit is a plain
+  // 16-byte copy from slot0 + kk (its span ends before the next slot's end, inside the store),
+  // addressed with 32-bit offsets from the tile's first slot (p.inner_ok: kk * row_bytes fits).
   auto copy_units = [&](const int (&kw)[kPerTensor], int n_units, const uint8_t* base, const uint8_t* end,
-                        int64_t row_bytes, uint8_t* dst, uint8_t* offs, int t, int slot0) {
+                        int64_t row_bytes, uint8_t* dst, uint8_t* offs, int t, int slot0, bool inner) {
+    const uint8_t* tile_base = base + int64_t(slot0) * row_bytes;
+    const int rb = int(row_bytes);
 #pragma unroll
     for (int n = 0; n < kPerTensor; ++n) {
       const int u = tid + n * kThreads;
       if (u >= n_units) break;
       const int kk = kw[n] >> 8, w = kw[n] & 0xff, j = t + kk;
+      if (inner) {
+        const uintptr_t a = reinterpret_cast<uintptr_t>(tile_base + unsigned(kk * rb));
+        if (w == 0) offs[kk] = uint8_t(unsigned(a) & 15u);
+        cp_async16(dst + u * 16, reinterpret_cast<const uint8_t*>(a & ~uintptr_t(15)) + 16 * w, 16);
+        continue;
+      }
       const uint8_t* src = base;
       int bytes = 0, off = 0;
       if (j >= h_lo && j <= h_hi) {
@@ -234,13 +268,18 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
     }
   };
   // Tile i into stage i % kStages (an empty group past the last tile keeps the counting uniform).
+  // Tiles are issued in order, so the first slot of the next one is kept rather than divided out.
+  unsigned next_slot = unsigned(t_first) % unsigned(p.capacity);
   auto issue = [&](int i) {
     if (i < n_tiles) {
       const int st = i % kStages, t = t_first + i * TK;
       uint8_t* sk = smem + st * stage_bytes;
-      const int slot0 = int(unsigned(t) % unsigned(p.capacity));
-      copy_units(k_kw, k_total, Kg, p.k_end, p.k_row_bytes, sk, k_off[st], t, slot0);
-      copy_units(v_kw, v_total, Vg, p.v_end, p.v_row_bytes, sk + k_tile_bytes, v_off[st], t, slot0);
+      const int slot0 = int(next_slot);
+      next_slot += unsigned(TK);
+      while (next_slot >= unsigned(p.capacity)) next_slot -= unsigned(p.capacity);
+      const bool inner = p.inner_ok && t >= h_lo && h_hi - t >= TK - 1 && p.capacity - slot0 > TK;
+      copy_units(k_kw, k_total, Kg, p.k_end, p.k_row_bytes, sk, k_off[st], t, slot0, inner);
+      copy_units(v_kw, v_total, Vg, p.v_end, p.v_row_bytes, sk + k_tile_bytes, v_off[st], t, slot0, inner);
     }
     cp_async_commit();
   };
@@ -250,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
   // acc_m: sum of p * m over q4 V blocks (the lane's 8 dims are one block), added at the end.
   float qr[R][8], acc[R][8], acc_m[R], qsum[R], m[R], l[R];
   const int k_fmt = KF >= 0 ? KF : p.k_fmt, v_fmt = VF >= 0 ? VF : p.v_fmt;
-  const bool k_f16 = k_fmt == kvq::kF16, v_f16 = v_fmt == kvq::kF16, v_q4 = v_fmt == kvq::kQ4;
+  const bool k_f16 = k_fmt == kvq::kF16, k_q8 = k_fmt == kvq::kQ8, v_f16 = v_fmt == kvq::kF16, v_q4 = v_fmt == kvq::kQ4;
   int rlo[R], rhi[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -290,13 +329,13 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
     for (int k = 0; k < kKeysPerGroup; ++k) {
       const int kk = grp * kKeysPerGroup + k;
       float x[8], bd, bm;
-      codes8(k_fmt, sk + kk * p.k_units * 16 + k_off[st][kk], c, x, bd, bm);
+      codes8(k_fmt, sk + kk * p.k_units * 16, KF == kvq::kF16 ? 0 : k_off[st][kk], c, x, bd, bm);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float d = __fmul_rn(qr[r][0], x[0]);
 #pragma unroll
         for (int e = 1; e < 8; ++e) d = __fmaf_rn(qr[r][e], x[e], d);
-        P[k][r] = k_f16 ? d : __fmaf_rn(d, bd, __fmul_rn(bm, qsum[r]));
+        P[k][r] = k_f16 ? d : k_q8 ? __fmul_rn(d, bd) : __fmaf_rn(d, bd, __fmul_rn(bm, qsum[r]));
       }
     }
     constexpr int B1 = LK / 2, B2 = LK / 4;
@@ -332,24 +371,29 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, B2));
       act[r] = mx != -INFINITY;
       const float m_new = fmaxf(m[r], mx);
-      const float p_own = act[r] ? exp2f(sc[r] - m_new) : 0.0f;  // exp2(-inf) = 0 for unseen keys
+      const float p_own = act[r] ? exp2_ftz(sc[r] - m_new) : 0.0f;  // exp2(-inf) = 0 for unseen keys
 #pragma unroll
       for (int k = 0; k < kKeysPerGroup; ++k)
         pk[k][r] = __shfl_sync(0xffffffffu, p_own, (lane & ~(B1 | B2)) | ((k & 2) ? B1 : 0) | ((k & 1) ? B2 : 0));
       if (!act[r]) continue;
-      const float alpha = exp2f(m[r] - m_new);  // 0 while m is -inf
+      // A running max that did not move leaves alpha = 1, whose multiplications change nothing:
+      // skip them (most tiles after the first few).
+      float alpha = 1.0f;
+      if (m_new != m[r]) {
+        alpha = exp2_ftz(m[r] - m_new);  // 0 while m is -inf
+        m[r] = m_new;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r][e] = __fmul_rn(acc[r][e], alpha);
+        acc_m[r] = __fmul_rn(acc_m[r], alpha);
+      }
       const float sum = __fadd_rn(__fadd_rn(__fadd_rn(pk[0][r], pk[1][r]), pk[2][r]), pk[3][r]);
       l[r] = __fmaf_rn(l[r], alpha, sum);
-      m[r] = m_new;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[r][e] = __fmul_rn(acc[r][e], alpha);
-      acc_m[r] = __fmul_rn(acc_m[r], alpha);
     }
 #pragma unroll
     for (int k = 0; k < kKeysPerGroup; ++k) {
       const int kk = grp * kKeysPerGroup + k;
       float x[8], bd, bm;
-      codes8(v_fmt, sv + kk * p.v_units * 16 + v_off[st][kk], c, x, bd, bm);
+      codes8(v_fmt, sv + kk * p.v_units * 16, VF == kvq::kF16 ? 0 : v_off[st][kk], c, x, bd, bm);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         // p == 0 (unseen or underflowed) adds nothing: skipping it keeps a row independent of
@@ -424,6 +468,9 @@ __global__ void decode_combine_kernel(const float* __restrict__ part_acc, const 
 
 // ---- host side ----
 
+constexpr int kMaxDevices = 64;
+constexpr size_t kDefaultSmem = 48 * 1024 - 1024;  // dynamic bytes that need no opt-in (static below 1 KB)
+
 int fmt_of(GgmlType t) { return t == GgmlType::F16 ? kvq::kF16 : t == GgmlType::Q8_0 ? kvq::kQ8 : kvq::kQ4; }
 
 // 16-byte units that hold a head slice of `bytes` starting anywhere in its first unit (f16 slices
@@ -444,9 +491,17 @@ size_t smem_bytes(int k_units, int v_units, int R) {
 template <int HD, int R, int KF, int VF>
 Status launch_fmt(const DecParams& p, dim3 grid, cudaStream_t st) {
   const size_t smem = smem_bytes<HD>(p.k_units, p.v_units, R);
-  STRATA_TRY(detail::cuda_status(cudaFuncSetAttribute(decode_attention_kernel<HD, R, KF, VF>,
-                                                      cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-                                 "decode attention: cudaFuncSetAttribute"));
+  // Opt in above the default 48 KB once per device and size (a driver call each launch costs
+  // microseconds of host time that an eager decode step waits on).
+  static std::atomic<int> opted[kMaxDevices] = {};
+  int dev = 0;
+  STRATA_TRY(detail::cuda_status(cudaGetDevice(&dev), "decode attention: cudaGetDevice"));
+  if (smem > kDefaultSmem && (dev >= kMaxDevices || opted[dev].load(std::memory_order_relaxed) < int(smem))) {
+    STRATA_TRY(detail::cuda_status(cudaFuncSetAttribute(decode_attention_kernel<HD, R, KF, VF>,
+                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+                                   "decode attention: cudaFuncSetAttribute"));
+    if (dev < kMaxDevices) opted[dev].store(int(smem), std::memory_order_relaxed);
+  }
   decode_attention_kernel<HD, R, KF, VF><<<grid, kThreads, smem, st>>>(p);
   return detail::launch_status("decode attention");
 }
@@ -536,6 +591,7 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
   p.capacity = int(kv.capacity);
   p.window = int(std::min<int64_t>(s.window, 0x7fffffff));
   p.scale_log2 = s.scale * 1.4426950408889634f;
+  p.inner_ok = (4096 / s.head_dim) * std::max(p.k_row_bytes, p.v_row_bytes) <= 0x7fffffff;
   if (tree && tree->d_bits) p.tree_bits = tree->d_bits, p.tree_first = tree->first;
 
   // Splits: fixed by the store and the window (never by n_q), as far as the workspace holds them.

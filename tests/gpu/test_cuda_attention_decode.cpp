@@ -2,9 +2,9 @@
 // Q8_0 and Q4_1 KV) against the CPU reference (kernels/cpu/attention.h): 1, 2, 8 and 64 queries,
 // GQA 1..8, head dims 32..256, full causal and sliding windows in ring stores whose positions
 // wrap, key counts that are no multiple of the 256-key split or the key tile, and long contexts
-// (33000 keys: 17 chunks of 2048). Also: a row of a k-query call is bit-identical to the query run
-// alone (verification == decode), the same call twice gives the same bits, and an unsplit call
-// (no workspace) is still right. Skips without a GPU.
+// (33000 keys: 17 chunks of 2048), and q4/q8 stores far from zero. Also: a row of a k-query call
+// is bit-identical to the query run alone (verification == decode), the same call twice gives the
+// same bits, and an unsplit call (no workspace) is still right. Skips without a GPU.
 //
 // Tolerance: as test_cuda_attention.cpp's f32 kernel (exact f32 products of the same decoded K/V
 // values, different summation orders): |gpu - cpu| <= 2e-5 + 1e-3 |cpu|; q * 3 makes the softmax
@@ -202,5 +202,39 @@ TEST_CASE("decode attention without a workspace runs unsplit and matches the CPU
     Fixture f(make_case(64, 2, t == GgmlType::Q8_0 ? 40 : 0, t, t, 4, 3000 + int32_t(rng.next_u64() % 1000), rng), rng);
     INFO(f.describe());
     check_decode_attention_close(f.gpu(0, f.c.pos.size(), false), f.reference());
+  }
+}
+
+// q4 codes are decoded as 0.5 + n / 256 with the block's offset m shifted by -128 d (the kernel
+// folds the per-value subtract into m once per key): K and V rows far from zero (means +-2 and 6,
+// so m and 128 d are far apart and the shifted sums cancel more) still match the CPU at every
+// head dim, split and unsplit; q8 alongside (its codes decode exactly).
+TEST_CASE("decode attention: q4 and q8 stores with values far from zero match the CPU", "[gpu][attention]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  auto offset_store = [&](GgmlType t, int64_t capacity, int64_t width, float mean) {
+    const size_t row = kv::kv_row_bytes(t, uint32_t(width));
+    std::vector<uint8_t> buf(size_t(capacity) * row);
+    for (int64_t slot = 0; slot < capacity; ++slot) {
+      auto x = random_normal(size_t(width), rng);
+      for (size_t i = 0; i < x.size(); ++i) x[i] += (i / 32) % 2 ? mean : -mean / 3.0f;
+      kv::kv_quantize_row(t, x.data(), buf.data() + size_t(slot) * row, uint32_t(width));
+    }
+    return buf;
+  };
+  for (const GgmlType t : {GgmlType::Q4_1, GgmlType::Q8_0}) {
+    for (const int64_t hd : {32, 64, 128, 256}) {
+      for (const bool split : {true, false}) {
+        Fixture f(make_case(hd, 2, 0, t, t, 2, 1500 + int32_t(rng.next_u64() % 1500), rng), rng);
+        f.k = offset_store(t, f.c.capacity, f.width, 2.0f);
+        f.v = offset_store(t, f.c.capacity, f.width, 6.0f);
+        f.dk.upload(f.k);  // same sizes as the fixture's N(0, 1) stores
+        f.dv.upload(f.v);
+        INFO(f.describe() << (split ? " split" : " unsplit"));
+        check_decode_attention_close(f.gpu(0, f.c.pos.size(), split), f.reference());
+      }
+    }
   }
 }
