@@ -118,9 +118,11 @@ int gemv_act_key(const WeightView& w, int n_cols, Workspace ws);
 // its 16). Process-wide, not for concurrent use with different settings.
 inline constexpr int kGemvMmaFromCols = 3;
 void set_gemv_mma_min_cols(int n_cols);
-// Opt-in (sm_90 only; default off): launch the GPU-layout GEMV with programmatic dependent launch,
-// so that it starts, and asks L2 for its first weight tiles, while the activation quantiser before
-// it still runs (inside CUDA graphs too). Process-wide, like set_gemv_mma_min_cols.
+// Launch the GPU-layout GEMV with programmatic dependent launch, so that it starts, and asks L2 for
+// its first weight tiles, while the activation quantiser before it still runs (inside CUDA graphs
+// too). Takes effect on compute capability 9.0 and later only (set_gemv_pdl(true) is a no-op on
+// the current device otherwise); the CUDA engine turns it on. Process-wide, like
+// set_gemv_mma_min_cols.
 void set_gemv_pdl(bool on);
 // Many columns (prefill): dequantise W tile by tile to f16 in the workspace and multiply on tensor
 // cores with cuBLAS (f32 accumulation). workspace_bytes_for_gemm says how much scratch it needs.
