@@ -17,10 +17,6 @@ Result<std::unique_ptr<spec::SpeculativeDecoder>> make_decoder(runtime::Engine& 
       log::info("--spec {}: token trees need the CPU engine (a server: its sequence 0); the {} engine here verifies "
                 "chains", config.text(), engine.device_name());
     });
-  else if (config.tree > 0 && sampler.params().temperature > 0.0f)
-    std::call_once(said, [&] {
-      log::info("--spec {}: token trees verify greedy decoding only; sampling verifies chains", config.text());
-    });
   return spec::SpeculativeDecoder::create(engine, sampler, config);
 }
 

@@ -22,7 +22,8 @@ struct Draft {
   uint32_t engine_steps = 0;  // forward passes the draft cost (0 for prompt lookup)
 };
 
-// A drafted token tree (greedy verification only: runtime/token_tree.h has the engine's rules).
+// A drafted token tree (runtime/token_tree.h has the engine's rules; speculative_decoder.h how it
+// is verified, greedy or sampled).
 // Node 0 is the pending token; nodes are in level order (every node of depth k before any of
 // depth k + 1), parents first, as Engine::eval_tree runs them.
 struct TreeDraft {

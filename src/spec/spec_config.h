@@ -21,10 +21,10 @@ struct SpecConfig {
   // Layer subset: the fraction of the middle layers skipped; 0 lets the chooser pick among
   // kDefaultSkipRatios (subset_chooser.h). auto uses the chooser's candidates.
   double skip_ratio = 0;
-  // Token trees (early exit, greedy only): at most this many children per node, up to
+  // Token trees (early exit, greedy or sampled): at most this many children per node, up to
   // kMaxExactRows nodes with the pending token, depth <= draft_max, shape from the measured
-  // acceptance per (depth, rank) (tree_plan.h). 0: chains. Sampling (temperature > 0) and engines
-  // without trees (Engine::supports_trees) verify chains instead.
+  // acceptance per (depth, rank) (tree_plan.h). 0: chains. Engines without trees
+  // (Engine::supports_trees) verify chains instead.
   uint32_t tree = 0;
   // Trees stop where more nodes would lower the measured tokens per second (tree_plan.h
   // best_tree_size, once a verify pass is timed; at least the first draft, so acceptance keeps

@@ -286,9 +286,13 @@ Status SpeculativeDecoder::verify(int drafter, const Draft& d, std::vector<int32
 }
 
 bool SpeculativeDecoder::tree_round_for(int drafter) const {
-  // Greedy only: sampling keeps chains (its multi-candidate rejection sampling is not built yet).
-  return shaper_ && drafter >= 0 && drafters_[size_t(drafter)]->drafts_trees() && engine_.supports_trees() &&
-         sampler_.params().temperature <= 0.0f;
+  // Greedy and sampled alike: verify_tree draws each token from the target's own distribution
+  // (sampler_.sample, one draw per token as a plain step) and walks on only where a drafted child
+  // carries it. The drafted children are a function of the context alone (the drafter's top
+  // tokens), so this is exact -- the same tokens as plain sampling with the same seed -- and with
+  // fixed candidates no rejection scheme accepts more (a child is taken with its whole target
+  // probability).
+  return shaper_ && drafter >= 0 && drafters_[size_t(drafter)]->drafts_trees() && engine_.supports_trees();
 }
 
 Status SpeculativeDecoder::tree_round(int drafter, uint32_t max_depth, std::vector<int32_t>& out) {
@@ -328,8 +332,9 @@ Status SpeculativeDecoder::verify_tree(int drafter, const TreeDraft& t, std::vec
   stats_.verify_rows += n;
   stats_.verify_s += s;
 
-  // From the root: the target's token after each accepted node; a child carrying it is accepted,
-  // otherwise it is the round's own token and the walk ends.
+  // From the root: the target's token after each accepted node (argmax, or drawn from the
+  // sampler's distribution: tree_round_for says why that is exact); a child carrying it is
+  // accepted, otherwise it is the round's own token and the walk ends.
   const size_t V = engine_.model().spec.hp.n_vocab;
   std::vector<uint32_t> path{0};
   uint32_t max_depth = 0;

@@ -24,15 +24,15 @@
 // recover; each probe an option loses doubles its interval (up to 1024 rounds), and winning on
 // its rate resets it, so options that never pay stop costing probes.
 //
-// Token trees (`early:d=N,tree=B`, greedy only): each round plans a tree (tree_plan.h: up to B
+// Token trees (`early:d=N,tree=B`): each round plans a tree (tree_plan.h: up to B
 // children per node, kMaxExactRows nodes with the pending token, depth <= draft_max, shape from
 // the measured acceptance per depth and rank), drafts it level by level with layers [0, d)
 // (one pass per level), verifies every node in one Engine::eval_tree pass from layer d, walks
 // from the root taking the child whose token is the target's choice, emits that path plus the
-// target's next token, and keeps the path's KV (Engine::keep_tree_path). The text is plain greedy
-// decoding's: each emitted token is the target's argmax after exactly the tokens before it.
-// Sampling and engines without trees verify chains (multi-candidate speculative sampling is
-// still to come).
+// target's next token, and keeps the path's KV (Engine::keep_tree_path). The target's choice is
+// its argmax (greedy) or a draw from its sampling distribution with the sampler's own generator,
+// one draw per emitted token: the text is plain decoding's, token for token, with the same seed.
+// Engines without trees verify chains (sampled chains: speculative rejection sampling).
 //
 // `subset` drafts k = draft_max tokens each round (fewer when the draft's head is unsure) with
 // the skip set the chooser picks (subset_chooser.h: candidates, exploration budget, settling).

@@ -1,6 +1,7 @@
 // Token-tree speculative decoding (`early:d=N,tree=B`, tree_plan.h, Engine::eval_tree): greedy
 // text equals plain greedy decoding on synthetic gemma3 models (rings wrap) and the testdata
-// models (f32, q8_0 and q4_1 KV), with full trees (no confidence cut) and the default cut; the
+// models (f32, q8_0 and q4_1 KV), with full trees (no confidence cut) and the default cut;
+// sampled text equals plain sampled decoding with the same seed; the
 // replay drafter's trees accept at least as much per pass as its chains on the same outcomes; the
 // shaper's plans are trees within their budget that follow the measured ranks; --spec tree=B.
 #include <catch2/catch.hpp>
@@ -179,15 +180,50 @@ TEST_CASE("token trees: greedy text equals plain greedy decoding", "[spec][tree]
   }
 }
 
-TEST_CASE("token trees: sampling keeps chains", "[spec][tree]") {
+// Sampled trees draw each emitted token from the target's distribution with the sampler's own
+// generator (one draw per token, as a plain step) and walk on only where a drafted child carries
+// it, so the text equals plain sampling's with the same seed, token for token. Filters and the
+// repetition penalty (which depends on the path's tokens) are on in some cases.
+TEST_CASE("token trees: sampled text equals plain sampled decoding with the same seed", "[spec][tree]") {
+  struct Case {
+    std::string path;
+    float temperature, top_p, min_p, repeat_penalty;
+    int32_t top_k;
+    uint64_t seed;
+  };
+  std::vector<Case> cases;
+  for (uint64_t seed : {4, 5})
+    cases.push_back({test::small_spec_model(seed, GgmlType::Q8_0), 0.8f, 0.95f, 0.05f, 1.0f, 40, seed});
+  cases.push_back({test::small_spec_model(6, GgmlType::F32), 1.5f, 1.0f, 0.0f, 1.1f, 0, 11});
+  cases.push_back({test::testdata("models/gemma3-swa-q4k/model.gguf"), 0.7f, 0.9f, 0.02f, 1.05f, 20, 3});
+  cases.push_back({test::testdata("models/llama/model.gguf"), 1.0f, 1.0f, 0.0f, 1.0f, 0, 9});
+  for (const Case& c : cases) {
+    runtime::SamplerParams sp;
+    sp.temperature = c.temperature, sp.top_p = c.top_p, sp.min_p = c.min_p, sp.repeat_penalty = c.repeat_penalty;
+    sp.top_k = c.top_k, sp.seed = c.seed;
+    auto e = cpu_engine(c.path);
+    const uint32_t n_layer = e->model().spec.hp.n_layer;
+    const std::vector<int32_t> prompt = {2, 17, 40, 99, 123, 7};
+    const uint32_t n = 60;
+    const auto plain = test::generate(*e, prompt, n, spec::SpecConfig{}, sp);
+    for (const std::string t : {"early:d=1,tree=2", "early:d=2,tree=3"}) {
+      INFO(c.path << " " << t << " temperature " << c.temperature << " seed " << c.seed);
+      spec::SpecStats st;
+      const auto got = test::generate(*e, prompt, n, config(t, 6, n_layer, 0.0f), sp, &st);
+      CHECK(got == plain);
+      INFO(st.summary());
+      const auto& ds = st.drafters.at(0);
+      CHECK(ds.tree_rounds > 0);
+      CHECK(ds.tree_rounds == ds.rounds);
+    }
+  }
+  // A different seed gives a different text (the check above is not vacuous: the runs sample).
+  runtime::SamplerParams a, b;
+  a.temperature = b.temperature = 1.0f, a.top_k = b.top_k = 0, a.top_p = b.top_p = 1.0f, a.min_p = b.min_p = 0.0f;
+  a.seed = 1, b.seed = 2;
   auto e = cpu_engine(test::small_spec_model(4, GgmlType::Q8_0));
-  runtime::SamplerParams sp;
-  sp.temperature = 0.8f;
-  sp.seed = 5;
-  spec::SpecStats st;
-  test::generate(*e, {2, 17, 40}, 30, config("early:d=2,tree=2", 6, 4, 0.0f), sp, &st);
-  CHECK(st.drafters.at(0).rounds > 0);
-  CHECK(st.drafters.at(0).tree_rounds == 0);
+  CHECK(test::generate(*e, {2, 17, 40}, 40, spec::SpecConfig{}, a) !=
+        test::generate(*e, {2, 17, 40}, 40, spec::SpecConfig{}, b));
 }
 
 TEST_CASE("replay: trees accept at least as many tokens per pass as chains on the same outcomes", "[spec][tree]") {
