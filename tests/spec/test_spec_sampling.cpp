@@ -1,12 +1,13 @@
 // Speculative sampling must draw from the target distribution exactly. On a small synthetic
 // model, the first tokens generated after a fixed prompt are tallied over many seeds, for plain
-// sampling and for each drafter, and compared with a two-sample chi-square test per position.
+// sampling and for each drafter (token trees too), and compared with a two-sample chi-square test
+// per position.
 //
 // Significance: each comparison rejects at the 0.1% level (critical value from the Wilson-Hilferty
 // approximation). Not flaky: the seed set is fixed and the CPU engine is deterministic (every
 // output element is one dot product whatever the thread count), so each run computes the same
 // counts; with a correct sampler a fixed seed set fails with probability 0.1% per comparison at
-// the time it is chosen, and this one passes (12 comparisons: 3 drafters x 4 positions; position 0
+// the time it is chosen, and this one passes (16 comparisons: 4 drafters x 4 positions; position 0
 // comes from the prompt's logits, a control for the test itself). Sensitivity, checked by
 // mutating the verifier: accepting every draft gives chi2 ~1100-1600 against critical values
 // 33-45; resampling from p instead of the residual p - q (a subtle bias) still fails positions
@@ -95,7 +96,7 @@ TEST_CASE("speculative sampling follows the target distribution (chi-square, 0.1
   std::vector<std::map<int32_t, int>> plain;
   uint64_t a0 = 0, d0 = 0;
   tally("none", 1000000, plain, &a0, &d0);
-  for (const char* mode : {"lookup", "early:d=3", "subset"}) {
+  for (const char* mode : {"lookup", "early:d=3", "subset", "early:d=3,tree=2"}) {
     std::vector<std::map<int32_t, int>> got;
     uint64_t acc = 0, drafted = 0;
     tally(mode, 2000000, got, &acc, &drafted);
