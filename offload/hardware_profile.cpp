@@ -31,6 +31,22 @@ struct Reader {
     return Status::error("{}: {}: {}", origin, key, what);
   }
 
+  // Entry `key` of a per-type rate array (cpu_gemv, cpu_gemv_q8): an inline table with a known
+  // GGML `type`.
+  struct TypedEntry {
+    const toml::table* table;
+    GgmlType type;
+  };
+  Result<TypedEntry> typed_entry(const toml::node* node, const std::string& key) const {
+    const toml::table* t = node ? node->as_table() : nullptr;
+    if (!t) return err(key, "expected an inline table");
+    auto tn = (*t)["type"].value<std::string>();
+    if (!tn) return err(key + ".type", "missing");
+    auto ty = ggml_type_from_name(*tn);
+    if (!ty) return err(key + ".type", fmt::format("unknown GGML type '{}'", *tn));
+    return TypedEntry{t, *ty};
+  }
+
   Result<Provenance> prov(const toml::table& t, const std::string& key) const {
     const auto kind = t["provenance"].value<std::string>();
     if (!kind) return err(key, "missing 'provenance' (\"measured\" or \"datasheet\")");
@@ -406,14 +422,11 @@ Result<HardwareProfile> parse_profile(const std::string& text, const std::string
   if (!gemv) return r.err("rates.cpu_gemv", "missing (array of { type = \"q4_K\", gbps = ... })");
   for (size_t i = 0; i < gemv->size(); ++i) {
     const std::string k = fmt::format("rates.cpu_gemv[{}]", i);
-    const toml::table* t = gemv->get(i)->as_table();
-    if (!t) return r.err(k, "expected an inline table");
-    auto tn = (*t)["type"].value<std::string>();
-    if (!tn) return r.err(k + ".type", "missing");
-    auto ty = ggml_type_from_name(*tn);
-    if (!ty) return r.err(k + ".type", fmt::format("unknown GGML type '{}'", *tn));
+    Reader::TypedEntry e{};
+    STRATA_READ(e, r.typed_entry(gemv->get(i), k));
+    const toml::table* t = e.table;
     GemvRate g;
-    g.type = *ty;
+    g.type = e.type;
     STRATA_READ(g.gbps, r.number(t->get("gbps"), k + ".gbps"));
     STRATA_READ(g.prov, r.prov(*t, k));
     p.cpu_gemv.push_back(g);
@@ -424,14 +437,11 @@ Result<HardwareProfile> parse_profile(const std::string& text, const std::string
     if (!q8) return r.err("rates.cpu_gemv_q8", "expected an array of { type, threads, cols, gbps }");
     for (size_t i = 0; i < q8->size(); ++i) {
       const std::string k = fmt::format("rates.cpu_gemv_q8[{}]", i);
-      const toml::table* t = q8->get(i)->as_table();
-      if (!t) return r.err(k, "expected an inline table");
-      auto tn = (*t)["type"].value<std::string>();
-      if (!tn) return r.err(k + ".type", "missing");
-      auto ty = ggml_type_from_name(*tn);
-      if (!ty) return r.err(k + ".type", fmt::format("unknown GGML type '{}'", *tn));
+      Reader::TypedEntry e{};
+      STRATA_READ(e, r.typed_entry(q8->get(i), k));
+      const toml::table* t = e.table;
       GemvQ8Rate g;
-      g.type = *ty;
+      g.type = e.type;
       double threads = 0, cols = 0;
       STRATA_READ(threads, r.number(t->get("threads"), k + ".threads"));
       STRATA_READ(cols, r.number(t->get("cols"), k + ".cols"));

@@ -33,14 +33,11 @@ uint32_t layer_major_group(const ForwardOptions& o) {
 // Measured on the H200 (27B Q3_K_M): resident decode 117.3 -> 122.2 tok/s; at --vram 12GiB with
 // streamed blocks the early:d=16 verify pass went 50.2 -> 53.1 ms and the draft step 4.0 -> 4.3 ms
 // (one run each), so streamed engines keep the one stream.
-void allocate_side_streams(CudaForward::Impl& im, int gemv_cols) {
+// layer_gemv_ws: the largest GEMV scratch of any layer matrix (allocate() sizes ws with it).
+void allocate_side_streams(CudaForward::Impl& im, size_t layer_gemv_ws) {
   const char* env = std::getenv("STRATA_SIDE_STREAMS");
   if ((env && std::string(env) == "0") || im.timeline || im.store) return;  // a trace wants its kernels in order
-  size_t need = 0;
-  for (const auto& l : im.dev.layers)
-    for (const model::LayerTensor& t : model::layer_tensors())
-      if (t.matrix) need = std::max(need, cuda::workspace_bytes_for_gemv(l.*t.matrix, gemv_cols));
-  need = (need + 255) / 256 * 256;
+  const size_t need = (layer_gemv_ws + 255) / 256 * 256;
   constexpr int kSides = 2;
   if (need == 0 || im.ws.bytes < (kSides + 1) * need) return;
   auto fork = cuda::event_create();
@@ -165,7 +162,7 @@ Status CudaForward::allocate() {
     const char* mma = std::getenv("STRATA_GEMV_MMA_MIN_COLS");
     cuda::set_gemv_mma_min_cols(mma ? std::atoi(mma) : cuda::kGemvMmaFromCols);
     // The GEMV starts while the activation quantiser runs (cuda_api.h set_gemv_pdl; sm_90 and later,
-    // a no-op before): +1.3% resident 27B decode on the H200. STRATA_GEMV_PDL=0 turns it off.
+    // a no-op before): resident 27B decode +2.5% on the H200 (4K context). STRATA_GEMV_PDL=0 turns it off.
     const char* pdl = std::getenv("STRATA_GEMV_PDL");
     cuda::set_gemv_pdl(!(pdl && std::string(pdl) == "0"));
   }
@@ -287,13 +284,14 @@ Status CudaForward::allocate() {
   }
   // Scratch: the largest need of any matmul or attention call (views of streamed blocks carry
   // their shapes already, only the data pointer is missing).
-  size_t ws = 0;
+  size_t ws = 0, layer_gemv_ws = 0;
   const int gemv_cols = int(std::min<size_t>(n, cuda::kMaxGemvCols));
   for (const auto& l : im.dev.layers)
     for (const model::LayerTensor& t : model::layer_tensors()) {
       if (!t.matrix) continue;
       const kernels::WeightView& m = l.*t.matrix;
-      ws = std::max({ws, cuda::workspace_bytes_for_gemm(m, int(n)), cuda::workspace_bytes_for_gemv(m, gemv_cols)});
+      layer_gemv_ws = std::max(layer_gemv_ws, cuda::workspace_bytes_for_gemv(m, gemv_cols));
+      ws = std::max({ws, cuda::workspace_bytes_for_gemm(m, int(n)), layer_gemv_ws});
     }
   ws = std::max({ws, cuda::workspace_bytes_for_gemm(im.dev.output, int(n)),
                  cuda::workspace_bytes_for_gemv(im.dev.output, gemv_cols)});
@@ -346,7 +344,7 @@ Status CudaForward::allocate() {
       im.group_tokens = 0;
     }
   }
-  allocate_side_streams(im, int(std::min<size_t>(max_chunk_rows(opt_), cuda::kMaxGemvCols)));
+  allocate_side_streams(im, layer_gemv_ws);
   auto loaded = offload::load_weights(model_->file, loads, *im.pinned, im.stream, opt_.trace.get());
   if (!loaded) return loaded.status();
   // Small loads (tests, the tiny model) take milliseconds whatever the rate: not worth a line.
