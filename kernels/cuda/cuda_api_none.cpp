@@ -1,5 +1,6 @@
 // The CUDA backend's functions in a build without CUDA: each says so. Keeps callers free of #ifdefs
 // and makes a CPU-only build link (CTranslate2's pattern).
+#include "kernels/cuda/act_round.h"
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/read_probe.h"
 
@@ -46,6 +47,12 @@ int matmul_act_key(const WeightView&, int, Workspace) { return 0; }
 Status matmul(const WeightView&, const float*, int, float*, Workspace, Stream, bool) { return none("matmul"); }
 Status dequantize_rows(const WeightView&, int64_t, int64_t, float*, Stream) { return none("dequantize_rows"); }
 bool supports_weight_type(GgmlType) { return false; }
+ActRounding act_rounding(const WeightView&, int, Workspace) { return {}; }
+Status round_act(const float*, int64_t, const ActRounding&, Stream) { return none("round_act"); }
+Status rms_norm_round(const float*, const float*, int64_t, int64_t, float, float*, const ActRounding&, Stream) {
+  return none("rms_norm_round");
+}
+Status gated_act_round(bool, float*, const float*, int64_t, const ActRounding&, Stream) { return none("gated_act_round"); }
 Status rms_norm(const float*, const float*, int64_t, int64_t, float, float*, Stream) { return none("rms_norm"); }
 Status rope(float*, const int32_t*, int64_t, int64_t, int64_t, float, float, const float*, bool, Stream) {
   return none("rope");

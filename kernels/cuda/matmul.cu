@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/cuda/act_round.h"
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/matmul_internal.h"
 #include "kernels/gpu_layout.h"
@@ -278,6 +279,35 @@ int gemv_act_key(const WeightView& w, int n_cols, Workspace ws) {
   return 1 + (gpu ? gpu_layout_chunk(w.type) : 0);  // the lane permutation of the rounded activations
 }
 
+namespace {
+
+// The int8 activations' place in ws (gemv_act_key != 0): codes, then scales, then 16-sums.
+ActRounding gemv_rounding(const WeightView& w, int n_cols, Workspace ws) {
+  const size_t n = size_t(n_cols) * size_t(w.n_in);
+  char* base = static_cast<char*>(ws.d_ptr);
+  ActRounding r;
+  r.q = reinterpret_cast<int8_t*>(base);
+  r.d = reinterpret_cast<float*>(base + align_up(n));
+  r.s16 = reinterpret_cast<int*>(base + align_up(n) + align_up(n / 32 * 4));
+  r.perm_chunk = is_gpu_layout(w) ? gpu_layout_chunk(w.type) : 0;
+  r.key = gemv_act_key(w, n_cols, ws);
+  return r;
+}
+
+}  // namespace
+
+ActRounding act_rounding(const WeightView& w, int n_cols, Workspace ws) {
+  if (n_cols < 1 || n_cols > kMaxGemvCols || gemv_act_key(w, n_cols, ws) == 0) return {};
+  return gemv_rounding(w, n_cols, ws);
+}
+
+Status round_act(const float* d_x, int64_t n, const ActRounding& r, Stream s) {
+  if (!d_x || !r.q) return Status::error("round_act: null activations or no rounding");
+  if (n <= 0 || n % 32 != 0) return Status::error("round_act: bad length {}", n);
+  detail::launch_quantize_act_q8(d_x, n, r.q, r.d, r.s16, r.perm_chunk, cudaStream_t(s));
+  return launch_status("round_act");
+}
+
 Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s, bool reuse_act) {
   const bool gpu = is_gpu_layout(w);
   if (gemv_act_key(w, n_cols, ws) == 0) return gemv(w, d_x, n_cols, d_y, s);
@@ -289,21 +319,17 @@ Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Works
     return Status::error("{}: n_cols {} outside 1..{}", op(), n_cols, max_gemv_cols(w));
   if (!d_x || !d_y) return Status::error("{}: null activation or output pointer", op());
   const cudaStream_t st = cudaStream_t(s);
-  const size_t n = size_t(n_cols) * size_t(w.n_in);
-  char* base = static_cast<char*>(ws.d_ptr);
-  auto* q = reinterpret_cast<int8_t*>(base);
-  auto* d = reinterpret_cast<float*>(base + align_up(n));
-  auto* s16 = reinterpret_cast<int*>(base + align_up(n) + align_up(n / 32 * 4));
+  const ActRounding r = gemv_rounding(w, n_cols, ws);
   if (!reuse_act) {
-    detail::launch_quantize_act_q8(d_x, int64_t(n), q, d, s16, gpu ? gpu_layout_chunk(w.type) : 0, st);
+    detail::launch_quantize_act_q8(d_x, int64_t(n_cols) * w.n_in, r.q, r.d, r.s16, r.perm_chunk, st);
     STRATA_TRY(launch_status_lazy([&] { return op() + ": quantise activations"; }));
   }
   if (gpu) {
-    if (!detail::launch_gemv_gpu(w, detail::ActGpu{q, d, s16}, n_cols, d_y, st))
+    if (!detail::launch_gemv_gpu(w, detail::ActGpu{r.q, r.d, r.s16}, n_cols, d_y, st))
       return Status::error("{}: no CUDA kernel for this type", op());
     return launch_status_lazy(op);
   }
-  const detail::ActQ8 x{q, d, s16};
+  const detail::ActQ8 x{r.q, r.d, r.s16};
   if (!detail::launch_gemv_q8_legacy(w, x, n_cols, d_y, st) && !detail::launch_gemv_q8_k(w, x, n_cols, d_y, st) &&
       !detail::launch_gemv_q8_iq(w, x, n_cols, d_y, st))
     return Status::error("{}: no CUDA kernel for this type", op());

@@ -2,8 +2,7 @@
 // stream. Arguments are validated here (the boundary); kernels trust them.
 //
 // Exactness versus the CPU reference:
-// - rms_norm accumulates sum(x^2) in double (as the CPU does) and applies (x * inv) * w with
-//   non-contracted multiplies: results differ from the CPU only by the order of the double sum.
+// - rms_norm: norm.cu.
 // - rope computes each angle in double (inv_freq = base^(-2i/hd) by double pow, then pos * inv_freq
 //   / freq_div, then double sin/cos rounded to f32), as the CPU does: positions up to 128K keep
 //   their low bits. The angle is computed once per (token, pair) and applied to every head.
@@ -13,8 +12,11 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cuda/act_round.cuh"
+#include "kernels/cuda/act_round.h"
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/matmul_internal.h"
 
 namespace strata::kernels::cuda {
 namespace {
@@ -26,88 +28,6 @@ cudaStream_t as_stream(Stream s) { return static_cast<cudaStream_t>(s); }
 unsigned grid_for(int64_t n, int threads) {
   const int64_t blocks = (n + threads - 1) / threads;
   return unsigned(blocks < 65535 * 16 ? blocks : 65535 * 16);  // grid-stride loops cover the rest
-}
-
-constexpr int kNormThreads = 256;
-
-// ---- rms_norm: one block per vector ----
-// Decode normalises one 5376-wide vector at a time, so one block must finish it in about one
-// memory round trip: float4 loads, unrolled so that a thread's loads are all in flight before the
-// (double) sum needs them, and 1024 threads when there are few vectors (a 256-thread block with a
-// load-then-add loop took ~16 us per vector: 21 dependent round trips).
-
-// kAdd: out += the normalised vector (post-norm + residual add: the roundings of rms_norm into a
-// buffer followed by add, in one kernel); out must not alias x then.
-template <bool kVec4, bool kAdd = false>
-__global__ void rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ w, int64_t n, float eps,
-                                float* out) {
-  const float* xv = x + int64_t(blockIdx.x) * n;
-  float* ov = out + int64_t(blockIdx.x) * n;
-  double ss = 0;
-  if constexpr (kVec4) {
-    const float4* x4 = reinterpret_cast<const float4*>(xv);
-#pragma unroll 4
-    for (int64_t i = threadIdx.x; i < n / 4; i += blockDim.x) {
-      const float4 v = x4[i];
-      ss += double(v.x) * double(v.x) + double(v.y) * double(v.y) + double(v.z) * double(v.z) +
-            double(v.w) * double(v.w);
-    }
-  } else {
-#pragma unroll 4
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += double(xv[i]) * double(xv[i]);
-  }
-  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-  __shared__ double warp_sums[32];
-  __shared__ float inv_s;
-  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double t = 0;
-    for (int i = 0; i < int(blockDim.x >> 5); ++i) t += warp_sums[i];
-    inv_s = float(1.0 / sqrt(t / double(n) + double(eps)));
-  }
-  __syncthreads();
-  const float inv = inv_s;
-  // out may alias x: every read of x above happened before the barrier.
-  if constexpr (kVec4) {
-    const float4* x4 = reinterpret_cast<const float4*>(xv);
-    const float4* w4 = reinterpret_cast<const float4*>(w);
-    float4* o4 = reinterpret_cast<float4*>(ov);
-#pragma unroll 4
-    for (int64_t i = threadIdx.x; i < n / 4; i += blockDim.x) {
-      const float4 v = x4[i];
-      float4 r = make_float4(__fmul_rn(v.x, inv), __fmul_rn(v.y, inv), __fmul_rn(v.z, inv), __fmul_rn(v.w, inv));
-      if (w) {
-        const float4 g = w4[i];
-        r = make_float4(__fmul_rn(r.x, g.x), __fmul_rn(r.y, g.y), __fmul_rn(r.z, g.z), __fmul_rn(r.w, g.w));
-      }
-      if constexpr (kAdd) {
-        const float4 o = o4[i];
-        r = make_float4(__fadd_rn(o.x, r.x), __fadd_rn(o.y, r.y), __fadd_rn(o.z, r.z), __fadd_rn(o.w, r.w));
-      }
-      o4[i] = r;
-    }
-  } else {
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const float r = w ? __fmul_rn(__fmul_rn(xv[i], inv), w[i]) : __fmul_rn(xv[i], inv);
-      ov[i] = kAdd ? __fadd_rn(ov[i], r) : r;
-    }
-  }
-}
-
-template <bool kAdd>
-Status launch_rms_norm(const char* op, const float* d_x, const float* d_w, int64_t n_vec, int64_t n, float eps,
-                       float* d_out, Stream s) {
-  if (!d_x || !d_out) return Status::error("{}: null pointer", op);
-  if (n_vec < 0 || n <= 0) return Status::error("{}: bad shape (n_vec {}, n {})", op, n_vec, n);
-  if (n_vec == 0) return Status::ok();
-  if (n_vec > 0x7fffffff) return Status::error("{}: too many vectors ({})", op, n_vec);
-  const unsigned threads = n_vec < 64 && n >= 4096 ? 1024 : kNormThreads;
-  const bool vec4 = n % 4 == 0 && reinterpret_cast<uintptr_t>(d_x) % 16 == 0 &&
-                    reinterpret_cast<uintptr_t>(d_out) % 16 == 0 && reinterpret_cast<uintptr_t>(d_w) % 16 == 0;
-  if (vec4) rms_norm_kernel<true, kAdd><<<unsigned(n_vec), threads, 0, as_stream(s)>>>(d_x, d_w, n, eps, d_out);
-  else rms_norm_kernel<false, kAdd><<<unsigned(n_vec), threads, 0, as_stream(s)>>>(d_x, d_w, n, eps, d_out);
-  return launch_status(op);
 }
 
 // ---- rope: one block per token; each (pair) angle once, in shared memory, then every head ----
@@ -174,6 +94,29 @@ __global__ void gated_mul_kernel(float* gate, const float* __restrict__ up, int6
   for (; i < n; i += stride) gate[i] = F(gate[i], up[i]);
 }
 
+// The same, and the result's int8 rounding (act_round.h): float4 per lane, so eight lanes hold a
+// 32-element block; whole warps loop (round_store4 shuffles), lanes past the end hold zeros.
+template <float (*F)(float, float)>
+__global__ void gated_mul_round_kernel(float* gate, const float* __restrict__ up, int64_t n, ActRounding r) {
+  detail::pdl_launch_dependents();  // the down GEMV after it may start loading weights
+  const int64_t n4 = n / 4, stride = int64_t(gridDim.x) * blockDim.x;
+  float4* g4 = reinterpret_cast<float4*>(gate);
+  const float4* u4 = reinterpret_cast<const float4*>(up);
+  const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int64_t w0 = blockIdx.x * int64_t(blockDim.x) + (threadIdx.x & ~31u); w0 < n4; w0 += stride) {
+    const int64_t i = w0 + (threadIdx.x & 31);
+    const bool in = i < n4;
+    float4 g = zero;
+    if (in) {
+      g = g4[i];
+      const float4 u = u4[i];
+      g.x = F(g.x, u.x), g.y = F(g.y, u.y), g.z = F(g.z, u.z), g.w = F(g.w, u.w);
+      g4[i] = g;
+    }
+    detail::round_store4(g, 4 * i, in, r);
+  }
+}
+
 bool vec4_ok(const float* a, const float* b, int64_t n) {
   return n % 4 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0;
 }
@@ -185,15 +128,6 @@ __global__ void add_kernel(float* x, const float* __restrict__ y, int64_t n) {
 }
 
 }  // namespace
-
-Status rms_norm(const float* d_x, const float* d_w, int64_t n_vec, int64_t n, float eps, float* d_out, Stream s) {
-  return launch_rms_norm<false>("rms_norm", d_x, d_w, n_vec, n, eps, d_out, s);
-}
-
-Status rms_norm_add(const float* d_h, const float* d_w, int64_t n_vec, int64_t n, float eps, float* d_x, Stream s) {
-  if (d_h && d_h == d_x) return Status::error("rms_norm_add: the sum must not alias the normalised input");
-  return launch_rms_norm<true>("rms_norm_add", d_h, d_w, n_vec, n, eps, d_x, s);
-}
 
 Status rope(float* d_x, const int32_t* d_pos, int64_t n_tok, int64_t n_heads, int64_t head_dim, float base,
             float linear_scale, const float* d_freq_div, bool neox, Stream s) {
@@ -225,6 +159,21 @@ Status gelu_tanh_mul(float* d_gate, const float* d_up, int64_t n, Stream s) {
   const bool v = vec4_ok(d_gate, d_up, n);
   gated_mul_kernel<gelu_tanh_mul1><<<grid_for(v ? n / 4 : n, 256), 256, 0, as_stream(s)>>>(d_gate, d_up, n, v);
   return launch_status("gelu_tanh_mul");
+}
+
+Status gated_act_round(bool gelu, float* d_gate, const float* d_up, int64_t n, const ActRounding& r, Stream s) {
+  const char* op = gelu ? "gelu_tanh_mul" : "silu_mul";
+  if (!d_gate || !d_up) return Status::error("{}: null pointer", op);
+  if (n < 0) return Status::error("{}: bad length {}", op, n);
+  if (!r.q || n % 32 != 0 || !vec4_ok(d_gate, d_up, n)) {
+    STRATA_TRY(gelu ? gelu_tanh_mul(d_gate, d_up, n, s) : silu_mul(d_gate, d_up, n, s));
+    return r.q && n > 0 ? round_act(d_gate, n, r, s) : Status::ok();
+  }
+  if (n == 0) return Status::ok();
+  const unsigned grid = grid_for(n / 4, 256);
+  if (gelu) gated_mul_round_kernel<gelu_tanh_mul1><<<grid, 256, 0, as_stream(s)>>>(d_gate, d_up, n, r);
+  else gated_mul_round_kernel<silu_mul1><<<grid, 256, 0, as_stream(s)>>>(d_gate, d_up, n, r);
+  return launch_status(op);
 }
 
 Status add(float* d_x, const float* d_y, int64_t n, Stream s) {

@@ -188,7 +188,8 @@ struct CpuOps {
   }
   void load_hidden(float* x, uint32_t n) { std::copy_n(range->hidden_in, size_t(n) * w.token_embd.n_in, x); }
   void store_hidden(const float* x, uint32_t n) { std::copy_n(x, size_t(n) * w.token_embd.n_in, range->hidden_out); }
-  void norm(const float* x, const float* weight, int64_t n_vec, int64_t dim, float eps, float* out) {
+  void norm(const float* x, const float* weight, int64_t n_vec, int64_t dim, float eps, float* out,
+            const kernels::WeightView* /*next: the GPU rounds for it*/ = nullptr) {
     for (int64_t v = 0; v < n_vec; ++v) cpu::rms_norm(x + v * dim, weight, dim, eps, out + v * dim);
   }
   void matmuls(const MatmulJob* jobs, int count, const float* x, uint32_t n) {
@@ -261,7 +262,8 @@ struct CpuOps {
   }
   std::vector<uint64_t> bits = {};  // tree_attention: per row, for one layer's window
 
-  void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count) {
+  void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count,
+                 const kernels::WeightView* /*next*/ = nullptr) {
     if (act == model::FfnActivation::gelu_tanh) cpu::gelu_tanh_mul(gate, up, count);
     else cpu::silu_mul(gate, up, count);
   }

@@ -27,19 +27,17 @@ uint32_t layer_major_group(const ForwardOptions& o) {
   return prefill_group(o, SIZE_MAX, Logits::last);
 }
 
-// Side streams for Ops::matmuls (cuda_engine_state.h "Side"): two, when every block is resident and
-// ws holds three GEMV roundings of the largest layer input (no extra VRAM: slices of the scratch the
-// prefill GEMM or the attention sized); otherwise none, and groups run in order.
+// Side streams for Ops::matmuls (cuda_engine_state.h "Side"): two, when every block is resident;
+// otherwise none, and groups run in order. They read the main stream's rounding of the input, so
+// they need no scratch of their own.
 // Measured on the H200 (27B Q3_K_M): resident decode 117.3 -> 122.2 tok/s; at --vram 12GiB with
 // streamed blocks the early:d=16 verify pass went 50.2 -> 53.1 ms and the draft step 4.0 -> 4.3 ms
-// (one run each), so streamed engines keep the one stream.
-// layer_gemv_ws: the largest GEMV scratch of any layer matrix (allocate() sizes ws with it).
-void allocate_side_streams(CudaForward::Impl& im, size_t layer_gemv_ws) {
+// (one run each, when each side stream still rounded the input itself), so streamed engines keep
+// the one stream.
+void allocate_side_streams(CudaForward::Impl& im) {
   const char* env = std::getenv("STRATA_SIDE_STREAMS");
   if ((env && std::string(env) == "0") || im.timeline || im.store) return;  // a trace wants its kernels in order
-  const size_t need = (layer_gemv_ws + 255) / 256 * 256;
   constexpr int kSides = 2;
-  if (need == 0 || im.ws.bytes < (kSides + 1) * need) return;
   auto fork = cuda::event_create();
   if (!fork) return;
   im.fork = *fork;
@@ -51,7 +49,7 @@ void allocate_side_streams(CudaForward::Impl& im, size_t layer_gemv_ws) {
       if (ev) cuda::event_destroy(*ev);
       break;
     }
-    im.side.push_back({*st, *ev, {static_cast<uint8_t*>(im.ws.d_ptr) + (j + 1) * need, need}});
+    im.side.push_back({*st, *ev});
   }
 }
 
@@ -284,14 +282,13 @@ Status CudaForward::allocate() {
   }
   // Scratch: the largest need of any matmul or attention call (views of streamed blocks carry
   // their shapes already, only the data pointer is missing).
-  size_t ws = 0, layer_gemv_ws = 0;
+  size_t ws = 0;
   const int gemv_cols = int(std::min<size_t>(n, cuda::kMaxGemvCols));
   for (const auto& l : im.dev.layers)
     for (const model::LayerTensor& t : model::layer_tensors()) {
       if (!t.matrix) continue;
       const kernels::WeightView& m = l.*t.matrix;
-      layer_gemv_ws = std::max(layer_gemv_ws, cuda::workspace_bytes_for_gemv(m, gemv_cols));
-      ws = std::max({ws, cuda::workspace_bytes_for_gemm(m, int(n)), layer_gemv_ws});
+      ws = std::max({ws, cuda::workspace_bytes_for_gemm(m, int(n)), cuda::workspace_bytes_for_gemv(m, gemv_cols)});
     }
   ws = std::max({ws, cuda::workspace_bytes_for_gemm(im.dev.output, int(n)),
                  cuda::workspace_bytes_for_gemv(im.dev.output, gemv_cols)});
@@ -344,7 +341,8 @@ Status CudaForward::allocate() {
       im.group_tokens = 0;
     }
   }
-  allocate_side_streams(im, layer_gemv_ws);
+  allocate_side_streams(im);
+  if (const char* env = std::getenv("STRATA_FUSED_ROUNDING"); env && std::string(env) == "0") im.fused_rounding = false;
   auto loaded = offload::load_weights(model_->file, loads, *im.pinned, im.stream, opt_.trace.get());
   if (!loaded) return loaded.status();
   // Small loads (tests, the tiny model) take milliseconds whatever the rate: not worth a line.

@@ -80,14 +80,16 @@ struct CudaForward::Impl {
   void* d_cublas_ws = nullptr;
   // Ops::matmuls (cuda_ops.h): the 2nd and 3rd matrices of a group (K and V beside Q, up beside
   // gate) run on side streams, forked from and joined back to `stream` by events (inside graph
-  // captures too), each rounding the input into its own slice of ws past what the first matrix
-  // uses. Small matrices (a 27B's K and V: 256 CTAs) leave most of the GPU idle alone. Empty (ws
-  // too small, streamed blocks, STRATA_SIDE_STREAMS=0, --trace): a group runs one matrix after the other.
+  // captures too), all reading the input's one int8 rounding in ws. Small matrices (a 27B's K and
+  // V: 256 CTAs) leave most of the GPU idle alone. Empty (streamed blocks, STRATA_SIDE_STREAMS=0,
+  // --trace): a group runs one matrix after the other.
   struct Side {
     cuda::Stream stream = nullptr;
     cuda::Event join = nullptr;
-    cuda::Workspace ws;
   };
+  // Norms and gated activations round their output for the GEMV after them (act_round.h);
+  // STRATA_FUSED_ROUNDING=0: the GEMV's own quantiser does it (the same bits, one more kernel).
+  bool fused_rounding = true;
   std::vector<Side> side;
   cuda::Event fork = nullptr;
   // Steps of at most kMaxExactRows rows (decode, draft, verify, batched decode) as CUDA graphs, one

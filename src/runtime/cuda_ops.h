@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cuda/act_round.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "offload/cost_model.h"
 #include "runtime/cuda_engine_state.h"
@@ -166,10 +167,18 @@ struct Ops {
       if (m) im.timeline->span("gpu ops", std::move(name), begin, *m);
     }
   };
-  void norm(const float* x, const float* w, int64_t n_vec, int64_t dim, float eps, float* out) {
+  // The rounding `next` would make of its input, when the producing kernel should make it.
+  cuda::ActRounding rounding_for(const kernels::WeightView* next, int64_t n_in, int64_t rows) const {
+    if (!next || !im.fused_rounding || next->n_in != n_in || rows < 1 || rows > cuda::kMaxGemvCols) return {};
+    return cuda::act_rounding(*next, int(rows), im.ws);
+  }
+  void norm(const float* x, const float* w, int64_t n_vec, int64_t dim, float eps, float* out,
+            const kernels::WeightView* next = nullptr) {
     OpSpan op(im, [&] { return fmt::format("norm {}x{}", n_vec, dim); });
     device_op();
-    im.check(cuda::rms_norm(x, w, n_vec, dim, eps, out, im.stream));
+    const cuda::ActRounding r = rounding_for(next, dim, n_vec);
+    im.check(cuda::rms_norm_round(x, w, n_vec, dim, eps, out, r, im.stream));
+    if (r.q) rounded = {out, dim, uint32_t(n_vec), r.key};
   }
   void matmul(const kernels::WeightView& w, const float* x, uint32_t n, float* y) {
     if (im.host && !im.cpu_blocks_on_gpu) {
@@ -183,23 +192,33 @@ struct Ops {
     im.check(cuda::matmul(w, x, int(n), y, im.ws, im.stream, reuse));
     if (key != 0 && y != x) rounded = {x, w.n_in, n, key};
   }
-  // Matrices of one input side by side (cuda_engine_state.h "Side"): matrix 0 on the main stream,
-  // keeping its rounding of x for later reuse; matrices 1.. on the side streams after a fork event,
-  // each rounding x into its own workspace slice; the main stream then waits for them. Each y_j gets
-  // the bits matmul() gives it (same kernels, same rounding). GEMV rows only (<= kMaxGemvCols: the
-  // prefill GEMM shares the cuBLAS workspace), and never where a matrix is computed on the host.
+  // Matrices of one input side by side (cuda_engine_state.h "Side"): x rounded once on the main
+  // stream (or already, by the norm before), then matrices 1.. on the side streams after a fork
+  // event, reading that rounding, and matrix 0 on the main stream, which then waits for them. Each
+  // y_j gets the bits matmul() gives it (same kernels, same rounding). Only where every matrix
+  // rounds x the same way into ws (GEMV rows, <= kMaxGemvCols), and never where a matrix is
+  // computed on the host.
   void matmuls(const MatmulJob* jobs, int count, const float* x, uint32_t n) {
-    bool side = count >= 2 && count - 1 <= int(im.side.size()) && n >= 1 && n <= uint32_t(cuda::kMaxGemvCols);
-    for (int j = 0; side && j < count; ++j) side = !im.host || im.host_view.find(jobs[j].w) == im.host_view.end();
+    const int key = cuda::matmul_act_key(*jobs[0].w, int(n), im.ws);
+    bool side = count >= 2 && count - 1 <= int(im.side.size()) && n >= 1 && n <= uint32_t(cuda::kMaxGemvCols) && key > 0;
+    for (int j = 0; side && j < count; ++j)
+      side = (!im.host || im.host_view.find(jobs[j].w) == im.host_view.end()) && jobs[j].w->n_in == jobs[0].w->n_in &&
+             cuda::matmul_act_key(*jobs[j].w, int(n), im.ws) == key;
     if (!side) {
       for (int j = 0; j < count; ++j) matmul(*jobs[j].w, x, n, jobs[j].y);
       return;
+    }
+    const int64_t n_in = jobs[0].w->n_in;
+    if (!(rounded.key == key && rounded.x == x && rounded.n_in == n_in && rounded.n == n)) {
+      device_op();
+      im.check(cuda::round_act(x, n_in * n, cuda::act_rounding(*jobs[0].w, int(n), im.ws), im.stream));
+      rounded = {x, n_in, n, key};
     }
     im.check(cuda::event_record(im.fork, im.stream));
     for (int j = 1; j < count; ++j) {
       const CudaForward::Impl::Side& sd = im.side[size_t(j - 1)];
       im.check(cuda::stream_wait(sd.stream, im.fork));
-      im.check(cuda::matmul(*jobs[j].w, x, int(n), jobs[j].y, sd.ws, sd.stream, false));
+      im.check(cuda::matmul(*jobs[j].w, x, int(n), jobs[j].y, im.ws, sd.stream, true));
       im.check(cuda::event_record(sd.join, sd.stream));
     }
     matmul(*jobs[0].w, x, n, jobs[0].y);
@@ -250,11 +269,14 @@ struct Ops {
       im.check(cuda::attention(q + t * row, im.d_pos + t, 1, im.kv[map.seq_of(t)][il].store, shape, out + t * row,
                                im.ws, im.stream));
   }
-  void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count) {
+  void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count,
+                 const kernels::WeightView* next = nullptr) {
     OpSpan op(im, [&] { return fmt::format("gated_act {}", count); });
     device_op();
-    im.check(act == model::FfnActivation::gelu_tanh ? cuda::gelu_tanh_mul(gate, up, count, im.stream)
-                                                    : cuda::silu_mul(gate, up, count, im.stream));
+    const int64_t rows = next && next->n_in > 0 && count % next->n_in == 0 ? count / next->n_in : 0;
+    const cuda::ActRounding r = rounding_for(next, next ? next->n_in : 0, rows);
+    im.check(cuda::gated_act_round(act == model::FfnActivation::gelu_tanh, gate, up, count, r, im.stream));
+    if (r.q) rounded = {gate, next->n_in, uint32_t(rows), r.key};
   }
   void add(float* x, const float* y, int64_t count) {
     OpSpan op(im, [&] { return fmt::format("add {}", count); });

@@ -14,7 +14,9 @@
 //   void embed(const int32_t* tokens, uint32_t n, float scale, float* x);
 //   void load_hidden(float* x, uint32_t n);         // x = the caller's residual stream (layers.first > 0)
 //   void store_hidden(const float* x, uint32_t n);  // hands x to the caller (after the last layer run)
-//   void norm(const float* x, const float* w, int64_t n_vec, int64_t dim, float eps, float* out);
+//   void norm(const float* x, const float* w, int64_t n_vec, int64_t dim, float eps, float* out,
+//             const kernels::WeightView* next);  // next: the matrix that reads out first (a GPU
+//                          // rounds out to its int8 activations in the same kernel), or null
 //   void matmul(const kernels::WeightView& w, const float* x, uint32_t n, float* y);
 //   void matmuls(const MatmulJob* jobs, int count, const float* x, uint32_t n);  // y_j = W_j x for
 //                          // matrices of one input (Q, K, V; gate, up): a GPU may run them side by
@@ -24,7 +26,8 @@
 //   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n);   // row t into its
 //   void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out);
 //                          // sequence's cache at its position; attention of row t over its sequence
-//   void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count);
+//   void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count,
+//                  const kernels::WeightView* next);  // next: as for norm
 //   void add(float* x, const float* y, int64_t count);
 //   void norm_add(float* x, float* h, const float* w, int64_t n_vec, int64_t dim, float eps);
 //                          // x += rms_norm(h) * w (post-norm and residual add; h may be clobbered)
@@ -110,7 +113,7 @@ void attention_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeigh
   const auto& l = w.layers[il];
   const int64_t d = s.hp.n_embd, hd = s.hp.n_embd_head;
   const float eps = s.hp.rms_eps;
-  ops.norm(b.x, l.attn_norm, n, d, eps, b.h);
+  ops.norm(b.x, l.attn_norm, n, d, eps, b.h, &l.wq);
   const MatmulJob qkv[3] = {{&l.wq, b.q}, {&l.wk, b.k}, {&l.wv, b.v}};
   ops.matmuls(qkv, 3, b.h, n);
   QkRope r;
@@ -132,10 +135,10 @@ void ffn_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w,
   const auto& l = w.layers[il];
   const int64_t d = s.hp.n_embd;
   const float eps = s.hp.rms_eps;
-  ops.norm(b.x, l.ffn_norm, n, d, eps, b.h);
+  ops.norm(b.x, l.ffn_norm, n, d, eps, b.h, &l.ffn_gate);
   const MatmulJob gate_up[2] = {{&l.ffn_gate, b.gate}, {&l.ffn_up, b.up}};
   ops.matmuls(gate_up, 2, b.h, n);
-  ops.gated_act(s.activation, b.gate, b.up, int64_t(n) * s.hp.n_ff);
+  ops.gated_act(s.activation, b.gate, b.up, int64_t(n) * s.hp.n_ff, &l.ffn_down);
   ops.matmul(l.ffn_down, b.gate, n, b.h);
 }
 
@@ -176,7 +179,7 @@ void head_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w
   ops.begin_block(Block::head, 0);
   for (uint32_t r0 = 0; r0 < rows; r0 += ops.logit_rows()) {
     const uint32_t nr = std::min(ops.logit_rows(), rows - r0);
-    ops.norm(b.x + int64_t(n - rows + r0) * d, w.output_norm, nr, d, s.hp.rms_eps, b.h);
+    ops.norm(b.x + int64_t(n - rows + r0) * d, w.output_norm, nr, d, s.hp.rms_eps, b.h, &w.output);
     ops.matmul(w.output, b.h, nr, ops.logits(r0));
     ops.logits_done(r0, nr);
   }

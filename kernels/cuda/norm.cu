@@ -1,0 +1,223 @@
+// RMS norms (cuda_api.h rms_norm, rms_norm_add; act_round.h rms_norm_round). The sum of squares
+// is accumulated in double (as the CPU does) and (x * inv) * w applied with non-contracted
+// multiplies: results differ from the CPU only by the order of the double sum.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/act_round.cuh"
+#include "kernels/cuda/act_round.h"
+#include "kernels/cuda/cuda_api.h"
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/matmul_internal.h"
+
+namespace strata::kernels::cuda {
+namespace {
+
+using detail::launch_status;
+
+cudaStream_t as_stream(Stream s) { return static_cast<cudaStream_t>(s); }
+
+constexpr int kNormThreads = 256;
+
+// ---- rms_norm: one block per vector ----
+// Decode normalises one 5376-wide vector at a time, so one block must finish it in about one
+// memory round trip: float4 loads, unrolled so that a thread's loads are all in flight before the
+// (double) sum needs them, and 1024 threads when there are few vectors (a 256-thread block with a
+// load-then-add loop took ~16 us per vector: 21 dependent round trips).
+
+// kAdd: out += the normalised vector (post-norm + residual add: the roundings of rms_norm into a
+// buffer followed by add, in one kernel); out must not alias x then.
+template <bool kVec4, bool kAdd = false>
+__global__ void rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ w, int64_t n, float eps,
+                                float* out) {
+  const float* xv = x + int64_t(blockIdx.x) * n;
+  float* ov = out + int64_t(blockIdx.x) * n;
+  double ss = 0;
+  if constexpr (kVec4) {
+    const float4* x4 = reinterpret_cast<const float4*>(xv);
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < n / 4; i += blockDim.x) {
+      const float4 v = x4[i];
+      ss += double(v.x) * double(v.x) + double(v.y) * double(v.y) + double(v.z) * double(v.z) +
+            double(v.w) * double(v.w);
+    }
+  } else {
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += double(xv[i]) * double(xv[i]);
+  }
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  __shared__ double warp_sums[32];
+  __shared__ float inv_s;
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double t = 0;
+    for (int i = 0; i < int(blockDim.x >> 5); ++i) t += warp_sums[i];
+    inv_s = float(1.0 / sqrt(t / double(n) + double(eps)));
+  }
+  __syncthreads();
+  const float inv = inv_s;
+  // out may alias x: every read of x above happened before the barrier.
+  if constexpr (kVec4) {
+    const float4* x4 = reinterpret_cast<const float4*>(xv);
+    const float4* w4 = reinterpret_cast<const float4*>(w);
+    float4* o4 = reinterpret_cast<float4*>(ov);
+#pragma unroll 4
+    for (int64_t i = threadIdx.x; i < n / 4; i += blockDim.x) {
+      const float4 v = x4[i];
+      float4 r = make_float4(__fmul_rn(v.x, inv), __fmul_rn(v.y, inv), __fmul_rn(v.z, inv), __fmul_rn(v.w, inv));
+      if (w) {
+        const float4 g = w4[i];
+        r = make_float4(__fmul_rn(r.x, g.x), __fmul_rn(r.y, g.y), __fmul_rn(r.z, g.z), __fmul_rn(r.w, g.w));
+      }
+      if constexpr (kAdd) {
+        const float4 o = o4[i];
+        r = make_float4(__fadd_rn(o.x, r.x), __fadd_rn(o.y, r.y), __fadd_rn(o.z, r.z), __fadd_rn(o.w, r.w));
+      }
+      o4[i] = r;
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const float r = w ? __fmul_rn(__fmul_rn(xv[i], inv), w[i]) : __fmul_rn(xv[i], inv);
+      ov[i] = kAdd ? __fadd_rn(ov[i], r) : r;
+    }
+  }
+}
+
+Status check_norm_args(const char* op, const float* d_x, const float* d_out, int64_t n_vec, int64_t n) {
+  if (!d_x || !d_out) return Status::error("{}: null pointer", op);
+  if (n_vec < 0 || n <= 0) return Status::error("{}: bad shape (n_vec {}, n {})", op, n_vec, n);
+  if (n_vec > 0x7fffffff) return Status::error("{}: too many vectors ({})", op, n_vec);
+  return Status::ok();
+}
+
+unsigned norm_threads(int64_t n_vec, int64_t n) { return n_vec < 64 && n >= 4096 ? 1024 : kNormThreads; }
+
+template <bool kAdd>
+Status launch_rms_norm(const char* op, const float* d_x, const float* d_w, int64_t n_vec, int64_t n, float eps,
+                       float* d_out, Stream s) {
+  STRATA_TRY(check_norm_args(op, d_x, d_out, n_vec, n));
+  if (n_vec == 0) return Status::ok();
+  const unsigned threads = norm_threads(n_vec, n);
+  const bool vec4 = n % 4 == 0 && reinterpret_cast<uintptr_t>(d_x) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(d_out) % 16 == 0 && reinterpret_cast<uintptr_t>(d_w) % 16 == 0;
+  if (vec4) rms_norm_kernel<true, kAdd><<<unsigned(n_vec), threads, 0, as_stream(s)>>>(d_x, d_w, n, eps, d_out);
+  else rms_norm_kernel<false, kAdd><<<unsigned(n_vec), threads, 0, as_stream(s)>>>(d_x, d_w, n, eps, d_out);
+  return launch_status(op);
+}
+
+
+// ---- the register kernel: one block per vector, each thread's float4s loaded once ----
+// A decode step normalises one 5376-wide vector at a time; the kernel is latency-bound, so every
+// load (x, w, and for rms_norm_add the residual) is issued before the reduction needs the first,
+// and the second pass works from registers instead of reloading. kIt float4s per thread.
+
+// 1 / sqrt(mean + eps) of the block's sum of squares (every thread gets it).
+__device__ __forceinline__ float block_inv_rms(double ss, int64_t n, float eps) {
+  __shared__ double warp_sums[32];
+  __shared__ float inv_s;
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) warp_sums[warp] = ss;
+  __syncthreads();
+  if (warp == 0) {
+    double t = lane < int(blockDim.x >> 5) ? warp_sums[lane] : 0.0;
+    for (int off = 16; off > 0; off >>= 1) t += __shfl_xor_sync(0xffffffffu, t, off);
+    if (lane == 0) inv_s = float(1.0 / sqrt(t / double(n) + double(eps)));
+  }
+  __syncthreads();
+  return inv_s;
+}
+
+// kAdd: out += rms_norm(x) * w (rms_norm_add; out must not alias x). Otherwise out = rms_norm(x) * w
+// (out may alias x: every read of x happens before the first barrier) and, where r.q, its rounding.
+template <int kIt, bool kAdd>
+__global__ void __launch_bounds__(1024) rms_norm_regs_kernel(const float* __restrict__ x, const float* __restrict__ w,
+                                                             int64_t n, float eps, float* out, ActRounding r) {
+  detail::pdl_launch_dependents();  // the GEMV after it may start loading weights
+  const int64_t n4 = n / 4;
+  const float4* x4 = reinterpret_cast<const float4*>(x + int64_t(blockIdx.x) * n);
+  const float4* w4 = reinterpret_cast<const float4*>(w);
+  float4* o4 = reinterpret_cast<float4*>(out + int64_t(blockIdx.x) * n);
+  const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+  float4 xv[kIt], wv[kIt], ov[kIt];
+#pragma unroll
+  for (int k = 0; k < kIt; ++k) {
+    const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+    const bool in = i < n4;
+    xv[k] = in ? x4[i] : zero;
+    wv[k] = in && w ? w4[i] : zero;
+    if constexpr (kAdd) ov[k] = in ? o4[i] : zero;
+  }
+  double ss = 0;
+#pragma unroll
+  for (int k = 0; k < kIt; ++k) {
+    const float4 v = xv[k];
+    ss += double(v.x) * double(v.x) + double(v.y) * double(v.y) + double(v.z) * double(v.z) + double(v.w) * double(v.w);
+  }
+  const float inv = block_inv_rms(ss, n, eps);
+#pragma unroll
+  for (int k = 0; k < kIt; ++k) {
+    const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+    const float4 v = xv[k];
+    float4 o = make_float4(__fmul_rn(v.x, inv), __fmul_rn(v.y, inv), __fmul_rn(v.z, inv), __fmul_rn(v.w, inv));
+    if (w) {
+      const float4 g = wv[k];
+      o = make_float4(__fmul_rn(o.x, g.x), __fmul_rn(o.y, g.y), __fmul_rn(o.z, g.z), __fmul_rn(o.w, g.w));
+    }
+    if constexpr (kAdd) {
+      const float4 a = ov[k];
+      o = make_float4(__fadd_rn(a.x, o.x), __fadd_rn(a.y, o.y), __fadd_rn(a.z, o.z), __fadd_rn(a.w, o.w));
+    }
+    if (i < n4) o4[i] = o;
+    if constexpr (!kAdd) {
+      if (r.q) detail::round_store4(i < n4 ? o : zero, int64_t(blockIdx.x) * n + 4 * i, i < n4, r);
+    }
+  }
+}
+
+// Launches the register kernel where the vector fits (float4-aligned, at most kIt float4s per
+// thread, n % 32 == 0 where rounding); false otherwise (the caller runs the plain kernel).
+template <bool kAdd>
+bool launch_norm_regs(const float* d_x, const float* d_w, int64_t n_vec, int64_t n, float eps, float* d_out,
+                      const ActRounding& r, cudaStream_t s) {
+  const auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (n % 32 != 0 || !a16(d_x) || !a16(d_out) || !a16(d_w)) return false;
+  const unsigned threads = norm_threads(n_vec, n);
+  const int64_t per = (n / 4 + threads - 1) / threads;
+  const unsigned grid = unsigned(n_vec);
+  if (per <= 1) rms_norm_regs_kernel<1, kAdd><<<grid, threads, 0, s>>>(d_x, d_w, n, eps, d_out, r);
+  else if (per <= 2) rms_norm_regs_kernel<2, kAdd><<<grid, threads, 0, s>>>(d_x, d_w, n, eps, d_out, r);
+  else if (per <= 4) rms_norm_regs_kernel<4, kAdd><<<grid, threads, 0, s>>>(d_x, d_w, n, eps, d_out, r);
+  else if (per <= 8 && threads <= 256) rms_norm_regs_kernel<8, kAdd><<<grid, threads, 0, s>>>(d_x, d_w, n, eps, d_out, r);
+  else return false;
+  return true;
+}
+
+}  // namespace
+
+Status rms_norm(const float* d_x, const float* d_w, int64_t n_vec, int64_t n, float eps, float* d_out, Stream s) {
+  return rms_norm_round(d_x, d_w, n_vec, n, eps, d_out, ActRounding{}, s);
+}
+
+Status rms_norm_add(const float* d_h, const float* d_w, int64_t n_vec, int64_t n, float eps, float* d_x, Stream s) {
+  if (d_h && d_h == d_x) return Status::error("rms_norm_add: the sum must not alias the normalised input");
+  STRATA_TRY(check_norm_args("rms_norm_add", d_h, d_x, n_vec, n));
+  if (n_vec == 0) return Status::ok();
+  if (launch_norm_regs<true>(d_h, d_w, n_vec, n, eps, d_x, ActRounding{}, as_stream(s))) return launch_status("rms_norm_add");
+  return launch_rms_norm<true>("rms_norm_add", d_h, d_w, n_vec, n, eps, d_x, s);
+}
+
+
+Status rms_norm_round(const float* d_x, const float* d_w, int64_t n_vec, int64_t n, float eps, float* d_out,
+                      const ActRounding& r, Stream s) {
+  STRATA_TRY(check_norm_args("rms_norm", d_x, d_out, n_vec, n));
+  if (n_vec == 0) return Status::ok();
+  if (launch_norm_regs<false>(d_x, d_w, n_vec, n, eps, d_out, r, as_stream(s))) return launch_status("rms_norm");
+  STRATA_TRY(launch_rms_norm<false>("rms_norm", d_x, d_w, n_vec, n, eps, d_out, s));
+  return r.q ? round_act(d_out, n_vec * n, r, s) : Status::ok();
+}
+
+}  // namespace strata::kernels::cuda
