@@ -33,6 +33,13 @@ Status round_act(const float* d_x, int64_t n, const ActRounding& r, Stream s);
 Status rms_norm_round(const float* d_x, const float* d_w, int64_t n_vec, int64_t n, float eps, float* d_out,
                       const ActRounding& r, Stream s);
 
+// The residual add of one block and the input norm of the next: x += rms_norm(h) * post_w (post:
+// rms_norm_add's semantics; post_w may be null) or x += h (!post: add's), then out = rms_norm(x) * w
+// and, where r.q, its rounding; the same bits as those ops one after the other. out may alias h,
+// not x.
+Status add_rms_norm_round(float* d_x, const float* d_h, bool post, const float* d_post_w, const float* d_w,
+                          int64_t n_vec, int64_t n, float eps, float* d_out, const ActRounding& r, Stream s);
+
 // gate = silu(gate) * up or gelu_tanh(gate) * up (silu_mul / gelu_tanh_mul) over n elements and,
 // where r.q, the result's rounding into r.
 Status gated_act_round(bool gelu, float* d_gate, const float* d_up, int64_t n, const ActRounding& r, Stream s);

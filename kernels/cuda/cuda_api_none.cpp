@@ -52,6 +52,10 @@ Status round_act(const float*, int64_t, const ActRounding&, Stream) { return non
 Status rms_norm_round(const float*, const float*, int64_t, int64_t, float, float*, const ActRounding&, Stream) {
   return none("rms_norm_round");
 }
+Status add_rms_norm_round(float*, const float*, bool, const float*, const float*, int64_t, int64_t, float, float*,
+                          const ActRounding&, Stream) {
+  return none("add_rms_norm_round");
+}
 Status gated_act_round(bool, float*, const float*, int64_t, const ActRounding&, Stream) { return none("gated_act_round"); }
 Status rms_norm(const float*, const float*, int64_t, int64_t, float, float*, Stream) { return none("rms_norm"); }
 Status rope(float*, const int32_t*, int64_t, int64_t, int64_t, float, float, const float*, bool, Stream) {

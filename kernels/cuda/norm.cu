@@ -131,25 +131,69 @@ __device__ __forceinline__ float block_inv_rms(double ss, int64_t n, float eps) 
   return inv_s;
 }
 
-// kAdd: out += rms_norm(x) * w (rms_norm_add; out must not alias x). Otherwise out = rms_norm(x) * w
-// (out may alias x: every read of x happens before the first barrier) and, where r.q, its rounding.
-template <int kIt, bool kAdd>
-__global__ void __launch_bounds__(1024) rms_norm_regs_kernel(const float* __restrict__ x, const float* __restrict__ w,
-                                                             int64_t n, float eps, float* out, ActRounding r) {
+// What the register kernel computes (out, x, h, w, post_w: rows of n floats):
+enum class NormMode {
+  norm,      // out = rms_norm(x) * w, rounded where r.q; out may alias x
+  add,       // out += rms_norm(x) * w (rms_norm_add: x is the block output, out the residual)
+  add_norm,  // x += rms_norm(h) * post_w (or x += h without post), then out = rms_norm(x) * w,
+             // rounded where r.q; out may alias h
+};
+
+template <int kIt, NormMode kMode>
+__global__ void __launch_bounds__(1024)
+    rms_norm_regs_kernel(float* x, const float* __restrict__ w, int64_t n, float eps, float* out, const float* h,
+                         bool post, const float* __restrict__ post_w, ActRounding r) {
   detail::pdl_launch_dependents();  // the GEMV after it may start loading weights
-  const int64_t n4 = n / 4;
-  const float4* x4 = reinterpret_cast<const float4*>(x + int64_t(blockIdx.x) * n);
+  const int64_t n4 = n / 4, row = int64_t(blockIdx.x) * n;
+  float4* x4 = reinterpret_cast<float4*>(x + row);
   const float4* w4 = reinterpret_cast<const float4*>(w);
-  float4* o4 = reinterpret_cast<float4*>(out + int64_t(blockIdx.x) * n);
+  float4* o4 = reinterpret_cast<float4*>(out + row);
+  const float4* h4 = reinterpret_cast<const float4*>(h + row);
+  const float4* p4 = reinterpret_cast<const float4*>(post_w);
   const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-  float4 xv[kIt], wv[kIt], ov[kIt];
+  // Every load first: the reductions below wait on them once.
+  float4 xv[kIt], wv[kIt], ov[kIt], hv[kIt], pv[kIt];
 #pragma unroll
   for (int k = 0; k < kIt; ++k) {
     const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
     const bool in = i < n4;
     xv[k] = in ? x4[i] : zero;
     wv[k] = in && w ? w4[i] : zero;
-    if constexpr (kAdd) ov[k] = in ? o4[i] : zero;
+    if constexpr (kMode == NormMode::add) ov[k] = in ? o4[i] : zero;
+    if constexpr (kMode == NormMode::add_norm) {
+      hv[k] = in ? h4[i] : zero;
+      pv[k] = in && post_w ? p4[i] : zero;
+    }
+  }
+  if constexpr (kMode == NormMode::add_norm) {
+    // rms_norm_add's (or add's) arithmetic on the block output, into the residual stream.
+    if (post) {
+      double sh = 0;
+#pragma unroll
+      for (int k = 0; k < kIt; ++k) {
+        const float4 v = hv[k];
+        sh += double(v.x) * double(v.x) + double(v.y) * double(v.y) + double(v.z) * double(v.z) +
+              double(v.w) * double(v.w);
+      }
+      const float inv_h = block_inv_rms(sh, n, eps);
+#pragma unroll
+      for (int k = 0; k < kIt; ++k) {
+        const float4 v = hv[k];
+        float4 o = make_float4(__fmul_rn(v.x, inv_h), __fmul_rn(v.y, inv_h), __fmul_rn(v.z, inv_h), __fmul_rn(v.w, inv_h));
+        if (post_w) {
+          const float4 g = pv[k];
+          o = make_float4(__fmul_rn(o.x, g.x), __fmul_rn(o.y, g.y), __fmul_rn(o.z, g.z), __fmul_rn(o.w, g.w));
+        }
+        hv[k] = o;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kIt; ++k) {
+      const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+      const float4 a = xv[k], o = hv[k];
+      xv[k] = make_float4(__fadd_rn(a.x, o.x), __fadd_rn(a.y, o.y), __fadd_rn(a.z, o.z), __fadd_rn(a.w, o.w));
+      if (i < n4) x4[i] = xv[k];
+    }
   }
   double ss = 0;
 #pragma unroll
@@ -167,31 +211,33 @@ __global__ void __launch_bounds__(1024) rms_norm_regs_kernel(const float* __rest
       const float4 g = wv[k];
       o = make_float4(__fmul_rn(o.x, g.x), __fmul_rn(o.y, g.y), __fmul_rn(o.z, g.z), __fmul_rn(o.w, g.w));
     }
-    if constexpr (kAdd) {
+    if constexpr (kMode == NormMode::add) {
       const float4 a = ov[k];
       o = make_float4(__fadd_rn(a.x, o.x), __fadd_rn(a.y, o.y), __fadd_rn(a.z, o.z), __fadd_rn(a.w, o.w));
     }
     if (i < n4) o4[i] = o;
-    if constexpr (!kAdd) {
-      if (r.q) detail::round_store4(i < n4 ? o : zero, int64_t(blockIdx.x) * n + 4 * i, i < n4, r);
+    if constexpr (kMode != NormMode::add) {
+      if (r.q) detail::round_store4(i < n4 ? o : zero, row + 4 * i, i < n4, r);
     }
   }
 }
 
-// Launches the register kernel where the vector fits (float4-aligned, at most kIt float4s per
-// thread, n % 32 == 0 where rounding); false otherwise (the caller runs the plain kernel).
-template <bool kAdd>
-bool launch_norm_regs(const float* d_x, const float* d_w, int64_t n_vec, int64_t n, float eps, float* d_out,
-                      const ActRounding& r, cudaStream_t s) {
+// Launches the register kernel where the vectors fit (float4-aligned, at most 8 float4s per thread
+// (4 at 1024 threads), n % 32 == 0); false otherwise (the caller runs the plain kernels).
+template <NormMode kMode>
+bool launch_norm_regs(float* d_x, const float* d_w, int64_t n_vec, int64_t n, float eps, float* d_out,
+                      const ActRounding& r, cudaStream_t s, const float* d_h = nullptr, bool post = false,
+                      const float* d_post_w = nullptr) {
   const auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (n % 32 != 0 || !a16(d_x) || !a16(d_out) || !a16(d_w)) return false;
+  if (n % 32 != 0 || !a16(d_x) || !a16(d_out) || !a16(d_w) || !a16(d_h) || !a16(d_post_w)) return false;
   const unsigned threads = norm_threads(n_vec, n);
   const int64_t per = (n / 4 + threads - 1) / threads;
   const unsigned grid = unsigned(n_vec);
-  if (per <= 1) rms_norm_regs_kernel<1, kAdd><<<grid, threads, 0, s>>>(d_x, d_w, n, eps, d_out, r);
-  else if (per <= 2) rms_norm_regs_kernel<2, kAdd><<<grid, threads, 0, s>>>(d_x, d_w, n, eps, d_out, r);
-  else if (per <= 4) rms_norm_regs_kernel<4, kAdd><<<grid, threads, 0, s>>>(d_x, d_w, n, eps, d_out, r);
-  else if (per <= 8 && threads <= 256) rms_norm_regs_kernel<8, kAdd><<<grid, threads, 0, s>>>(d_x, d_w, n, eps, d_out, r);
+  if (per <= 1) rms_norm_regs_kernel<1, kMode><<<grid, threads, 0, s>>>(d_x, d_w, n, eps, d_out, d_h, post, d_post_w, r);
+  else if (per <= 2) rms_norm_regs_kernel<2, kMode><<<grid, threads, 0, s>>>(d_x, d_w, n, eps, d_out, d_h, post, d_post_w, r);
+  else if (per <= 4) rms_norm_regs_kernel<4, kMode><<<grid, threads, 0, s>>>(d_x, d_w, n, eps, d_out, d_h, post, d_post_w, r);
+  else if (per <= 8 && threads <= 256)
+    rms_norm_regs_kernel<8, kMode><<<grid, threads, 0, s>>>(d_x, d_w, n, eps, d_out, d_h, post, d_post_w, r);
   else return false;
   return true;
 }
@@ -206,7 +252,8 @@ Status rms_norm_add(const float* d_h, const float* d_w, int64_t n_vec, int64_t n
   if (d_h && d_h == d_x) return Status::error("rms_norm_add: the sum must not alias the normalised input");
   STRATA_TRY(check_norm_args("rms_norm_add", d_h, d_x, n_vec, n));
   if (n_vec == 0) return Status::ok();
-  if (launch_norm_regs<true>(d_h, d_w, n_vec, n, eps, d_x, ActRounding{}, as_stream(s))) return launch_status("rms_norm_add");
+  if (launch_norm_regs<NormMode::add>(const_cast<float*>(d_h), d_w, n_vec, n, eps, d_x, ActRounding{}, as_stream(s)))
+    return launch_status("rms_norm_add");
   return launch_rms_norm<true>("rms_norm_add", d_h, d_w, n_vec, n, eps, d_x, s);
 }
 
@@ -215,9 +262,20 @@ Status rms_norm_round(const float* d_x, const float* d_w, int64_t n_vec, int64_t
                       const ActRounding& r, Stream s) {
   STRATA_TRY(check_norm_args("rms_norm", d_x, d_out, n_vec, n));
   if (n_vec == 0) return Status::ok();
-  if (launch_norm_regs<false>(d_x, d_w, n_vec, n, eps, d_out, r, as_stream(s))) return launch_status("rms_norm");
+  if (launch_norm_regs<NormMode::norm>(const_cast<float*>(d_x), d_w, n_vec, n, eps, d_out, r, as_stream(s)))
+    return launch_status("rms_norm");
   STRATA_TRY(launch_rms_norm<false>("rms_norm", d_x, d_w, n_vec, n, eps, d_out, s));
   return r.q ? round_act(d_out, n_vec * n, r, s) : Status::ok();
 }
 
+Status add_rms_norm_round(float* d_x, const float* d_h, bool post, const float* d_post_w, const float* d_w,
+                          int64_t n_vec, int64_t n, float eps, float* d_out, const ActRounding& r, Stream s) {
+  STRATA_TRY(check_norm_args("add_rms_norm", d_h, d_x, n_vec, n));
+  if (!d_out || d_out == d_x) return Status::error("add_rms_norm: the output must be set and not alias the residual");
+  if (n_vec == 0) return Status::ok();
+  if (launch_norm_regs<NormMode::add_norm>(d_x, d_w, n_vec, n, eps, d_out, r, as_stream(s), d_h, post, d_post_w))
+    return launch_status("add_rms_norm");
+  STRATA_TRY(post ? rms_norm_add(d_h, d_post_w, n_vec, n, eps, d_x, s) : add(d_x, d_h, n_vec * n, s));
+  return rms_norm_round(d_x, d_w, n_vec, n, eps, d_out, r, s);
+}
 }  // namespace strata::kernels::cuda

@@ -272,6 +272,14 @@ struct CpuOps {
     norm(h, weight, n_vec, dim, eps, h);
     add(x, h, n_vec * dim);
   }
+  // Blocks add their outputs at once: nothing to fuse on the CPU.
+  bool fuses_residual() const { return false; }
+  void add_norm(float* x, float* h, const float* post_w, const float* weight, int64_t n_vec, int64_t dim, float eps,
+                float* out, const kernels::WeightView* next) {
+    if (post_w) norm_add(x, h, post_w, n_vec, dim, eps);
+    else add(x, h, n_vec * dim);
+    norm(x, weight, n_vec, dim, eps, out, next);
+  }
 };
 
 }  // namespace

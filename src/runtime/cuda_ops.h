@@ -283,6 +283,17 @@ struct Ops {
     device_op();
     im.check(cuda::add(x, y, count, im.stream));
   }
+  // Resident blocks only: a streamed block's post-norm weight leaves with the block at end_block,
+  // and a trace keeps each block's kernels inside its span.
+  bool fuses_residual() const { return im.fused_rounding && !im.store && !im.host && !im.timeline; }
+  void add_norm(float* x, float* h, const float* post_w, const float* w, int64_t n_vec, int64_t dim, float eps,
+                float* out, const kernels::WeightView* next) {
+    OpSpan op(im, [&] { return fmt::format("add_norm {}x{}", n_vec, dim); });
+    device_op();
+    const cuda::ActRounding r = rounding_for(next, dim, n_vec);
+    im.check(cuda::add_rms_norm_round(x, h, post_w != nullptr, post_w, w, n_vec, dim, eps, out, r, im.stream));
+    if (r.q) rounded = {out, dim, uint32_t(n_vec), r.key};
+  }
   void norm_add(float* x, float* h, const float* w, int64_t n_vec, int64_t dim, float eps) {
     OpSpan op(im, [&] { return fmt::format("norm_add {}x{}", n_vec, dim); });
     device_op();

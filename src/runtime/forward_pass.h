@@ -31,6 +31,12 @@
 //   void add(float* x, const float* y, int64_t count);
 //   void norm_add(float* x, float* h, const float* w, int64_t n_vec, int64_t dim, float eps);
 //                          // x += rms_norm(h) * w (post-norm and residual add; h may be clobbered)
+//   bool fuses_residual();  // a block's residual add may wait for the next block's input norm
+//                          // (every block's weights stay in place outside its begin/end bracket)
+//   void add_norm(float* x, float* h, const float* post_w, const float* w, int64_t n_vec, int64_t dim,
+//                 float eps, float* out, const kernels::WeightView* next);  // x += h, post-normed
+//                          // first with post_w where non-null (norm_add), then norm(x, w, ..., out,
+//                          // next); out may be h
 //   uint32_t logit_rows(); float* logits(uint32_t r0); void logits_done(uint32_t r0, uint32_t rows);
 // and the buffers below, each sized for `ubatch` tokens.
 #pragma once
@@ -105,15 +111,35 @@ inline std::string block_label(Block b, uint32_t il) { return model::block_label
 // begin/end pair: the same kernels on the same rows as a chunk-major pass, the block's weights
 // acquired once.
 
+// The previous block's output, still in b.h, when its residual add waits for this block's input
+// norm (Ops::fuses_residual: one kernel for both on a GPU, two fewer launches per layer).
+struct PendingOutput {
+  bool pending = false;
+  const float* post_norm = nullptr;  // its post-norm weight (architectures with post-norms)
+};
+
+// A block's input: b.h = norm(b.x) * w for the matrix `next`, after adding the pending output.
+template <typename Ops>
+void block_input(Ops& ops, const model::ModelSpec& s, const ForwardBuffers& b, const float* w,
+                 const kernels::WeightView* next, uint32_t n, PendingOutput* carry) {
+  const int64_t d = s.hp.n_embd;
+  if (carry && carry->pending) {
+    ops.add_norm(b.x, b.h, s.post_norms ? carry->post_norm : nullptr, w, n, d, s.hp.rms_eps, b.h, next);
+    carry->pending = false;
+    return;
+  }
+  ops.norm(b.x, w, n, d, s.hp.rms_eps, b.h, next);
+}
+
 // The attention block on b.x's n rows, its output in b.h (KV of layer il written for the rows),
-// before the post-norm (add_block_output applies it).
+// before the post-norm (add_block_output applies it). carry: see PendingOutput.
 template <typename Ops>
 void attention_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
-                    uint32_t il, uint32_t n) {
+                    uint32_t il, uint32_t n, PendingOutput* carry = nullptr) {
   const auto& l = w.layers[il];
-  const int64_t d = s.hp.n_embd, hd = s.hp.n_embd_head;
+  const int64_t hd = s.hp.n_embd_head;
   const float eps = s.hp.rms_eps;
-  ops.norm(b.x, l.attn_norm, n, d, eps, b.h, &l.wq);
+  block_input(ops, s, b, l.attn_norm, &l.wq, n, carry);
   const MatmulJob qkv[3] = {{&l.wq, b.q}, {&l.wk, b.k}, {&l.wv, b.v}};
   ops.matmuls(qkv, 3, b.h, n);
   QkRope r;
@@ -131,11 +157,9 @@ void attention_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeigh
 // The FFN block on b.x's n rows, its output in b.h (before the post-norm).
 template <typename Ops>
 void ffn_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
-              uint32_t il, uint32_t n) {
+              uint32_t il, uint32_t n, PendingOutput* carry = nullptr) {
   const auto& l = w.layers[il];
-  const int64_t d = s.hp.n_embd;
-  const float eps = s.hp.rms_eps;
-  ops.norm(b.x, l.ffn_norm, n, d, eps, b.h, &l.ffn_gate);
+  block_input(ops, s, b, l.ffn_norm, &l.ffn_gate, n, carry);
   const MatmulJob gate_up[2] = {{&l.ffn_gate, b.gate}, {&l.ffn_up, b.up}};
   ops.matmuls(gate_up, 2, b.h, n);
   ops.gated_act(s.activation, b.gate, b.up, int64_t(n) * s.hp.n_ff, &l.ffn_down);
@@ -152,21 +176,27 @@ void add_block_output(Ops& ops, const model::ModelSpec& s, const float* post_nor
   else ops.add(b.x, b.h, int64_t(n) * s.hp.n_embd);
 }
 
+// The block's output is added now, or left pending in `carry` where the policy fuses it with the
+// next block's input norm.
+inline void finish_block(PendingOutput& carry, const float* post_norm) { carry = {true, post_norm}; }
+
 template <typename Ops>
 void attention_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
-                     uint32_t il, uint32_t n) {
+                     uint32_t il, uint32_t n, PendingOutput& carry) {
   ops.begin_block(Block::attention, il);
-  attention_rows(ops, s, w, b, il, n);
-  add_block_output(ops, s, w.layers[il].post_attn_norm, b, n);
+  attention_rows(ops, s, w, b, il, n, &carry);
+  if (ops.fuses_residual()) finish_block(carry, w.layers[il].post_attn_norm);
+  else add_block_output(ops, s, w.layers[il].post_attn_norm, b, n);
   ops.end_block(Block::attention, il);
 }
 
 template <typename Ops>
 void ffn_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
-               uint32_t il, uint32_t n) {
+               uint32_t il, uint32_t n, PendingOutput& carry) {
   ops.begin_block(Block::ffn, il);
-  ffn_rows(ops, s, w, b, il, n);
-  add_block_output(ops, s, w.layers[il].post_ffw_norm, b, n);
+  ffn_rows(ops, s, w, b, il, n, &carry);
+  if (ops.fuses_residual()) finish_block(carry, w.layers[il].post_ffw_norm);
+  else add_block_output(ops, s, w.layers[il].post_ffw_norm, b, n);
   ops.end_block(Block::ffn, il);
 }
 
@@ -198,11 +228,13 @@ void forward_chunk(Ops& ops, const model::ModelSpec& s, const model::ModelWeight
   ops.begin_chunk(tokens, n, map, L, rows > 0);
   if (L.first == 0) ops.embed(tokens, n, s.embedding_scale, b.x);
   else ops.load_hidden(b.x, n);
+  PendingOutput carry;
   for (uint32_t il = L.first; il < L.end; ++il) {
     if (!L.runs(il)) continue;
-    attention_block(ops, s, w, b, il, n);
-    ffn_block(ops, s, w, b, il, n);
+    attention_block(ops, s, w, b, il, n, carry);
+    ffn_block(ops, s, w, b, il, n, carry);
   }
+  if (carry.pending) add_block_output(ops, s, carry.post_norm, b, n);  // the last block's
   if (L.store_hidden) ops.store_hidden(b.x, n);
   if (rows > 0) head_rows(ops, s, w, b, n, rows);
 }

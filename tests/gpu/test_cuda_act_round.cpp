@@ -99,6 +99,46 @@ TEST_CASE("cuda rms_norm_round: the norm's floats and the GEMV quantiser's codes
   }
 }
 
+TEST_CASE("cuda add_rms_norm_round equals the residual add then rms_norm_round, bit for bit", "[gpu]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  DevBuf any(4096);
+  const Target t = kTargets[2];
+  for (const bool post : {true, false}) {
+    for (const int64_t n : {256, 1000, 5376}) {  // 1000: not a multiple of 32 (the plain kernels, unrounded)
+      for (const int64_t n_vec : {1, 4}) {
+        INFO("post " << post << " n " << n << " n_vec " << n_vec);
+        const auto w = matrix_view(any, t.type, t.layout, n);
+        const size_t ws_bytes = n % 256 == 0 ? kc::workspace_bytes_for_gemv(w, int(n_vec)) : 0;
+        DevBuf ws_a(ws_bytes), ws_b(ws_bytes);
+        ws_a.poison(), ws_b.poison();
+        const auto ra = ws_bytes ? kc::act_rounding(w, int(n_vec), {ws_a.as<void>(), ws_bytes}) : kc::ActRounding{};
+        const auto rb = ws_bytes ? kc::act_rounding(w, int(n_vec), {ws_b.as<void>(), ws_bytes}) : kc::ActRounding{};
+        const auto x = random_normal(size_t(n_vec * n), rng), h = random_normal(size_t(n_vec * n), rng, 4.0f);
+        const auto pw = random_normal(size_t(n), rng), g = random_normal(size_t(n), rng);
+        DevBuf xa = to_device(x), xb = to_device(x), ha = to_device(h), hb = to_device(h), dpw = to_device(pw),
+               dg = to_device(g), out_b(h.size() * 4);
+        // Fused, its output over the block output (as the forward pass calls it).
+        REQUIRE(kc::add_rms_norm_round(xa.as<float>(), ha.as<float>(), post, dpw.as<float>(), dg.as<float>(), n_vec, n,
+                                       1e-6f, ha.as<float>(), ra, nullptr));
+        if (post) REQUIRE(kc::rms_norm_add(hb.as<float>(), dpw.as<float>(), n_vec, n, 1e-6f, xb.as<float>(), nullptr));
+        else REQUIRE(kc::add(xb.as<float>(), hb.as<float>(), n_vec * n, nullptr));
+        REQUIRE(kc::rms_norm_round(xb.as<float>(), dg.as<float>(), n_vec, n, 1e-6f, out_b.as<float>(), rb, nullptr));
+        const auto got_x = xa.download<float>(x.size()), want_x = xb.download<float>(x.size());
+        const auto got_o = ha.download<float>(h.size()), want_o = out_b.download<float>(h.size());
+        CHECK(std::memcmp(got_x.data(), want_x.data(), got_x.size() * 4) == 0);
+        CHECK(std::memcmp(got_o.data(), want_o.data(), got_o.size() * 4) == 0);
+        if (ws_bytes) check_same(download(ra, n_vec * n), download(rb, n_vec * n));
+      }
+    }
+  }
+  DevBuf d(256 * 4);
+  CHECK_FALSE(kc::add_rms_norm_round(d.as<float>(), d.as<float>(), false, nullptr, nullptr, 1, 256, 1e-6f, d.as<float>(),
+                                     kc::ActRounding{}, nullptr));  // the output over the residual
+}
+
 TEST_CASE("cuda rms_norm_round: an all-zero row rounds to zero codes and scales", "[gpu]") {
   if (!have_gpu()) return;
   DevBuf any(4096);
