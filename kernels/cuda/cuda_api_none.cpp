@@ -2,6 +2,7 @@
 // and makes a CPU-only build link (CTranslate2's pattern).
 #include "kernels/cuda/act_round.h"
 #include "kernels/cuda/cuda_api.h"
+#include "kernels/cuda/gemv_tuning.h"
 #include "kernels/cuda/read_probe.h"
 
 namespace strata::kernels::cuda {
@@ -41,6 +42,7 @@ int gemv_act_key(const WeightView&, int, Workspace) { return 0; }
 size_t workspace_bytes_for_gemv(const WeightView&, int) { return 0; }
 void set_gemv_mma_min_cols(int) {}
 void set_gemv_pdl(bool) {}
+void set_gemv_warps(int) {}
 size_t workspace_bytes_for_gemm(const WeightView&, int) { return 0; }
 Status gemm(const WeightView&, const float*, int, float*, Workspace, Stream, bool) { return none("gemm"); }
 int matmul_act_key(const WeightView&, int, Workspace) { return 0; }

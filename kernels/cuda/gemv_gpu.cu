@@ -1,13 +1,21 @@
 // Instantiations of the GPU-layout GEMV and dequantiser (gemv_gpu.cuh) for q3_K q4_K q5_K q6_K q8_0.
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 
 #include "kernels/cuda/gemv_gpu_mma.cuh"
+#include "kernels/cuda/gemv_tuning.h"
 
 namespace strata::kernels::cuda {
 namespace {
 std::atomic<int> g_mma_min_cols{kGemvMmaFromCols};
 std::atomic<bool> g_pdl{false};
+std::atomic<int> g_warps{[] {
+  const char* env = std::getenv("STRATA_GEMV_WARPS");
+  return env ? std::atoi(env) : 0;
+}()};
 }  // namespace
+void set_gemv_warps(int warps) { g_warps.store(warps == 8 || warps == 16 ? warps : 0); }
 void set_gemv_mma_min_cols(int n) { g_mma_min_cols.store(n < 1 ? 1 : n); }
 void set_gemv_pdl(bool on) {
   int dev = 0, major = 0;
@@ -23,14 +31,14 @@ namespace {
 // A launch, with programmatic dependent launch when set_gemv_pdl is on (the kernels pdl_wait()
 // before they read x). Errors are left for cudaGetLastError, as a <<<>>> launch leaves them.
 template <class... P, class... A>
-void launch_kernel(void (*kernel)(P...), unsigned grid, cudaStream_t s, A... args) {
+void launch_kernel(void (*kernel)(P...), unsigned grid, unsigned block, cudaStream_t s, A... args) {
   if (!g_pdl.load(std::memory_order_relaxed)) {
-    kernel<<<grid, kGpuGemvWarps * 32, 0, s>>>(args...);
+    kernel<<<grid, block, 0, s>>>(args...);
     return;
   }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(kGpuGemvWarps * 32);
+  cfg.blockDim = dim3(block);
   cfg.stream = s;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -40,20 +48,52 @@ void launch_kernel(void (*kernel)(P...), unsigned grid, cudaStream_t s, A... arg
   (void)cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
+// Streaming multiprocessors of the current device (cached per device ordinal).
+int sm_count() {
+  static std::atomic<int> cached[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+  int n = cached[dev].load(std::memory_order_relaxed);
+  if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess) cached[dev].store(n);
+  return n;
+}
+
+// Warps per CTA for a matrix (gemv_gpu.cuh W): the count that finishes the dp4a kernel's CTAs in
+// fewer chunk-steps, counting whole waves (32 warps per SM: 4 CTAs of 8 or 2 of 16) times the
+// chunks the busiest warp of a CTA takes. 16 wins where 8-warp CTAs leave a mostly empty last wave
+// (a 27B's attention output and FFN down: 672 CTAs on 132 SMs' 528 slots) or few CTAs for the GPU
+// (K, V). A function of the shape and the device only, so every column count sums alike.
+// set_gemv_warps (gemv_tuning.h) forces one.
+int gemv_warps(int64_t n_chunks, int64_t n_groups) {
+  if (const int forced = g_warps.load(std::memory_order_relaxed); forced != 0) return forced;
+  const int64_t sms = std::max(sm_count(), 1);
+  auto steps = [&](int64_t warps) {
+    const int64_t slots = sms * (32 / warps);
+    return (n_groups + slots - 1) / slots * ((n_chunks + warps - 1) / warps);
+  };
+  return steps(16) < steps(8) ? 16 : 8;
+}
+
+int gemv_warps(const WeightView& w, int chunk) { return gemv_warps(w.n_in / chunk, (w.n_out + 7) / 8); }
+
 template <class D, int NC>
 void launch_nc(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s) {
   const unsigned grid = unsigned((w.n_out + 7) / 8);
-  launch_kernel(gemv_gpu_kernel<D, NC>, grid, s, w.data, w.n_in, w.n_out, x, n_cols, d_y,
-                g_pdl.load(std::memory_order_relaxed));
+  const bool pdl = g_pdl.load(std::memory_order_relaxed);
+  if (gemv_warps(w, D::kChunk) == 16)
+    launch_kernel(gemv_gpu_kernel<D, NC, 16>, grid, 16 * 32, s, w.data, w.n_in, w.n_out, x, n_cols, d_y, pdl);
+  else launch_kernel(gemv_gpu_kernel<D, NC, 8>, grid, 8 * 32, s, w.data, w.n_in, w.n_out, x, n_cols, d_y, pdl);
 }
 
 // The MMA kernel compiled for 1, 2, 8, 16, 32 or 64 columns (the smallest that holds n_cols).
 template <class D>
 void launch_mma(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s) {
   const unsigned grid = unsigned(((w.n_out + 7) / 8 + 1) / 2);
-  static_assert(kGpuMmaWarps == kGpuGemvWarps);
+  const bool w16 = gemv_warps(w, D::kChunk) == 16;
   auto go = [&](auto nc) {
-    launch_kernel(gemv_gpu_mma_kernel<D, decltype(nc)::value>, grid, s, w.data, w.n_in, w.n_out, x, n_cols, d_y);
+    constexpr int NC = decltype(nc)::value;
+    if (w16) launch_kernel(gemv_gpu_mma_kernel<D, NC, 16>, grid, 16 * 32, s, w.data, w.n_in, w.n_out, x, n_cols, d_y);
+    else launch_kernel(gemv_gpu_mma_kernel<D, NC, 8>, grid, 8 * 32, s, w.data, w.n_in, w.n_out, x, n_cols, d_y);
   };
   if (n_cols <= 1) go(std::integral_constant<int, 1>{});
   else if (n_cols <= 2) go(std::integral_constant<int, 2>{});

@@ -368,7 +368,9 @@ __device__ __forceinline__ float lane_term(const D& r, const OwnScales<D>& o, co
   }
 }
 
-constexpr int kGpuGemvWarps = 8;  // warps per CTA, splitting one row group's chunks (split-K)
+// Warps per CTA (W), splitting one row group's chunks (split-K): 8, or 16 where the shape makes
+// the last wave of 8-warp CTAs run mostly empty (gemv_gpu.cu gemv_warps). A property of the matrix,
+// not of the column count: the MMA kernel splits alike, so that both sum in the same order.
 
 // One CTA per row group of 8 rows; warp w takes chunks w, w + 8, ...; per lane, each weight word
 // is decoded once and used for all NC columns. Per column and chunk the 4 lanes of a row add their
@@ -380,8 +382,8 @@ constexpr int kGpuGemvWarps = 8;  // warps per CTA, splitting one row group's ch
 // Under programmatic dependent launch (pdl, sm_90) the warp first asks L2 for its first
 // kGpuGemvPrefetch tiles, while the kernel that writes x (the quantiser) still runs.
 constexpr int kGpuGemvPrefetch = 2;
-template <class D, int NC>
-__global__ void __launch_bounds__(kGpuGemvWarps * 32, NC <= 2 ? 4 : 2) gemv_gpu_kernel(const uint8_t* __restrict__ w, int64_t n_in,
+template <class D, int NC, int W>
+__global__ void __launch_bounds__(W * 32, (NC <= 2 ? 4 : 2) * 8 / W) gemv_gpu_kernel(const uint8_t* __restrict__ w, int64_t n_in,
                                                                       int64_t n_out, ActGpu x, int n_cols,
                                                                       float* __restrict__ y, bool pdl) {
   constexpr int S = D::kSubs;
@@ -389,7 +391,7 @@ __global__ void __launch_bounds__(kGpuGemvWarps * 32, NC <= 2 ? 4 : 2) gemv_gpu_
   const int64_t n_chunks = n_in / D::kChunk;
   const uint8_t* group = w + uint64_t(blockIdx.x) * uint64_t(n_chunks) * D::kTile;
   if (pdl) {
-    for (int64_t ch = warp, k = 0; ch < n_chunks && k < kGpuGemvPrefetch; ch += kGpuGemvWarps, ++k)
+    for (int64_t ch = warp, k = 0; ch < n_chunks && k < kGpuGemvPrefetch; ch += W, ++k)
       if (lane * 128 < D::kTile) asm volatile("prefetch.global.L2 [%0];" ::"l"(group + ch * D::kTile + lane * 128));
     pdl_wait();
   }
@@ -402,8 +404,8 @@ __global__ void __launch_bounds__(kGpuGemvWarps * 32, NC <= 2 ? 4 : 2) gemv_gpu_
   const uint8_t* tile = group + int64_t(warp) * D::kTile;
   ActGpu xc{x.q + int64_t(warp) * D::kChunk, x.d + int64_t(warp) * S, x.s16 + int64_t(warp) * 2 * S};
 #pragma unroll 2
-  for (int64_t ch = warp; ch < n_chunks; ch += kGpuGemvWarps, tile += kGpuGemvWarps * D::kTile,
-               xc.q += kGpuGemvWarps * D::kChunk, xc.d += kGpuGemvWarps * S, xc.s16 += kGpuGemvWarps * 2 * S) {
+  for (int64_t ch = warp; ch < n_chunks; ch += W, tile += W * D::kTile,
+               xc.q += W * D::kChunk, xc.d += W * S, xc.s16 += W * 2 * S) {
     D r;
     r.load_raw(tile, lane, g);
     if constexpr (!D::kLaneScales) r.finish();  // q3_K: OwnScales decodes only the lane's scale word
@@ -426,7 +428,7 @@ __global__ void __launch_bounds__(kGpuGemvWarps * 32, NC <= 2 ? 4 : 2) gemv_gpu_
       acc[c] = __fadd_rn(acc[c], v);
     }
   }
-  __shared__ float red[kGpuGemvWarps][NC][8];
+  __shared__ float red[W][NC][8];
 #pragma unroll
   for (int c = 0; c < NC; ++c)
     if (t == 0) red[warp][c][g] = acc[c];  // every lane of the row holds the same sum
@@ -435,7 +437,7 @@ __global__ void __launch_bounds__(kGpuGemvWarps * 32, NC <= 2 ? 4 : 2) gemv_gpu_
     const int c = i >> 3, row = i & 7;
     float v = 0.0f;
 #pragma unroll
-    for (int k = 0; k < kGpuGemvWarps; ++k) v = __fadd_rn(v, red[k][c][row]);
+    for (int k = 0; k < W; ++k) v = __fadd_rn(v, red[k][c][row]);
     const int64_t r = int64_t(blockIdx.x) * 8 + row;
     if (c < n_cols && r < n_out) y[int64_t(c) * n_out + r] = v;
   }

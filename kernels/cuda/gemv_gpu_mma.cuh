@@ -178,16 +178,16 @@ __device__ __forceinline__ void mma_chunk(const D& r0, const D& r1, const uint32
   }
 }
 
-constexpr int kGpuMmaWarps = 8;  // warps per CTA, splitting the chunks of one 16-row MMA tile
 
 // One CTA per 16 rows (row groups 2 b, 2 b + 1: the MMA's M), NC compiled columns (1, 2, 8, 16,
-// 32, 64; NC / 8 MMA column tiles of 8, the first n_cols real). Warp w takes chunks w, w + 8, ...,
+// 32, 64; NC / 8 MMA column tiles of 8, the first n_cols real). W warps (the dp4a kernel's for the
+// same matrix: the same summation order); warp w takes chunks w, w + W, ...,
 // and loads the next chunk's tiles before it decodes the current one (two tiles of its rows in
 // flight per warp). Every column is computed alike -- exact integer sums per sub-block, then the
 // same float operations in the same order for any NC -- so a column's result does not depend on
 // how many columns run with it (the engine's verify and batched rows equal one-token steps).
-template <class D, int NC>
-__global__ void __launch_bounds__(kGpuMmaWarps * 32, NC <= 16 ? 2 : 1)
+template <class D, int NC, int W>
+__global__ void __launch_bounds__(W * 32, NC <= 16 && W == 8 ? 2 : 1)
     gemv_gpu_mma_kernel(const uint8_t* __restrict__ w, int64_t n_in, int64_t n_out, ActGpu x, int n_cols,
                         float* __restrict__ y) {
   constexpr int S = D::kSubs, NT = (NC + 7) / 8;
@@ -212,9 +212,9 @@ __global__ void __launch_bounds__(kGpuMmaWarps * 32, NC <= 16 ? 2 : 1)
     c0.load_raw(w0 + ch * D::kTile, lane, g);
     c1.load_raw(w1 + ch * D::kTile, lane, g);
   }
-  for (; ch < n_chunks; ch += kGpuMmaWarps) {
+  for (; ch < n_chunks; ch += W) {
     D n0, n1;
-    const int64_t cn = ch + kGpuMmaWarps;
+    const int64_t cn = ch + W;
     if (cn < n_chunks) {
       n0.load_raw(w0 + cn * D::kTile, lane, g);
       n1.load_raw(w1 + cn * D::kTile, lane, g);
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(kGpuMmaWarps * 32, NC <= 16 ? 2 : 1)
     if (cn < n_chunks) c0 = n0, c1 = n1;
   }
   // Split-K: the warps' partial sums added in warp order (deterministic), one column tile at a time.
-  __shared__ float red[kGpuMmaWarps][32][4];
+  __shared__ float red[W][32][4];
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
     if (n > 0) __syncthreads();
@@ -262,7 +262,7 @@ __global__ void __launch_bounds__(kGpuMmaWarps * 32, NC <= 16 ? 2 : 1)
       if (col < n_cols && row < n_out) {
         float v = 0.0f;
 #pragma unroll
-        for (int k = 0; k < kGpuMmaWarps; ++k) v = __fadd_rn(v, red[k][l][e]);
+        for (int k = 0; k < W; ++k) v = __fadd_rn(v, red[k][l][e]);
         y[int64_t(col) * n_out + row] = v;
       }
     }

@@ -19,6 +19,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/cuda/cuda_api.h"
+#include "kernels/cuda/gemv_tuning.h"
 #include "kernels/cuda/device_info.h"
 #include "kernels/cuda/read_probe.h"
 #include "kernels/gpu_layout.h"
@@ -244,10 +245,13 @@ TEST_CASE("cuda gemv on the GPU layout matches the CPU reference, 1..16, 32 and 
   const uint64_t seed = test::fresh_seed();
   INFO("seed " << seed);
   Rng rng(seed);
+  for (int warps : {8, 16}) {  // warps per CTA (gemv_tuning.h): the engine picks either per shape
+  kc::set_gemv_warps(warps);
   for (GgmlType t : kRepacked) {
     const int64_t c = kernels::gpu_layout_chunk(t);
     // one chunk, one row; a partial row group; several groups and fewer chunks than warps; long rows
     for (const auto& [n_in, n_out] : {std::pair<int64_t, int64_t>{c, 1}, {3 * c, 13}, {5376, 29}, {c * 37, 11}}) {
+      INFO("warps " << warps);
       // The MMA kernel for every column count, and the dp4a kernel up to 16 columns.
       for (int mma_min : {1, 17}) {
         INFO("mma from " << mma_min << " columns");
@@ -259,6 +263,8 @@ TEST_CASE("cuda gemv on the GPU layout matches the CPU reference, 1..16, 32 and 
       kc::set_gemv_mma_min_cols(kc::kGemvMmaFromCols);
     }
   }
+  }
+  kc::set_gemv_warps(0);
 }
 
 // The engine's exactness contract (ForwardOptions::gpu_layout): a column's output does not depend
@@ -269,10 +275,12 @@ TEST_CASE("cuda gemv on the GPU layout: a column's output does not depend on the
   const uint64_t seed = test::fresh_seed();
   INFO("seed " << seed);
   Rng rng(seed);
+  for (int warps : {8, 16}) {
+  kc::set_gemv_warps(warps);
   for (GgmlType t : kRepacked) {
     const int64_t c = kernels::gpu_layout_chunk(t);
     for (const auto& [n_in, n_out] : {std::pair<int64_t, int64_t>{3 * c, 13}, {5376, 40}}) {
-      INFO("type " << ggml_type_info(t).name << " n_in " << n_in << " n_out " << n_out);
+      INFO("warps " << warps << " type " << ggml_type_info(t).name << " n_in " << n_in << " n_out " << n_out);
       const HostWeights w = make_weights(t, n_in, n_out, rng);
       std::vector<uint8_t> packed(kernels::gpu_layout_bytes(t, n_in, n_out));
       kernels::repack_to_gpu_layout(w.view(), packed.data());
@@ -307,6 +315,8 @@ TEST_CASE("cuda gemv on the GPU layout: a column's output does not depend on the
       kc::set_gemv_mma_min_cols(kc::kGemvMmaFromCols);
     }
   }
+  }
+  kc::set_gemv_warps(0);
 }
 
 // Programmatic dependent launch (set_gemv_pdl, sm_90) changes when the GEMV starts, not what it
