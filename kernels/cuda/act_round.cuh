@@ -44,4 +44,29 @@ __device__ __forceinline__ void round_store4(float4 v, int64_t e, bool valid, co
   *reinterpret_cast<uint32_t*>(r.q + at) = packed;
 }
 
+// One element per lane: element e (= a 32-aligned base + lane) held as v by each of the warp's 32
+// lanes, which all call this (a 32-element block per warp). The same arithmetic as round_store4.
+__device__ __forceinline__ void round_store1(float v, int64_t e, const ActRounding& r) {
+  const unsigned all = 0xffffffffu;
+  float amax = fabsf(v);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(all, amax, o));
+  const float dd = __fdiv_rn(amax, 127.0f);
+  const int qi = dd > 0.0f ? __float2int_rn(__fdiv_rn(v, dd)) : 0;
+  int sum = qi;
+#pragma unroll
+  for (int o = 8; o > 0; o >>= 1) sum += __shfl_xor_sync(all, sum, o);  // within each 16 lanes
+  const int lane = threadIdx.x & 31;
+  const int64_t blk = e >> 5;
+  if (lane == 0) r.d[blk] = dd;
+  if ((lane & 15) == 0) r.s16[blk * 2 + (lane >> 4)] = sum;
+  int64_t at = e;
+  if (r.perm_chunk > 0) {
+    const int64_t base = e - e % r.perm_chunk;
+    const int k = int(e - base), sub = k >> 5, t = (k >> 2) & 3, hi = ((k >> 4) & 1) * 4 + (k & 3);
+    at = base + (r.perm_chunk == 32 ? t * 8 + hi : (((sub >> 1) ^ t) * 64) + t * 16 + (sub & 1) * 8 + hi);
+  }
+  r.q[at] = int8_t(qi);
+}
+
 }  // namespace strata::kernels::cuda::detail

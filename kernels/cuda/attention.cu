@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda/act_round.h"
 #include "kernels/cuda/attention_decode.h"
 #include "kernels/cuda/attention_tree.h"
 #include "kernels/cuda/attention_internal.h"
@@ -459,8 +460,16 @@ namespace {
 // attention() and attention_tree(): validation, then the kernel that applies.
 Status attention_checked(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
                          const AttentionShapeDev& s, float* d_out, Workspace ws, Stream s_, AttentionKernel kernel,
-                         const TreeMaskDev* tree);
+                         const TreeMaskDev* tree, const ActRounding* round = nullptr, bool* rounded = nullptr);
 }  // namespace
+
+Status attention_round(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
+                       const AttentionShapeDev& s, float* d_out, Workspace ws, const ActRounding& r, bool* rounded,
+                       Stream st) {
+  if (!rounded) return Status::error("attention_round: null flag");
+  *rounded = false;
+  return attention_checked(d_q, d_pos, n_q, kv, s, d_out, ws, st, AttentionKernel::best, nullptr, &r, rounded);
+}
 
 Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv, const AttentionShapeDev& s,
                  float* d_out, Workspace ws, Stream s_, AttentionKernel kernel) {
@@ -476,7 +485,7 @@ namespace {
 
 Status attention_checked(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
                          const AttentionShapeDev& s, float* d_out, Workspace ws, Stream s_, AttentionKernel kernel,
-                         const TreeMaskDev* tree) {
+                         const TreeMaskDev* tree, const ActRounding* round, bool* rounded) {
   if (!d_q || !d_pos || !d_out) return Status::error("attention: null pointer");
   if (Status st = check_kv("attention", kv); !st) return st;
   if (s.n_head <= 0 || s.n_head_kv <= 0 || s.n_head % s.n_head_kv != 0) {
@@ -503,7 +512,8 @@ Status attention_checked(const float* d_q, const int32_t* d_pos, int64_t n_q, co
                            n_q, s.head_dim);
     return decode_attention(d_q, d_pos, n_q, kv, s, d_out, ws, st, tree);
   }
-  if (kernel == AttentionKernel::best && decode) return decode_attention(d_q, d_pos, n_q, kv, s, d_out, ws, st);
+  if (kernel == AttentionKernel::best && decode)
+    return decode_attention(d_q, d_pos, n_q, kv, s, d_out, ws, st, nullptr, round, rounded);
 
   AttnParams p{};
   p.q = d_q;

@@ -41,9 +41,11 @@
 #include <atomic>
 #include <cmath>
 
+#include "kernels/cuda/act_round.cuh"
 #include "kernels/cuda/attention_decode.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kv_quant.cuh"
+#include "kernels/cuda/matmul_internal.h"
 
 namespace strata::kernels::cuda {
 namespace {
@@ -449,8 +451,11 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
 
 // Merges the splits of one (query, head) row in order: out = sum_z w_z acc_z / sum_z w_z l_z,
 // w_z = e^(m_z - M). Block: head_dim threads.
+// Where r.q, also the output's int8 rounding (act_round.h: each warp's 32 dimensions are one block).
 __global__ void decode_combine_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
-                                      int64_t n_rows, int n_splits, int head_dim, float* __restrict__ out) {
+                                      int64_t n_rows, int n_splits, int head_dim, float* __restrict__ out,
+                                      ActRounding r) {
+  detail::pdl_launch_dependents();  // the GEMV after it may start loading weights
   const int64_t row = blockIdx.x;
   const int d = threadIdx.x;
   float M = -INFINITY;
@@ -463,7 +468,9 @@ __global__ void decode_combine_kernel(const float* __restrict__ part_acc, const 
     L = __fmaf_rn(w, part_ml[(z * n_rows + row) * 2 + 1], L);
     A = __fmaf_rn(w, part_acc[(z * n_rows + row) * head_dim + d], A);
   }
-  out[row * head_dim + d] = L > 0.0f ? __fdiv_rn(A, L) : 0.0f;
+  const float o = L > 0.0f ? __fdiv_rn(A, L) : 0.0f;
+  out[row * head_dim + d] = o;
+  if (r.q) detail::round_store1(o, row * head_dim + d, r);
 }
 
 // ---- host side ----
@@ -565,7 +572,8 @@ size_t decode_attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s,
 
 Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
                         const AttentionShapeDev& s, float* d_out, Workspace ws, cudaStream_t st,
-                        const TreeMaskDev* tree) {
+                        const TreeMaskDev* tree, const ActRounding* round, bool* rounded) {
+  if (rounded) *rounded = false;
   if (kv.capacity > 0x7fffffff || n_q * s.n_head > 0x7fffffff)
     return Status::error("decode attention: capacity {} or rows {} too large", kv.capacity, n_q * s.n_head);
   DecParams p{};
@@ -620,8 +628,10 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
     }
   };
   if (Status status = run(); !status || !p.split) return status;
+  const ActRounding r = round && round->q ? *round : ActRounding{};
   decode_combine_kernel<<<unsigned(n_q * s.n_head), unsigned(s.head_dim), 0, st>>>(
-      p.part_acc, p.part_ml, n_q * s.n_head, int(splits), int(s.head_dim), d_out);
+      p.part_acc, p.part_ml, n_q * s.n_head, int(splits), int(s.head_dim), d_out, r);
+  if (rounded) *rounded = r.q != nullptr;
   return detail::launch_status("decode attention (combine)");
 }
 

@@ -15,6 +15,7 @@
 
 #include "core/ggml_type.h"
 #include "core/status.h"
+#include "kernels/cuda/act_round.h"
 #include "kernels/cuda/attention_tree.h"
 #include "kernels/cuda/cuda_api.h"
 
@@ -45,9 +46,11 @@ size_t decode_attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s,
 bool decode_attention_split_fits(int64_t n_q, const KvStoreDev& kv, const AttentionShapeDev& s, Workspace ws);
 // Inputs validated by attention().
 // tree: optional (attention_tree.h); it only removes keys, so a row alone with its own
-// mask word still equals its row of the call.
+// mask word still equals its row of the call. round: optional (act_round.h); where the call runs
+// split, the combine kernel also rounds out into it and sets *rounded (else *rounded = false).
 Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
                         const AttentionShapeDev& s, float* d_out, Workspace ws, cudaStream_t st,
-                        const TreeMaskDev* tree = nullptr);
+                        const TreeMaskDev* tree = nullptr, const ActRounding* round = nullptr,
+                        bool* rounded = nullptr);
 
 }  // namespace strata::kernels::cuda

@@ -58,6 +58,10 @@ Status add_rms_norm_round(float*, const float*, bool, const float*, const float*
                           const ActRounding&, Stream) {
   return none("add_rms_norm_round");
 }
+Status attention_round(const float*, const int32_t*, int64_t, const KvStoreDev&, const AttentionShapeDev&, float*,
+                       Workspace, const ActRounding&, bool*, Stream) {
+  return none("attention_round");
+}
 Status gated_act_round(bool, float*, const float*, int64_t, const ActRounding&, Stream) { return none("gated_act_round"); }
 Status rms_norm(const float*, const float*, int64_t, int64_t, float, float*, Stream) { return none("rms_norm"); }
 Status rope(float*, const int32_t*, int64_t, int64_t, int64_t, float, float, const float*, bool, Stream) {

@@ -218,7 +218,8 @@ struct CpuOps {
     const int64_t width = int64_t(w.layers[il].wk.n_out);
     for (uint32_t t = 0; t < n; ++t) kv[map.seq_of(t)].write(il, uint32_t(rows_pos()[t]), k + t * width, v + t * width);
   }
-  void attention(uint32_t il, const float* q, uint32_t n, const cpu::AttentionShape& s, float* out) {
+  void attention(uint32_t il, const float* q, uint32_t n, const cpu::AttentionShape& s, float* out,
+                 const kernels::WeightView* /*next*/ = nullptr) {
     if (tree) return tree_attention(il, q, n, s, out);
     if (!map.batched()) {
       // Prefill chunks by tiles (SGEMM, another summation order); exact passes and short chunks

@@ -58,6 +58,7 @@ void allocate_side_streams(CudaForward::Impl& im) {
 Status CudaForward::allocate() {
   Impl& im = *impl_;
   const offload::Placement& pl = opt_.placement;
+  if (const char* env = std::getenv("STRATA_FUSED_ROUNDING"); env && std::string(env) == "0") im.fused_rounding = false;
   im.arena = std::make_unique<offload::VramArena>(opt_.vram_budget);
   im.pinned = std::make_unique<offload::PinnedPool>(opt_.pinned_budget);
   auto stream = cuda::stream_create();
@@ -293,7 +294,14 @@ Status CudaForward::allocate() {
   ws = std::max({ws, cuda::workspace_bytes_for_gemm(im.dev.output, int(n)),
                  cuda::workspace_bytes_for_gemv(im.dev.output, gemv_cols)});
   const cuda::AttentionShapeDev shape{s.hp.n_head, s.hp.n_head_kv, hd, 0, s.attention_scale};
-  ws = std::max(ws, cuda::attention_workspace_bytes(int64_t(n), shape, opt_.n_ctx));
+  // The attention's scratch starts past the rounding of its output for the output matrix
+  // (Ops::attention: the combine kernel writes it where that matrix's GEMV reads it).
+  if (im.fused_rounding) {
+    for (const auto& l : im.dev.layers)
+      im.att_round_bytes = std::max(im.att_round_bytes, cuda::workspace_bytes_for_gemv(l.wo, gemv_cols));
+    im.att_round_bytes = (im.att_round_bytes + 255) / 256 * 256;
+  }
+  ws = std::max(ws, im.att_round_bytes + cuda::attention_workspace_bytes(int64_t(n), shape, opt_.n_ctx));
   if (ws) {
     auto p = im.alloc(ws, "scratch kernels");
     if (!p) return p.status();
@@ -342,7 +350,6 @@ Status CudaForward::allocate() {
     }
   }
   allocate_side_streams(im);
-  if (const char* env = std::getenv("STRATA_FUSED_ROUNDING"); env && std::string(env) == "0") im.fused_rounding = false;
   auto loaded = offload::load_weights(model_->file, loads, *im.pinned, im.stream, opt_.trace.get());
   if (!loaded) return loaded.status();
   // Small loads (tests, the tiny model) take milliseconds whatever the rate: not worth a line.

@@ -90,6 +90,9 @@ struct CudaForward::Impl {
   // Norms and gated activations round their output for the GEMV after them (act_round.h);
   // STRATA_FUSED_ROUNDING=0: the GEMV's own quantiser does it (the same bits, one more kernel).
   bool fused_rounding = true;
+  // With fused rounding, ws's first att_round_bytes hold the attention output's rounding for the
+  // output matrix and the attention's own scratch follows (Ops::att_ws).
+  size_t att_round_bytes = 0;
   std::vector<Side> side;
   cuda::Event fork = nullptr;
   // Steps of at most kMaxExactRows rows (decode, draft, verify, batched decode) as CUDA graphs, one

@@ -252,22 +252,37 @@ struct Ops {
       t0 = t1;
     }
   }
-  void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out) {
+  // The attention's scratch: past the rounding of its output (every call alike, so that the
+  // kernel's split count, and with it a row's bits, never depends on the path).
+  cuda::Workspace att_ws() const {
+    return {static_cast<uint8_t*>(im.ws.d_ptr) + im.att_round_bytes, im.ws.bytes - im.att_round_bytes};
+  }
+  void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out,
+                 const kernels::WeightView* next = nullptr) {
     OpSpan op(im, [&] { return fmt::format("attention n={} window={}", n, s.window); });
     if (im.host && im.host->kv_on_host(il))
       return im.check(im.host->attention(il, q, host_pos(), n, s, out, im.stream));
     device_op();
     const cuda::AttentionShapeDev shape{s.n_head, s.n_head_kv, s.head_dim, s.window, s.scale};
+    const cuda::Workspace ws = att_ws();
     // One call, unless this is a verify pass (range) whose rows must equal decode steps and the
-    // kernel does not promise that for a multi-query call.
-    if (!map.batched() && (!range || cuda::attention_rows_exact(q, n, im.kv[map.seq][il].store, shape, im.ws)))
-      return im.check(cuda::attention(q, d_pos(), n, im.kv[map.seq][il].store, shape, out, im.ws, im.stream));
+    // kernel does not promise that for a multi-query call. Where it runs split, its combine kernel
+    // rounds the output for `next` (the rounding fits before ws).
+    if (!map.batched() && (!range || cuda::attention_rows_exact(q, n, im.kv[map.seq][il].store, shape, ws))) {
+      const int64_t width = s.n_head * s.head_dim;
+      cuda::ActRounding r = rounding_for(next, width, n);
+      if (r.q && cuda::workspace_bytes_for_gemv(*next, int(n)) > im.att_round_bytes) r = {};
+      bool made = false;
+      im.check(cuda::attention_round(q, d_pos(), n, im.kv[map.seq][il].store, shape, out, ws, r, &made, im.stream));
+      if (made) rounded = {out, width, n, r.key};
+      return;
+    }
     // Verification (otherwise) and batched steps: each query exactly as a decode step computes it
     // (same splits, same key tiles), over its own sequence's cache.
     const int64_t row = s.n_head * s.head_dim;
     for (uint32_t t = 0; t < n; ++t)
       im.check(cuda::attention(q + t * row, im.d_pos + t, 1, im.kv[map.seq_of(t)][il].store, shape, out + t * row,
-                               im.ws, im.stream));
+                               ws, im.stream));
   }
   void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count,
                  const kernels::WeightView* next = nullptr) {

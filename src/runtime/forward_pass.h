@@ -24,7 +24,8 @@
 //   void qk_norm_rope(float* q, float* k, uint32_t n, const QkRope& r);  // QK-norm (where r has
 //                          // weights), then RoPE, of every head of q and k (one fused kernel on a GPU)
 //   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n);   // row t into its
-//   void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out);
+//   void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out,
+//                  const kernels::WeightView* next);  // next: as for norm
 //                          // sequence's cache at its position; attention of row t over its sequence
 //   void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count,
 //                  const kernels::WeightView* next);  // next: as for norm
@@ -150,7 +151,7 @@ void attention_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeigh
   ops.qk_norm_rope(b.q, b.k, n, r);
   ops.kv_write(il, b.k, b.v, n);
   const kernels::cpu::AttentionShape shape{s.hp.n_head, s.hp.n_head_kv, hd, s.window(il), s.attention_scale};
-  ops.attention(il, b.q, n, shape, b.att);
+  ops.attention(il, b.q, n, shape, b.att, &l.wo);
   ops.matmul(l.wo, b.att, n, b.h);
 }
 

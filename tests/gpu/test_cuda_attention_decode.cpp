@@ -23,6 +23,7 @@
 #include "attention_test_util.h"
 #include "cuda_test_util.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cuda/act_round.h"
 #include "kernels/cuda/cuda_api.h"
 #include "kv/kv_quant.h"
 #include "test_util.h"
@@ -234,6 +235,60 @@ TEST_CASE("decode attention: q4 and q8 stores with values far from zero match th
         f.dv.upload(f.v);
         INFO(f.describe() << (split ? " split" : " unsplit"));
         check_decode_attention_close(f.gpu(0, f.c.pos.size(), split), f.reference());
+      }
+    }
+  }
+}
+
+// The combine kernel's rounding of the output for the next matrix (act_round.h attention_round):
+// the output unchanged, and exactly the codes the GEMV's own quantiser makes of it.
+TEST_CASE("decode attention rounding its output: same output, the quantiser's codes bit for bit", "[gpu][attention]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  DevBuf any(4096);
+  for (const int64_t hd : {64, 128, 256}) {
+    for (const GgmlType kt : {GgmlType::F16, GgmlType::Q8_0}) {
+      for (const int64_t n_q : {1, 3}) {
+        Fixture f(make_case(hd, 2, 0, kt, kt, n_q, 3000 + int32_t(rng.next_u64() % 2000), rng), rng);
+        INFO(f.describe());
+        const int64_t n = n_q * f.row;
+        kernels::WeightView w;
+        w.data = any.as<uint8_t>();
+        w.n_in = f.row, w.n_out = 64;
+        w.type = f.row % 256 == 0 ? GgmlType::Q4_K : GgmlType::Q8_0;
+        w.layout = kernels::WeightLayout::kGpu;
+        w.row_bytes = ggml_row_bytes(w.type, uint64_t(f.row));
+        const size_t rb = kc::workspace_bytes_for_gemv(w, int(n_q));
+        DevBuf wa(rb), wb(rb);
+        wa.poison(), wb.poison();
+        const auto ra = kc::act_rounding(w, int(n_q), {wa.as<void>(), rb});
+        const auto rb_ = kc::act_rounding(w, int(n_q), {wb.as<void>(), rb});
+        REQUIRE(ra.q != nullptr);
+        DevBuf dq = to_device(f.q), dpos = to_device(f.c.pos), out(size_t(n) * 4);
+        const size_t ws_bytes = kc::attention_workspace_bytes(n_q, f.s, f.c.capacity);
+        DevBuf ws(ws_bytes);
+        bool made = false;
+        REQUIRE(kc::attention_round(dq.as<float>(), dpos.as<int32_t>(), n_q, f.kv, f.s, out.as<float>(),
+                                    {ws.as<void>(), ws_bytes}, ra, &made, nullptr));
+        CHECK(made);  // 3000+ keys: the call runs split
+        const auto got = out.download<float>(size_t(n)), plain = f.gpu(0, size_t(n_q));
+        CHECK(std::memcmp(got.data(), plain.data(), got.size() * 4) == 0);
+        REQUIRE(kc::round_act(out.as<float>(), n, rb_, nullptr));
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        std::vector<int8_t> qa(static_cast<size_t>(n)), qb(static_cast<size_t>(n));
+        std::vector<float> da(static_cast<size_t>(n / 32)), db(static_cast<size_t>(n / 32));
+        std::vector<int> sa(static_cast<size_t>(n / 16)), sb(static_cast<size_t>(n / 16));
+        REQUIRE(cudaMemcpy(qa.data(), ra.q, qa.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+        REQUIRE(cudaMemcpy(qb.data(), rb_.q, qb.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+        REQUIRE(cudaMemcpy(da.data(), ra.d, da.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+        REQUIRE(cudaMemcpy(db.data(), rb_.d, db.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+        REQUIRE(cudaMemcpy(sa.data(), ra.s16, sa.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+        REQUIRE(cudaMemcpy(sb.data(), rb_.s16, sb.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+        CHECK(qa == qb);
+        CHECK(std::memcmp(da.data(), db.data(), da.size() * 4) == 0);
+        CHECK(sa == sb);
       }
     }
   }
