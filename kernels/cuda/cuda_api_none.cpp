@@ -4,6 +4,7 @@
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/gemv_tuning.h"
 #include "kernels/cuda/read_probe.h"
+#include "kernels/cuda/rope_kv.h"
 
 namespace strata::kernels::cuda {
 namespace {
@@ -61,6 +62,10 @@ Status add_rms_norm_round(float*, const float*, bool, const float*, const float*
 Status attention_round(const float*, const int32_t*, int64_t, const KvStoreDev&, const AttentionShapeDev&, float*,
                        Workspace, const ActRounding&, bool*, Stream) {
   return none("attention_round");
+}
+bool qk_norm_rope_kv_applies(const KvStoreDev&, int64_t) { return false; }
+Status qk_norm_rope_kv(float*, float*, const float*, const int32_t*, int64_t, const QkRopeDev&, const KvStoreDev&, Stream) {
+  return none("qk_norm_rope_kv");
 }
 Status gated_act_round(bool, float*, const float*, int64_t, const ActRounding&, Stream) { return none("gated_act_round"); }
 Status rms_norm(const float*, const float*, int64_t, int64_t, float, float*, Stream) { return none("rms_norm"); }

@@ -214,6 +214,10 @@ struct CpuOps {
       cpu::rope_heads(k + int64_t(t) * r.n_head_kv * r.head_dim, r.n_head_kv, r.head_dim, p, r.base, r.freq_div, r.neox);
     }
   }
+  void rope_kv_write(uint32_t il, float* q, float* k, const float* v, uint32_t n, const QkRope& r) {
+    qk_norm_rope(q, k, n, r);
+    kv_write(il, k, v, n);
+  }
   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n) {
     const int64_t width = int64_t(w.layers[il].wk.n_out);
     for (uint32_t t = 0; t < n; ++t) kv[map.seq_of(t)].write(il, uint32_t(rows_pos()[t]), k + t * width, v + t * width);

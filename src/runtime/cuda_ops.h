@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/act_round.h"
+#include "kernels/cuda/rope_kv.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "offload/cost_model.h"
 #include "runtime/cuda_engine_state.h"
@@ -224,14 +225,29 @@ struct Ops {
     matmul(*jobs[0].w, x, n, jobs[0].y);
     for (int j = 1; j < count; ++j) im.check(cuda::stream_wait(im.stream, im.side[size_t(j - 1)].join));
   }
-  void qk_norm_rope(float* q, float* k, uint32_t n, const QkRope& r) {
-    OpSpan op(im, [&] { return fmt::format("qk_norm_rope n={}", n); });
-    device_op();
+  static cuda::QkRopeDev rope_dev(const QkRope& r) {
     cuda::QkRopeDev p;
     p.n_head = r.n_head, p.n_head_kv = r.n_head_kv, p.head_dim = r.head_dim;
     p.q_norm = r.q_norm, p.k_norm = r.k_norm, p.eps = r.eps, p.base = r.base, p.linear_scale = r.linear_scale;
     p.freq_div = r.freq_div, p.neox = r.neox;
-    im.check(cuda::qk_norm_rope(q, k, d_pos(), n, p, im.stream));
+    return p;
+  }
+  void qk_norm_rope(float* q, float* k, uint32_t n, const QkRope& r) {
+    OpSpan op(im, [&] { return fmt::format("qk_norm_rope n={}", n); });
+    device_op();
+    im.check(cuda::qk_norm_rope(q, k, d_pos(), n, rope_dev(r), im.stream));
+  }
+  // One kernel for one sequence's rows into a device cache (rope_kv.h); else the two ops.
+  void rope_kv_write(uint32_t il, float* q, float* k, const float* v, uint32_t n, const QkRope& r) {
+    const bool fuse = im.fused_rounding && !map.batched() && !(im.host && im.host->kv_on_host(il)) &&
+                      cuda::qk_norm_rope_kv_applies(im.kv[map.seq][il].store, r.head_dim);
+    if (!fuse) {
+      qk_norm_rope(q, k, n, r);
+      return kv_write(il, k, v, n);
+    }
+    OpSpan op(im, [&] { return fmt::format("qk_norm_rope_kv n={}", n); });
+    device_op();
+    im.check(cuda::qk_norm_rope_kv(q, k, v, d_pos(), n, rope_dev(r), im.kv[map.seq][il].store, im.stream));
   }
   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n) {
     rounded = {};

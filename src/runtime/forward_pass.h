@@ -23,6 +23,8 @@
 //                          // side; each y_j as matmul(*jobs[j].w, x, n, jobs[j].y) gives it
 //   void qk_norm_rope(float* q, float* k, uint32_t n, const QkRope& r);  // QK-norm (where r has
 //                          // weights), then RoPE, of every head of q and k (one fused kernel on a GPU)
+//   void rope_kv_write(uint32_t il, float* q, float* k, const float* v, uint32_t n, const QkRope& r);
+//                          // qk_norm_rope, then kv_write (one kernel on a GPU where it can)
 //   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n);   // row t into its
 //   void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out,
 //                  const kernels::WeightView* next);  // next: as for norm
@@ -148,8 +150,7 @@ void attention_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeigh
   if (s.qk_norm) r.q_norm = l.q_norm, r.k_norm = l.k_norm;
   r.eps = eps, r.base = s.rope_base(il), r.linear_scale = s.rope_linear_scale(il);
   r.freq_div = w.rope_freqs, r.neox = s.rope_style == model::RopeStyle::neox;
-  ops.qk_norm_rope(b.q, b.k, n, r);
-  ops.kv_write(il, b.k, b.v, n);
+  ops.rope_kv_write(il, b.q, b.k, b.v, n, r);
   const kernels::cpu::AttentionShape shape{s.hp.n_head, s.hp.n_head_kv, hd, s.window(il), s.attention_scale};
   ops.attention(il, b.q, n, shape, b.att, &l.wo);
   ops.matmul(l.wo, b.att, n, b.h);

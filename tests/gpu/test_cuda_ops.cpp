@@ -12,6 +12,8 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/cuda/cuda_api.h"
+#include "kernels/cuda/rope_kv.h"
+#include "kv/kv_quant.h"
 #include "test_util.h"
 
 namespace {
@@ -136,6 +138,49 @@ TEST_CASE("cuda qk_norm_rope matches the CPU's QK-norm then rope on every head",
   bad.n_head = 1, bad.n_head_kv = 1, bad.head_dim = 1024, bad.base = 1e4f;
   DevBuf d(1024 * 4), dp(4);
   CHECK_FALSE(kc::qk_norm_rope(d.as<float>(), d.as<float>(), dp.as<int32_t>(), 1, bad, nullptr));  // head_dim > 512
+}
+
+TEST_CASE("cuda qk_norm_rope_kv equals qk_norm_rope then kv_write, bit for bit, for every cache dtype", "[gpu]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  const std::pair<GgmlType, GgmlType> dtypes[] = {{GgmlType::F16, GgmlType::F16}, {GgmlType::F32, GgmlType::F32},
+                                                  {GgmlType::Q8_0, GgmlType::Q8_0}, {GgmlType::Q4_1, GgmlType::Q4_1},
+                                                  {GgmlType::Q8_0, GgmlType::F16}};
+  for (const int64_t hd : {64, 128, 256}) {
+    for (const auto& [kt, vt] : dtypes) {
+      const int64_t n_tok = 3, n_head = 8, n_head_kv = 3, capacity = 5, width = n_head_kv * hd;
+      INFO("hd " << hd << " K " << kv::kv_type_name(kt) << " V " << kv::kv_type_name(vt));
+      std::vector<int32_t> pos = {3, 4, 5};  // slots 3, 4, 0: the ring wraps
+      auto q = random_normal(size_t(n_tok * n_head * hd), rng, 2.0f);
+      auto k = random_normal(size_t(n_tok * width), rng, 2.0f);
+      auto v = random_normal(size_t(n_tok * width), rng, 2.0f);
+      auto qw = random_normal(size_t(hd), rng), kw = random_normal(size_t(hd), rng);
+      const size_t kb = kv::kv_row_bytes(kt, uint32_t(width)) * capacity, vb = kv::kv_row_bytes(vt, uint32_t(width)) * capacity;
+      DevBuf qa = to_device(q), qb = to_device(q), ka = to_device(k), kb_ = to_device(k), dv = to_device(v),
+             dpos = to_device(pos), dqw = to_device(qw), dkw = to_device(kw), ca_k(kb), ca_v(vb), cb_k(kb), cb_v(vb);
+      for (DevBuf* c : {&ca_k, &ca_v, &cb_k, &cb_v}) CUDA_REQUIRE(cudaMemset(c->as<void>(), 0x5a, c->bytes()));
+      kc::QkRopeDev p;
+      p.n_head = n_head, p.n_head_kv = n_head_kv, p.head_dim = hd;
+      p.q_norm = dqw.as<float>(), p.k_norm = dkw.as<float>();
+      p.eps = 1e-6f, p.base = 1e4f, p.linear_scale = 1.0f, p.neox = hd == 128;
+      const kc::KvStoreDev sa{ca_k.as<void>(), ca_v.as<void>(), kt, vt, capacity};
+      const kc::KvStoreDev sb{cb_k.as<void>(), cb_v.as<void>(), kt, vt, capacity};
+      REQUIRE(kc::qk_norm_rope_kv_applies(sa, hd));
+      REQUIRE(kc::qk_norm_rope_kv(qa.as<float>(), ka.as<float>(), dv.as<float>(), dpos.as<int32_t>(), n_tok, p, sa, nullptr));
+      REQUIRE(kc::qk_norm_rope(qb.as<float>(), kb_.as<float>(), dpos.as<int32_t>(), n_tok, p, nullptr));
+      REQUIRE(kc::kv_write(kb_.as<float>(), dv.as<float>(), dpos.as<int32_t>(), n_tok, width, sb, nullptr));
+      CHECK(qa.download<uint8_t>(q.size() * 4) == qb.download<uint8_t>(q.size() * 4));
+      CHECK(ka.download<uint8_t>(k.size() * 4) == kb_.download<uint8_t>(k.size() * 4));
+      CHECK(ca_k.download<uint8_t>(kb) == cb_k.download<uint8_t>(kb));
+      CHECK(ca_v.download<uint8_t>(vb) == cb_v.download<uint8_t>(vb));
+    }
+  }
+  // Quantised caches need whole groups of 32 per head.
+  DevBuf d(4096);
+  const kc::KvStoreDev q8{d.as<void>(), d.as<void>(), GgmlType::Q8_0, GgmlType::Q8_0, 4};
+  CHECK_FALSE(kc::qk_norm_rope_kv_applies(q8, 48));
 }
 
 TEST_CASE("cuda rope matches the CPU, neox and interleaved, up to position 131071", "[gpu]") {
