@@ -74,7 +74,12 @@ int gemv_warps(int64_t n_chunks, int64_t n_groups) {
   return steps(16) < steps(8) ? 16 : 8;
 }
 
-int gemv_warps(const WeightView& w, int chunk) { return gemv_warps(w.n_in / chunk, (w.n_out + 7) / 8); }
+// q8_0 (32-element chunks) stays at 8: its many short chunks per warp ran slower split 16 ways
+// (27B FFN down on the H200: 57% of read against 60%), where the K types' down gained 4-6 points.
+int gemv_warps(const WeightView& w, int chunk) {
+  const int forced = g_warps.load(std::memory_order_relaxed);
+  return forced != 0 ? forced : chunk < 256 ? 8 : gemv_warps(w.n_in / chunk, (w.n_out + 7) / 8);
+}
 
 template <class D, int NC>
 void launch_nc(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s) {
