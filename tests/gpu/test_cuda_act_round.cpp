@@ -168,7 +168,7 @@ TEST_CASE("cuda gated_act_round: silu/gelu floats and the GEMV quantiser's codes
     for (const bool gelu : {false, true}) {
       // 21504: the 27B's FFN width; 288: nine blocks, so the last warp is partly past the end.
       for (const int64_t n_ff : {288, 21504}) {
-        if (t.perm_chunk == 256 && n_ff % 256 != 0) continue;
+        if (t.type == GgmlType::Q4_K && n_ff % 256 != 0) continue;  // no q4_K row of 288 elements
         for (const int64_t rows : {1, 5}) {
           INFO("type " << ggml_type_info(t.type).name << " chunk " << t.perm_chunk << " gelu " << gelu << " n_ff "
                        << n_ff << " rows " << rows);
