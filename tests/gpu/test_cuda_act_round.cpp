@@ -51,6 +51,22 @@ void check_same(const Rounded& a, const Rounded& b) {
   CHECK(std::memcmp(a.s16.data(), b.s16.data(), a.s16.size() * 4) == 0);
 }
 
+// Two poisoned workspaces and the rounding matmul(w, ..., n_cols) would make in each: one for the
+// fused kernel, one for the plain op followed by round_act.
+struct RoundingPair {
+  size_t bytes;
+  DevBuf ws_a, ws_b;
+  kc::ActRounding a, b;
+  RoundingPair(const kernels::WeightView& w, int n_cols)
+      : bytes(kc::workspace_bytes_for_gemv(w, n_cols)), ws_a(bytes), ws_b(bytes) {
+    ws_a.poison(), ws_b.poison();
+    a = kc::act_rounding(w, n_cols, {ws_a.as<void>(), bytes});
+    b = kc::act_rounding(w, n_cols, {ws_b.as<void>(), bytes});
+    REQUIRE(a.q != nullptr);
+  }
+  void check_equal(int64_t n) const { check_same(download(a, n), download(b, n)); }
+};
+
 struct Target {
   GgmlType type;
   kernels::WeightLayout layout;
@@ -75,14 +91,10 @@ TEST_CASE("cuda rms_norm_round: the norm's floats and the GEMV quantiser's codes
       for (const int64_t n_vec : {1, 3, 16}) {
         INFO("type " << ggml_type_info(t.type).name << " chunk " << t.perm_chunk << " n " << n << " n_vec " << n_vec);
         const auto w = matrix_view(any, t.type, t.layout, n);
-        const size_t ws_bytes = kc::workspace_bytes_for_gemv(w, int(n_vec));
-        DevBuf ws_a(ws_bytes), ws_b(ws_bytes);
-        ws_a.poison(), ws_b.poison();
-        const auto ra = kc::act_rounding(w, int(n_vec), {ws_a.as<void>(), ws_bytes});
-        const auto rb = kc::act_rounding(w, int(n_vec), {ws_b.as<void>(), ws_bytes});
-        REQUIRE(ra.q != nullptr);
+        const RoundingPair rp(w, int(n_vec));
+        const kc::ActRounding &ra = rp.a, &rb = rp.b;
         CHECK(ra.perm_chunk == t.perm_chunk);
-        CHECK(ra.key == kc::matmul_act_key(w, int(n_vec), {ws_a.as<void>(), ws_bytes}));
+        CHECK(ra.key == kc::matmul_act_key(w, int(n_vec), {rp.ws_a.as<void>(), rp.bytes}));
         const auto x = random_normal(size_t(n_vec * n), rng, 3.0f);
         auto g = random_normal(size_t(n), rng);
         g[0] = 0.0f;  // a zero element in every row's first block
@@ -93,7 +105,7 @@ TEST_CASE("cuda rms_norm_round: the norm's floats and the GEMV quantiser's codes
         REQUIRE(kc::round_act(out_b.as<float>(), n_vec * n, rb, nullptr));
         const auto fa = out_a.download<float>(x.size()), fb = out_b.download<float>(x.size());
         CHECK(std::memcmp(fa.data(), fb.data(), fa.size() * 4) == 0);
-        check_same(download(ra, n_vec * n), download(rb, n_vec * n));
+        rp.check_equal(n_vec * n);
       }
     }
   }
@@ -172,13 +184,8 @@ TEST_CASE("cuda gated_act_round: silu/gelu floats and the GEMV quantiser's codes
         for (const int64_t rows : {1, 5}) {
           INFO("type " << ggml_type_info(t.type).name << " chunk " << t.perm_chunk << " gelu " << gelu << " n_ff "
                        << n_ff << " rows " << rows);
-          const auto w = matrix_view(any, t.type, t.layout, n_ff);
-          const size_t ws_bytes = kc::workspace_bytes_for_gemv(w, int(rows));
-          DevBuf ws_a(ws_bytes), ws_b(ws_bytes);
-          ws_a.poison(), ws_b.poison();
-          const auto ra = kc::act_rounding(w, int(rows), {ws_a.as<void>(), ws_bytes});
-          const auto rb = kc::act_rounding(w, int(rows), {ws_b.as<void>(), ws_bytes});
-          REQUIRE(ra.q != nullptr);
+          const RoundingPair rp(matrix_view(any, t.type, t.layout, n_ff), int(rows));
+          const kc::ActRounding &ra = rp.a, &rb = rp.b;
           const int64_t n = rows * n_ff;
           const auto gate = random_normal(size_t(n), rng, 2.0f), up = random_normal(size_t(n), rng, 2.0f);
           DevBuf ga = to_device(gate), gb = to_device(gate), du = to_device(up);
@@ -189,7 +196,7 @@ TEST_CASE("cuda gated_act_round: silu/gelu floats and the GEMV quantiser's codes
           REQUIRE(kc::round_act(gb.as<float>(), n, rb, nullptr));
           const auto fa = ga.download<float>(size_t(n)), fb = gb.download<float>(size_t(n));
           CHECK(std::memcmp(fa.data(), fb.data(), fa.size() * 4) == 0);
-          check_same(download(ra, n), download(rb, n));
+          rp.check_equal(n);
         }
       }
     }
