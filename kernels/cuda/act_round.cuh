@@ -10,6 +10,16 @@
 
 namespace strata::kernels::cuda::detail {
 
+// Where element e of the flat activations lies among the codes (matmul_internal.h ActGpu's lane
+// order within chunks of perm_chunk elements; element order for 0), as quantize_act_q8_kernel
+// places it.
+__device__ __forceinline__ int64_t act_position(int64_t e, int perm_chunk) {
+  if (perm_chunk == 0) return e;
+  const int64_t base = e - e % perm_chunk;
+  const int k = int(e - base), sub = k >> 5, t = (k >> 2) & 3, hi = ((k >> 4) & 1) * 4 + (k & 3);
+  return base + (perm_chunk == 32 ? t * 8 + hi : (((sub >> 1) ^ t) * 64) + t * 16 + (sub & 1) * 8 + hi);
+}
+
 // Elements e .. e + 3 (e % 4 == 0) of the flat (n_cols * n_in) activations, held by this lane as v:
 // lanes 8j .. 8j + 7 of the warp hold one 32-element block in order. Every lane of the warp must
 // call this (the reductions are warp shuffles); lanes with valid == false hold zeros and store
@@ -33,12 +43,7 @@ __device__ __forceinline__ void round_store4(float4 v, int64_t e, bool valid, co
   const int64_t blk = e >> 5;
   if ((lane & 7) == 0) r.d[blk] = dd;
   if ((lane & 3) == 0) r.s16[blk * 2 + ((lane >> 2) & 1)] = sum;
-  int64_t at = e;
-  if (r.perm_chunk > 0) {  // matmul_internal.h ActGpu: four consecutive elements stay together
-    const int64_t base = e - e % r.perm_chunk;
-    const int k = int(e - base), sub = k >> 5, t = (k >> 2) & 3, hi = ((k >> 4) & 1) * 4;
-    at = base + (r.perm_chunk == 32 ? t * 8 + hi : (((sub >> 1) ^ t) * 64) + t * 16 + (sub & 1) * 8 + hi);
-  }
+  const int64_t at = act_position(e, r.perm_chunk);  // four consecutive elements stay together
   const uint32_t packed = (uint32_t(q0) & 0xffu) | (uint32_t(q1) & 0xffu) << 8 | (uint32_t(q2) & 0xffu) << 16 |
                           (uint32_t(q3) & 0xffu) << 24;
   *reinterpret_cast<uint32_t*>(r.q + at) = packed;
@@ -60,13 +65,7 @@ __device__ __forceinline__ void round_store1(float v, int64_t e, const ActRoundi
   const int64_t blk = e >> 5;
   if (lane == 0) r.d[blk] = dd;
   if ((lane & 15) == 0) r.s16[blk * 2 + (lane >> 4)] = sum;
-  int64_t at = e;
-  if (r.perm_chunk > 0) {
-    const int64_t base = e - e % r.perm_chunk;
-    const int k = int(e - base), sub = k >> 5, t = (k >> 2) & 3, hi = ((k >> 4) & 1) * 4 + (k & 3);
-    at = base + (r.perm_chunk == 32 ? t * 8 + hi : (((sub >> 1) ^ t) * 64) + t * 16 + (sub & 1) * 8 + hi);
-  }
-  r.q[at] = int8_t(qi);
+  r.q[act_position(e, r.perm_chunk)] = int8_t(qi);
 }
 
 }  // namespace strata::kernels::cuda::detail

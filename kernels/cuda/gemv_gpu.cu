@@ -63,9 +63,7 @@ int sm_count() {
 // chunks the busiest warp of a CTA takes. 16 wins where 8-warp CTAs leave a mostly empty last wave
 // (a 27B's attention output and FFN down: 672 CTAs on 132 SMs' 528 slots) or few CTAs for the GPU
 // (K, V). A function of the shape and the device only, so every column count sums alike.
-// set_gemv_warps (gemv_tuning.h) forces one.
 int gemv_warps(int64_t n_chunks, int64_t n_groups) {
-  if (const int forced = g_warps.load(std::memory_order_relaxed); forced != 0) return forced;
   const int64_t sms = std::max(sm_count(), 1);
   auto steps = [&](int64_t warps) {
     const int64_t slots = sms * (32 / warps);
@@ -74,8 +72,9 @@ int gemv_warps(int64_t n_chunks, int64_t n_groups) {
   return steps(16) < steps(8) ? 16 : 8;
 }
 
-// q8_0 (32-element chunks) stays at 8: its many short chunks per warp ran slower split 16 ways
-// (27B FFN down on the H200: 57% of read against 60%), where the K types' down gained 4-6 points.
+// set_gemv_warps (gemv_tuning.h) forces one. q8_0 (32-element chunks) stays at 8: its many short
+// chunks per warp ran slower split 16 ways (27B FFN down on the H200: 57% of read against 60%),
+// where the K types' down gained 4-6 points.
 int gemv_warps(const WeightView& w, int chunk) {
   const int forced = g_warps.load(std::memory_order_relaxed);
   return forced != 0 ? forced : chunk < 256 ? 8 : gemv_warps(w.n_in / chunk, (w.n_out + 7) / 8);
