@@ -45,6 +45,7 @@ struct BenchSpecArgs {
   int reps = 2;
   std::vector<double> replay;  // simulated acceptances (empty: no replay runs)
   std::string replay_cost = "none";
+  std::string plan_spec;  // --plan-spec: the --spec mode the placement is planned for (empty: none)
   uint32_t replay_tree = 0;  // > 0: each replay acceptance also runs with token trees of this branching
   std::string json_out;
   BenchCompare compare;
@@ -151,9 +152,10 @@ int run(BenchSpecArgs a) {
   }
   // The run plans without speculation (--spec stays none): it compares every mode on one engine;
   // except that replay rounds paying an early-exit drafter's passes plan for that drafter (the
-  // draft path kept resident, as `generate --spec early:d=N` plans), so the plain row then runs
-  // on that plan too.
+  // draft path kept resident, as `generate --spec early:d=N` plans), and --plan-spec names the mode
+  // to plan for; the plain row then runs on that plan too.
   if (!a.replay.empty() && a.replay_cost != "none") a.m.spec = a.replay_cost;
+  if (!a.plan_spec.empty()) a.m.spec = a.plan_spec, a.m.require_draft_resident = true;
   OpenModel om;
   if (int rc = om.open(a.m, true)) return rc;
   auto& ses = *om.session;
@@ -335,6 +337,11 @@ std::function<int()> add_bench_spec(CLI::App* bench) {
                   "With --replay: also run each acceptance with token trees of up to B children per node (greedy, "
                   "CPU engine; the rank-r candidate right with probability A when ranks before it were wrong)")
       ->check(CLI::Range(0, 8));
+  sub->add_option("--plan-spec", a->plan_spec,
+                  "Plan the placement for this --spec mode with its draft path resident (early:d=16: the head and "
+                  "layers [0,16) in VRAM, even where the planner predicts that slower); default: planned for plain "
+                  "decoding")
+      ->excludes(sub->get_option("--replay-cost"));
   sub->add_option("--json", a->json_out, "Write the results as JSON to this file");
   a->compare.add_to(sub);
   return [a, sub]() -> int { return sub->parsed() ? run(*a) : -1; };

@@ -278,7 +278,7 @@ struct CpuOps {
     add(x, h, n_vec * dim);
   }
   // Blocks add their outputs at once: nothing to fuse on the CPU.
-  bool fuses_residual() const { return false; }
+  bool fuses_residual(Block, uint32_t) const { return false; }
   void add_norm(float* x, float* h, const float* post_w, const float* weight, int64_t n_vec, int64_t dim, float eps,
                 float* out, const kernels::WeightView* next) {
     if (post_w) norm_add(x, h, post_w, n_vec, dim, eps);

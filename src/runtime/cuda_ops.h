@@ -314,9 +314,12 @@ struct Ops {
     device_op();
     im.check(cuda::add(x, y, count, im.stream));
   }
-  // Resident blocks only: a streamed block's post-norm weight leaves with the block at end_block,
+  // Resident blocks only: a streamed block's post-norm weight leaves with the block at end_block
+  // (so in a streamed engine the resident blocks fuse, the draft path of early exit among them),
   // and a trace keeps each block's kernels inside its span.
-  bool fuses_residual() const { return im.fused_rounding && !im.store && !im.host && !im.timeline; }
+  bool fuses_residual(Block b, uint32_t il) const {
+    return im.fused_rounding && !im.host && !im.timeline && (!im.store || im.block_id(b, il) < 0);
+  }
   void add_norm(float* x, float* h, const float* post_w, const float* w, int64_t n_vec, int64_t dim, float eps,
                 float* out, const kernels::WeightView* next) {
     OpSpan op(im, [&] { return fmt::format("add_norm {}x{}", n_vec, dim); });

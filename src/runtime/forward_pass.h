@@ -34,7 +34,8 @@
 //   void add(float* x, const float* y, int64_t count);
 //   void norm_add(float* x, float* h, const float* w, int64_t n_vec, int64_t dim, float eps);
 //                          // x += rms_norm(h) * w (post-norm and residual add; h may be clobbered)
-//   bool fuses_residual();  // a block's residual add may wait for the next block's input norm
+//   bool fuses_residual(Block b, uint32_t il);  // block (b, il)'s residual add may wait for
+//                                               // the next block's input norm
 //                          // (every block's weights stay in place outside its begin/end bracket)
 //   void add_norm(float* x, float* h, const float* post_w, const float* w, int64_t n_vec, int64_t dim,
 //                 float eps, float* out, const kernels::WeightView* next);  // x += h, post-normed
@@ -187,7 +188,7 @@ void attention_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeig
                      uint32_t il, uint32_t n, PendingOutput& carry) {
   ops.begin_block(Block::attention, il);
   attention_rows(ops, s, w, b, il, n, &carry);
-  if (ops.fuses_residual()) finish_block(carry, w.layers[il].post_attn_norm);
+  if (ops.fuses_residual(Block::attention, il)) finish_block(carry, w.layers[il].post_attn_norm);
   else add_block_output(ops, s, w.layers[il].post_attn_norm, b, n);
   ops.end_block(Block::attention, il);
 }
@@ -197,7 +198,7 @@ void ffn_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w
                uint32_t il, uint32_t n, PendingOutput& carry) {
   ops.begin_block(Block::ffn, il);
   ffn_rows(ops, s, w, b, il, n, &carry);
-  if (ops.fuses_residual()) finish_block(carry, w.layers[il].post_ffw_norm);
+  if (ops.fuses_residual(Block::ffn, il)) finish_block(carry, w.layers[il].post_ffw_norm);
   else add_block_output(ops, s, w.layers[il].post_ffw_norm, b, n);
   ops.end_block(Block::ffn, il);
 }

@@ -57,6 +57,9 @@ struct RunOptions {
   // model is opened, before anything is planned, so the plan knows the draft depth.
   std::string spec = "none";
   uint32_t draft_max = 8;
+  // The plan must keep spec's draft path resident (offload::RunShape::require_draft_resident),
+  // even where the planner predicts it slower: measuring a drafter on the placement it wants.
+  bool require_draft_resident = false;
 
   // K and V types after defaults. Error: a name other than f32, f16, q8 (q8_0), q4 (q4_1).
   Result<std::pair<GgmlType, GgmlType>> kv_types() const;

@@ -48,6 +48,7 @@ Result<PlanInputs> budget_inputs(const RunOptions& o, const runtime::ForwardOpti
   if (fo.v_type != fo.k_type) r.kv_v = planner_kv_dtype(fo.v_type);
   r.prefill_chunk = fo.ubatch;
   r.prefetch_depth = o.prefetch;
+  r.require_draft_resident = o.require_draft_resident;
   static_assert(offload::kPrefillGroupAuto == 0xffffffffu, "RunOptions::prefill_group's default says auto");
   r.prefill_group_reserve = o.prefill_group;
   auto kv_host = o.kv_host_layers();
