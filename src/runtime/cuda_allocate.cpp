@@ -33,10 +33,11 @@ uint32_t layer_major_group(const ForwardOptions& o) {
 // Measured on the H200 (27B Q3_K_M): resident decode 117.3 -> 122.2 tok/s; at --vram 12GiB with
 // streamed blocks the early:d=16 verify pass went 50.2 -> 53.1 ms and the draft step 4.0 -> 4.3 ms
 // (one run each, when each side stream still rounded the input itself), so streamed engines keep
-// the one stream.
+// the one stream. STRATA_SIDE_STREAMS=0 turns them off, =1 on for streamed engines too.
 void allocate_side_streams(CudaForward::Impl& im) {
   const char* env = std::getenv("STRATA_SIDE_STREAMS");
-  if ((env && std::string(env) == "0") || im.timeline || im.store) return;  // a trace wants its kernels in order
+  const std::string e = env ? env : "";
+  if (e == "0" || im.timeline || (im.store && e != "1")) return;  // a trace wants its kernels in order
   constexpr int kSides = 2;
   auto fork = cuda::event_create();
   if (!fork) return;
