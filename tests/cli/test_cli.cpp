@@ -230,6 +230,22 @@ TEST_CASE("bench spec --prompts: every prompt file, acceptance by depth in the t
   CHECK(has(bad.err, "no .txt prompt files"));
 }
 
+TEST_CASE("bench spec --plan-spec: a bad mode is refused naming it, a good one plans for it and runs", "[cli]") {
+  const std::string model = std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny-q4_k.gguf";
+  const auto bad = run_strata("bench spec -m " + model + " --device cpu --plan-spec bogus -n 8 -r 1");
+  CHECK(bad.code == 2);
+  CHECK(has(bad.err, "'bogus'"));
+  const auto clash = run_strata("bench spec -m " + model + " --device cpu --plan-spec early:d=4 --replay-cost early:d=4 -n 8");
+  CHECK(clash.code != 0);
+  const auto r = run_strata("bench spec -m " + model + " --device cpu --plan-spec early:d=4 --modes none,early:d=4 -n 16 -r 1");
+  INFO(r.err);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(has(r.out, "early:d=4"));
+  CHECK(has(r.out, "same text"));
+  CHECK_FALSE(has(r.out, "TEXT DIFFERS"));
+}
+
 TEST_CASE("bench spec: token-tree modes and --replay-tree rows give plain text, with tree statistics", "[cli]") {
   const auto dir = strata::test::temp_dir("cli-bench-spec-tree");
   const std::string model = std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny-q4_k.gguf";
