@@ -155,7 +155,10 @@ int run(BenchSpecArgs a) {
   // draft path kept resident, as `generate --spec early:d=N` plans), and --plan-spec names the mode
   // to plan for; the plain row then runs on that plan too.
   if (!a.replay.empty() && a.replay_cost != "none") a.m.spec = a.replay_cost;
-  if (!a.plan_spec.empty()) a.m.spec = a.plan_spec, a.m.require_draft_resident = true;
+  if (!a.plan_spec.empty()) {
+    a.m.spec = a.plan_spec;
+    a.m.require_draft_resident = true;
+  }
   OpenModel om;
   if (int rc = om.open(a.m, true)) return rc;
   auto& ses = *om.session;

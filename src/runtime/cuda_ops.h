@@ -318,7 +318,7 @@ struct Ops {
   // (so in a streamed engine the resident blocks fuse, the draft path of early exit among them),
   // and a trace keeps each block's kernels inside its span.
   bool fuses_residual(Block b, uint32_t il) const {
-    return im.fused_rounding && !im.host && !im.timeline && (!im.store || im.block_id(b, il) < 0);
+    return im.fused_rounding && !im.host && !im.timeline && im.acquired_block(b, il) < 0;
   }
   void add_norm(float* x, float* h, const float* post_w, const float* w, int64_t n_vec, int64_t dim, float eps,
                 float* out, const kernels::WeightView* next) {

@@ -108,6 +108,19 @@ TEST_CASE("session: --spec is parsed when the model opens and reaches the plan's
     REQUIRE(e2);
     CHECK(e2->shape.draft_depth == 10);
   }
+  {
+    // bench spec --plan-spec: the run requires the draft path resident, and the plan keeps it so.
+    auto o = run_options("early:d=16");
+    o.require_draft_resident = true;
+    auto e = plan_of(o);
+    INFO((e ? std::string() : e.message()));
+    REQUIRE(e);
+    CHECK(e->shape.require_draft_resident);
+    CHECK(e->plan.draft_resident);
+    auto plain = plan_of(run_options("early:d=16"));
+    REQUIRE(plain);
+    CHECK_FALSE(plain->shape.require_draft_resident);
+  }
   for (const char* plain : {"none", "lookup", "subset"}) {
     INFO(plain);
     auto e = plan_of(run_options(plain));
