@@ -194,13 +194,16 @@ __global__ void __launch_bounds__(W * 32, NC <= 16 && W == 8 ? 2 : 1)
   constexpr bool kOdd = NC > 1;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int64_t n_chunks = n_in / D::kChunk, n_groups = (n_out + 7) / 8;
-  const int64_t G0 = int64_t(blockIdx.x) * 2;
+  gpu_table_fill<D>();  // table readers: once per CTA, before the loop over row-group pairs
+  pdl_wait();  // launched with programmatic dependent launch: x is written by the kernel before
+  pdl_launch_dependents();
+  // One pair of row groups per CTA; table readers: pairs blockIdx.x, + gridDim.x, ... (persistent).
+  for (int64_t pair = blockIdx.x;;) {
+  const int64_t G0 = pair * 2;
   // Past the last group: read the last one again (its sums are never stored: rows >= n_out).
   const int64_t G1 = min(G0 + 1, n_groups - 1);
   const uint8_t* w0 = w + uint64_t(G0) * uint64_t(n_chunks) * D::kTile;
   const uint8_t* w1 = w + uint64_t(G1) * uint64_t(n_chunks) * D::kTile;
-  pdl_wait();  // launched with programmatic dependent launch: x is written by the kernel before
-  pdl_launch_dependents();
   float acc[NT][4];
 #pragma unroll
   for (int n = 0; n < NT; ++n)
@@ -266,6 +269,11 @@ __global__ void __launch_bounds__(W * 32, NC <= 16 && W == 8 ? 2 : 1)
         y[int64_t(col) * n_out + row] = v;
       }
     }
+  }
+  if constexpr (!HasTable<D>::value) break;
+  pair += gridDim.x;
+  if (pair * 2 >= n_groups) break;
+  __syncthreads();  // red is written again
   }
 }
 
