@@ -424,56 +424,56 @@ __global__ void __launch_bounds__(W * 32, (NC <= 2 ? 4 : 2) * 8 / W) gemv_gpu_ke
   pdl_launch_dependents();
   // One row group per CTA; table readers: row groups blockIdx.x, + gridDim.x, ... (persistent).
   for (int64_t G = blockIdx.x;;) {
-  const uint8_t* group = w + uint64_t(G) * uint64_t(n_chunks) * D::kTile;
-  float acc[NC];
+    const uint8_t* group = w + uint64_t(G) * uint64_t(n_chunks) * D::kTile;
+    float acc[NC];
 #pragma unroll
-  for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
-  // Cursors that step by the warps' stride (pointer increments: addresses are not recomputed from
-  // the chunk index each pass, which at the 64-register bound the compiler did with 64-bit multiplies).
-  const uint8_t* tile = group + int64_t(warp) * D::kTile;
-  ActGpu xc{x.q + int64_t(warp) * D::kChunk, x.d + int64_t(warp) * S, x.s16 + int64_t(warp) * 2 * S};
+    for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
+    // Cursors that step by the warps' stride (pointer increments: addresses are not recomputed from
+    // the chunk index each pass, which at the 64-register bound the compiler did with 64-bit multiplies).
+    const uint8_t* tile = group + int64_t(warp) * D::kTile;
+    ActGpu xc{x.q + int64_t(warp) * D::kChunk, x.d + int64_t(warp) * S, x.s16 + int64_t(warp) * 2 * S};
 #pragma unroll 2
-  for (int64_t ch = warp; ch < n_chunks; ch += W, tile += W * D::kTile,
-               xc.q += W * D::kChunk, xc.d += W * S, xc.s16 += W * 2 * S) {
-    D r;
-    r.load_raw(tile, lane, g);
-    if constexpr (!D::kLaneScales) r.finish();  // q3_K: OwnScales decodes only the lane's scale word
-    uint32_t b[S][2];
+    for (int64_t ch = warp; ch < n_chunks; ch += W, tile += W * D::kTile,
+                 xc.q += W * D::kChunk, xc.d += W * S, xc.s16 += W * 2 * S) {
+      D r;
+      r.load_raw(tile, lane, g);
+      if constexpr (!D::kLaneScales) r.finish();  // q3_K: OwnScales decodes only the lane's scale word
+      uint32_t b[S][2];
 #pragma unroll
-    for (int j = 0; j < S; ++j) b[j][0] = r.codes(j, 0), b[j][1] = r.codes(j, 1);
-    const OwnScales<D> o(r, t);
+      for (int j = 0; j < S; ++j) b[j][0] = r.codes(j, 0), b[j][1] = r.codes(j, 1);
+      const OwnScales<D> o(r, t);
 #pragma unroll
-    for (int c = 0; c < NC; ++c) {
-      if (NC > 1 && c >= n_cols) break;
-      uint32_t xw[S][2];
-      float dx[2];
-      int sx[4] = {0, 0, 0, 0};
-      load_act<D>(xc, c, n_in, 0, t, xw, dx, sx);
-      float v = lane_term<D>(r, o, b, xw, dx, sx);
-      if constexpr (S > 1) {
-        v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
-        v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+      for (int c = 0; c < NC; ++c) {
+        if (NC > 1 && c >= n_cols) break;
+        uint32_t xw[S][2];
+        float dx[2];
+        int sx[4] = {0, 0, 0, 0};
+        load_act<D>(xc, c, n_in, 0, t, xw, dx, sx);
+        float v = lane_term<D>(r, o, b, xw, dx, sx);
+        if constexpr (S > 1) {
+          v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+          v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+        }
+        acc[c] = __fadd_rn(acc[c], v);
       }
-      acc[c] = __fadd_rn(acc[c], v);
     }
-  }
-  __shared__ float red[W][NC][8];
+    __shared__ float red[W][NC][8];
 #pragma unroll
-  for (int c = 0; c < NC; ++c)
-    if (t == 0) red[warp][c][g] = acc[c];  // every lane of the row holds the same sum
-  __syncthreads();
-  for (int i = threadIdx.x; i < NC * 8; i += blockDim.x) {
-    const int c = i >> 3, row = i & 7;
-    float v = 0.0f;
+    for (int c = 0; c < NC; ++c)
+      if (t == 0) red[warp][c][g] = acc[c];  // every lane of the row holds the same sum
+    __syncthreads();
+    for (int i = threadIdx.x; i < NC * 8; i += blockDim.x) {
+      const int c = i >> 3, row = i & 7;
+      float v = 0.0f;
 #pragma unroll
-    for (int k = 0; k < W; ++k) v = __fadd_rn(v, red[k][c][row]);
-    const int64_t r = G * 8 + row;
-    if (c < n_cols && r < n_out) y[int64_t(c) * n_out + r] = v;
-  }
-  if constexpr (!HasTable<D>::value) break;
-  G += gridDim.x;
-  if (G >= n_groups) break;
-  __syncthreads();  // red is written again
+      for (int k = 0; k < W; ++k) v = __fadd_rn(v, red[k][c][row]);
+      const int64_t r = G * 8 + row;
+      if (c < n_cols && r < n_out) y[int64_t(c) * n_out + r] = v;
+    }
+    if constexpr (!HasTable<D>::value) break;
+    G += gridDim.x;
+    if (G >= n_groups) break;
+    __syncthreads();  // red is written again
   }
 }
 
