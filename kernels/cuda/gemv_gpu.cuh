@@ -406,9 +406,12 @@ __device__ __forceinline__ float lane_term(const D& r, const OwnScales<D>& o, co
 // matrix (4096 rows) took two waves on 132 SMs.
 // Under programmatic dependent launch (pdl, sm_90) the warp first asks L2 for its first
 // kGpuGemvPrefetch tiles, while the kernel that writes x (the quantiser) still runs.
+// kMinBlocks: CTAs per SM (the register bound); kPipe: the warp loads its next tile before it decodes
+// this one (as the MMA kernel does) instead of leaving the overlap to a 2-fold unroll -- variants
+// for the table readers, whose decode has shared-memory latency (gemv_gpu_launch.cuh picks them).
 constexpr int kGpuGemvPrefetch = 2;
-template <class D, int NC, int W>
-__global__ void __launch_bounds__(W * 32, (NC <= 2 ? 4 : 2) * 8 / W) gemv_gpu_kernel(const uint8_t* __restrict__ w, int64_t n_in,
+template <class D, int NC, int W, int kMinBlocks = (NC <= 2 ? 4 : 2) * 8 / W, bool kPipe = false>
+__global__ void __launch_bounds__(W * 32, kMinBlocks) gemv_gpu_kernel(const uint8_t* __restrict__ w, int64_t n_in,
                                                                       int64_t n_out, ActGpu x, int n_cols,
                                                                       float* __restrict__ y, bool pdl) {
   constexpr int S = D::kSubs;
@@ -432,11 +435,20 @@ __global__ void __launch_bounds__(W * 32, (NC <= 2 ? 4 : 2) * 8 / W) gemv_gpu_ke
     // the chunk index each pass, which at the 64-register bound the compiler did with 64-bit multiplies).
     const uint8_t* tile = group + int64_t(warp) * D::kTile;
     ActGpu xc{x.q + int64_t(warp) * D::kChunk, x.d + int64_t(warp) * S, x.s16 + int64_t(warp) * 2 * S};
-#pragma unroll 2
+    D next;
+    if constexpr (kPipe) {
+      if (warp < n_chunks) next.load_raw(tile, lane, g);
+    }
+#pragma unroll(kPipe ? 1 : 2)
     for (int64_t ch = warp; ch < n_chunks; ch += W, tile += W * D::kTile,
                  xc.q += W * D::kChunk, xc.d += W * S, xc.s16 += W * 2 * S) {
       D r;
-      r.load_raw(tile, lane, g);
+      if constexpr (kPipe) {
+        r = next;
+        if (ch + W < n_chunks) next.load_raw(tile + W * D::kTile, lane, g);
+      } else {
+        r.load_raw(tile, lane, g);
+      }
       if constexpr (!D::kLaneScales) r.finish();  // q3_K: OwnScales decodes only the lane's scale word
       uint32_t b[S][2];
 #pragma unroll

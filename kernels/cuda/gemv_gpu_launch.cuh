@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 
 #include "kernels/cuda/gemv_gpu_mma.cuh"
 #include "kernels/cuda/gemv_tuning.h"
@@ -14,6 +15,8 @@ namespace strata::kernels::cuda::detail {
 int gpu_gemv_mma_min_cols();
 bool gpu_gemv_pdl();
 int gpu_gemv_forced_warps();
+// The default dp4a variant of the table readers (iq_gemv_variant below).
+inline constexpr int kIqGemvVariant = 0;
 // The i-quants' instantiations (gemv_gpu_iq.cu); false when the type is not one of them.
 bool launch_gemv_gpu_iq(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s);
 bool launch_dequant_gpu_iq(const WeightView& w, int64_t row0, const int32_t* ids, int64_t n_rows, float scale,
@@ -102,10 +105,60 @@ int gemv_warps(const WeightView& w, int chunk) {
   return forced != 0 ? forced : chunk < 256 ? 8 : gemv_warps(w.n_in / chunk, (w.n_out + 7) / 8);
 }
 
+// The table readers' dp4a variant for 1-2 columns (gemv_gpu_kernel kMinBlocks, kPipe): 0 = the K
+// types' kernel (4 CTAs of 8 warps per SM, 64 registers), 1 = the same pipelined, 2 = pipelined at
+// 2 CTAs per SM (128 registers). STRATA_IQ_GEMV_VARIANT (read once per process)
+// is a tuning knob for `strata bench kernels`, not a setting: every variant computes the same bits.
+inline int iq_gemv_variant() {
+  static const int v = [] {
+    const char* e = std::getenv("STRATA_IQ_GEMV_VARIANT");
+    const int n = e ? std::atoi(e) : kIqGemvVariant;
+    return n >= 0 && n <= 2 ? n : kIqGemvVariant;
+  }();
+  return v;
+}
+
+// Sets the kernel's shared-memory carveout to its maximum once (table readers: 32 KiB per CTA, so
+// that the launch bound's CTAs fit on an SM; the driver's own choice is only a hint otherwise).
+template <auto kKernel>
+void max_carveout() {
+  static const bool once = [] {
+    (void)cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               int(cudaSharedmemCarveoutMaxShared));
+    (void)cudaGetLastError();
+    return true;
+  }();
+  (void)once;
+}
+
+template <class D, int NC, int W, int kMinBlocks, bool kPipe>
+void launch_dp4a(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s, bool pdl) {
+  constexpr auto kernel = gemv_gpu_kernel<D, NC, W, kMinBlocks, kPipe>;
+  if constexpr (HasTable<D>::value) max_carveout<kernel>();
+  launch_kernel(kernel, grid_for<D, kMinBlocks>((w.n_out + 7) / 8, W * NC * 8 * 4), W * 32, s, w.data, w.n_in,
+                w.n_out, x, n_cols, d_y, pdl);
+}
+
 template <class D, int NC>
 void launch_nc(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s) {
   const int64_t groups = (w.n_out + 7) / 8;
   const bool pdl = gpu_gemv_pdl();
+  if constexpr (HasTable<D>::value && NC <= 2) {
+    const bool w16 = gemv_warps(w, D::kChunk) == 16;
+    switch (iq_gemv_variant()) {
+      case 1:
+        return w16 ? launch_dp4a<D, NC, 16, 2, true>(w, x, n_cols, d_y, s, pdl)
+                   : launch_dp4a<D, NC, 8, 4, true>(w, x, n_cols, d_y, s, pdl);
+      case 2:
+        return w16 ? launch_dp4a<D, NC, 16, 1, true>(w, x, n_cols, d_y, s, pdl)
+                   : launch_dp4a<D, NC, 8, 2, true>(w, x, n_cols, d_y, s, pdl);
+      default: break;
+    }
+  }
+  if constexpr (HasTable<D>::value) {
+    return gemv_warps(w, D::kChunk) == 16 ? launch_dp4a<D, NC, 16, (NC <= 2 ? 4 : 2) / 2, false>(w, x, n_cols, d_y, s, pdl)
+                                           : launch_dp4a<D, NC, 8, (NC <= 2 ? 4 : 2), false>(w, x, n_cols, d_y, s, pdl);
+  }
   constexpr int kCtas8 = NC <= 2 ? 4 : 2;  // gemv_gpu_kernel's launch bound at 8 warps (half at 16)
   if (gemv_warps(w, D::kChunk) == 16)
     launch_kernel(gemv_gpu_kernel<D, NC, 16>, grid_for<D, kCtas8 / 2>(groups, 16 * NC * 8 * 4), 16 * 32, s, w.data,
@@ -122,6 +175,10 @@ void launch_mma(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cu
   auto go = [&](auto nc) {
     constexpr int NC = decltype(nc)::value;
     // gemv_gpu_mma_kernel's launch bound: 2 CTAs per SM at 8 warps and up to 16 columns, else 1.
+    if constexpr (HasTable<D>::value) {
+      if (w16) max_carveout<gemv_gpu_mma_kernel<D, NC, 16>>();
+      else max_carveout<gemv_gpu_mma_kernel<D, NC, 8>>();
+    }
     if (w16)
       launch_kernel(gemv_gpu_mma_kernel<D, NC, 16>, grid_for<D, 1>(pairs, 16 * 32 * 4 * 4), 16 * 32, s, w.data, w.n_in,
                     w.n_out, x, n_cols, d_y);
