@@ -13,6 +13,7 @@
 #include "core/half.h"
 #include "core/status.h"
 #include "kernels/cpu/quant/blocks.h"
+#include "kernels/cpu/quant/iq_grids.h"
 
 namespace strata::kernels {
 namespace {
@@ -55,6 +56,12 @@ TypeLayout type_layout(GgmlType t) {
     case GgmlType::Q3_K: return {256, 880, 0, 512, 768, 864};
     case GgmlType::Q6_K: return {256, 1680, 0, 1024, 1536, 1664};
     case GgmlType::Q8_0: return {32, 272, 0, -1, -1, 256};
+    // i-quants (gpu_layout.h): qs = grid indices (IQ3) or codes (IQ4), qh = the IQ3 sign words,
+    // sc = the per-row scales (IQ3_S; IQ4_XS with d), d = f16 d. IQ3_S's high index bits lie at 768.
+    case GgmlType::IQ3_XXS: return {256, 784, 0, 512, -1, 768};
+    case GgmlType::IQ3_S: return {256, 880, 0, 512, 832, 864};
+    case GgmlType::IQ4_XS: return {256, 1088, 0, -1, 1024, 1024};
+    case GgmlType::IQ4_NL: return {32, 144, 0, -1, -1, 128};
     default: return {};
   }
 }
@@ -236,6 +243,224 @@ void decode(GgmlType t, const Unpacked& u, int chunk, float* y) {
   }
 }
 
+
+// ---- i-quants (gpu_layout.h "i-quants") ----
+
+bool is_iq(GgmlType t) {
+  return t == GgmlType::IQ3_XXS || t == GgmlType::IQ3_S || t == GgmlType::IQ4_XS || t == GgmlType::IQ4_NL;
+}
+
+// One chunk of one row of an i-quant as integers: grid indices per 4 elements (IQ3), a sign bit per
+// element (IQ3: the full pattern, IQ3_XXS's parity bits included), 4-bit codes (IQ4), scale codes.
+struct IqUnpacked {
+  uint16_t grid[64];  // 4-element group q of the chunk (elements 4 q .. 4 q + 3)
+  uint8_t sign[256];
+  uint8_t code[256];
+  uint8_t ls[8];      // IQ3_XXS / IQ3_S: 4-bit scale code; IQ4_XS: 6-bit ls
+  uint16_t d = 0;
+};
+
+// IQ4 codes in the layout: bits 2 and 3 swapped (gpu_layout.h: the levels then pair up so that two
+// byte permutes and one xor decode them). The swap is its own inverse.
+uint8_t iq4_perm(uint8_t c) { return uint8_t((c & 3) | ((c >> 1) & 4) | ((c << 1) & 8)); }
+
+void iq_unpack(GgmlType t, const uint8_t* row, int64_t c, IqUnpacked& u) {
+  switch (t) {
+    case GgmlType::IQ3_XXS: {
+      const uint8_t* b = row + c * sizeof(BlockIQ3_XXS);
+      std::memcpy(&u.d, b, 2);
+      for (int ib = 0; ib < 8; ++ib) {
+        uint32_t meta;
+        std::memcpy(&meta, b + 2 + 64 + 4 * ib, 4);
+        u.ls[ib] = uint8_t(meta >> 28);
+        for (int q = 0; q < 8; ++q) u.grid[8 * ib + q] = b[2 + 8 * ib + q];
+        for (int l = 0; l < 4; ++l) {
+          const unsigned s = kKsignsIq2xs.v[(meta >> (7 * l)) & 127];
+          for (int k = 0; k < 8; ++k) u.sign[32 * ib + 8 * l + k] = uint8_t((s >> k) & 1);
+        }
+      }
+      return;
+    }
+    case GgmlType::IQ3_S: {
+      const auto* b = reinterpret_cast<const BlockIQ3_S*>(row + c * sizeof(BlockIQ3_S));
+      std::memcpy(&u.d, &b->d, 2);
+      for (int ib = 0; ib < 8; ++ib) {
+        u.ls[ib] = uint8_t((b->scales[ib / 2] >> (4 * (ib % 2))) & 15);
+        for (int q = 0; q < 8; ++q) u.grid[8 * ib + q] = uint16_t(b->qs[8 * ib + q] | (((b->qh[ib] >> q) & 1u) << 8));
+        for (int l = 0; l < 4; ++l)
+          for (int k = 0; k < 8; ++k) u.sign[32 * ib + 8 * l + k] = uint8_t((b->signs[4 * ib + l] >> k) & 1);
+      }
+      return;
+    }
+    case GgmlType::IQ4_XS: {
+      const auto* b = reinterpret_cast<const BlockIQ4_XS*>(row + c * sizeof(BlockIQ4_XS));
+      std::memcpy(&u.d, &b->d, 2);
+      for (int ib = 0; ib < 8; ++ib) {
+        u.ls[ib] = uint8_t(((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((b->scales_h >> (2 * ib)) & 3) << 4));
+        for (int j = 0; j < 16; ++j) {
+          u.code[32 * ib + j] = uint8_t(b->qs[16 * ib + j] & 15);
+          u.code[32 * ib + j + 16] = uint8_t(b->qs[16 * ib + j] >> 4);
+        }
+      }
+      return;
+    }
+    case GgmlType::IQ4_NL: {
+      const auto* b = reinterpret_cast<const BlockIQ4_NL*>(row + c * sizeof(BlockIQ4_NL));
+      std::memcpy(&u.d, &b->d, 2);
+      for (int j = 0; j < 16; ++j) {
+        u.code[j] = uint8_t(b->qs[j] & 15);
+        u.code[j + 16] = uint8_t(b->qs[j] >> 4);
+      }
+      return;
+    }
+    default: STRATA_CHECK(false, "gpu layout: not an i-quant");
+  }
+}
+
+// Writes (write = true) or reads row g's share of an i-quant tile (gpu_layout.h "i-quants").
+void iq_tile_io(GgmlType t, uint8_t* tile, int g, IqUnpacked& u, bool write) {
+  const TypeLayout L = type_layout(t);
+  auto bit_io = [&](uint8_t* byte, int bit, uint8_t& v) {
+    if (write) *byte = uint8_t(*byte | ((v & 1) << bit));
+    else v = uint8_t((*byte >> bit) & 1);
+  };
+  auto io = [&](uint8_t* p, void* v, size_t n) {
+    if (write) std::memcpy(p, v, n);
+    else std::memcpy(v, p, n);
+  };
+  if (t == GgmlType::IQ4_NL) {
+    for (int tt = 0; tt < 4; ++tt)
+      for (int h = 0; h < 2; ++h)
+        for (int i = 0; i < 4; ++i) {
+          const int n = 4 * h + i, e = elem(0, h, tt, i);
+          uint8_t* p = tile + (4 * g + tt) * 4 + n / 2;
+          if (write) *p = uint8_t(*p | (iq4_perm(u.code[e]) << (4 * (n % 2))));
+          else u.code[e] = iq4_perm(uint8_t((*p >> (4 * (n % 2))) & 15));
+        }
+    io(tile + L.d + 2 * g, &u.d, 2);
+    return;
+  }
+  for (int tt = 0; tt < 4; ++tt) {
+    const int lane = 4 * g + tt, h0 = tt & 1;
+    for (int j = 0; j < 8; ++j) {  // slot j holds sub-block j ^ 2 tt
+      const int s = j ^ (2 * tt), m = j / 4;
+      for (int h = 0; h < 2; ++h) {
+        const int q = 8 * s + 4 * h + tt;  // the lane's 4-element group
+        const int b = (j & 3) + 4 * h;     // its bit in the sign bytes
+        if (t == GgmlType::IQ4_XS) {
+          for (int i = 0; i < 4; ++i) {
+            const int n = 4 * h + i, e = elem(s, h, tt, i);
+            uint8_t* p = tile + lane * 32 + 4 * j + n / 2;
+            if (write) *p = uint8_t(*p | (iq4_perm(u.code[e]) << (4 * (n % 2))));
+            else u.code[e] = iq4_perm(uint8_t((*p >> (4 * (n % 2))) & 15));
+          }
+          continue;
+        }
+        uint8_t* idx = tile + lane * 16 + 2 * j + h;
+        if (write) *idx = uint8_t(u.grid[q] & 0xff);
+        else u.grid[q] = *idx;
+        if (t == GgmlType::IQ3_S) {
+          uint8_t hb = uint8_t(u.grid[q] >> 8);
+          bit_io(tile + 768 + lane * 2 + (2 * j + h) / 8, (2 * j + h) % 8, hb);
+          if (!write) u.grid[q] = uint16_t(u.grid[q] | (hb << 8));
+        }
+        uint8_t* sg = tile + L.qh + lane * 8 + 4 * m;
+        const int e0 = elem(s, h, tt, 0);
+        const int stored = t == GgmlType::IQ3_XXS ? 3 : 4;  // IQ3_XXS: the 4th sign from the parity
+        for (int i = 0; i < stored; ++i) bit_io(sg + i, b, u.sign[e0 + i]);
+        if (t == GgmlType::IQ3_XXS) {
+          // P = parity of the group's 4 signs (= that of the other half of its 8, whose 8 signs have
+          // even parity), kept by lane tt when h == tt % 2, by lane tt ^ 1 otherwise; that lane's
+          // slot for this sub-block is j ^ 2.
+          const bool own = h == h0;
+          const int keeper = own ? lane : lane ^ 1, kj = own ? j : j ^ 2, kh0 = own ? h0 : 1 - h0;
+          uint8_t* pbyte = tile + L.qh + keeper * 8 + 3;
+          const int pbit = 4 * (kh0 ^ m) + (kj & 3);
+          uint8_t p = uint8_t(u.sign[e0] ^ u.sign[e0 + 1] ^ u.sign[e0 + 2] ^ u.sign[e0 + 3]);
+          if (write) {
+            if (own) bit_io(pbyte, pbit, p);
+          } else {
+            bit_io(pbyte, pbit, p);
+            u.sign[e0 + 3] = uint8_t(p ^ u.sign[e0] ^ u.sign[e0 + 1] ^ u.sign[e0 + 2]);
+          }
+        }
+      }
+    }
+    if (t == GgmlType::IQ3_XXS) {  // the scale codes of sub-blocks 2 tt, 2 tt + 1
+      uint8_t* p = tile + L.qh + lane * 8 + 7;
+      if (write) *p = uint8_t(u.ls[2 * tt] | (u.ls[2 * tt + 1] << 4));
+      else u.ls[2 * tt] = uint8_t(*p & 15), u.ls[2 * tt + 1] = uint8_t(*p >> 4);
+    }
+  }
+  switch (t) {
+    case GgmlType::IQ3_XXS: io(tile + L.d + 2 * g, &u.d, 2); break;
+    case GgmlType::IQ3_S: {
+      uint8_t sc[4];
+      for (int k = 0; k < 4; ++k) sc[k] = uint8_t(u.ls[2 * k] | (u.ls[2 * k + 1] << 4));
+      io(tile + 832 + 4 * g, sc, 4);
+      for (int k = 0; k < 4; ++k) u.ls[2 * k] = uint8_t(sc[k] & 15), u.ls[2 * k + 1] = uint8_t(sc[k] >> 4);
+      io(tile + L.d + 2 * g, &u.d, 2);
+      break;
+    }
+    case GgmlType::IQ4_XS: {
+      // Per row 8 bytes: f16 d; 16 bits H, nibble k = high 2 bits of ls k | those of ls k + 4 << 2;
+      // 4 bytes, byte k = low 4 bits of ls k | those of ls k + 4 << 4.
+      uint8_t* p = tile + L.sc + 8 * g;
+      if (write) {
+        uint16_t H = 0;
+        for (int k = 0; k < 4; ++k) {
+          H = uint16_t(H | (((u.ls[k] >> 4) | ((u.ls[k + 4] >> 4) << 2)) << (4 * k)));
+          p[4 + k] = uint8_t((u.ls[k] & 15) | ((u.ls[k + 4] & 15) << 4));
+        }
+        std::memcpy(p, &u.d, 2);
+        std::memcpy(p + 2, &H, 2);
+      } else {
+        uint16_t H;
+        std::memcpy(&u.d, p, 2);
+        std::memcpy(&H, p + 2, 2);
+        for (int k = 0; k < 4; ++k) {
+          const int n = (H >> (4 * k)) & 15;
+          u.ls[k] = uint8_t((p[4 + k] & 15) | ((n & 3) << 4));
+          u.ls[k + 4] = uint8_t((p[4 + k] >> 4) | ((n >> 2) << 4));
+        }
+      }
+      break;
+    }
+    default: break;
+  }
+}
+
+// The CPU decoders' expressions (kernels/cpu/quant/iq_types.cpp), on the integers.
+void iq_decode(GgmlType t, const IqUnpacked& u, float* y) {
+  const float d = f16_to_f32(u.d);
+  auto sgn = [&](int e) { return u.sign[e] ? -1.0f : 1.0f; };
+  switch (t) {
+    case GgmlType::IQ3_XXS:
+    case GgmlType::IQ3_S:
+      for (int ib = 0; ib < 8; ++ib) {
+        const float db = t == GgmlType::IQ3_XXS ? d * (0.5f + float(u.ls[ib])) * 0.5f : d * float(1 + 2 * u.ls[ib]);
+        for (int q = 0; q < 8; ++q) {
+          const uint32_t g = t == GgmlType::IQ3_XXS ? kIq3xxsGrid.v[u.grid[8 * ib + q]] : kIq3sGrid.v[u.grid[8 * ib + q]];
+          for (int k = 0; k < 4; ++k) {
+            const int e = 32 * ib + 4 * q + k;
+            y[e] = db * float(uint8_t(g >> (8 * k))) * sgn(e);
+          }
+        }
+      }
+      return;
+    case GgmlType::IQ4_XS:
+      for (int ib = 0; ib < 8; ++ib) {
+        const float dl = d * float(int(u.ls[ib]) - 32);
+        for (int j = 0; j < 32; ++j) y[32 * ib + j] = dl * float(kValuesIq4nl[u.code[32 * ib + j]]);
+      }
+      return;
+    case GgmlType::IQ4_NL:
+      for (int j = 0; j < 32; ++j) y[j] = d * float(kValuesIq4nl[u.code[j]]);
+      return;
+    default: return;
+  }
+}
+
 }  // namespace
 
 int gpu_layout_tile_bytes(GgmlType t) { return type_layout(t).tile; }
@@ -261,8 +486,10 @@ void repack_to_gpu_layout(const WeightView& src, uint8_t* dst) {
   STRATA_CHECK(L.chunk != 0 && src.n_in % L.chunk == 0, "repack_to_gpu_layout: type not repacked or bad row length");
   const int64_t n_chunks = src.n_in / L.chunk;
   const int64_t groups = (src.n_out + kGpuRowGroup - 1) / kGpuRowGroup;
+  const bool iq = is_iq(src.type);
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, groups, 16), [&](const tbb::blocked_range<int64_t>& r) {
     Unpacked u;
+    IqUnpacked iu;
     for (int64_t G = r.begin(); G < r.end(); ++G) {
       uint8_t* group = dst + uint64_t(G) * uint64_t(n_chunks) * uint64_t(L.tile);
       std::memset(group, 0, uint64_t(n_chunks) * uint64_t(L.tile));
@@ -270,6 +497,12 @@ void repack_to_gpu_layout(const WeightView& src, uint8_t* dst) {
         const int64_t row = G * kGpuRowGroup + g;
         if (row >= src.n_out) break;  // padding rows stay zero
         for (int64_t c = 0; c < n_chunks; ++c) {
+          if (iq) {
+            iu = IqUnpacked{};
+            iq_unpack(src.type, src.row(row), c, iu);
+            iq_tile_io(src.type, group + c * L.tile, g, iu, true);
+            continue;
+          }
           u = Unpacked{};
           unpack(src.type, src.row(row), c, u);
           tile_io(src.type, group + c * L.tile, g, u, true);
@@ -287,9 +520,16 @@ void dequantize_gpu_layout_row(const WeightView& v, int64_t r, float* out) {
   const int64_t G = r / kGpuRowGroup;
   const int g = int(r % kGpuRowGroup);
   Unpacked u;
+  IqUnpacked iu;
   for (int64_t c = 0; c < n_chunks; ++c) {
-    u = Unpacked{};
     uint8_t* tile = const_cast<uint8_t*>(v.data) + uint64_t(G * n_chunks + c) * uint64_t(L.tile);
+    if (is_iq(v.type)) {
+      iu = IqUnpacked{};
+      iq_tile_io(v.type, tile, g, iu, false);  // read-only when write == false
+      iq_decode(v.type, iu, out + c * L.chunk);
+      continue;
+    }
+    u = Unpacked{};
     tile_io(v.type, tile, g, u, false);  // read-only when write == false
     decode(v.type, u, L.chunk, out + c * L.chunk);
   }

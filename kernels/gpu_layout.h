@@ -3,8 +3,8 @@
 // consecutive words of every stream (one L1 wavefront per 128 bytes) and scales arrive decoded.
 // Plain C++ (no CUDA): compiled in every build; the weight loader calls it.
 //
-// Types: q3_K, q4_K, q5_K, q6_K, q8_0 (gpu_layout_bytes() is 0 for every other type: they stay in
-// the GGUF layout). Exact: decoding the repacked matrix gives the GGUF decode bit for bit
+// Types: q3_K, q4_K, q5_K, q6_K, q8_0 and the i-quants IQ3_XXS, IQ3_S, IQ4_XS, IQ4_NL
+// (gpu_layout_bytes() is 0 for every other type: they stay in the GGUF layout). Exact: decoding the repacked matrix gives the GGUF decode bit for bit
 // (dequantize_gpu_layout_row below, the CUDA dequantize_rows; tests/kernels/test_gpu_layout.cpp).
 //
 // ---- Tiles ----
@@ -51,6 +51,32 @@
 //                  sub-block 2 s + h; d[8][2]: f16
 //   q8_0 (272 B):  qs[32][8]: bytes 4 h + i = q of E(0,h,i); d[8][2]: f16
 // Values (as GGUF): q4_K/q5_K (d * sc) * code - dmin * m; q3_K/q6_K (d * sc) * q; q8_0 d * q.
+//
+// ---- i-quants ----
+// Chunks of 256 (IQ3_XXS, IQ3_S, IQ4_XS: the K types' lanes, slots and rotation) or 32 (IQ4_NL, as
+// q8_0). A lane's (slot j, half h) is 4 elements: one IQ3 grid entry (its 4-element group 4 h + t
+// of the sub-block) with its 4 signs, or 4 IQ4 codes. The kernels' readers: cuda/gemv_gpu_iq.cuh.
+//   IQ3_XXS (784 B): idx[32][16]: byte 2 j + h = grid index; sg[32][8]: sign words w0 (slots 0-3),
+//                  w1 (4-7): byte i (0..2), bit (j % 4) + 4 h = sign of element i; byte 3 of w0:
+//                  P bits kept by this lane, byte 3 of w1: scale codes of sub-blocks 2t (low nibble)
+//                  and 2t + 1; d[8][2]: f16. The 4th sign of a group is P ^ s0 ^ s1 ^ s2, P the
+//                  parity of its 4 signs: ggml's 8-sign patterns have even parity, so both halves of
+//                  an 8 (lanes t, t ^ 1, same sub-block, slots j and j ^ 2) have the same P, kept once:
+//                  by the even lane for h = 0, the odd lane for h = 1, at bit 4 (t % 2 ^ j / 4) + j % 4
+//                  of its byte. Why: 7 bits per 8 signs as in GGUF (no extra bytes), one shuffle per
+//                  tile to share them, and bit-sliced signs (a mask is a shift and a byte permute).
+//   IQ3_S (880 B): idx[32][16] as IQ3_XXS (low 8 index bits); sg[32][8] as IQ3_XXS with all 4 bytes
+//                  signs; qh[32][2]: bit 2 j + h = index bit 8; sc[8][4]: the GGUF scale nibbles
+//                  (sub-block s at nibble s); d[8][2]: f16.
+//   IQ4_XS (1088 B): qs[32][32]: word j, nibble 4 h + i = code of E(j ^ 2t, h, i) with its bits 2
+//                  and 3 swapped (two byte permutes decode 4 levels, gemv_gpu_iq.cuh); per row 8 B:
+//                  f16 d, u16 H (nibble k: high 2 bits of ls k | of ls k + 4 << 2), 4 bytes (byte k:
+//                  low 4 bits of ls k | of ls k + 4 << 4).
+//   IQ4_NL (144 B):  qs[32][4]: nibble 4 h + i = code of E(0, h, i), bits 2, 3 swapped; d[8][2]: f16.
+// Values (as GGUF): IQ3_XXS d (0.5 + ls) 0.5 grid sign; IQ3_S d (1 + 2 s) grid sign; IQ4_XS
+// d (ls - 32) level; IQ4_NL d level. The kernels use integer scales 2 ls + 1, 1 + 2 s, ls - 32
+// with factors d / 4, d, d: d (0.5 + ls) 0.5 and (d / 4) (2 ls + 1) are the same float (each one
+// rounding of d (2 ls + 1) scaled by a power of two), so the decode stays exact.
 // Size: exactly the GGUF bytes of the matrix (tile = 8 x the GGUF block), plus zero rows padding
 // n_out to a multiple of 8. The packed scales stay packed (the kernels decode them per tile, a few
 // word operations) so that the layout costs no VRAM, pinned RAM or PCIe bytes: the planner's GGUF

@@ -15,10 +15,33 @@
 // super-block factors. Element value (as the CPU decoders): (d * scale) * (code - kBias) - dmin * min.
 #pragma once
 
+#include <type_traits>
+
 #include "kernels/cuda/matmul_internal.h"
 #include "kernels/cuda/quant_decode.cuh"
 
 namespace strata::kernels::cuda::detail {
+
+// Reader traits beyond the members every reader has. kTableWords: a grid table in shared memory
+// (IQ3_XXS, IQ3_S: gemv_gpu_iq.cuh), filled once per CTA (gpu_table_fill), after which the GEMV
+// kernels loop over row groups (persistent CTAs; gemv_gpu.cu sizes their grids). kIq: finish() and
+// unrotate() may exchange values between the 4 lanes of a row (shuffles), so every lane of the warp
+// runs them; the dp4a kernel takes the lane's two sub-block scales from own_scales().
+template <class D, class = void>
+struct HasTable : std::false_type {};
+template <class D>
+struct HasTable<D, std::void_t<decltype(D::kTableWords)>> : std::true_type {};
+template <class D, class = void>
+struct IsIqReader : std::false_type {};
+template <class D>
+struct IsIqReader<D, std::void_t<decltype(D::kIq)>> : std::true_type {};
+template <class D>
+__device__ __forceinline__ void gpu_table_fill() {
+  if constexpr (HasTable<D>::value) {
+    D::fill_table();
+    __syncthreads();
+  }
+}
 
 __device__ __forceinline__ uint4 ld_u4(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 __device__ __forceinline__ uint2 ld_u2(const uint8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
@@ -296,11 +319,13 @@ template <class D>
 struct OwnScales {
   uint32_t w = 0;         // q3_K / q6_K: scale word t (bytes (2t, h0), (2t, h1), (2t+1, h0), (2t+1, h1))
   int corr0 = 0, corr1 = 0;  // q3_K: -16384 * (sc0 + sc1) per sub-block (the packed sums' bias)
-  int sc0 = 0, sc1 = 0;   // q4_K / q5_K scales; q6_K: see s6
+  int sc0 = 0, sc1 = 0;   // q4_K / q5_K / i-quant scales; q6_K: see s6
   int s6[4] = {0, 0, 0, 0};  // q6_K: the 4 scales
   float m0 = 0, m1 = 0;   // float(min) of the two sub-blocks (q4_K / q5_K)
   __device__ __forceinline__ OwnScales(const D& r, int t) {
-    if constexpr (D::kSubs == 8 && D::kScale16) {
+    if constexpr (IsIqReader<D>::value && D::kSubs == 8) {
+      r.own_scales(t, sc0, sc1);
+    } else if constexpr (D::kSubs == 8 && D::kScale16) {
       if constexpr (D::kLaneScales) {
         w = r.lane_scale_word(t);
         corr0 = __dp2a_lo(int(0xC000C000u), int(w), 0);
@@ -381,65 +406,86 @@ __device__ __forceinline__ float lane_term(const D& r, const OwnScales<D>& o, co
 // matrix (4096 rows) took two waves on 132 SMs.
 // Under programmatic dependent launch (pdl, sm_90) the warp first asks L2 for its first
 // kGpuGemvPrefetch tiles, while the kernel that writes x (the quantiser) still runs.
+// kMinBlocks: CTAs per SM (the register bound); kPipe: the warp loads its next tile before it decodes
+// this one (as the MMA kernel does) instead of leaving the overlap to a 2-fold unroll -- variants
+// for the table readers, whose decode has shared-memory latency (gemv_gpu_launch.cuh picks them).
 constexpr int kGpuGemvPrefetch = 2;
-template <class D, int NC, int W>
-__global__ void __launch_bounds__(W * 32, (NC <= 2 ? 4 : 2) * 8 / W) gemv_gpu_kernel(const uint8_t* __restrict__ w, int64_t n_in,
+template <class D, int NC, int W, int kMinBlocks = (NC <= 2 ? 4 : 2) * 8 / W, bool kPipe = false>
+__global__ void __launch_bounds__(W * 32, kMinBlocks) gemv_gpu_kernel(const uint8_t* __restrict__ w, int64_t n_in,
                                                                       int64_t n_out, ActGpu x, int n_cols,
                                                                       float* __restrict__ y, bool pdl) {
   constexpr int S = D::kSubs;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t n_chunks = n_in / D::kChunk;
-  const uint8_t* group = w + uint64_t(blockIdx.x) * uint64_t(n_chunks) * D::kTile;
+  const int64_t n_chunks = n_in / D::kChunk, n_groups = (n_out + 7) / 8;
+  gpu_table_fill<D>();  // table readers: once per CTA, before the loop over row groups
   if (pdl) {
+    const uint8_t* first = w + uint64_t(blockIdx.x) * uint64_t(n_chunks) * D::kTile;
     for (int64_t ch = warp, k = 0; ch < n_chunks && k < kGpuGemvPrefetch; ch += W, ++k)
-      if (lane * 128 < D::kTile) asm volatile("prefetch.global.L2 [%0];" ::"l"(group + ch * D::kTile + lane * 128));
+      if (lane * 128 < D::kTile) asm volatile("prefetch.global.L2 [%0];" ::"l"(first + ch * D::kTile + lane * 128));
     pdl_wait();
   }
   pdl_launch_dependents();
-  float acc[NC];
+  // One row group per CTA; table readers: row groups blockIdx.x, + gridDim.x, ... (persistent).
+  for (int64_t G = blockIdx.x;;) {
+    const uint8_t* group = w + uint64_t(G) * uint64_t(n_chunks) * D::kTile;
+    float acc[NC];
 #pragma unroll
-  for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
-  // Cursors that step by the warps' stride (pointer increments: addresses are not recomputed from
-  // the chunk index each pass, which at the 64-register bound the compiler did with 64-bit multiplies).
-  const uint8_t* tile = group + int64_t(warp) * D::kTile;
-  ActGpu xc{x.q + int64_t(warp) * D::kChunk, x.d + int64_t(warp) * S, x.s16 + int64_t(warp) * 2 * S};
-#pragma unroll 2
-  for (int64_t ch = warp; ch < n_chunks; ch += W, tile += W * D::kTile,
-               xc.q += W * D::kChunk, xc.d += W * S, xc.s16 += W * 2 * S) {
-    D r;
-    r.load_raw(tile, lane, g);
-    if constexpr (!D::kLaneScales) r.finish();  // q3_K: OwnScales decodes only the lane's scale word
-    uint32_t b[S][2];
-#pragma unroll
-    for (int j = 0; j < S; ++j) b[j][0] = r.codes(j, 0), b[j][1] = r.codes(j, 1);
-    const OwnScales<D> o(r, t);
-#pragma unroll
-    for (int c = 0; c < NC; ++c) {
-      if (NC > 1 && c >= n_cols) break;
-      uint32_t xw[S][2];
-      float dx[2];
-      int sx[4] = {0, 0, 0, 0};
-      load_act<D>(xc, c, n_in, 0, t, xw, dx, sx);
-      float v = lane_term<D>(r, o, b, xw, dx, sx);
-      if constexpr (S > 1) {
-        v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
-        v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
-      }
-      acc[c] = __fadd_rn(acc[c], v);
+    for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
+    // Cursors that step by the warps' stride (pointer increments: addresses are not recomputed from
+    // the chunk index each pass, which at the 64-register bound the compiler did with 64-bit multiplies).
+    const uint8_t* tile = group + int64_t(warp) * D::kTile;
+    ActGpu xc{x.q + int64_t(warp) * D::kChunk, x.d + int64_t(warp) * S, x.s16 + int64_t(warp) * 2 * S};
+    D next;
+    if constexpr (kPipe) {
+      if (warp < n_chunks) next.load_raw(tile, lane, g);
     }
-  }
-  __shared__ float red[W][NC][8];
+#pragma unroll(kPipe ? 1 : 2)
+    for (int64_t ch = warp; ch < n_chunks; ch += W, tile += W * D::kTile,
+                 xc.q += W * D::kChunk, xc.d += W * S, xc.s16 += W * 2 * S) {
+      D r;
+      if constexpr (kPipe) {
+        r = next;
+        if (ch + W < n_chunks) next.load_raw(tile + W * D::kTile, lane, g);
+      } else {
+        r.load_raw(tile, lane, g);
+      }
+      if constexpr (!D::kLaneScales) r.finish();  // q3_K: OwnScales decodes only the lane's scale word
+      uint32_t b[S][2];
 #pragma unroll
-  for (int c = 0; c < NC; ++c)
-    if (t == 0) red[warp][c][g] = acc[c];  // every lane of the row holds the same sum
-  __syncthreads();
-  for (int i = threadIdx.x; i < NC * 8; i += blockDim.x) {
-    const int c = i >> 3, row = i & 7;
-    float v = 0.0f;
+      for (int j = 0; j < S; ++j) b[j][0] = r.codes(j, 0), b[j][1] = r.codes(j, 1);
+      const OwnScales<D> o(r, t);
 #pragma unroll
-    for (int k = 0; k < W; ++k) v = __fadd_rn(v, red[k][c][row]);
-    const int64_t r = int64_t(blockIdx.x) * 8 + row;
-    if (c < n_cols && r < n_out) y[int64_t(c) * n_out + r] = v;
+      for (int c = 0; c < NC; ++c) {
+        if (NC > 1 && c >= n_cols) break;
+        uint32_t xw[S][2];
+        float dx[2];
+        int sx[4] = {0, 0, 0, 0};
+        load_act<D>(xc, c, n_in, 0, t, xw, dx, sx);
+        float v = lane_term<D>(r, o, b, xw, dx, sx);
+        if constexpr (S > 1) {
+          v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+          v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+        }
+        acc[c] = __fadd_rn(acc[c], v);
+      }
+    }
+    __shared__ float red[W][NC][8];
+#pragma unroll
+    for (int c = 0; c < NC; ++c)
+      if (t == 0) red[warp][c][g] = acc[c];  // every lane of the row holds the same sum
+    __syncthreads();
+    for (int i = threadIdx.x; i < NC * 8; i += blockDim.x) {
+      const int c = i >> 3, row = i & 7;
+      float v = 0.0f;
+#pragma unroll
+      for (int k = 0; k < W; ++k) v = __fadd_rn(v, red[k][c][row]);
+      const int64_t r = G * 8 + row;
+      if (c < n_cols && r < n_out) y[int64_t(c) * n_out + r] = v;
+    }
+    if constexpr (!HasTable<D>::value) break;
+    G += gridDim.x;
+    if (G >= n_groups) break;
+    __syncthreads();  // red is written again
   }
 }
 
@@ -448,9 +494,17 @@ __global__ void __launch_bounds__(W * 32, (NC <= 2 ? 4 : 2) * 8 / W) gemv_gpu_ke
 template <class D, typename Out>
 __global__ void dequant_gpu_kernel(const uint8_t* __restrict__ w, int64_t n_in, int64_t row0,
                                    const int32_t* __restrict__ ids, int64_t n_rows, float scale, Out* __restrict__ out) {
-  const int64_t n_chunks = n_in / D::kChunk;
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n_rows * n_chunks * 4) return;
+  const int64_t n_chunks = n_in / D::kChunk, n = n_rows * n_chunks * 4;
+  gpu_table_fill<D>();
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool valid = i < n;
+  // kIq readers shuffle between a row's 4 lanes: idle lanes decode the last element group again
+  // (same t, so the groups of 4 stay whole) and store nothing.
+  if constexpr (IsIqReader<D>::value) {
+    if (!valid) i = n - 4 + (i & 3);
+  } else {
+    if (!valid) return;
+  }
   const int t = int(i & 3);
   const int64_t ch = (i >> 2) % n_chunks, r = (i >> 2) / n_chunks;
   const int64_t src = ids ? int64_t(ids[r]) : row0 + r;
@@ -476,6 +530,7 @@ __global__ void dequant_gpu_kernel(const uint8_t* __restrict__ w, int64_t n_in, 
         v[k] = __fmul_rn(v[k], scale);
       }
       // One 16- or 8-byte store per 4 elements (n_in is a multiple of the chunk, so aligned).
+      if (!valid) continue;
       if constexpr (sizeof(Out) == 4) {
         *reinterpret_cast<float4*>(o) = make_float4(v[0], v[1], v[2], v[3]);
       } else {

@@ -194,78 +194,86 @@ __global__ void __launch_bounds__(W * 32, NC <= 16 && W == 8 ? 2 : 1)
   constexpr bool kOdd = NC > 1;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int64_t n_chunks = n_in / D::kChunk, n_groups = (n_out + 7) / 8;
-  const int64_t G0 = int64_t(blockIdx.x) * 2;
-  // Past the last group: read the last one again (its sums are never stored: rows >= n_out).
-  const int64_t G1 = min(G0 + 1, n_groups - 1);
-  const uint8_t* w0 = w + uint64_t(G0) * uint64_t(n_chunks) * D::kTile;
-  const uint8_t* w1 = w + uint64_t(G1) * uint64_t(n_chunks) * D::kTile;
+  gpu_table_fill<D>();  // table readers: once per CTA, before the loop over row-group pairs
   pdl_wait();  // launched with programmatic dependent launch: x is written by the kernel before
   pdl_launch_dependents();
-  float acc[NT][4];
+  // One pair of row groups per CTA; table readers: pairs blockIdx.x, + gridDim.x, ... (persistent).
+  for (int64_t pair = blockIdx.x;;) {
+    const int64_t G0 = pair * 2;
+    // Past the last group: read the last one again (its sums are never stored: rows >= n_out).
+    const int64_t G1 = min(G0 + 1, n_groups - 1);
+    const uint8_t* w0 = w + uint64_t(G0) * uint64_t(n_chunks) * D::kTile;
+    const uint8_t* w1 = w + uint64_t(G1) * uint64_t(n_chunks) * D::kTile;
+    float acc[NT][4];
 #pragma unroll
-  for (int n = 0; n < NT; ++n)
+    for (int n = 0; n < NT; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
-  D c0, c1;
-  int64_t ch = warp;
-  if (ch < n_chunks) {
-    c0.load_raw(w0 + ch * D::kTile, lane, g);
-    c1.load_raw(w1 + ch * D::kTile, lane, g);
-  }
-  for (; ch < n_chunks; ch += W) {
-    D n0, n1;
-    const int64_t cn = ch + W;
-    if (cn < n_chunks) {
-      n0.load_raw(w0 + cn * D::kTile, lane, g);
-      n1.load_raw(w1 + cn * D::kTile, lane, g);
+      for (int e = 0; e < 4; ++e) acc[n][e] = 0.0f;
+    D c0, c1;
+    int64_t ch = warp;
+    if (ch < n_chunks) {
+      c0.load_raw(w0 + ch * D::kTile, lane, g);
+      c1.load_raw(w1 + ch * D::kTile, lane, g);
     }
-    c0.finish();
-    c1.finish();
-    c0.unrotate(t);  // slot order -> sub-block order (gpu_layout.h "Slots")
-    c1.unrotate(t);
-    uint32_t a[S][2][2];  // A fragments: [sub-block][half][row group]
-#pragma unroll
-    for (int s = 0; s < S; ++s)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        a[s][h][0] = signed_codes<D::kBias>(c0.codes(s, h));
-        a[s][h][1] = signed_codes<D::kBias>(c1.codes(s, h));
+    for (; ch < n_chunks; ch += W) {
+      D n0, n1;
+      const int64_t cn = ch + W;
+      if (cn < n_chunks) {
+        n0.load_raw(w0 + cn * D::kTile, lane, g);
+        n1.load_raw(w1 + cn * D::kTile, lane, g);
       }
+      c0.finish();
+      c1.finish();
+      c0.unrotate(t);  // slot order -> sub-block order (gpu_layout.h "Slots")
+      c1.unrotate(t);
+      uint32_t a[S][2][2];  // A fragments: [sub-block][half][row group]
+#pragma unroll
+      for (int s = 0; s < S; ++s)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          a[s][h][0] = signed_codes<D::kBias>(c0.codes(s, h));
+          a[s][h][1] = signed_codes<D::kBias>(c1.codes(s, h));
+        }
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        uint32_t b[S][2];
+        float dx[2][S], xsd[2][S];
+        load_b<D>(x, 8 * n + g, n_cols, n_in, ch, t, b);
+        load_dx<D>(x, 8 * n + 2 * t, n_cols, n_in, ch, dx[0], xsd[0]);
+        if constexpr (kOdd) {
+          load_dx<D>(x, 8 * n + 2 * t + 1, n_cols, n_in, ch, dx[1], xsd[1]);
+        } else {
+#pragma unroll
+          for (int s = 0; s < S; ++s) dx[1][s] = xsd[1][s] = 0.0f;
+        }
+        mma_chunk<D, kOdd>(c0, c1, a, b, dx, xsd, acc[n]);
+      }
+      if (cn < n_chunks) c0 = n0, c1 = n1;
+    }
+    // Split-K: the warps' partial sums added in warp order (deterministic), one column tile at a time.
+    __shared__ float red[W][32][4];
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
-      uint32_t b[S][2];
-      float dx[2][S], xsd[2][S];
-      load_b<D>(x, 8 * n + g, n_cols, n_in, ch, t, b);
-      load_dx<D>(x, 8 * n + 2 * t, n_cols, n_in, ch, dx[0], xsd[0]);
-      if constexpr (kOdd) {
-        load_dx<D>(x, 8 * n + 2 * t + 1, n_cols, n_in, ch, dx[1], xsd[1]);
-      } else {
+      if (n > 0) __syncthreads();
 #pragma unroll
-        for (int s = 0; s < S; ++s) dx[1][s] = xsd[1][s] = 0.0f;
-      }
-      mma_chunk<D, kOdd>(c0, c1, a, b, dx, xsd, acc[n]);
-    }
-    if (cn < n_chunks) c0 = n0, c1 = n1;
-  }
-  // Split-K: the warps' partial sums added in warp order (deterministic), one column tile at a time.
-  __shared__ float red[W][32][4];
+      for (int e = 0; e < 4; ++e) red[warp][lane][e] = acc[n][e];
+      __syncthreads();
+      if (threadIdx.x < 128) {
+        const int l = threadIdx.x >> 2, e = threadIdx.x & 3;
+        const int col = 8 * n + 2 * (l & 3) + (e & 1);
+        const int64_t row = (G0 + (e >> 1)) * 8 + (l >> 2);
+        if (col < n_cols && row < n_out) {
+          float v = 0.0f;
 #pragma unroll
-  for (int n = 0; n < NT; ++n) {
-    if (n > 0) __syncthreads();
-#pragma unroll
-    for (int e = 0; e < 4; ++e) red[warp][lane][e] = acc[n][e];
-    __syncthreads();
-    if (threadIdx.x < 128) {
-      const int l = threadIdx.x >> 2, e = threadIdx.x & 3;
-      const int col = 8 * n + 2 * (l & 3) + (e & 1);
-      const int64_t row = (G0 + (e >> 1)) * 8 + (l >> 2);
-      if (col < n_cols && row < n_out) {
-        float v = 0.0f;
-#pragma unroll
-        for (int k = 0; k < W; ++k) v = __fadd_rn(v, red[k][l][e]);
-        y[int64_t(col) * n_out + row] = v;
+          for (int k = 0; k < W; ++k) v = __fadd_rn(v, red[k][l][e]);
+          y[int64_t(col) * n_out + row] = v;
+        }
       }
     }
+    if constexpr (!HasTable<D>::value) break;
+    pair += gridDim.x;
+    if (pair * 2 >= n_groups) break;
+    __syncthreads();  // red is written again
   }
 }
 

@@ -7,7 +7,8 @@
 // kernels, ffn up 5376x21504, batch 1, 2026-12-02): IQ3_XXS 24% of device read at 1, 21% at 2, 14%
 // at 4; IQ4_XS 33% at 1 and 2. All far from M13's 75%: see the M13 report for what was tried (a
 // kernel with the grid in shared memory and R rows per warp sharing activation loads measured no
-// better: 23% IQ3_XXS, commit f388778) and the GPU layout as the way on.
+// better: 23% IQ3_XXS, commit f388778) and the GPU layout as the way on. IQ3_XXS, IQ3_S, IQ4_XS and
+// IQ4_NL now have it (gemv_gpu_iq.cuh); this kernel serves the others and the GGUF-layout engines.
 #include <cstdlib>
 
 #include "kernels/cuda/gemv_q8.cuh"

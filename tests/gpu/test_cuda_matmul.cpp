@@ -238,7 +238,9 @@ TEST_CASE("cuda gemv matches the CPU reference for every type and shape class", 
   }
 }
 
-const GgmlType kRepacked[] = {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0};
+// The types with a GPU layout (kernels/gpu_layout.h): the K types, q8_0 and the i-quants.
+const GgmlType kRepacked[] = {GgmlType::Q3_K,    GgmlType::Q4_K,  GgmlType::Q5_K,   GgmlType::Q6_K,  GgmlType::Q8_0,
+                              GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ4_XS, GgmlType::IQ4_NL};
 
 TEST_CASE("cuda gemv on the GPU layout matches the CPU reference, 1..16, 32 and 64 columns", "[gpu][gemv]") {
   if (!have_gpu()) return;

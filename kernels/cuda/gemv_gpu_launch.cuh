@@ -1,0 +1,215 @@
+// Launchers of the GPU-layout GEMV and dequantiser (gemv_gpu.cuh, gemv_gpu_mma.cuh), shared by the
+// instantiation files gemv_gpu.cu (K types, q8_0) and gemv_gpu_iq.cu (i-quants). CUDA only.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+
+#include "kernels/cuda/gemv_gpu_mma.cuh"
+#include "kernels/cuda/gemv_tuning.h"
+
+namespace strata::kernels::cuda::detail {
+
+// The settings of gemv_tuning.h (gemv_gpu.cu holds them).
+int gpu_gemv_mma_min_cols();
+bool gpu_gemv_pdl();
+int gpu_gemv_forced_warps();
+// The default dp4a variant of the table readers (iq_gemv_variant below).
+inline constexpr int kIqGemvVariant = 0;
+// The i-quants' instantiations (gemv_gpu_iq.cu); false when the type is not one of them.
+bool launch_gemv_gpu_iq(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s);
+bool launch_dequant_gpu_iq(const WeightView& w, int64_t row0, const int32_t* ids, int64_t n_rows, float scale,
+                           float* d_out, cudaStream_t s);
+bool launch_dequant_gpu_iq(const WeightView& w, int64_t row0, const int32_t* ids, int64_t n_rows, float scale,
+                           __half* d_out, cudaStream_t s);
+
+namespace {
+
+// A launch, with programmatic dependent launch when set_gemv_pdl is on (the kernels pdl_wait()
+// before they read x). Errors are left for cudaGetLastError, as a <<<>>> launch leaves them.
+template <class... P, class... A>
+void launch_kernel(void (*kernel)(P...), unsigned grid, unsigned block, cudaStream_t s, A... args) {
+  if (!gpu_gemv_pdl()) {
+    kernel<<<grid, block, 0, s>>>(args...);
+    return;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(block);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  (void)cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
+// Streaming multiprocessors of the current device (cached per device ordinal).
+int sm_count() {
+  static std::atomic<int> cached[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+  int n = cached[dev].load(std::memory_order_relaxed);
+  if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess) cached[dev].store(n);
+  return n;
+}
+
+// Shared memory per SM of the current device (cached per device ordinal).
+int smem_per_sm() {
+  static std::atomic<int> cached[64] = {};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+  int n = cached[dev].load(std::memory_order_relaxed);
+  if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) == cudaSuccess)
+    cached[dev].store(n);
+  return n;
+}
+
+// CTAs for `units` row groups (or MMA pairs): one each, or for table readers (HasTable) at most as
+// many as the GPU holds at once -- kCtasPerSm (the kernel's launch bound) where the shared memory
+// allows -- each of which fills its table once and loops over the units. (Device attributes only:
+// no occupancy API, which a stream capture may refuse.)
+template <class D, int kCtasPerSm>
+unsigned grid_for(int64_t units, size_t other_smem_bytes) {
+  if constexpr (!HasTable<D>::value) {
+    return unsigned(units);
+  } else {
+    const size_t per_cta = size_t(D::kTableWords) * 4 + other_smem_bytes + 1024;  // 1 KiB: the system's share
+    const int fit = int(size_t(std::max(smem_per_sm(), 1)) / per_cta);
+    const int64_t ctas = int64_t(std::max(1, std::min(kCtasPerSm, fit))) * std::max(sm_count(), 1);
+    return unsigned(std::min(units, ctas));
+  }
+}
+
+// Warps per CTA for a matrix (gemv_gpu.cuh W): the count that finishes the dp4a kernel's CTAs in
+// fewer chunk-steps, counting whole waves (32 warps per SM: 4 CTAs of 8 or 2 of 16) times the
+// chunks the busiest warp of a CTA takes. 16 wins where 8-warp CTAs leave a mostly empty last wave
+// (a 27B's attention output and FFN down: 672 CTAs on 132 SMs' 528 slots) or few CTAs for the GPU
+// (K, V). A function of the shape and the device only, so every column count sums alike.
+int gemv_warps(int64_t n_chunks, int64_t n_groups) {
+  const int64_t sms = std::max(sm_count(), 1);
+  auto steps = [&](int64_t warps) {
+    const int64_t slots = sms * (32 / warps);
+    return (n_groups + slots - 1) / slots * ((n_chunks + warps - 1) / warps);
+  };
+  return steps(16) < steps(8) ? 16 : 8;
+}
+
+// set_gemv_warps (gemv_tuning.h) forces one. q8_0 (32-element chunks) stays at 8: its many short
+// chunks per warp ran slower split 16 ways (27B FFN down on the H200: 57% of read against 60%),
+// where the K types' down gained 4-6 points.
+int gemv_warps(const WeightView& w, int chunk) {
+  const int forced = gpu_gemv_forced_warps();
+  return forced != 0 ? forced : chunk < 256 ? 8 : gemv_warps(w.n_in / chunk, (w.n_out + 7) / 8);
+}
+
+// The table readers' dp4a variant for 1-2 columns (gemv_gpu_kernel kMinBlocks, kPipe): 0 = the K
+// types' kernel (4 CTAs of 8 warps per SM, 64 registers), 1 = the same pipelined, 2 = pipelined at
+// 2 CTAs per SM (128 registers). STRATA_IQ_GEMV_VARIANT (read once per process)
+// is a tuning knob for `strata bench kernels`, not a setting: every variant computes the same bits.
+inline int iq_gemv_variant() {
+  static const int v = [] {
+    const char* e = std::getenv("STRATA_IQ_GEMV_VARIANT");
+    const int n = e ? std::atoi(e) : kIqGemvVariant;
+    return n >= 0 && n <= 2 ? n : kIqGemvVariant;
+  }();
+  return v;
+}
+
+// Sets the kernel's shared-memory carveout to its maximum once (table readers: 32 KiB per CTA, so
+// that the launch bound's CTAs fit on an SM; the driver's own choice is only a hint otherwise).
+template <auto kKernel>
+void max_carveout() {
+  static const bool once = [] {
+    (void)cudaFuncSetAttribute(kKernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               int(cudaSharedmemCarveoutMaxShared));
+    (void)cudaGetLastError();
+    return true;
+  }();
+  (void)once;
+}
+
+template <class D, int NC, int W, int kMinBlocks, bool kPipe>
+void launch_dp4a(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s, bool pdl) {
+  constexpr auto kernel = gemv_gpu_kernel<D, NC, W, kMinBlocks, kPipe>;
+  if constexpr (HasTable<D>::value) max_carveout<kernel>();
+  launch_kernel(kernel, grid_for<D, kMinBlocks>((w.n_out + 7) / 8, W * NC * 8 * 4), W * 32, s, w.data, w.n_in,
+                w.n_out, x, n_cols, d_y, pdl);
+}
+
+template <class D, int NC>
+void launch_nc(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s) {
+  const int64_t groups = (w.n_out + 7) / 8;
+  const bool pdl = gpu_gemv_pdl();
+  if constexpr (HasTable<D>::value && NC <= 2) {
+    const bool w16 = gemv_warps(w, D::kChunk) == 16;
+    switch (iq_gemv_variant()) {
+      case 1:
+        return w16 ? launch_dp4a<D, NC, 16, 2, true>(w, x, n_cols, d_y, s, pdl)
+                   : launch_dp4a<D, NC, 8, 4, true>(w, x, n_cols, d_y, s, pdl);
+      case 2:
+        return w16 ? launch_dp4a<D, NC, 16, 1, true>(w, x, n_cols, d_y, s, pdl)
+                   : launch_dp4a<D, NC, 8, 2, true>(w, x, n_cols, d_y, s, pdl);
+      default: break;
+    }
+  }
+  if constexpr (HasTable<D>::value) {
+    return gemv_warps(w, D::kChunk) == 16 ? launch_dp4a<D, NC, 16, (NC <= 2 ? 4 : 2) / 2, false>(w, x, n_cols, d_y, s, pdl)
+                                           : launch_dp4a<D, NC, 8, (NC <= 2 ? 4 : 2), false>(w, x, n_cols, d_y, s, pdl);
+  }
+  constexpr int kCtas8 = NC <= 2 ? 4 : 2;  // gemv_gpu_kernel's launch bound at 8 warps (half at 16)
+  if (gemv_warps(w, D::kChunk) == 16)
+    launch_kernel(gemv_gpu_kernel<D, NC, 16>, grid_for<D, kCtas8 / 2>(groups, 16 * NC * 8 * 4), 16 * 32, s, w.data,
+                  w.n_in, w.n_out, x, n_cols, d_y, pdl);
+  else launch_kernel(gemv_gpu_kernel<D, NC, 8>, grid_for<D, kCtas8>(groups, 8 * NC * 8 * 4), 8 * 32, s, w.data, w.n_in,
+                     w.n_out, x, n_cols, d_y, pdl);
+}
+
+// The MMA kernel compiled for 1, 2, 8, 16, 32 or 64 columns (the smallest that holds n_cols).
+template <class D>
+void launch_mma(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s) {
+  const int64_t pairs = ((w.n_out + 7) / 8 + 1) / 2;
+  const bool w16 = gemv_warps(w, D::kChunk) == 16;
+  auto go = [&](auto nc) {
+    constexpr int NC = decltype(nc)::value;
+    // gemv_gpu_mma_kernel's launch bound: 2 CTAs per SM at 8 warps and up to 16 columns, else 1.
+    if constexpr (HasTable<D>::value) {
+      if (w16) max_carveout<gemv_gpu_mma_kernel<D, NC, 16>>();
+      else max_carveout<gemv_gpu_mma_kernel<D, NC, 8>>();
+    }
+    if (w16)
+      launch_kernel(gemv_gpu_mma_kernel<D, NC, 16>, grid_for<D, 1>(pairs, 16 * 32 * 4 * 4), 16 * 32, s, w.data, w.n_in,
+                    w.n_out, x, n_cols, d_y);
+    else
+      launch_kernel(gemv_gpu_mma_kernel<D, NC, 8>, grid_for<D, NC <= 16 ? 2 : 1>(pairs, 8 * 32 * 4 * 4), 8 * 32, s,
+                    w.data, w.n_in, w.n_out, x, n_cols, d_y);
+  };
+  if (n_cols <= 1) go(std::integral_constant<int, 1>{});
+  else if (n_cols <= 2) go(std::integral_constant<int, 2>{});
+  else if (n_cols <= 8) go(std::integral_constant<int, 8>{});
+  else if (n_cols <= 16) go(std::integral_constant<int, 16>{});
+  else if (n_cols <= 32) go(std::integral_constant<int, 32>{});
+  else go(std::integral_constant<int, 64>{});
+}
+
+template <class D>
+void launch(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s) {
+  // The dp4a kernel holds at most kMaxGemvCols (16) columns.
+  if (n_cols >= gpu_gemv_mma_min_cols() || n_cols > kMaxGemvCols)
+    return launch_mma<D>(w, x, n_cols, d_y, s);
+  with_column_tile(n_cols, [&](auto nc) { launch_nc<D, decltype(nc)::value>(w, x, n_cols, d_y, s); });
+}
+
+template <class D, typename Out>
+void launch_dequant(const WeightView& w, int64_t row0, const int32_t* ids, int64_t n_rows, float scale, Out* out,
+                    cudaStream_t s) {
+  const int64_t n = n_rows * (w.n_in / D::kChunk) * 4;
+  constexpr int kThreads = 256;
+  dequant_gpu_kernel<D, Out><<<unsigned((n + kThreads - 1) / kThreads), kThreads, 0, s>>>(w.data, w.n_in, row0, ids,
+                                                                                         n_rows, scale, out);
+}
+
+}  // namespace
+}  // namespace strata::kernels::cuda::detail
