@@ -154,7 +154,10 @@ int run(BenchSpecArgs a) {
   // except that replay rounds paying an early-exit drafter's passes plan for that drafter (the
   // draft path kept resident, as `generate --spec early:d=N` plans), and --plan-spec names the mode
   // to plan for; the plain row then runs on that plan too.
-  if (!a.replay.empty() && a.replay_cost != "none") a.m.spec = a.replay_cost;
+  if (!a.replay.empty() && a.replay_cost != "none") {
+    a.m.spec = a.replay_cost;
+    a.m.require_draft_resident = true;  // what the rounds pay for is the drafter on its own plan
+  }
   if (!a.plan_spec.empty()) {
     a.m.spec = a.plan_spec;
     a.m.require_draft_resident = true;
