@@ -460,7 +460,8 @@ namespace {
 // attention() and attention_tree(): validation, then the kernel that applies.
 Status attention_checked(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
                          const AttentionShapeDev& s, float* d_out, Workspace ws, Stream s_, AttentionKernel kernel,
-                         const TreeMaskDev* tree, const ActRounding* round = nullptr, bool* rounded = nullptr);
+                         const TreeMaskDev* tree, const ActRounding* round = nullptr, bool* rounded = nullptr,
+                         const TreePathDev* path = nullptr);
 }  // namespace
 
 Status attention_round(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
@@ -481,11 +482,22 @@ Status attention_tree(const float* d_q, const int32_t* d_pos, int64_t n_q, const
   return attention_checked(d_q, d_pos, n_q, kv, s, d_out, ws, s_, AttentionKernel::best, tree.d_bits ? &tree : nullptr);
 }
 
+Status attention_tree_path(const float* d_q, const int32_t* d_pos, const KvStoreDev& kv, const AttentionShapeDev& s,
+                           const TreePathDev& path, float* d_out, Workspace ws, Stream s_) {
+  if (!path.d_slots || path.n < 1 || path.n > int32_t(kDecodeMaxQueries) || path.first < 0)
+    return Status::error("attention_tree_path: {} path slots from position {} (1..{} expected)", path.n, path.first,
+                         kDecodeMaxQueries);
+  if (!attention_rows_exact(d_q, 1, kv, s, ws))
+    return Status::error("attention_tree_path: flash-decoding does not apply (KV {} / {}, head_dim {})",
+                         ggml_type_info(kv.k_dtype).name, ggml_type_info(kv.v_dtype).name, s.head_dim);
+  return attention_checked(d_q, d_pos, 1, kv, s, d_out, ws, s_, AttentionKernel::best, nullptr, nullptr, nullptr, &path);
+}
+
 namespace {
 
 Status attention_checked(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
                          const AttentionShapeDev& s, float* d_out, Workspace ws, Stream s_, AttentionKernel kernel,
-                         const TreeMaskDev* tree, const ActRounding* round, bool* rounded) {
+                         const TreeMaskDev* tree, const ActRounding* round, bool* rounded, const TreePathDev* path) {
   if (!d_q || !d_pos || !d_out) return Status::error("attention: null pointer");
   if (Status st = check_kv("attention", kv); !st) return st;
   if (s.n_head <= 0 || s.n_head_kv <= 0 || s.n_head % s.n_head_kv != 0) {
@@ -513,7 +525,8 @@ Status attention_checked(const float* d_q, const int32_t* d_pos, int64_t n_q, co
     return decode_attention(d_q, d_pos, n_q, kv, s, d_out, ws, st, tree);
   }
   if (kernel == AttentionKernel::best && decode)
-    return decode_attention(d_q, d_pos, n_q, kv, s, d_out, ws, st, nullptr, round, rounded);
+    return decode_attention(d_q, d_pos, n_q, kv, s, d_out, ws, st, nullptr, round, rounded, path);
+  if (path && path->d_slots) return Status::error("attention: a tree path needs flash-decoding");
 
   AttnParams p{};
   p.q = d_q;

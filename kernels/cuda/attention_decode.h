@@ -45,12 +45,13 @@ size_t decode_attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s,
 // Whether a call of n_q queries runs split (the workspace holds the splits its store needs).
 bool decode_attention_split_fits(int64_t n_q, const KvStoreDev& kv, const AttentionShapeDev& s, Workspace ws);
 // Inputs validated by attention().
+// path: optional (attention_tree.h TreePathDev, n_q == 1); it changes only where keys are read.
 // tree: optional (attention_tree.h); it only removes keys, so a row alone with its own
 // mask word still equals its row of the call. round: optional (act_round.h); where the call runs
 // split, the combine kernel also rounds out into it and sets *rounded (else *rounded = false).
 Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
                         const AttentionShapeDev& s, float* d_out, Workspace ws, cudaStream_t st,
                         const TreeMaskDev* tree = nullptr, const ActRounding* round = nullptr,
-                        bool* rounded = nullptr);
+                        bool* rounded = nullptr, const TreePathDev* path = nullptr);
 
 }  // namespace strata::kernels::cuda

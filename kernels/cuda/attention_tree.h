@@ -20,4 +20,20 @@ struct TreeMaskDev {
 Status attention_tree(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
                       const AttentionShapeDev& s, const TreeMaskDev& tree, float* d_out, Workspace ws, Stream s_);
 
+// One node of a token tree computed exactly as the decode step of its root-to-node path: the
+// query sits at the path's position (*d_pos = first + depth) and key first + k, k < n (= depth +
+// 1), is read from slot first + d_slots[k] (the node's ancestor at depth k, then the node itself),
+// where the tree wrote it; every other key comes from its own slot. Keys, splits, tiles and lanes
+// are then the chain step's, so the row equals that step bit for bit -- which a mask over the
+// nodes' own slots (attention_tree) cannot promise on the GPU: a key's lane and chunk follow its
+// slot. The CUDA engine's eval_tree runs each node this way (one query per call).
+struct TreePathDev {
+  const int32_t* d_slots = nullptr;  // n entries on the device: slot offsets from `first`
+  int32_t first = 0;                 // position of the tree's first node (n_past)
+  int32_t n = 0;
+};
+// Errors: as attention(), and where flash-decoding does not apply (attention_rows_exact false).
+Status attention_tree_path(const float* d_q, const int32_t* d_pos, const KvStoreDev& kv, const AttentionShapeDev& s,
+                           const TreePathDev& path, float* d_out, Workspace ws, Stream s_);
+
 }  // namespace strata::kernels::cuda

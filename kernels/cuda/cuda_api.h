@@ -26,6 +26,7 @@ Result<void*> device_alloc(size_t bytes);
 void device_free(void* d_ptr);
 Status copy_to_device(void* d_dst, const void* src, size_t bytes, Stream s);
 Status copy_to_host(void* dst, const void* d_src, size_t bytes, Stream s);
+Status copy_on_device(void* d_dst, const void* d_src, size_t bytes, Stream s);
 Status memset_device(void* d_dst, int value, size_t bytes, Stream s);
 Status synchronize(Stream s);
 Result<Stream> stream_create();

@@ -1,6 +1,7 @@
 // The CUDA backend's functions in a build without CUDA: each says so. Keeps callers free of #ifdefs
 // and makes a CPU-only build link (CTranslate2's pattern).
 #include "kernels/cuda/act_round.h"
+#include "kernels/cuda/attention_tree.h"
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/gemv_tuning.h"
 #include "kernels/cuda/read_probe.h"
@@ -15,6 +16,7 @@ Result<void*> device_alloc(size_t) { return none("device_alloc"); }
 void device_free(void*) {}
 Status copy_to_device(void*, const void*, size_t, Stream) { return none("copy_to_device"); }
 Status copy_to_host(void*, const void*, size_t, Stream) { return none("copy_to_host"); }
+Status copy_on_device(void*, const void*, size_t, Stream) { return none("copy_on_device"); }
 Status memset_device(void*, int, size_t, Stream) { return none("memset_device"); }
 Status synchronize(Stream) { return none("synchronize"); }
 Result<Stream> stream_create() { return none("stream_create"); }
@@ -78,6 +80,10 @@ Status add(float*, const float*, int64_t, Stream) { return none("add"); }
 Status rms_norm_add(const float*, const float*, int64_t, int64_t, float, float*, Stream) { return none("rms_norm_add"); }
 Status qk_norm_rope(float*, float*, const int32_t*, int64_t, const QkRopeDev&, Stream) { return none("qk_norm_rope"); }
 Status get_rows(const WeightView&, const int32_t*, int64_t, float, float*, Stream) { return none("get_rows"); }
+Status attention_tree_path(const float*, const int32_t*, const KvStoreDev&, const AttentionShapeDev&, const TreePathDev&,
+                           float*, Workspace, Stream) {
+  return none("attention_tree_path");
+}
 size_t attention_workspace_bytes(int64_t, const AttentionShapeDev&, int64_t) { return 0; }
 bool attention_rows_exact(const float*, int64_t, const KvStoreDev&, const AttentionShapeDev&, Workspace) { return false; }
 Status attention(const float*, const int32_t*, int64_t, const KvStoreDev&, const AttentionShapeDev&, float*, Workspace,

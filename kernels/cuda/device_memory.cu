@@ -61,6 +61,13 @@ Status copy_to_device(void* d_dst, const void* src, size_t bytes, Stream s) {
                      fmt::format("copy_to_device {} bytes", bytes));
 }
 
+Status copy_on_device(void* d_dst, const void* d_src, size_t bytes, Stream s) {
+  if (bytes == 0) return Status::ok();
+  if (!d_dst || !d_src) return Status::error("copy_on_device: null pointer");
+  return cuda_status(cudaMemcpyAsync(d_dst, d_src, bytes, cudaMemcpyDeviceToDevice, cudaStream_t(s)),
+                     fmt::format("copy_on_device {} bytes", bytes));
+}
+
 Status copy_to_host(void* dst, const void* d_src, size_t bytes, Stream s) {
   if (bytes == 0) return Status::ok();
   if (!dst || !d_src) return Status::error("copy_to_host: null pointer");

@@ -27,12 +27,6 @@ namespace strata::runtime {
 
 struct RowMap;  // forward_pass.h
 
-// eval_tree's rows: nodes node0 .. node0 + n - 1 of `shape`, slots from pos0 (cpu_forward.cpp).
-struct TreeRows {
-  const TreeShape* shape = nullptr;
-  uint32_t pos0 = 0, node0 = 0;
-};
-
 // Sees the input of every matmul of the CPU forward pass before the product: n rows of m.n_in
 // floats (row-major), m the weight's view into the model mapping (m.data identifies the tensor).
 // For `strata imatrix`; called on the engine's thread, between kernels.

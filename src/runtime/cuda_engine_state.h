@@ -21,6 +21,7 @@
 #include "runtime/forward_pass.h"
 #include "runtime/host_compute.h"
 #include "runtime/step_graph_key.h"
+#include "runtime/token_tree.h"
 
 namespace strata::runtime {
 
@@ -105,6 +106,16 @@ struct CudaForward::Impl {
   bool graphs_enabled = true;   // off after a failed capture, or by the policy (off)
   bool capturing = false;
   bool capture_warm = false;
+  // Token trees (CudaForward::eval_tree / keep_tree_path): the tree last evaluated, at tree_pos0,
+  // until a path is kept or another step runs. Each node runs as the decode step of its path
+  // (attention_tree.h TreePathDev): d_tree_pos holds the call's rows' path positions (pos0 +
+  // depth: RoPE and the attention's query), d_tree_slots[i * kMaxExactRows + k] node i's ancestor
+  // at depth k (then i itself), copied from host_tree before the step.
+  std::optional<TreeShape> tree;
+  uint32_t tree_pos0 = 0;
+  int32_t* d_tree_pos = nullptr;    // kMaxExactRows
+  int32_t* d_tree_slots = nullptr;  // kMaxExactRows x kMaxExactRows
+  std::vector<int32_t> host_tree;   // both, staged until the step's synchronize
   CudaForward::GraphStats graph_stats;    // the step being captured finds its first streamed blocks in the ring
   Status first_error;  // the first failed kernel of the current eval (ops cannot return one)
   std::unique_ptr<offload::GpuTimeline> timeline;  // --trace: GPU spans (null: not tracing)

@@ -57,6 +57,7 @@ Status CudaForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, 
   if (!range) return range.status();
   Impl& im = *impl_;
   im.first_error = Status();
+  im.tree.reset();
   if (Status ws = cuda::set_matmul_workspace(im.d_cublas_ws, cuda::kCublasWorkspaceBytes); !ws)
     return ws.with_context("CUDA forward");
   const uint32_t n = uint32_t(tokens.size()), n_vocab = s.hp.n_vocab;
@@ -81,6 +82,7 @@ Status CudaForward::eval_batch(std::span<const BatchRow> rows, std::vector<float
   if (rows.size() == 1) return eval(rows[0].seq, std::span(&rows[0].token, 1), Logits::last, logits);
   Impl& im = *impl_;
   im.first_error = Status();
+  im.tree.reset();
   if (Status ws = cuda::set_matmul_workspace(im.d_cublas_ws, cuda::kCublasWorkspaceBytes); !ws)
     return ws.with_context("CUDA forward (batched step)");
   const uint32_t n = uint32_t(rows.size());
@@ -109,6 +111,7 @@ Status CudaForward::eval(uint32_t seq, std::span<const int32_t> tokens, Logits w
   STRATA_TRY(seqs_.check_append(seq, tokens.size()));
   Impl& im = *impl_;
   im.first_error = Status();
+  im.tree.reset();
   // cuBLAS's scratch comes from this engine's arena (another engine may have set its own).
   if (Status ws = cuda::set_matmul_workspace(im.d_cublas_ws, cuda::kCublasWorkspaceBytes); !ws)
     return ws.with_context("CUDA forward");

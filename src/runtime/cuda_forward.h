@@ -48,9 +48,18 @@ class CudaForward final : public Engine {
   // decode step on the row's own cache (as eval_layers); a graph of its shape as eval_layers. A
   // single row runs as eval() of its sequence.
   Status eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) override;
+  // Token trees (engine.h): each node is computed as the decode step of its root-to-node path
+  // (RoPE at its path position, attention reading its ancestors' slots: attention_tree.h
+  // TreePathDev), so its row equals that step bit for bit; eagerly, one attention call per node
+  // and layer. keep_tree_path moves the kept rows on the device. Needs flash-decoding KV (f16,
+  // q8_0, q4_1; head_dim 32, 64, 128, 256) and no host KV or cpu-tier blocks: supports_trees().
+  Status eval_tree(std::span<const int32_t> tokens, std::span<const int32_t> parents, uint32_t pos0,
+                   const LayerRange& r, Logits which, std::vector<float>& logits) override;
+  Status keep_tree_path(uint32_t pos0, std::span<const uint32_t> path) override;
+  bool supports_trees() const override;
   uint32_t n_seq() const override { return seqs_.n_seq(); }
   uint32_t n_past(uint32_t seq) const override { return seqs_.length(seq); }
-  void truncate(uint32_t seq, uint32_t n) override { seqs_.truncate(seq, n); }
+  void truncate(uint32_t seq, uint32_t n) override;
   uint64_t kv_bytes_per_seq() const override;
   uint32_t n_ctx() const override { return opt_.n_ctx; }
   uint32_t ubatch() const override { return opt_.ubatch; }

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/act_round.h"
+#include "kernels/cuda/attention_tree.h"
 #include "kernels/cuda/rope_kv.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "offload/cost_model.h"
@@ -23,6 +24,7 @@ struct Ops {
   float* host_logits = nullptr;  // (rows, n_vocab) of the current chunk
   const LayerRange* range = nullptr;  // eval_layers: hidden in/out, attention one query at a time
   RowMap map;                         // the chunk's rows (begin_chunk)
+  const TreeRows* tree = nullptr;     // eval_tree: each row is its node's path step (im.d_tree_*)
   // A layer-major group (forward_group): the current chunk's first row in the group's inputs
   // (d_tokens, d_pos, host_pos hold the whole group's, copied once at begin_chunk).
   uint32_t row0 = 0;
@@ -235,11 +237,12 @@ struct Ops {
   void qk_norm_rope(float* q, float* k, uint32_t n, const QkRope& r) {
     OpSpan op(im, [&] { return fmt::format("qk_norm_rope n={}", n); });
     device_op();
-    im.check(cuda::qk_norm_rope(q, k, d_pos(), n, rope_dev(r), im.stream));
+    // A tree node turns at its path position, not at its slot.
+    im.check(cuda::qk_norm_rope(q, k, tree ? im.d_tree_pos : d_pos(), n, rope_dev(r), im.stream));
   }
   // One kernel for one sequence's rows into a device cache (rope_kv.h); else the two ops.
   void rope_kv_write(uint32_t il, float* q, float* k, const float* v, uint32_t n, const QkRope& r) {
-    const bool fuse = im.fused_rounding && !map.batched() && !(im.host && im.host->kv_on_host(il)) &&
+    const bool fuse = im.fused_rounding && !map.batched() && !tree && !(im.host && im.host->kv_on_host(il)) &&
                       cuda::qk_norm_rope_kv_applies(im.kv[map.seq][il].store, r.head_dim);
     if (!fuse) {
       qk_norm_rope(q, k, n, r);
@@ -281,6 +284,17 @@ struct Ops {
     device_op();
     const cuda::AttentionShapeDev shape{s.n_head, s.n_head_kv, s.head_dim, s.window, s.scale};
     const cuda::Workspace ws = att_ws();
+    if (tree) {  // each node as the decode step of its path (attention_tree.h): its row's exact bits
+      const int64_t row = s.n_head * s.head_dim;
+      for (uint32_t t = 0; t < n; ++t) {
+        const uint32_t node = tree->node0 + t;
+        const cuda::TreePathDev path{im.d_tree_slots + node * kMaxExactRows, int32_t(tree->pos0),
+                                     int32_t(tree->shape->depth(node) + 1)};
+        im.check(cuda::attention_tree_path(q + t * row, im.d_tree_pos + t, im.kv[0][il].store, shape, path,
+                                           out + t * row, ws, im.stream));
+      }
+      return;
+    }
     // One call, unless this is a verify pass (range) whose rows must equal decode steps and the
     // kernel does not promise that for a multi-query call. Where it runs split, its combine kernel
     // rounds the output for `next` (the rounding fits before ws).

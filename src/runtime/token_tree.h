@@ -38,4 +38,11 @@ class TreeShape {
   std::vector<uint64_t> anc_;
 };
 
+// The rows of one eval_tree call (both engines): nodes node0 .. node0 + n - 1 of `shape`, node i
+// at slot pos0 + i and position pos0 + depth(i).
+struct TreeRows {
+  const TreeShape* shape = nullptr;
+  uint32_t pos0 = 0, node0 = 0;
+};
+
 }  // namespace strata::runtime

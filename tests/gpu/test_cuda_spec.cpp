@@ -142,9 +142,11 @@ TEST_CASE("GPU eval_layers with a skip mask equals the composition of two layer 
   }
 }
 
-// Token trees (M12) are CPU-only so far: the CUDA engine refuses eval_tree / keep_tree_path with
-// a clear error, and `early:d=N,tree=B` there verifies chains, so the text stays plain greedy's.
-TEST_CASE("GPU: token trees fall back to chains on the CUDA engine", "[gpu][spec]") {
+// Token trees (M12) on the CUDA engine: with f16 KV (flash-decoding attention) `early:d=N,tree=B`
+// drafts and verifies trees (test_cuda_tree.cpp checks the engine calls), and the text stays plain
+// greedy's, resident and streamed. An f32-KV engine refuses eval_tree with a clear error and the
+// decoder verifies chains there, with the same text.
+TEST_CASE("GPU: token trees on the CUDA engine give the plain greedy text", "[gpu][spec][tree]") {
   if (kernels::cuda::devices().empty()) {
     WARN("skipped: no CUDA device");
     return;
@@ -152,6 +154,27 @@ TEST_CASE("GPU: token trees fall back to chains on the CUDA engine", "[gpu][spec
   auto model = runtime::Model::load(test::small_spec_model(32, GgmlType::Q8_0));
   REQUIRE(model.is_ok());
   const uint32_t n_layer = (*model)->spec.hp.n_layer;
+  const std::vector<int32_t> prompt = {2, 17, 40, 99, 123, 7};
+  for (bool streamed : {false, true}) {
+    INFO((streamed ? "streamed" : "resident"));
+    runtime::ForwardOptions opt{.n_ctx = 160, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .placement = {}, .trace = {}};
+    if (streamed) opt.placement = stream_odd_layers(n_layer);
+    auto gpu = runtime::CudaForward::create(*model, opt);
+    INFO((gpu.is_ok() ? std::string() : gpu.message()));
+    REQUIRE(gpu.is_ok());
+    runtime::Engine& e = **gpu;
+    CHECK(e.supports_trees());
+    // 120 tokens: the sliding rings (16 + 16 slots) wrap under the trees.
+    const auto want = test::generate(e, prompt, 120, config("none", n_layer), test::greedy_params());
+    for (const char* m : {"early:d=2,tree=2", "early:d=1,tree=3"}) {
+      INFO(m);
+      spec::SpecStats st;
+      CHECK(test::generate(e, prompt, 120, config(m, n_layer), test::greedy_params(), &st) == want);
+      CHECK(st.drafters.at(0).rounds > 0);
+      CHECK(st.drafters.at(0).tree_rounds > 0);
+    }
+  }
+
   runtime::ForwardOptions opt{.n_ctx = 160, .ubatch = 16, .k_type = GgmlType::F32, .v_type = GgmlType::F32, .placement = {}, .trace = {}};
   auto gpu = runtime::CudaForward::create(*model, opt);
   REQUIRE(gpu.is_ok());
@@ -160,11 +183,11 @@ TEST_CASE("GPU: token trees fall back to chains on the CUDA engine", "[gpu][spec
   std::vector<float> l;
   REQUIRE(e.eval(std::vector<int32_t>{2, 17, 40}, runtime::Logits::last, l).is_ok());
   const std::vector<int32_t> tokens = {5, 6}, parents = {-1, 0};
-  CHECK_THAT(e.eval_tree(tokens, parents, 3, {}, runtime::Logits::all, l).message(),
-             Catch::Contains("token trees need the CPU engine"));
-  CHECK_THAT(e.keep_tree_path(3, std::vector<uint32_t>{0}).message(), Catch::Contains("token trees need the CPU engine"));
+  Status s = e.eval_tree(tokens, parents, 3, {}, runtime::Logits::all, l);
+  CHECK_FALSE(s.is_ok());
+  CHECK_THAT(s.message(), Catch::Contains("tree") && Catch::Contains("KV"));
+  CHECK_FALSE(e.keep_tree_path(3, std::vector<uint32_t>{0}).is_ok());
   CHECK(e.n_past() == 3);
-  const std::vector<int32_t> prompt = {2, 17, 40, 99, 123, 7};
   const auto want = test::generate(e, prompt, 60, config("none", n_layer), test::greedy_params());
   spec::SpecStats st;
   CHECK(test::generate(e, prompt, 60, config("early:d=2,tree=2", n_layer), test::greedy_params(), &st) == want);

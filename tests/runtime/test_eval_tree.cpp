@@ -11,14 +11,18 @@
 #include <span>
 
 #include "core/rng.h"
-#include "model/synth.h"
 #include "runtime/batch_test_util.h"
 #include "runtime/cpu_forward.h"
+#include "runtime/tree_test_util.h"
 #include "spec/spec_test_util.h"
 #include "test_util.h"
 
 using namespace strata;
+using test::narrow_window_model;
+using test::path_to;
+using test::random_parents;
 using test::random_prompt;
+using test::row;
 using test::same_bits;
 
 namespace {
@@ -35,25 +39,6 @@ std::unique_ptr<runtime::CpuForward> engine(const std::string& path, GgmlType kv
   return std::move(*e);
 }
 
-// A gemma3 with a 4-token window: a tree deeper than the window must drop its far ancestors.
-std::string narrow_window_model() {
-  model::SynthOptions o;
-  o.arch = model::Arch::gemma3;
-  o.preset = "tiny";
-  o.type = GgmlType::F32;
-  o.seed = 41;
-  o.progress = false;
-  REQUIRE(model::apply_preset(o).is_ok());
-  o.hp.n_vocab = 356, o.hp.n_embd = 64, o.hp.n_layer = 3, o.hp.n_head = 2, o.hp.n_head_kv = 1;
-  o.hp.n_embd_head = 32, o.hp.n_ff = 128, o.hp.n_swa = 4, o.hp.swa_pattern = 3, o.hp.query_pre_attn_scalar = 32;
-  o.hp.tied_output = false;
-  const std::string path = (test::temp_dir("tree-model") / "narrow-window.gguf").string();
-  auto r = model::write_synthetic_model(o, path);
-  INFO((r.is_ok() ? std::string() : r.message()));
-  REQUIRE(r.is_ok());
-  return path;
-}
-
 struct Case {
   std::string path;
   GgmlType kv;
@@ -64,25 +49,6 @@ std::vector<Case> cases() {
   return {{m + "gemma3-swa/model.gguf", GgmlType::F32},   {m + "gemma3-swa-q4k/model.gguf", GgmlType::Q8_0},
           {m + "gemma3-swa-q4k/model.gguf", GgmlType::Q4_1}, {m + "llama/model.gguf", GgmlType::F32},
           {narrow_window_model(), GgmlType::F32},          {test::small_spec_model(5, GgmlType::Q8_0), GgmlType::Q8_0}};
-}
-
-// A random tree of n nodes: node 0 a root, each later node a child of a random earlier node, or
-// (rarely) another root.
-std::vector<int32_t> random_parents(Rng& rng, uint32_t n) {
-  std::vector<int32_t> p(n, -1);
-  for (uint32_t i = 1; i < n; ++i) p[i] = rng.next_u32() % 8 == 0 ? -1 : int32_t(rng.next_u32() % i);
-  return p;
-}
-
-std::vector<uint32_t> path_to(const std::vector<int32_t>& parents, uint32_t node) {
-  std::vector<uint32_t> path;
-  for (int32_t j = int32_t(node); j >= 0; j = parents[size_t(j)]) path.push_back(uint32_t(j));
-  std::reverse(path.begin(), path.end());
-  return path;
-}
-
-std::span<const float> row(const std::vector<float>& l, size_t r, size_t n_vocab) {
-  return std::span(l).subspan(r * n_vocab, n_vocab);
 }
 
 }  // namespace
