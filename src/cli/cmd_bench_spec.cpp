@@ -242,8 +242,8 @@ int run(BenchSpecArgs a) {
     reference.insert(reference.end(), text[0].begin(), text[0].end());
     const size_t n_modes = configs.size();
     if (a.replay_tree && !f.supports_trees())
-      log::info("--replay-tree: token trees need the CPU engine; the {} engine's tree rows verify chains",
-                f.device_name());
+      log::info("--replay-tree: this {} engine has no token trees (CUDA: f16/q8/q4 KV, no host compute); its tree rows "
+                "verify chains", f.device_name());
     // Per acceptance a chain row, and with --replay-tree a token-tree row on the same outcomes.
     std::vector<std::pair<double, uint32_t>> replay_rows;
     for (const double acc : a.replay) {
@@ -341,7 +341,7 @@ std::function<int()> add_bench_spec(CLI::App* bench) {
       ->capture_default_str();
   sub->add_option("--replay-tree", a->replay_tree,
                   "With --replay: also run each acceptance with token trees of up to B children per node (greedy, "
-                  "CPU engine; the rank-r candidate right with probability A when ranks before it were wrong)")
+                  "CPU or CUDA engine; the rank-r candidate right with probability A when ranks before it were wrong)")
       ->check(CLI::Range(0, 8));
   sub->add_option("--plan-spec", a->plan_spec,
                   "Plan the placement for this --spec mode with its draft path resident (early:d=16: the head and "

@@ -69,11 +69,11 @@ Result<TreeShape> check_tree(const model::ModelSpec& spec, std::span<const int32
 
 Status Engine::eval_tree(std::span<const int32_t>, std::span<const int32_t>, uint32_t, const LayerRange&, Logits,
                          std::vector<float>&) {
-  return Status::error("token trees need the CPU engine (the {} engine verifies chains only)", device_name());
+  return Status::error("token trees are not supported by the {} engine (it verifies chains only)", device_name());
 }
 
 Status Engine::keep_tree_path(uint32_t, std::span<const uint32_t>) {
-  return Status::error("token trees need the CPU engine (the {} engine verifies chains only)", device_name());
+  return Status::error("token trees are not supported by the {} engine (it verifies chains only)", device_name());
 }
 
 Status check_tokens(const model::ModelSpec& spec, std::span<const int32_t> tokens) {

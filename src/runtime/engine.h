@@ -155,8 +155,9 @@ class Engine {
   // path's nodes were run through every layer. Errors (nothing changes): no tree evaluated at pos0,
   // a path that is not a chain of ancestors from a root, an engine without trees.
   virtual Status keep_tree_path(uint32_t pos0, std::span<const uint32_t> path);
-  // Whether eval_tree / keep_tree_path work here (the CPU engine; the CUDA engine not yet, so the
-  // speculative decoder verifies chains there).
+  // Whether eval_tree / keep_tree_path work here (the CPU engine; the CUDA engine with
+  // flash-decoding KV and no host compute, CudaForward::supports_trees). Where not, the
+  // speculative decoder verifies chains.
   virtual bool supports_trees() const { return false; }
 
   // Sequence 0's length: the single-sequence API.

@@ -14,8 +14,8 @@ Result<std::unique_ptr<spec::SpeculativeDecoder>> make_decoder(runtime::Engine& 
   static std::once_flag said;
   if (config.tree > 0 && !engine.supports_trees())
     std::call_once(said, [&] {
-      log::info("--spec {}: token trees need the CPU engine (a server: its sequence 0); the {} engine here verifies "
-                "chains", config.text(), engine.device_name());
+      log::info("--spec {}: this {} engine has no token trees (they need the CPU engine, or CUDA with f16/q8/q4 KV "
+                "and no host compute; a server: its sequence 0); it verifies chains", config.text(), engine.device_name());
     });
   return spec::SpeculativeDecoder::create(engine, sampler, config);
 }
