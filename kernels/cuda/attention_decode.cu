@@ -74,10 +74,12 @@ struct DecParams {
   int inner_ok;  // a tile's slot offsets (key tile x row bytes) fit in 32 bits
   const uint64_t* tree_bits;  // per query, or null: no tree mask (attention_tree.h)
   int tree_first;
-  // A tree path (attention_tree.h TreePathDev; one query): key path_first + k, k < path_n, is
-  // read from slot path_first + path_slots[k] instead of its own. Null: every key from its slot.
+  // A tree path (attention_tree.h TreePathDev; one query at position P): key F + k, k < path_n,
+  // F = P - path_n + 1, is read from slot F + path_slots[k] instead of its own. F comes from the
+  // query's device position, so a CUDA graph of a tree step replays at any pos0. Null: every key
+  // from its own slot.
   const int32_t* path_slots;
-  int path_first, path_n;
+  int path_n;
   float scale_log2;  // scale / ln 2: scores in log2 units (exp2 is one instruction)
 };
 
@@ -226,6 +228,8 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
   const uint8_t* Kg = p.k + int64_t(g) * p.k_head_bytes;
   const uint8_t* Vg = p.v + int64_t(g) * p.v_head_bytes;
 
+  const int path_first = p.path_slots ? int(p.pos[0]) - p.path_n + 1 : 0;  // one query (TreePathDev)
+
   // This thread's 16-byte units of a tile (the same every tile): unit u = tid + 128 n of K is
   // unit w of key kk (u = kk * k_units + w), likewise for V.
   constexpr int kPerTensor = kMaxUnits / 2;
@@ -262,8 +266,8 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
       if (j >= h_lo && j <= h_hi) {
         int slot = slot0 + kk;
         while (slot >= p.capacity) slot -= p.capacity;  // once at most unless the ring is shorter than a tile
-        if (p.path_slots && j >= p.path_first && j - p.path_first < p.path_n)
-          slot = int((int64_t(p.path_first) + p.path_slots[j - p.path_first]) % p.capacity);
+        if (p.path_slots && j >= path_first && j - path_first < p.path_n)
+          slot = int((int64_t(path_first) + p.path_slots[j - path_first]) % p.capacity);
         const uint8_t* a = base + int64_t(slot) * row_bytes;
         off = int(reinterpret_cast<uintptr_t>(a) & 15u);
         src = a - off + 16 * w;
@@ -286,7 +290,7 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
       next_slot += unsigned(TK);
       while (next_slot >= unsigned(p.capacity)) next_slot -= unsigned(p.capacity);
       const bool inner = p.inner_ok && t >= h_lo && h_hi - t >= TK - 1 && p.capacity - slot0 > TK &&
-                         (!p.path_slots || int64_t(t) + TK <= p.path_first);  // no key of the path in it
+                         (!p.path_slots || t + TK <= path_first);  // no key of the path in it
       copy_units(k_kw, k_total, Kg, p.k_end, p.k_row_bytes, sk, k_off[st], t, slot0, inner);
       copy_units(v_kw, v_total, Vg, p.v_end, p.v_row_bytes, sk + k_tile_bytes, v_off[st], t, slot0, inner);
     }
@@ -609,7 +613,7 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
   p.scale_log2 = s.scale * 1.4426950408889634f;
   p.inner_ok = (4096 / s.head_dim) * std::max(p.k_row_bytes, p.v_row_bytes) <= 0x7fffffff;
   if (tree && tree->d_bits) p.tree_bits = tree->d_bits, p.tree_first = tree->first;
-  if (path && path->d_slots) p.path_slots = path->d_slots, p.path_first = path->first, p.path_n = path->n;
+  if (path && path->d_slots) p.path_slots = path->d_slots, p.path_n = path->n;
 
   // Splits: fixed by the store and the window (never by n_q), as far as the workspace holds them.
   const int64_t splits = decode_attention_split_fits(n_q, kv, s, ws) ? store_splits(kv, s) : 1;

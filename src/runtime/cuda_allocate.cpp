@@ -73,6 +73,7 @@ Status CudaForward::allocate() {
     im.trace_ops = ops && std::string(ops) == "1";
   }
   im.graph_policy = graph_policy_from_env();
+  im.tree_graphs = tree_graphs_from_env();
   im.graphs_enabled = im.graph_policy != GraphPolicy::off;
   const auto& s = model_->spec;
   const auto& host = model_->weights;

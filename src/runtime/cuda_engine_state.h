@@ -113,6 +113,7 @@ struct CudaForward::Impl {
   // at depth k (then i itself), copied from host_tree before the step.
   std::optional<TreeShape> tree;
   uint32_t tree_pos0 = 0;
+  bool tree_graphs = false;         // tree steps as graphs too (cuda_step_graphs.h tree_graphs_from_env)
   int32_t* d_tree_pos = nullptr;    // kMaxExactRows
   int32_t* d_tree_slots = nullptr;  // kMaxExactRows x kMaxExactRows
   std::vector<int32_t> host_tree;   // both, staged until the step's synchronize

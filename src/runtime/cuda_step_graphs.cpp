@@ -5,6 +5,11 @@
 
 namespace strata::runtime {
 
+bool tree_graphs_from_env() {
+  const char* e = std::getenv("STRATA_TREE_GRAPHS");
+  return e && std::string(e) == "1";
+}
+
 GraphPolicy graph_policy_from_env() {
   const char* e = std::getenv("STRATA_CUDA_GRAPHS");
   const std::string v = e ? e : "";
@@ -21,7 +26,7 @@ namespace {
 constexpr size_t kMaxStepGraphs = 96;
 
 StepShape shape_of(const model::ModelSpec& s, uint32_t n, const RowMap& map, uint32_t rows, const Layers& L,
-                   bool warm) {
+                   bool warm, const TreeRows* tree) {
   StepShape k;
   k.n = n;
   k.first = L.first;
@@ -31,6 +36,8 @@ StepShape shape_of(const model::ModelSpec& s, uint32_t n, const RowMap& map, uin
   if (L.skip) k.skip.assign(L.skip, L.skip + s.hp.n_layer);
   for (uint32_t t = 0; t < n; ++t) k.seqs.push_back(map.seq_of(t));
   k.warm = warm;
+  if (tree)
+    for (uint32_t i = 0; i < tree->shape->size(); ++i) k.tree.push_back(tree->shape->parent(i));
   return k;
 }
 
@@ -69,6 +76,7 @@ cuda::Graph capture(CudaForward::Impl& im, Ops& ops, const model::ModelSpec& s, 
 bool run_step_graph(CudaForward::Impl& im, Ops& ops, const model::ModelSpec& s, const int32_t* tokens, uint32_t n,
                     const RowMap& map, uint32_t rows, Layers L) {
   if (!im.graphs_enabled || im.timeline || im.host) return false;
+  if (ops.tree && !im.tree_graphs) return false;
   if (n == 0 || n > kMaxExactRows || rows > offload::kLogitRows) return false;
   const bool resident_decode = !im.store && !im.host_embed && n == 1 && L.first == 0 && L.end == s.hp.n_layer &&
                                !L.skip && !L.store_hidden && !map.batched();
@@ -76,7 +84,7 @@ bool run_step_graph(CudaForward::Impl& im, Ops& ops, const model::ModelSpec& s, 
   const std::vector<uint32_t> schedule = ops.schedule_for(L, rows > 0);
   if (im.store && !im.store->graphable(schedule)) return false;
   const bool warm = im.store && im.store->prefilled(schedule);
-  StepShape key = shape_of(s, n, map, rows, L, warm);
+  StepShape key = shape_of(s, n, map, rows, L, warm, ops.tree);
 
   // Inputs, outside the graph.
   ops.map = map;

@@ -5,12 +5,14 @@
 // instead each node runs as its path's step: RoPE at its path position pos0 + depth, and one
 // attention call per node that reads its ancestors' slots in place of the path's positions
 // (attention_tree.h TreePathDev). Matmuls are the verify pass's multi-column GEMV, exact per row.
+// Eager by default; STRATA_TREE_GRAPHS=1 replays a CUDA graph per tree shape (cuda_step_graphs.h).
 #include <algorithm>
 
 #include "kv/kv_quant.h"
 #include "runtime/cuda_engine_state.h"
 #include "runtime/cuda_forward.h"
 #include "runtime/cuda_ops.h"
+#include "runtime/cuda_step_graphs.h"
 
 namespace strata::runtime {
 
@@ -60,9 +62,11 @@ Status CudaForward::eval_tree(std::span<const int32_t> tokens, std::span<const i
   ops.tree = &rows;
   const uint32_t logit_rows = which == Logits::all ? n : which == Logits::last ? 1 : 0;
   const Layers L{range.first, range.end, range.hidden_out != nullptr, nullptr};
-  // Eager: a graph's shape would have to key the tree (its paths are device inputs already; a
-  // later change can capture per tree shape).
-  forward_chunk(ops, s, im.dev, im.buf, tokens.data(), n, RowMap{0, pos0 + node0}, logit_rows, L);
+  // A graph per tree shape under STRATA_TREE_GRAPHS=1 (the paths and positions are device inputs,
+  // copied above), else eagerly.
+  const RowMap map{0, pos0 + node0};
+  if (!run_step_graph(im, ops, s, tokens.data(), n, map, logit_rows, L))
+    forward_chunk(ops, s, im.dev, im.buf, tokens.data(), n, map, logit_rows, L);
   im.check(cuda::synchronize(im.stream));
   if (!im.first_error.is_ok()) {
     im.tree.reset();

@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <span>
 
 #include <fmt/format.h>
@@ -520,4 +521,42 @@ TEST_CASE("GPU eval_tree and keep_tree_path: bad trees and paths are refused and
   e->truncate(6);
   CHECK_THAT(e->keep_tree_path(6, P{0}).message(), Catch::Contains("no token tree"));
   CHECK(e->n_past() == 6);
+}
+
+// STRATA_TREE_GRAPHS=1 (read when an engine is created): tree steps replay a CUDA graph per tree
+// shape, their paths and positions device inputs. Every tree step of the graphed engine must give
+// the eager engine's bits -- the same shapes at the same positions (a replay of the first run's
+// graphs), at other positions (the same tree after a longer prompt), drafts over [0, d) and
+// verifications from d -- and each must have been a graph launch.
+TEST_CASE("GPU token-tree steps replayed as CUDA graphs give the eager steps' bits", "[gpu][tree]") {
+  if (no_gpu()) return;
+  const auto model = load(test::testdata("models/gemma3-swa-q4k/model.gguf"));
+  auto eager = engine(model, GgmlType::Q8_0, GgmlType::Q8_0);
+  setenv("STRATA_TREE_GRAPHS", "1", 1);
+  auto graphed = engine(model, GgmlType::Q8_0, GgmlType::Q8_0);
+  unsetenv("STRATA_TREE_GRAPHS");
+  uint32_t tree_steps = 0;
+  for (uint64_t seed : {3u, 3u, 4u}) {  // the second run replays the first one's graphs
+    INFO("seed " << seed);
+    CHECK(same_bits(tree_run(*graphed, seed), tree_run(*eager, seed)));
+    tree_steps += 4;  // tree_run: a tree in two calls, then a draft and its verification
+  }
+  const uint32_t n_vocab = model->spec.hp.n_vocab;
+  Rng rng(5);
+  const auto tokens = random_prompt(rng, 16, n_vocab), prompt = random_prompt(rng, 40, n_vocab);
+  const auto parents = interleaved();
+  for (uint32_t len : {30u, 37u}) {  // one shape at two positions: the second call replays the first's graph
+    INFO("prompt " << len);
+    std::vector<float> lg, le;
+    for (runtime::Engine* e : {static_cast<runtime::Engine*>(graphed.get()), static_cast<runtime::Engine*>(eager.get())}) {
+      e->truncate(0);
+      REQUIRE(e->eval(std::span(prompt).first(len), runtime::Logits::last, lg).is_ok());
+    }
+    REQUIRE(graphed->eval_tree(tokens, parents, len, {}, runtime::Logits::all, lg).is_ok());
+    REQUIRE(eager->eval_tree(tokens, parents, len, {}, runtime::Logits::all, le).is_ok());
+    CHECK(same_bits(lg, le));
+    ++tree_steps;
+  }
+  // Both engines replay their decode steps alike; only the graphed one launches its tree steps.
+  CHECK(graphed->graph_stats().launches - eager->graph_stats().launches == tree_steps);
 }
