@@ -149,14 +149,14 @@ TEST_CASE("int8 activations: lane order", "[q8]") {
     const int64_t chunk = i / 256, e = i % 256, group = e / 32, half = (e % 32) / 16;
     const int64_t v = (pos % 256) / 32, lane = (pos % 32) / 4;
     REQUIRE(pos / 256 == chunk);
-    REQUIRE(v / 4 == group / 4);             // quad p holds groups 4p..4p+3
+    REQUIRE(v % 2 == group / 4);             // quad p (vectors 2k + p) holds groups 4p..4p+3
     REQUIRE(lane % 4 == group % 4);          // in lanes g mod 4 ...
     REQUIRE(lane / 4 == half);               // ... and 4 + g mod 4 for the second half
     REQUIRE(pos % 4 == e % 4);               // four consecutive elements per lane
-    REQUIRE((e % 16) / 4 == v % 4);          // vector k of the quad: elements 4k..4k+3 of the half
+    REQUIRE((e % 16) / 4 == v / 2);          // vector k of the quad: elements 4k..4k+3 of the half
   }
   REQUIRE(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
-  REQUIRE(q8_act_pos(n, 32 * 5 + 16 + 4 * 2 + 1) == 32 * 6 + 4 * 5 + 1);
+  REQUIRE(q8_act_pos(n, 32 * 5 + 16 + 4 * 2 + 1) == 32 * 5 + 4 * 5 + 1);  // group 5, half 1, k 2: v 5, lane 5
 }
 
 // The scalar int8 dot of one weight row w (n elements) with n_col activation columns x, against
