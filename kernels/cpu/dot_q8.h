@@ -67,8 +67,10 @@ STRATA_CPU_Q8_TYPES(STRATA_DECLARE_Q8_KERNELS)
 #undef STRATA_DECLARE_Q8_KERNELS
 
 // The builds of these kernels, slowest first. avx2: vpmaddubsw + vpmaddwd; avx_vnni: VEX vpdpbusd
-// (Alder Lake, Sapphire Rapids, Zen 5); avx512_vnni: EVEX vpdpbusd on ymm (AVX512_VNNI + VL: Ice
-// Lake, Zen 4). All return the same bits. STRATA_CPU=avx2 caps at avx2 (no VNNI), =scalar at scalar.
+// (Alder Lake, Sapphire Rapids, Zen 5); avx512_vnni (AVX512_VNNI + BW + VL: Ice Lake, Sapphire
+// Rapids, Zen 4): for 3+ columns a 512-bit body, two columns per register (dot_q8_zmm.inc), else
+// the ymm body with EVEX vpdpbusd. All return the same bits. STRATA_CPU=avx2 caps at avx2 (no
+// VNNI), =scalar at scalar.
 enum class Q8Isa : int { scalar = 0, avx2 = 1, avx_vnni = 2, avx512_vnni = 3 };
 inline constexpr int kQ8IsaCount = 4;
 const char* q8_isa_name(Q8Isa isa);

@@ -354,11 +354,12 @@ DotQ8Fn dot_q8_kernel(GgmlType type, Q8Isa isa) {
   return r ? r->fn[int(isa)] : nullptr;
 }
 
-// AVX-VNNI before AVX-512 VNNI: the same ymm work, and VEX code keeps clear of AVX-512 frequency
-// licences on the CPUs that have both.
+// AVX-512 VNNI first: for 3 or more columns its 512-bit body does half the instructions per
+// column (dot_q8_zmm.inc), and for fewer it runs the same ymm code as AVX-VNNI. Measured on a
+// Sapphire Rapids VM: no clock drop under the 512-bit vpdpbusd (a dependent imul chain beside it).
 Q8Isa best_dot_q8_isa(GgmlType type) {
   if (!q8_row(type)) return Q8Isa::scalar;
-  for (Q8Isa isa : {Q8Isa::avx_vnni, Q8Isa::avx512_vnni, Q8Isa::avx2})
+  for (Q8Isa isa : {Q8Isa::avx512_vnni, Q8Isa::avx_vnni, Q8Isa::avx2})
     if (q8_isa_supported(isa)) return isa;
   return Q8Isa::scalar;
 }

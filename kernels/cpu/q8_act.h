@@ -10,12 +10,14 @@
 // caller-owned buffer (q8_act_bytes), columns after one another within each array.
 //
 // Lane order of q (q8_act_pos): each whole 256-element chunk (8 groups of 32) is stored as eight
-// 32-byte vectors v = 4p + k (p = 0, 1; k = 0..3); byte 4L + i of vector v (lane L = 0..7, i =
-// 0..3) holds element 4k + i of half-group L / 4 of group 4p + L % 4. So in every vector a 4-byte
-// lane belongs to one group (lanes 0-3 and 4-7: the two halves of groups 4p..4p+3), and the dot
-// kernels (dot_q8_x86.inc) sum a group's products lane-wise, after one transpose of each weight
-// block that serves every column, instead of a horizontal reduction per column. The last n mod 256
-// elements (blocks of 32 only) stay in element order. d and s are in element order.
+// 32-byte vectors v = 2k + p (p = 0, 1: the quad of groups 4p..4p+3; k = 0..3); byte 4L + i of
+// vector v (lane L = 0..7, i = 0..3) holds element 4k + i of half-group L / 4 of group 4p + L % 4.
+// So in every vector a 4-byte lane belongs to one group (lanes 0-3 and 4-7: the two halves of
+// groups 4p..4p+3), and the dot kernels (dot_q8_x86.inc) sum a group's products lane-wise, after
+// one transpose of each weight block that serves every column, instead of a horizontal reduction
+// per column. The two quads' vectors k are adjacent, so one 64-byte load (AVX-512) covers all eight
+// groups: 16 int32 lanes, one per half-group. The last n mod 256 elements (blocks of 32 only) stay
+// in element order. d and s are in element order.
 //
 // Thread-safety: pure; the view does not own its memory.
 #pragma once
@@ -49,7 +51,7 @@ inline int64_t q8_act_pos(int64_t n, int64_t i) {
   if (i >= n / 256 * 256) return i;
   const int64_t e = i % 256;
   const int64_t group = e / 32, half = (e % 32) / 16, k = (e % 16) / 4;
-  const int64_t lane = group % 4 + 4 * half, v = 4 * (group / 4) + k;
+  const int64_t lane = group % 4 + 4 * half, v = 2 * k + group / 4;
   return i - e + 32 * v + 4 * lane + e % 4;
 }
 // The code of element i of column c.
