@@ -209,24 +209,5 @@ TEST_CASE("eval_tree and keep_tree_path: bad trees and paths are refused and cha
   CHECK_THAT(small->eval_tree(V{1, 2, 3, 4}, V{-1, 0, 0, 1}, 5, {}, runtime::Logits::all, l).message(),
              Catch::Contains("context full"));
 
-  // keep_tree_path: only the last tree, at its pos0, along a chain of ancestors from a root.
-  using P = std::vector<uint32_t>;
-  CHECK_THAT(e->keep_tree_path(3, P{0}).message(), Catch::Contains("no token tree was evaluated at position 3"));
-  REQUIRE(e->eval_tree(V{5, 6, 7, 8}, V{-1, 0, 0, 2}, 3, {}, runtime::Logits::all, l).is_ok());
-  CHECK_THAT(e->keep_tree_path(4, P{0}).message(), Catch::Contains("no token tree was evaluated at position 4"));
-  CHECK_THAT(e->keep_tree_path(3, P{1}).message(), Catch::Contains("node 1 is not a root"));
-  CHECK_THAT(e->keep_tree_path(3, P{0, 3}).message(), Catch::Contains("node 3 is not a child of node 0"));
-  CHECK_THAT(e->keep_tree_path(3, P{0, 2, 9}).message(), Catch::Contains("node 9 is not in the tree of 4 nodes"));
-  CHECK(e->n_past() == 3);
-  REQUIRE(e->keep_tree_path(3, P{0, 2, 3}).is_ok());
-  CHECK(e->n_past() == 6);
-  CHECK_THAT(e->keep_tree_path(3, P{0}).message(), Catch::Contains("no token tree"));  // kept once
-  // Any other write in between forgets the tree (its slots may be overwritten).
-  REQUIRE(e->eval_tree(V{5, 6}, V{-1, 0}, 6, {}, runtime::Logits::all, l).is_ok());
-  REQUIRE(e->eval_layers(V{9}, 6, {0, 2, nullptr, nullptr, {}}, runtime::Logits::none, l).is_ok());
-  CHECK_THAT(e->keep_tree_path(6, P{0}).message(), Catch::Contains("no token tree was evaluated at position 6"));
-  REQUIRE(e->eval_tree(V{5, 6}, V{-1, 0}, 6, {}, runtime::Logits::all, l).is_ok());
-  e->truncate(6);
-  CHECK_THAT(e->keep_tree_path(6, P{0}).message(), Catch::Contains("no token tree"));
-  CHECK(e->n_past() == 6);
+  test::check_keep_tree_path_refusals(*e);
 }
