@@ -25,6 +25,11 @@ std::vector<DeviceInfo> devices(std::string* why_none) {
     d.cc_minor = prop.minor;
     d.total_bytes = prop.totalGlobalMem;
     d.multiprocessors = prop.multiProcessorCount;
+    int clock_khz = 0, bus_bits = 0;
+    if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, i) == cudaSuccess &&
+        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, i) == cudaSuccess)
+      d.datasheet_gbps = 2.0 * double(clock_khz) * 1e3 * double(bus_bits) / 8.0 / 1e9;
+    cudaGetLastError();  // an attribute this driver lacks leaves no sticky error behind
     size_t free_b = 0, total_b = 0;
     if (cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) d.free_bytes = free_b;
     out.push_back(d);

@@ -16,6 +16,9 @@ struct DeviceInfo {
   int cc_major = 0, cc_minor = 0;  // compute capability
   uint64_t total_bytes = 0, free_bytes = 0;
   int multiprocessors = 0;
+  // DRAM bandwidth from the driver's memory clock and bus width (double data rate): the datasheet
+  // figure, e.g. 4915 GB/s for an H200, 360 for an RTX 3060; 0 where the driver does not say.
+  double datasheet_gbps = 0;
 };
 
 bool compiled_with_cuda();
