@@ -3,8 +3,10 @@
 // model/imatrix.h). The text is tokenized once and cut into non-overlapping chunks of -c tokens,
 // each starting with BOS and evaluated from scratch on the CPU engine (as `strata perplexity`
 // does); a MatmulObserver adds the square of every matmul input element to its weight's column
-// sums. The head is not evaluated (no logits are needed), so, as llama-imatrix by default, the
-// output matrix gets no entry.
+// sums. By default the head is not evaluated (no logits are needed), so, as llama-imatrix by
+// default, the output matrix gets no entry; --process-output (llama-imatrix's flag) runs it on
+// every row, giving an entry under the name of the tensor it reads (token_embd.weight where the
+// head is tied to the embedding: the largest matrix of a small model).
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -25,6 +27,7 @@ struct ImatrixArgs {
   std::string model, file, out;
   uint32_t n_ctx = 512;
   int32_t max_chunks = -1;
+  bool process_output = false;
 };
 
 // Sums x^2 per input column of every weight, found by its data pointer (the engine's views point
@@ -113,7 +116,8 @@ int run_imatrix(const ImatrixArgs& a) {
     std::vector<int32_t> chunk(ids.begin() + long(c * a.n_ctx), ids.begin() + long((c + 1) * a.n_ctx));
     if (tok->bos() >= 0) chunk[0] = tok->bos();
     (*engine)->truncate(0, 0);
-    if (Status s = (*engine)->eval(0, chunk, runtime::Logits::none, logits); !s) {
+    const auto which = a.process_output ? runtime::Logits::all : runtime::Logits::none;
+    if (Status s = (*engine)->eval(0, chunk, which, logits); !s) {
       log::error("imatrix: chunk {}: {}", c + 1, s.message());
       return 1;
     }
@@ -146,6 +150,9 @@ Command add_imatrix(CLI::App& app) {
   sub->add_option("-o,--out", a->out, "Output imatrix GGUF")->required();
   sub->add_option("-c,--ctx", a->n_ctx, "Tokens per chunk")->capture_default_str();
   sub->add_option("--chunks", a->max_chunks, "Evaluate at most this many chunks");
+  sub->add_flag("--process-output", a->process_output,
+                "Also collect the head's input (every row through the head: slower), so that quantize weights the "
+                "output matrix, or the embedding it is tied to, by importance too");
   return {sub, [a] { return run_imatrix(*a); }};
 }
 

@@ -133,6 +133,27 @@ TEST_CASE("strata imatrix on the embedded model, and quantize --imatrix uses it"
                            (dir / "y.gguf").string() + " iq3_xxs");
   CHECK(bad_im.code == 2);
   CHECK(lines(bad_im.err) == 1);
+  // --process-output: the head runs on every row, so the tied head's tensor gets an entry that
+  // sees the final normed stream (not the layers' inputs), and quantize then weights it too.
+  const std::string with_head = (dir / "tiny-head.imatrix").string();
+  auto wh = run_strata("imatrix -m " + kModel + " -f " + kText + " -o " + with_head + " -c 64 --chunks 3 --process-output");
+  INFO(wh.err);
+  REQUIRE(wh.code == 0);
+  auto mh = model::read_imatrix(with_head);
+  REQUIRE(mh.is_ok());
+  CHECK(mh->entries.size() == 12 * 7 + 1);
+  REQUIRE(mh->entries.count("token_embd.weight") == 1);
+  const auto& head = mh->entries.at("token_embd.weight");
+  CHECK(head.n_in == 512);
+  CHECK(head.counts == std::vector<float>{192});
+  CHECK(head.sum2 != mh->entries.at("blk.11.ffn_gate.weight").sum2);
+  CHECK(mh->entries.at("blk.0.attn_q.weight").sum2 == m->entries.at("blk.0.attn_q.weight").sum2);  // the rest as before
+  auto qh = run_strata("quantize --no-progress --imatrix " + with_head + " " + kModel + " " +
+                       (dir / "tiny-iq4_xs.gguf").string() + " iq4_xs");
+  INFO(qh.err);
+  REQUIRE(qh.code == 0);
+  CHECK(has(qh.err, "(85 with the imatrix)"));  // every matrix, the tied head among them
+
   auto missing = run_strata("imatrix -m " + kModel + " -f /nonexistent.txt -o " + out);
   CHECK(missing.code != 0);
   CHECK(lines(missing.err) == 1);
