@@ -3,13 +3,14 @@
 # perplexity and the KL divergence against the base model, quantised with and without an imatrix.
 #
 #   tools/quality/imatrix_figures.sh [STRATA] [OUT_DIR]      (defaults: build/strata, /tmp/imatrix-figures)
+#   CALIB_CHUNKS=120 tools/quality/imatrix_figures.sh ...      (calibrate on the first 120 chunks only)
 #
 # Base: the shipped q4_k weights dequantised to f32 (the f16 training export is not in the
 # repository: tools/train makes it on the GPU machine). Every quantisation below starts from that
 # base, so "with" and "without" differ only in the imatrix. Texts (Debian 12 package vim-runtime,
 # English technical documentation the model never saw: its training text is linux-doc, Python
-# docs, debian-reference and GCIDE): calibration = the first 120 chunks of 512 tokens of Vim's
-# user manual (usr_*.txt, 0.64 MB), the head included (--process-output: the head is tied to the
+# docs, debian-reference and GCIDE): calibration = Vim's user manual (usr_*.txt, 0.64 MB: 404
+# chunks of 512 tokens, or the first CALIB_CHUNKS), the head included (--process-output: the head is tied to the
 # embedding, 13.5% of this model's weights);
 # evaluation = pattern.txt, eval.txt and options.txt (0.65 MB), 40 chunks of 1024 tokens, second
 # halves scored (llama.cpp's method). CPU engine, exact f32 matmuls, f32 KV.
@@ -31,7 +32,7 @@ ppl() {  # ppl MODEL [extra args]: prints "perplexity kl top1"
 }
 : > "$out/all.log"
 "$strata" quantize --no-progress "$model" "$out/base-f32.gguf" f32 >> "$out/all.log" 2>&1
-"$strata" imatrix -m "$out/base-f32.gguf" -f "$out/calibration.txt" -o "$out/tiny.imatrix" -c 512 --chunks 120 \
+"$strata" imatrix -m "$out/base-f32.gguf" -f "$out/calibration.txt" -o "$out/tiny.imatrix" -c 512 ${CALIB_CHUNKS:+--chunks $CALIB_CHUNKS} \
   --process-output >> "$out/all.log" 2>&1
 ppl "$out/base-f32.gguf" --save-logits "$out/base.logits"
 echo "| weights | size | perplexity | KL vs base | top-1 = base |"
