@@ -68,12 +68,11 @@ Status CudaForward::eval_tree(std::span<const int32_t> tokens, std::span<const i
   if (!run_step_graph(im, ops, s, tokens.data(), n, map, logit_rows, L))
     forward_chunk(ops, s, im.dev, im.buf, tokens.data(), n, map, logit_rows, L);
   im.check(cuda::synchronize(im.stream));
+  seqs_.wrote(0, pos0 + node0, n, false);  // n_past stays: keep_tree_path commits
   if (!im.first_error.is_ok()) {
     im.tree.reset();
-    seqs_.wrote(0, pos0 + node0, n, false);  // n_past stays; the table learns how far it wrote
     return im.first_error.with_context("CUDA forward (token tree)");
   }
-  seqs_.wrote(0, pos0 + node0, n, false);  // n_past stays: keep_tree_path commits
   return {};
 }
 
