@@ -12,7 +12,7 @@ namespace strata::cli {
 void ModelArgs::add_spec_to(CLI::App* sub) {
   sub->add_option("--spec", spec,
                   "Self-speculative decoding: none | early:d=N (layers [0,N) draft; early:d=N,tree=B: token trees of up "
-                  "to B children per node, greedy or sampled, CPU engine) | subset[:skip=R] (draft with "
+                  "to B children per node, greedy or sampled; CPU engine, and CUDA with f16/q8_0/q4_1 KV) | subset[:skip=R] (draft with "
                   "middle layers skipped, skip set chosen online; R fixes the skipped fraction) | lookup (n-gram in "
                   "prompt and history) | auto (all three, adaptive draft length)")
       ->capture_default_str();

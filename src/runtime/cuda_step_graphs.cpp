@@ -7,7 +7,7 @@ namespace strata::runtime {
 
 bool tree_graphs_from_env() {
   const char* e = std::getenv("STRATA_TREE_GRAPHS");
-  return e && std::string(e) == "1";
+  return !(e && std::string(e) == "0");
 }
 
 GraphPolicy graph_policy_from_env() {

@@ -5,7 +5,7 @@
 // instead each node runs as its path's step: RoPE at its path position pos0 + depth, and one
 // attention call per node that reads its ancestors' slots in place of the path's positions
 // (attention_tree.h TreePathDev). Matmuls are the verify pass's multi-column GEMV, exact per row.
-// Eager by default; STRATA_TREE_GRAPHS=1 replays a CUDA graph per tree shape (cuda_step_graphs.h).
+// A CUDA graph per tree shape (cuda_step_graphs.h); STRATA_TREE_GRAPHS=0 runs tree steps eagerly.
 #include <algorithm>
 
 #include "kv/kv_quant.h"
@@ -62,8 +62,8 @@ Status CudaForward::eval_tree(std::span<const int32_t> tokens, std::span<const i
   ops.tree = &rows;
   const uint32_t logit_rows = which == Logits::all ? n : which == Logits::last ? 1 : 0;
   const Layers L{range.first, range.end, range.hidden_out != nullptr, nullptr};
-  // A graph per tree shape under STRATA_TREE_GRAPHS=1 (the paths and positions are device inputs,
-  // copied above), else eagerly.
+  // A graph per tree shape (the paths and positions are device inputs, copied above), else eagerly
+  // (STRATA_TREE_GRAPHS=0, or whatever run_step_graph refuses).
   const RowMap map{0, pos0 + node0};
   if (!run_step_graph(im, ops, s, tokens.data(), n, map, logit_rows, L))
     forward_chunk(ops, s, im.dev, im.buf, tokens.data(), n, map, logit_rows, L);

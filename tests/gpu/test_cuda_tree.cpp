@@ -504,18 +504,22 @@ TEST_CASE("GPU eval_tree and keep_tree_path: bad trees and paths are refused and
   test::check_keep_tree_path_refusals(*e);
 }
 
-// STRATA_TREE_GRAPHS=1 (read when an engine is created): tree steps replay a CUDA graph per tree
-// shape, their paths and positions device inputs. Every tree step of the graphed engine must give
+// Tree steps replay a CUDA graph per tree shape, their paths and positions device inputs;
+// STRATA_TREE_GRAPHS=0 (read when an engine is created) makes the eager engine to compare with. Every tree step of the graphed engine must give
 // the eager engine's bits -- the same shapes at the same positions (a replay of the first run's
 // graphs), at other positions (the same tree after a longer prompt), drafts over [0, d) and
 // verifications from d -- and each must have been a graph launch.
 TEST_CASE("GPU token-tree steps replayed as CUDA graphs give the eager steps' bits", "[gpu][tree]") {
   if (no_gpu()) return;
   const auto model = load(test::testdata("models/gemma3-swa-q4k/model.gguf"));
-  auto eager = engine(model, GgmlType::Q8_0, GgmlType::Q8_0);
-  setenv("STRATA_TREE_GRAPHS", "1", 1);
-  auto graphed = engine(model, GgmlType::Q8_0, GgmlType::Q8_0);
+  const char* was = std::getenv("STRATA_TREE_GRAPHS");
+  const std::string saved = was ? was : "";
   unsetenv("STRATA_TREE_GRAPHS");
+  auto graphed = engine(model, GgmlType::Q8_0, GgmlType::Q8_0);
+  setenv("STRATA_TREE_GRAPHS", "0", 1);
+  auto eager = engine(model, GgmlType::Q8_0, GgmlType::Q8_0);
+  if (was) setenv("STRATA_TREE_GRAPHS", saved.c_str(), 1);
+  else unsetenv("STRATA_TREE_GRAPHS");
   uint32_t tree_steps = 0;
   for (uint64_t seed : {3u, 3u, 4u}) {  // the second run replays the first one's graphs
     INFO("seed " << seed);
