@@ -484,8 +484,7 @@ Status attention_tree(const float* d_q, const int32_t* d_pos, int64_t n_q, const
 
 Status attention_tree_path(const float* d_q, const int32_t* d_pos, const KvStoreDev& kv, const AttentionShapeDev& s,
                            const TreePathDev& path, float* d_out, Workspace ws, Stream s_) {
-  if (!path.d_slots || path.n < 1 || path.n > int32_t(kDecodeMaxQueries))
-    return Status::error("attention_tree_path: {} path slots (1..{} expected)", path.n, kDecodeMaxQueries);
+  if (!path.d_slots || !path.d_n) return Status::error("attention_tree_path: null path");
   if (!attention_rows_exact(d_q, 1, kv, s, ws))
     return Status::error("attention_tree_path: flash-decoding does not apply (KV {} / {}, head_dim {})",
                          ggml_type_info(kv.k_dtype).name, ggml_type_info(kv.v_dtype).name, s.head_dim);

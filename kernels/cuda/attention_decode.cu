@@ -79,7 +79,7 @@ struct DecParams {
   // query's device position, so a CUDA graph of a tree step replays at any pos0. Null: every key
   // from its own slot.
   const int32_t* path_slots;
-  int path_n;
+  const int32_t* path_n;  // on the device
   float scale_log2;  // scale / ln 2: scores in log2 units (exp2 is one instruction)
 };
 
@@ -228,7 +228,8 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
   const uint8_t* Kg = p.k + int64_t(g) * p.k_head_bytes;
   const uint8_t* Vg = p.v + int64_t(g) * p.v_head_bytes;
 
-  const int path_first = p.path_slots ? int(p.pos[0]) - p.path_n + 1 : 0;  // one query (TreePathDev)
+  const int path_n = p.path_slots ? *p.path_n : 0;  // one query (TreePathDev)
+  const int path_first = p.path_slots ? int(p.pos[0]) - path_n + 1 : 0;
 
   // This thread's 16-byte units of a tile (the same every tile): unit u = tid + 128 n of K is
   // unit w of key kk (u = kk * k_units + w), likewise for V.
@@ -266,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
       if (j >= h_lo && j <= h_hi) {
         int slot = slot0 + kk;
         while (slot >= p.capacity) slot -= p.capacity;  // once at most unless the ring is shorter than a tile
-        if (p.path_slots && j >= path_first && j - path_first < p.path_n)
+        if (p.path_slots && j >= path_first && j - path_first < path_n)
           slot = int((int64_t(path_first) + p.path_slots[j - path_first]) % p.capacity);
         const uint8_t* a = base + int64_t(slot) * row_bytes;
         off = int(reinterpret_cast<uintptr_t>(a) & 15u);
@@ -613,7 +614,7 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
   p.scale_log2 = s.scale * 1.4426950408889634f;
   p.inner_ok = (4096 / s.head_dim) * std::max(p.k_row_bytes, p.v_row_bytes) <= 0x7fffffff;
   if (tree && tree->d_bits) p.tree_bits = tree->d_bits, p.tree_first = tree->first;
-  if (path && path->d_slots) p.path_slots = path->d_slots, p.path_n = path->n;
+  if (path && path->d_slots) p.path_slots = path->d_slots, p.path_n = path->d_n;
 
   // Splits: fixed by the store and the window (never by n_q), as far as the workspace holds them.
   const int64_t splits = decode_attention_split_fits(n_q, kv, s, ws) ? store_splits(kv, s) : 1;

@@ -277,10 +277,11 @@ Status CudaForward::allocate() {
   if (!pos) return pos.status();
   im.d_tokens = static_cast<int32_t*>(*ids);
   im.d_pos = static_cast<int32_t*>(*pos);
-  auto tree = im.alloc(kMaxExactRows * (1 + kMaxExactRows) * sizeof(int32_t), "activations tree paths");
+  auto tree = im.alloc(kMaxExactRows * (2 + kMaxExactRows) * sizeof(int32_t), "activations tree paths");
   if (!tree) return tree.status();
   im.d_tree_pos = static_cast<int32_t*>(*tree);
-  im.d_tree_slots = im.d_tree_pos + kMaxExactRows;
+  im.d_tree_n = im.d_tree_pos + kMaxExactRows;
+  im.d_tree_slots = im.d_tree_n + kMaxExactRows;
   im.host_pos.resize(n_ids);
   if (im.host_embed) {
     auto p = cuda::pinned_alloc(n * d * sizeof(float));

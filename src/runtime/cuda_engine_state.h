@@ -108,15 +108,17 @@ struct CudaForward::Impl {
   bool capture_warm = false;
   // Token trees (CudaForward::eval_tree / keep_tree_path): the tree last evaluated, at tree_pos0,
   // until a path is kept or another step runs. Each node runs as the decode step of its path
-  // (attention_tree.h TreePathDev): d_tree_pos holds the call's rows' path positions (pos0 +
-  // depth: RoPE and the attention's query), d_tree_slots[i * kMaxExactRows + k] node i's ancestor
-  // at depth k (then i itself), copied from host_tree before the step.
+  // (attention_tree.h TreePathDev). Per row t of the call (node node0 + t): d_tree_pos[t] its path
+  // position (pos0 + depth: RoPE and the attention's query), d_tree_n[t] its path's length (depth
+  // + 1), d_tree_slots[t * kMaxExactRows + k] its ancestor at depth k (then the node itself); copied
+  // from host_tree before the step, so a step's graph depends on the row count, not the shape.
   std::optional<TreeShape> tree;
   uint32_t tree_pos0 = 0;
   bool tree_graphs = false;         // tree steps as graphs too (cuda_step_graphs.h tree_graphs_from_env)
   int32_t* d_tree_pos = nullptr;    // kMaxExactRows
+  int32_t* d_tree_n = nullptr;      // kMaxExactRows
   int32_t* d_tree_slots = nullptr;  // kMaxExactRows x kMaxExactRows
-  std::vector<int32_t> host_tree;   // both, staged until the step's synchronize
+  std::vector<int32_t> host_tree;   // all three, staged until the step's synchronize
   CudaForward::GraphStats graph_stats;    // the step being captured finds its first streamed blocks in the ring
   Status first_error;  // the first failed kernel of the current eval (ops cannot return one)
   std::unique_ptr<offload::GpuTimeline> timeline;  // --trace: GPU spans (null: not tracing)

@@ -287,8 +287,7 @@ struct Ops {
     if (tree) {  // each node as the decode step of its path (attention_tree.h): its row's exact bits
       const int64_t row = s.n_head * s.head_dim;
       for (uint32_t t = 0; t < n; ++t) {
-        const uint32_t node = tree->node0 + t;
-        const cuda::TreePathDev path{im.d_tree_slots + node * kMaxExactRows, int32_t(tree->shape->depth(node) + 1)};
+        const cuda::TreePathDev path{im.d_tree_slots + t * kMaxExactRows, im.d_tree_n + t};
         im.check(cuda::attention_tree_path(q + t * row, im.d_tree_pos + t, im.kv[0][il].store, shape, path,
                                            out + t * row, ws, im.stream));
       }

@@ -36,8 +36,7 @@ StepShape shape_of(const model::ModelSpec& s, uint32_t n, const RowMap& map, uin
   if (L.skip) k.skip.assign(L.skip, L.skip + s.hp.n_layer);
   for (uint32_t t = 0; t < n; ++t) k.seqs.push_back(map.seq_of(t));
   k.warm = warm;
-  if (tree)
-    for (uint32_t i = 0; i < tree->shape->size(); ++i) k.tree.push_back(tree->shape->parent(i));
+  k.tree = tree != nullptr;
   return k;
 }
 

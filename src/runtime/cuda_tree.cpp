@@ -5,7 +5,8 @@
 // instead each node runs as its path's step: RoPE at its path position pos0 + depth, and one
 // attention call per node that reads its ancestors' slots in place of the path's positions
 // (attention_tree.h TreePathDev). Matmuls are the verify pass's multi-column GEMV, exact per row.
-// A CUDA graph per tree shape (cuda_step_graphs.h); STRATA_TREE_GRAPHS=0 runs tree steps eagerly.
+// Replayed as CUDA graphs, one per node count and layer range (the tree's shape is a device input:
+// cuda_step_graphs.h); STRATA_TREE_GRAPHS=0 runs tree steps eagerly.
 #include <algorithm>
 
 #include "kv/kv_quant.h"
@@ -48,13 +49,18 @@ Status CudaForward::eval_tree(std::span<const int32_t> tokens, std::span<const i
   im.tree_pos0 = pos0;
   const TreeShape& t = *im.tree;
   const uint32_t n = uint32_t(tokens.size()), node0 = t.size() - n, n_vocab = s.hp.n_vocab;
-  // The rows' path positions, then every node's path: slots[i][depth(j)] = j up its ancestors.
-  im.host_tree.assign(kMaxExactRows * (1 + kMaxExactRows), 0);
+  // Per row of the call (node i = node0 + row): its path position, its path's length and the path
+  // itself, slots[row][depth(j)] = j up i's ancestors (layout: cuda_engine_state.h d_tree_pos).
+  im.host_tree.assign(kMaxExactRows * (2 + kMaxExactRows), 0);
   int32_t* pos = im.host_tree.data();
-  int32_t* slots = pos + kMaxExactRows;
-  for (uint32_t row = 0; row < n; ++row) pos[row] = int32_t(pos0 + t.depth(node0 + row));
-  for (uint32_t i = 0; i < t.size(); ++i)
-    for (int32_t j = int32_t(i); j >= 0; j = t.parent(uint32_t(j))) slots[i * kMaxExactRows + t.depth(uint32_t(j))] = j;
+  int32_t* path_n = pos + kMaxExactRows;
+  int32_t* slots = path_n + kMaxExactRows;
+  for (uint32_t row = 0; row < n; ++row) {
+    const uint32_t i = node0 + row;
+    pos[row] = int32_t(pos0 + t.depth(i));
+    path_n[row] = int32_t(t.depth(i) + 1);
+    for (int32_t j = int32_t(i); j >= 0; j = t.parent(uint32_t(j))) slots[row * kMaxExactRows + t.depth(uint32_t(j))] = j;
+  }
   im.check(cuda::copy_to_device(im.d_tree_pos, im.host_tree.data(), im.host_tree.size() * sizeof(int32_t), im.stream));
   logits.resize(which == Logits::all ? n * n_vocab : which == Logits::last ? n_vocab : 0);
   Ops ops{im, s, logits.empty() ? nullptr : logits.data(), &range, {}};
@@ -62,7 +68,7 @@ Status CudaForward::eval_tree(std::span<const int32_t> tokens, std::span<const i
   ops.tree = &rows;
   const uint32_t logit_rows = which == Logits::all ? n : which == Logits::last ? 1 : 0;
   const Layers L{range.first, range.end, range.hidden_out != nullptr, nullptr};
-  // A graph per tree shape (the paths and positions are device inputs, copied above), else eagerly
+  // A graph per node count (the paths and positions are device inputs, copied above), else eagerly
   // (STRATA_TREE_GRAPHS=0, or whatever run_step_graph refuses).
   const RowMap map{0, pos0 + node0};
   if (!run_step_graph(im, ops, s, tokens.data(), n, map, logit_rows, L))

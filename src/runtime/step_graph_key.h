@@ -17,8 +17,8 @@ struct StepShape {
   bool store_hidden = false;        // the residual stream after end - 1 goes back to the caller
   std::vector<uint8_t> skip;        // layers skipped (layer-subset drafts); empty: none
   std::vector<uint32_t> seqs;       // each row's sequence: whose KV store its write and attention use
-  std::vector<int32_t> tree;        // eval_tree: the whole tree's parents (its rows are the last n
-                                    // nodes; their paths and positions are device inputs); empty: none
+  bool tree = false;                // eval_tree: its rows' paths, path lengths and positions are
+                                    // device inputs, so the tree's shape is not part of the key
   bool warm = false;                // streamed plans: the weight ring holds the step's first blocks
   auto operator<=>(const StepShape&) const = default;
 };

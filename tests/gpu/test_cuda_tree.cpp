@@ -504,11 +504,12 @@ TEST_CASE("GPU eval_tree and keep_tree_path: bad trees and paths are refused and
   test::check_keep_tree_path_refusals(*e);
 }
 
-// Tree steps replay a CUDA graph per tree shape, their paths and positions device inputs;
-// STRATA_TREE_GRAPHS=0 (read when an engine is created) makes the eager engine to compare with. Every tree step of the graphed engine must give
-// the eager engine's bits -- the same shapes at the same positions (a replay of the first run's
-// graphs), at other positions (the same tree after a longer prompt), drafts over [0, d) and
-// verifications from d -- and each must have been a graph launch.
+// Tree steps replay a CUDA graph per node count, their paths, path lengths and positions device
+// inputs; STRATA_TREE_GRAPHS=0 (read when an engine is created) makes the eager engine to compare
+// with. Every tree step of the graphed engine must give the eager engine's bits -- the same shapes
+// at the same positions (a replay of the first run's graphs), at other positions (the same tree
+// after a longer prompt), other shapes of the same node count (no new capture), drafts over
+// [0, d) and verifications from d -- and each must have been a graph launch.
 TEST_CASE("GPU token-tree steps replayed as CUDA graphs give the eager steps' bits", "[gpu][tree]") {
   if (no_gpu()) return;
   const auto model = load(test::testdata("models/gemma3-swa-q4k/model.gguf"));
@@ -542,6 +543,24 @@ TEST_CASE("GPU token-tree steps replayed as CUDA graphs give the eager steps' bi
     CHECK(same_bits(lg, le));
     ++tree_steps;
   }
+  // Other shapes of 16 nodes (chains, stars, random trees) replay the 16-node graph captured above.
+  const uint64_t captures = graphed->graph_stats().captures;
+  for (uint32_t round = 0; round < 4; ++round) {
+    INFO("shape " << round);
+    std::vector<int32_t> other(16);
+    for (int32_t i = 0; i < 16; ++i) other[i] = round == 0 ? i - 1 : round == 1 ? (i == 0 ? -1 : 0) : -1;
+    if (round >= 2) other = random_parents(rng, 16);
+    std::vector<float> lg, le;
+    for (runtime::Engine* e : {static_cast<runtime::Engine*>(graphed.get()), static_cast<runtime::Engine*>(eager.get())}) {
+      e->truncate(0);
+      REQUIRE(e->eval(std::span(prompt).first(33), runtime::Logits::last, lg).is_ok());
+    }
+    REQUIRE(graphed->eval_tree(tokens, other, 33, {}, runtime::Logits::all, lg).is_ok());
+    REQUIRE(eager->eval_tree(tokens, other, 33, {}, runtime::Logits::all, le).is_ok());
+    CHECK(same_bits(lg, le));
+    ++tree_steps;
+  }
+  CHECK(graphed->graph_stats().captures == captures);
   // Both engines replay their decode steps alike; only the graphed one launches its tree steps.
   CHECK(graphed->graph_stats().launches - eager->graph_stats().launches == tree_steps);
 }
