@@ -56,7 +56,7 @@ Status EarlyExit::propose_tree(std::span<const int32_t> history, const TreePlan&
       const std::span<const float> row(logits_.data() + (i - b) * V, V);
       const auto ranked = top_tokens(row, w);
       grow.add_children(i, ranked, [&](uint32_t rank) {
-        return min_confidence_ <= 0 || top_probability(row, ranked[rank]) >= min_confidence_;
+        return has_probability(row, ranked[0], ranked[rank], min_confidence_);
       });
     }
   } while (grow.next_level());

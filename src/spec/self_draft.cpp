@@ -6,11 +6,19 @@
 
 namespace strata::spec {
 
-float top_probability(std::span<const float> logits, int32_t top) {
+bool has_probability(std::span<const float> logits, int32_t top, int32_t token, float min_p) {
+  if (min_p <= 0) return true;
   const float mx = logits[size_t(top)];
+  // p(token) = e^(l_token - mx) / S >= min_p  <=>  S <= bound.
+  const double bound = std::exp(double(logits[size_t(token)]) - mx) / min_p;
   double sum = 0;
-  for (float l : logits) sum += std::exp(double(l - mx));
-  return float(1.0 / sum);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float x = logits[i] - mx;
+    if (x < -30.0f) continue;
+    sum += std::exp(x);
+    if (sum > bound) return false;
+  }
+  return true;
 }
 
 Status draft_greedily(runtime::Engine& engine, int32_t pending, uint32_t k, float min_confidence,
@@ -22,7 +30,7 @@ Status draft_greedily(runtime::Engine& engine, int32_t pending, uint32_t k, floa
     STRATA_TRY(engine.eval_layers(std::span(&x, 1), pos + i, range(i), runtime::Logits::last, logits));
     ++out.engine_steps;
     const int32_t next = runtime::argmax(logits);
-    if (min_confidence > 0 && top_probability(logits, next) < min_confidence) break;
+    if (!has_probability(logits, next, next, min_confidence)) break;
     out.tokens.push_back(next);
     x = next;
   }
