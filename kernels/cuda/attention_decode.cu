@@ -74,12 +74,14 @@ struct DecParams {
   int inner_ok;  // a tile's slot offsets (key tile x row bytes) fit in 32 bits
   const uint64_t* tree_bits;  // per query, or null: no tree mask (attention_tree.h)
   int tree_first;
-  // A tree path (attention_tree.h TreePathDev; one query at position P): key F + k, k < path_n,
-  // F = P - path_n + 1, is read from slot F + path_slots[k] instead of its own. F comes from the
-  // query's device position, so a CUDA graph of a tree step replays at any pos0. Null: every key
-  // from its own slot.
+  // Tree paths (attention_tree.h TreePathDev; query q at position P_q): key F + k, k < path_n[q],
+  // F = P_q - path_n[q] + 1, is read from slot F + path_slots[q * path_stride + k] instead of its
+  // own. F comes from the query's device position, so a CUDA graph of a tree step replays at any
+  // pos0. Each block then holds one query's rows (path_tiles blocks per query), so every query is
+  // computed exactly as in a call of its own. Null: every key from its own slot.
   const int32_t* path_slots;
-  const int32_t* path_n;  // on the device
+  const int32_t* path_n;  // on the device, per query
+  int path_stride, path_tiles;
   float scale_log2;  // scale / ln 2: scores in log2 units (exp2 is one instruction)
 };
 
@@ -191,12 +193,15 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = blockIdx.y, z = blockIdx.z;
   const int n_rows = p.n_q * p.group;
-  const int row0 = blockIdx.x * R;
+  // Tree paths: the block's query qi and its rows [row0, row_end) within that query's group.
+  const int qi = p.path_slots ? int(blockIdx.x) / p.path_tiles : 0;
+  const int row0 = p.path_slots ? qi * p.group + int(blockIdx.x) % p.path_tiles * R : int(blockIdx.x) * R;
+  const int row_end = p.path_slots ? (qi + 1) * p.group : n_rows;
 
   if (tid < R) {
     const int gr = row0 + tid;
     int lo = 0x7fffffff, hi = -1, live = 0;
-    if (gr < n_rows) {
+    if (gr < row_end) {
       live = 1;
       const int64_t pos = p.pos[gr / p.group];
       const int64_t vis_lo = p.window > 0 && pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
@@ -228,8 +233,9 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
   const uint8_t* Kg = p.k + int64_t(g) * p.k_head_bytes;
   const uint8_t* Vg = p.v + int64_t(g) * p.v_head_bytes;
 
-  const int path_n = p.path_slots ? *p.path_n : 0;  // one query (TreePathDev)
-  const int path_first = p.path_slots ? int(p.pos[0]) - path_n + 1 : 0;
+  const int path_n = p.path_slots ? p.path_n[qi] : 0;  // the block's query (TreePathDev)
+  const int path_first = p.path_slots ? int(p.pos[qi]) - path_n + 1 : 0;
+  const int32_t* path_slots = p.path_slots ? p.path_slots + int64_t(qi) * p.path_stride : nullptr;
 
   // This thread's 16-byte units of a tile (the same every tile): unit u = tid + 128 n of K is
   // unit w of key kk (u = kk * k_units + w), likewise for V.
@@ -267,8 +273,8 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
       if (j >= h_lo && j <= h_hi) {
         int slot = slot0 + kk;
         while (slot >= p.capacity) slot -= p.capacity;  // once at most unless the ring is shorter than a tile
-        if (p.path_slots && j >= path_first && j - path_first < path_n)
-          slot = int((int64_t(path_first) + p.path_slots[j - path_first]) % p.capacity);
+        if (path_slots && j >= path_first && j - path_first < path_n)
+          slot = int((int64_t(path_first) + path_slots[j - path_first]) % p.capacity);
         const uint8_t* a = base + int64_t(slot) * row_bytes;
         off = int(reinterpret_cast<uintptr_t>(a) & 15u);
         src = a - off + 16 * w;
@@ -311,7 +317,7 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
     rhi[r] = row_hi[r];
     m[r] = -INFINITY;
     l[r] = 0.0f;
-    const int gr = min(row0 + r, n_rows - 1);  // padding rows compute on a real row, never written
+    const int gr = min(row0 + r, row_end - 1);  // padding rows compute on a real row, never written
     const int64_t orow = int64_t(gr / p.group) * p.n_head + int64_t(g) * p.group + gr % p.group;
     const float4* qp = reinterpret_cast<const float4*>(p.q + orow * HD + c * 8);
     const float4 a = qp[0], b = qp[1];
@@ -586,7 +592,6 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
                         const AttentionShapeDev& s, float* d_out, Workspace ws, cudaStream_t st,
                         const TreeMaskDev* tree, const ActRounding* round, bool* rounded, const TreePathDev* path) {
   if (rounded) *rounded = false;
-  if (path && path->d_slots && n_q != 1) return Status::error("decode attention: a tree path takes one query (got {})", n_q);
   if (kv.capacity > 0x7fffffff || n_q * s.n_head > 0x7fffffff)
     return Status::error("decode attention: capacity {} or rows {} too large", kv.capacity, n_q * s.n_head);
   DecParams p{};
@@ -614,10 +619,14 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
   p.scale_log2 = s.scale * 1.4426950408889634f;
   p.inner_ok = (4096 / s.head_dim) * std::max(p.k_row_bytes, p.v_row_bytes) <= 0x7fffffff;
   if (tree && tree->d_bits) p.tree_bits = tree->d_bits, p.tree_first = tree->first;
-  if (path && path->d_slots) p.path_slots = path->d_slots, p.path_n = path->d_n;
+  const bool paths = path && path->d_slots;
+  if (paths) p.path_slots = path->d_slots, p.path_n = path->d_n, p.path_stride = path->stride;
 
   // Splits: fixed by the store and the window (never by n_q), as far as the workspace holds them.
-  const int64_t splits = decode_attention_split_fits(n_q, kv, s, ws) ? store_splits(kv, s) : 1;
+  const bool fits = decode_attention_split_fits(n_q, kv, s, ws);
+  if (paths && n_q > 1 && fits != decode_attention_split_fits(1, kv, s, ws))
+    return Status::error("decode attention: the workspace holds the splits of one tree path, not of {}", n_q);
+  const int64_t splits = fits ? store_splits(kv, s) : 1;
   p.split = splits > 1;
   if (p.split) {
     p.part_acc = static_cast<float*>(ws.d_ptr);
@@ -627,9 +636,11 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
   // at most kMaxUnits copies per thread.
   if ((4096 / s.head_dim) * std::max(p.k_units, p.v_units) > kMaxUnits / 2 * kThreads)
     return Status::error("decode attention: tile of {} units exceeds the copy plan", (4096 / s.head_dim) * std::max(p.k_units, p.v_units));
-  const int64_t rows = n_q * p.group;
+  // Tree paths: blocks as for one query (R from one query's rows), path_tiles of them per query.
+  const int64_t rows = paths ? p.group : n_q * p.group;
   const int R = rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : 8;
-  const int64_t tiles = (rows + R - 1) / R;
+  p.path_tiles = int((rows + R - 1) / R);
+  const int64_t tiles = paths ? n_q * p.path_tiles : p.path_tiles;
   if (s.n_head_kv > 65535) return Status::error("decode attention: {} KV heads: grid too large", s.n_head_kv);
   const dim3 grid(unsigned(tiles), unsigned(s.n_head_kv), unsigned(splits));
   auto run = [&]() -> Status {

@@ -20,21 +20,24 @@ struct TreeMaskDev {
 Status attention_tree(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
                       const AttentionShapeDev& s, const TreeMaskDev& tree, float* d_out, Workspace ws, Stream s_);
 
-// One node of a token tree computed exactly as the decode step of its root-to-node path: the
-// query sits at the path's position P (*d_pos = pos0 + depth) and key F + k, k < n (*d_n = depth + 1),
-// F = P - n + 1 (= pos0), is read from slot F + d_slots[k] (the node's ancestor at depth k, then
-// the node itself), where the tree wrote it; every other key comes from its own slot. F is taken
-// from the device position, so the call replays in a CUDA graph at any pos0. Keys, splits, tiles and lanes
-// are then the chain step's, so the row equals that step bit for bit -- which a mask over the
-// nodes' own slots (attention_tree) cannot promise on the GPU: a key's lane and chunk follow its
-// slot. The CUDA engine's eval_tree runs each node this way (one query per call). The slots and n
-// are device inputs, so one CUDA graph serves every tree of the same node count.
+// Nodes of a token tree, each computed exactly as the decode step of its root-to-node path: node
+// q's query sits at its path's position P (d_pos[q] = pos0 + depth) and key F + k, k < n (d_n[q] =
+// depth + 1), F = P - n + 1 (= pos0), is read from slot F + d_slots[q * stride + k] (the node's
+// ancestor at depth k, then the node itself), where the tree wrote it; every other key comes from
+// its own slot. Keys, splits, tiles and lanes are then the chain step's, so each row equals that
+// step bit for bit -- which a mask over the nodes' own slots (attention_tree) cannot promise on the
+// GPU: a key's lane and chunk follow its slot. One call takes all the nodes of a step (each block
+// holds one node's rows, as a call of its own would), where the workspace holds the splits of n_q
+// queries as it does of one (else an error: call per node). Paths, lengths and positions are device
+// inputs, so a CUDA graph of the step replays at any pos0 and for every tree of the same node count.
 struct TreePathDev {
-  const int32_t* d_slots = nullptr;  // *d_n entries on the device: slot offsets from F
-  const int32_t* d_n = nullptr;      // the path's length n, 1..kDecodeMaxQueries (not checked on the device)
+  const int32_t* d_slots = nullptr;  // per query, d_n[q] entries on the device: slot offsets from F
+  const int32_t* d_n = nullptr;      // per query, its path's length, 1..kDecodeMaxQueries (not checked on the device)
+  int32_t stride = 0;                // entries from one query's slots to the next's (n_q > 1)
 };
-// Errors: as attention(), and where flash-decoding does not apply (attention_rows_exact false).
-Status attention_tree_path(const float* d_q, const int32_t* d_pos, const KvStoreDev& kv, const AttentionShapeDev& s,
-                           const TreePathDev& path, float* d_out, Workspace ws, Stream s_);
+// Errors: as attention(), where flash-decoding does not apply (attention_rows_exact false), and
+// where the workspace holds the splits of one query but not of n_q.
+Status attention_tree_path(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
+                           const AttentionShapeDev& s, const TreePathDev& path, float* d_out, Workspace ws, Stream s_);
 
 }  // namespace strata::kernels::cuda

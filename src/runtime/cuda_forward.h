@@ -50,9 +50,11 @@ class CudaForward final : public Engine {
   Status eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) override;
   // Token trees (engine.h): each node is computed as the decode step of its root-to-node path
   // (RoPE at its path position, attention reading its ancestors' slots: attention_tree.h
-  // TreePathDev), so its row equals that step bit for bit; one attention call per node and layer,
-  // replayed as a CUDA graph per node count (STRATA_TREE_GRAPHS=0: eagerly). keep_tree_path moves
-  // the kept rows on the device. Needs flash-decoding KV (f16, q8_0, q4_1; head_dim 32, 64, 128, 256) and no host KV or cpu-tier blocks: supports_trees().
+  // TreePathDev), so its row equals that step bit for bit; one attention launch per layer for all
+  // the nodes, each block one node's; the step replayed as a CUDA graph per node count
+  // (STRATA_TREE_GRAPHS=0: eagerly). keep_tree_path moves the kept rows on the device. Needs
+  // flash-decoding KV (f16, q8_0, q4_1; head_dim 32, 64, 128, 256) and no host KV or cpu-tier
+  // blocks: supports_trees().
   Status eval_tree(std::span<const int32_t> tokens, std::span<const int32_t> parents, uint32_t pos0,
                    const LayerRange& r, Logits which, std::vector<float>& logits) override;
   Status keep_tree_path(uint32_t pos0, std::span<const uint32_t> path) override;

@@ -285,11 +285,15 @@ struct Ops {
     const cuda::AttentionShapeDev shape{s.n_head, s.n_head_kv, s.head_dim, s.window, s.scale};
     const cuda::Workspace ws = att_ws();
     if (tree) {  // each node as the decode step of its path (attention_tree.h): its row's exact bits
+      const cuda::KvStoreDev& kv = im.kv[0][il].store;
+      const cuda::TreePathDev paths{im.d_tree_slots, im.d_tree_n, int32_t(kMaxExactRows)};
+      if (cuda::attention_rows_exact(q, n, kv, shape, ws))  // one launch for all the nodes
+        return im.check(cuda::attention_tree_path(q, im.d_tree_pos, n, kv, shape, paths, out, ws, im.stream));
       const int64_t row = s.n_head * s.head_dim;
       for (uint32_t t = 0; t < n; ++t) {
         const cuda::TreePathDev path{im.d_tree_slots + t * kMaxExactRows, im.d_tree_n + t};
-        im.check(cuda::attention_tree_path(q + t * row, im.d_tree_pos + t, im.kv[0][il].store, shape, path,
-                                           out + t * row, ws, im.stream));
+        im.check(cuda::attention_tree_path(q + t * row, im.d_tree_pos + t, 1, kv, shape, path, out + t * row, ws,
+                                           im.stream));
       }
       return;
     }

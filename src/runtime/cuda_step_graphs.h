@@ -11,8 +11,8 @@ namespace strata::runtime {
 GraphPolicy graph_policy_from_env();
 // Token-tree steps (eval_tree) replay graphs too, one per node count: the shape is a device input,
 // since a drafter's trees vary from round to round and capturing each would cost more than it
-// saves. STRATA_TREE_GRAPHS=0 runs them eagerly (one attention launch per node and layer: the A/B
-// switch for the tree graph test and for benchmarks). Read once, when an engine is created.
+// saves. STRATA_TREE_GRAPHS=0 runs them eagerly (the A/B switch for the tree graph test and for
+// benchmarks). Read once, when an engine is created.
 bool tree_graphs_from_env();
 
 // Runs the step (the arguments of forward_chunk; ops.host_logits and ops.range set by the caller)

@@ -2,9 +2,9 @@
 // A node's row must equal the decode step of its root-to-node path bit for bit (greedy
 // speculation with trees then gives plain decoding's text). On the GPU a key's lane and chunk in
 // flash-decoding follow its slot, so a mask over the nodes' own slots would sum in another order;
-// instead each node runs as its path's step: RoPE at its path position pos0 + depth, and one
-// attention call per node that reads its ancestors' slots in place of the path's positions
-// (attention_tree.h TreePathDev). Matmuls are the verify pass's multi-column GEMV, exact per row.
+// instead each node runs as its path's step: RoPE at its path position pos0 + depth, and attention
+// that reads its ancestors' slots in place of the path's positions (attention_tree.h TreePathDev:
+// one launch for all the nodes, each block one node's, as a call of its own would be). Matmuls are the verify pass's multi-column GEMV, exact per row.
 // Replayed as CUDA graphs, one per node count and layer range (the tree's shape is a device input:
 // cuda_step_graphs.h); STRATA_TREE_GRAPHS=0 runs tree steps eagerly.
 #include <algorithm>

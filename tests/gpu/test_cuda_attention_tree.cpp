@@ -149,3 +149,56 @@ TEST_CASE("decode attention: the chain tree mask equals no mask, bit for bit", "
     REQUIRE(std::memcmp(masked.data(), plain.data(), plain.size() * 4) == 0);
   }
 }
+
+// Tree paths (attention_tree.h TreePathDev), as the CUDA engine's eval_tree runs them: one call
+// for all the nodes of a step must give each node the bits of its own one-query call (each block
+// holds one node's rows), over every KV type, GQA 1..8, head dims 32..256, windows in rings.
+TEST_CASE("decode attention: tree paths in one call equal one call per node, bit for bit", "[gpu][attention][tree]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  constexpr int32_t kStride = 16;
+  for (const GgmlType t : kTypes) {
+    for (const int64_t n : {3, 16}) {
+      TreeCase c = make_tree_case(t, n, rng);
+      // Node q at depth d_q < n: its query at first + d_q, its path's d_q + 1 keys from the slots
+      // of nodes j < n (any of them: the kernel only remaps where it reads).
+      std::vector<int32_t> path_n(static_cast<size_t>(n)), slots(static_cast<size_t>(n * kStride));
+      for (int64_t q = 0; q < n; ++q) {
+        const int32_t d = int32_t(rng.next_u64() % uint64_t(n));
+        path_n[size_t(q)] = d + 1;
+        c.pos[size_t(q)] = c.first + d;
+        for (int32_t k = 0; k <= d; ++k) slots[size_t(q * kStride + k)] = int32_t(rng.next_u64() % uint64_t(n));
+      }
+      INFO(c.describe());
+      DevBuf dk = to_device(c.k), dv = to_device(c.v), dq = to_device(c.q), dpos = to_device(c.pos),
+             dn = to_device(path_n), dslots = to_device(slots), dall(c.q.size() * 4), done(size_t(c.row) * 4);
+      dall.poison();
+      const kc::AttentionShapeDev s = c.shape();
+      const size_t ws_bytes = kc::attention_workspace_bytes(n, s, c.capacity);
+      DevBuf ws(ws_bytes);
+      const kc::Workspace w{ws_bytes ? ws.as<void>() : nullptr, ws_bytes};
+      const kc::KvStoreDev kv{dk.as<void>(), dv.as<void>(), c.type, c.type, c.capacity};
+      REQUIRE(kc::attention_tree_path(dq.as<float>(), dpos.as<int32_t>(), n, kv, s,
+                                      {dslots.as<int32_t>(), dn.as<int32_t>(), kStride}, dall.as<float>(), w, nullptr));
+      const std::vector<float> all = dall.download<float>(c.q.size());
+      for (int64_t q = 0; q < n; ++q) {
+        INFO("node " << q << " depth " << path_n[size_t(q)] - 1);
+        done.poison();
+        REQUIRE(kc::attention_tree_path(dq.as<float>() + q * c.row, dpos.as<int32_t>() + q, 1, kv, s,
+                                        {dslots.as<int32_t>() + q * kStride, dn.as<int32_t>() + q}, done.as<float>(),
+                                        w, nullptr));
+        const std::vector<float> one = done.download<float>(size_t(c.row));
+        REQUIRE(std::memcmp(one.data(), all.data() + q * c.row, one.size() * 4) == 0);
+      }
+    }
+  }
+  // A path call with more than one query needs the stride; a null path is refused.
+  DevBuf d(64);
+  const kc::KvStoreDev kv{d.as<void>(), d.as<void>(), GgmlType::F16, GgmlType::F16, 4};
+  const kc::AttentionShapeDev s{2, 1, 32, 0, 1.0f};
+  CHECK_FALSE(kc::attention_tree_path(d.as<float>(), d.as<int32_t>(), 2, kv, s, {d.as<int32_t>(), d.as<int32_t>(), 0},
+                                      d.as<float>(), {}, nullptr));
+  CHECK_FALSE(kc::attention_tree_path(d.as<float>(), d.as<int32_t>(), 1, kv, s, {}, d.as<float>(), {}, nullptr));
+}
