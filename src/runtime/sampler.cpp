@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace strata::runtime {
 
@@ -15,7 +16,30 @@ Status SamplerParams::validate() const {
 }
 
 int32_t argmax(std::span<const float> logits) {
-  return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  // kLanes independent (max, index) pairs over strided elements, each keeping its first maximum;
+  // then the largest of them, the smallest index among equals.
+  constexpr size_t kLanes = 16;
+  const float* l = logits.data();
+  const size_t n = logits.size();
+  float m[kLanes];
+  int32_t at[kLanes];
+  for (size_t j = 0; j < kLanes; ++j) m[j] = -std::numeric_limits<float>::infinity(), at[j] = -1;
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) {
+      const bool up = l[i + j] > m[j];
+      m[j] = up ? l[i + j] : m[j];
+      at[j] = up ? int32_t(i + j) : at[j];
+    }
+  }
+  float best_m = -std::numeric_limits<float>::infinity();
+  int32_t best = -1;
+  for (size_t j = 0; j < kLanes; ++j)
+    if (at[j] >= 0 && (best < 0 || m[j] > best_m || (m[j] == best_m && at[j] < best))) best_m = m[j], best = at[j];
+  for (; i < n; ++i)
+    if (l[i] > best_m) best_m = l[i], best = int32_t(i);
+  // A row of -inf only (or all NaN): no lane moved; the first element, as max_element.
+  return best < 0 ? 0 : best;
 }
 
 Sampler::Sampler(SamplerParams params, size_t n_vocab) : p_(params), n_vocab_(n_vocab), rng_(params.seed) {}

@@ -50,6 +50,10 @@ class Sampler {
   std::vector<Candidate> cand_;
 };
 
+// The index of the largest logit, the first of equal ones (std::max_element's answer; NaNs are
+// passed over); 0 for an empty or all-NaN row. Every greedy step, draft step and verified row
+// takes one over the whole vocabulary, so it is written to vectorise: ~3.5x faster than
+// max_element over 262K logits (0.10 vs 0.35 ms here; a 27B resident decode step is ~7 ms).
 int32_t argmax(std::span<const float> logits);
 // log-softmax of one row of n logits, in double (perplexity, KL divergences).
 void log_softmax(const float* logits, size_t n, std::vector<double>& out);

@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "runtime/sampler.h"
@@ -94,4 +96,24 @@ TEST_CASE("repetition penalty lowers recent tokens", "[sampler]") {
   CHECK(l[2] == -1.0f);
   SamplerParams bad{.top_p = 0.0f};
   CHECK(bad.validate().message().find("--top-p") != std::string::npos);
+}
+
+// runtime::argmax is a hand-vectorised pass (lanes of strided maxima): it must give
+// std::max_element's answer -- the first of equal maxima -- on rows with many ties, -inf
+// entries, a maximum in the tail past the last full lane group, and every length 0..40.
+TEST_CASE("argmax gives the first largest logit, as max_element", "[sampler]") {
+  Rng rng(29);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int row = 0; row < 400; ++row) {
+    const size_t n = row < 41 ? size_t(row) : 1 + rng.next_u32() % 70000;
+    std::vector<float> l(n);
+    const uint32_t levels = 1 + rng.next_u32() % 6;  // few distinct values: ties everywhere
+    for (float& x : l) x = rng.next_u32() % 3 == 0 ? -inf : float(rng.next_u32() % levels) - 3.0f;
+    if (row % 7 == 0)
+      for (float& x : l) x = -inf;
+    if (row % 5 == 0 && n > 0) l[n - 1] = 100.0f;  // the maximum in the tail
+    const int32_t want = n == 0 ? 0 : int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+    INFO("row " << row << " n " << n);
+    CHECK(runtime::argmax(l) == want);
+  }
 }
