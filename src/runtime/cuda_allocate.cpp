@@ -283,6 +283,12 @@ Status CudaForward::allocate() {
   im.d_tree_n = im.d_tree_pos + kMaxExactRows;
   im.d_tree_slots = im.d_tree_n + kMaxExactRows;
   im.host_pos.resize(n_ids);
+  // Not fatal: without the staging, logits are copied into the caller's memory directly.
+  const uint32_t staged_rows = uint32_t(std::min<size_t>({n, offload::kLogitRows, kMaxExactRows}));
+  if (auto p = cuda::pinned_alloc(size_t(staged_rows) * s.hp.n_vocab * sizeof(float)); p) {
+    im.pinned_logits = static_cast<float*>(*p);
+    im.pinned_logit_rows = staged_rows;
+  }
   if (im.host_embed) {
     auto p = cuda::pinned_alloc(n * d * sizeof(float));
     if (!p) return p.status();

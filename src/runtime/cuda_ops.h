@@ -58,7 +58,7 @@ struct Ops {
   void logits_done(uint32_t r0, uint32_t rows) {
     if (im.capturing) return;  // copied after the graph launch
     const size_t nv = spec.hp.n_vocab;
-    im.check(cuda::copy_to_host(host_logits + r0 * nv, im.d_logits, rows * nv * sizeof(float), im.stream));
+    im.logits_to_host(host_logits + r0 * nv, im.d_logits, rows, nv);
   }
 
   // The store blocks a chunk running layers L (and the head when `head`) acquires, in order.
