@@ -33,6 +33,10 @@ struct TreeDraft {
   uint32_t verify_from = 0;      // as Draft's; hidden: (tokens.size(), n_embd) when > 0
   std::vector<float> hidden;
   uint32_t engine_steps = 0;
+  // Per draft pass (a level of the tree): its node count and seconds, where the drafter timed them
+  // (the decoder fits the cost of a level against its width: speculative_decoder.h).
+  std::vector<uint32_t> level_nodes;
+  std::vector<double> level_s;
 };
 
 class Drafter {

@@ -1,5 +1,7 @@
 #include "spec/early_exit.h"
 
+#include <chrono>
+
 #include "spec/self_draft.h"
 #include "spec/tree_grower.h"
 
@@ -46,10 +48,15 @@ Status EarlyExit::propose_tree(std::span<const int32_t> history, const TreePlan&
     // The level's streams at layer d are verification rows b..e-1; the head only where a node
     // has planned children (the last level runs the layers alone, as a chain's last draft does).
     const runtime::LayerRange r{0, depth_, nullptr, out.hidden.data() + b * d, {}};
+    const auto t0 = std::chrono::steady_clock::now();
     STRATA_TRY(engine_.eval_tree(std::span(out.tokens).subspan(b, e - b), out.parents, pos, r,
                                  branches ? runtime::Logits::all : runtime::Logits::none, logits_));
     ++out.engine_steps;
-    if (!branches) break;
+    if (!branches) {
+      out.level_nodes.push_back(e - b);
+      out.level_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      break;
+    }
     for (uint32_t i = b; i < e; ++i) {
       const uint32_t w = grow.wanted(i);
       if (w == 0) continue;
@@ -59,6 +66,9 @@ Status EarlyExit::propose_tree(std::span<const int32_t> history, const TreePlan&
         return has_probability(row, ranked[0], ranked[rank], min_confidence_);
       });
     }
+    // The level's cost includes choosing its children (a pass over the vocabulary per node).
+    out.level_nodes.push_back(e - b);
+    out.level_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   } while (grow.next_level());
   out.hidden.resize(out.tokens.size() * d);
   return {};

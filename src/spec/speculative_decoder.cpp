@@ -129,6 +129,11 @@ double SpeculativeDecoder::t_draft_step() const {
   return t_plain() * double(cfg_.depth) / double(engine_.model().spec.hp.n_layer);
 }
 
+double SpeculativeDecoder::t_draft_level(uint32_t nodes) const {
+  if (draft_level_cost_.known()) return std::max(0.0, draft_level_cost_.predict(nodes));
+  return t_draft_step();
+}
+
 void SpeculativeDecoder::pick_subset_arm(uint32_t k) {
   subset_arm_ = chooser_->choose(k, t_verify_full(k + 1), t_plain());
   static_cast<LayerSubset&>(*drafters_[size_t(subset_)]).set_skip(chooser_->arm(subset_arm_).skip);
@@ -303,7 +308,8 @@ Status SpeculativeDecoder::tree_round(int drafter, uint32_t max_depth, std::vect
   // Once a verify pass is measured, the tree stops where more nodes would lower tokens per second,
   // keeping the first draft (without drafts the acceptance estimates could never recover).
   if (cfg_.tree_fit_cost && verify_cost_early_.known()) {
-    const uint32_t n = best_tree_size(plan, t_draft_step(), [&](uint32_t k) { return t_verify_early(k); });
+    const uint32_t n = best_tree_size(plan, [&](uint32_t w) { return t_draft_level(w); },
+                                      [&](uint32_t k) { return t_verify_early(k); });
     plan = plan.prefix(std::max(n, std::min(2u, plan.size())));
   }
   auto& ds = stats_.drafters[size_t(drafter)];
@@ -313,6 +319,9 @@ Status SpeculativeDecoder::tree_round(int drafter, uint32_t max_depth, std::vect
   ds.draft_s += s;
   ds.steps += tree_.engine_steps;
   if (tree_.engine_steps && drafter == early_) draft_step_cost_.observe(1, s / tree_.engine_steps);
+  if (drafter == early_)
+    for (size_t l = 0; l < tree_.level_s.size() && l < tree_.level_nodes.size(); ++l)
+      draft_level_cost_.observe(tree_.level_nodes[l], tree_.level_s[l]);
   if (tree_.tokens.size() <= 1 && tree_.verify_from == 0) return plain_step(out);
   return verify_tree(drafter, tree_, out);
 }

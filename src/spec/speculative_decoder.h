@@ -150,6 +150,7 @@ class SpeculativeDecoder {
   // from the plain step by layer fraction).
   double t_verify_early(uint32_t rows) const;
   double t_draft_step() const;
+  double t_draft_level(uint32_t nodes) const;  // draft_level_cost_, else t_draft_step()
   // Picks the skip set for a subset round of k drafts and hands it to the drafter.
   void pick_subset_arm(uint32_t k);
   Status plain_step(std::vector<int32_t>& out);
@@ -181,6 +182,10 @@ class SpeculativeDecoder {
   uint32_t plain_probe_after_ = 0;
   CostEstimate plain_cost_{0.0}, draft_step_cost_{0.0};
   CostEstimate verify_cost_full_, verify_cost_early_;  // verification from layer 0 / from depth d
+  // A tree's draft pass (a level) against its node count: wider levels cost more columns and a
+  // vocabulary pass per node (H200, 27B at --vram 12GiB: ~2.5 ms for one node, ~3.5 for two).
+  // Prior slope 0.3 of a pass per extra node until levels of two widths are timed.
+  CostEstimate draft_level_cost_{0.3};
   std::vector<int32_t> history_;
   std::vector<float> logits_;
   bool keep_raw_ = false;

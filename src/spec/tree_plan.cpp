@@ -73,13 +73,18 @@ TreePlan TreePlan::prefix(uint32_t n) const {
   return t;
 }
 
-uint32_t best_tree_size(const TreePlan& plan, double t_draft_step, const std::function<double(uint32_t)>& t_verify) {
-  uint32_t best = 1, deepest = 0;
+uint32_t best_tree_size(const TreePlan& plan, const std::function<double(uint32_t)>& t_level,
+                        const std::function<double(uint32_t)>& t_verify) {
+  uint32_t best = 1;
   double tokens = 0, best_rate = -1;
+  std::vector<uint32_t> width;  // nodes per depth in the prefix
   for (uint32_t n = 1; n <= plan.size(); ++n) {
     tokens += plan.value[n - 1];
-    deepest = std::max(deepest, plan.depth[n - 1]);
-    const double cost = (deepest + 1) * t_draft_step + t_verify(n);
+    const uint32_t d = plan.depth[n - 1];
+    if (width.size() <= d) width.resize(d + 1, 0);
+    ++width[d];
+    double cost = t_verify(n);
+    for (const uint32_t w : width) cost += t_level(w);
     const double rate = cost > 0 ? tokens / cost : tokens;
     if (rate > best_rate) best_rate = rate, best = n;
   }

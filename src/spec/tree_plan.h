@@ -30,11 +30,13 @@ struct TreePlan {
 
 // The node count n (1 .. plan.size()) whose prefix gives the most expected tokens per second:
 //   (sum of the n nodes' values: accepted drafts plus the verifier's own token)
-//   / ((deepest depth + 1) * t_draft_step + t_verify(n))
-// (a drafter takes one pass per level, plus one for the deepest nodes to reach the verify
-// layer). Why: a verify pass costs more with more rows (on the CPU much more), so filling the
-// node budget can lose to a smaller tree; ties keep the smaller tree.
-uint32_t best_tree_size(const TreePlan& plan, double t_draft_step, const std::function<double(uint32_t)>& t_verify);
+//   / (sum over depths 0 .. deepest of t_level(nodes at that depth) + t_verify(n))
+// (a drafter takes one pass per level, the deepest nodes' included to reach the verify layer).
+// Why: a verify pass costs more with more rows (on the CPU much more), and so does a wider level
+// (more columns, a vocabulary pass per node to choose its children), so filling the node budget
+// can lose to a smaller tree -- at high acceptance, to a chain; ties keep the smaller tree.
+uint32_t best_tree_size(const TreePlan& plan, const std::function<double(uint32_t)>& t_level,
+                        const std::function<double(uint32_t)>& t_verify);
 
 class TreeShaper {
  public:

@@ -114,22 +114,54 @@ TEST_CASE("tree size: the prefix with the most expected tokens per second of dra
   const auto p5 = plan.prefix(5);
   check_plan(p5, 5, 8, 2);
   CHECK(p5.value.size() == 5);
+  const auto free_level = [](uint32_t) { return 0.0; };
   // Verification as cheap for 16 rows as for 1, drafting free: the whole plan.
-  CHECK(spec::best_tree_size(plan, 0.0, [](uint32_t) { return 1.0; }) == 16);
+  CHECK(spec::best_tree_size(plan, free_level, [](uint32_t) { return 1.0; }) == 16);
   // Every row costs a whole pass: each extra node adds a value < 1 for a full pass, so one node.
-  CHECK(spec::best_tree_size(plan, 0.0, [](uint32_t n) { return double(n); }) == 1);
+  CHECK(spec::best_tree_size(plan, free_level, [](uint32_t n) { return double(n); }) == 1);
   // In between, a pass of 1 + 0.05 per row (a GPU-like curve) keeps more than one node, and with
-  // a draft step of 0.1 pass per level the chosen prefix's rate is the best of all prefixes.
+  // a draft level of 0.1 + 0.05 per node the chosen prefix's rate is the best of all prefixes.
   auto gpu = [](uint32_t n) { return 1.0 + 0.05 * n; };
-  CHECK(spec::best_tree_size(plan, 0.0, gpu) > 1);
-  const uint32_t n = spec::best_tree_size(plan, 0.1, gpu);
+  auto level = [](uint32_t w) { return 0.1 + 0.05 * w; };
+  CHECK(spec::best_tree_size(plan, free_level, gpu) > 1);
+  const uint32_t n = spec::best_tree_size(plan, level, gpu);
   auto rate = [&](uint32_t k) {
     double tokens = 0;
-    uint32_t deepest = 0;
-    for (uint32_t i = 0; i < k; ++i) tokens += plan.value[i], deepest = std::max(deepest, plan.depth[i]);
-    return tokens / ((deepest + 1) * 0.1 + gpu(k));
+    std::vector<uint32_t> width;
+    for (uint32_t i = 0; i < k; ++i) {
+      tokens += plan.value[i];
+      if (width.size() <= plan.depth[i]) width.resize(plan.depth[i] + 1, 0);
+      ++width[plan.depth[i]];
+    }
+    double cost = gpu(k);
+    for (uint32_t w : width) cost += level(w);
+    return tokens / cost;
   };
   for (uint32_t k = 1; k <= plan.size(); ++k) CHECK(rate(n) >= rate(k));
+}
+
+TEST_CASE("tree size: at high acceptance, costly wide levels leave a chain", "[spec][tree]") {
+  // Rank 0 right 9 times in 10 at every depth, rank 1 the other time: the best-first plan is the
+  // chain first, then second candidates (worth ~0.1 of their parent). When a level's cost grows
+  // with its width (more columns, a vocabulary pass per node), the second candidates do not pay
+  // and only chain nodes are kept; when only depth costs, they do.
+  spec::TreeShaper s(2);
+  for (int round = 0; round < 200; ++round)
+    for (uint32_t d = 1; d <= 8; ++d) s.observe(d, 2, round % 10 == 9 ? 1 : 0);
+  const auto plan = s.plan(16, 8);
+  REQUIRE(plan.size() == 16);
+  for (uint32_t i = 0; i < 9; ++i) CHECK(plan.rank[i] == 0);  // the chain of depth 8 comes first
+  auto verify = [](uint32_t n) { return 20.0 + 0.1 * n; };
+  auto has_branch = [&](uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i)
+      if (plan.rank[i] > 0) return true;
+    return false;
+  };
+  const uint32_t wide = spec::best_tree_size(plan, [](uint32_t w) { return 2.5 + 1.2 * (w - 1); }, verify);
+  CHECK(wide >= 7);
+  CHECK_FALSE(has_branch(wide));
+  const uint32_t deep = spec::best_tree_size(plan, [](uint32_t) { return 2.5; }, verify);
+  CHECK(has_branch(deep));
 }
 
 TEST_CASE("top_tokens: highest first, ties in index order like argmax", "[spec][tree]") {
