@@ -114,11 +114,14 @@ TEST_CASE("int8 activations: codes, scales and sums", "[q8]") {
       float amax = 0;
       for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[size_t(c * n + g * 32 + i)]));
       REQUIRE(q.view.col_d(c)[g] == amax / 127.0f);
+      int group_sum = 0;
       for (int h = 0; h < 2; ++h) {
         int sum = 0;
         for (int i = 0; i < 16; ++i) sum += q8_act_code(q.view, c, g * 32 + h * 16 + i);
         REQUIRE(q.view.col_s(c)[2 * g + h] == sum);
+        group_sum += sum;
       }
+      REQUIRE(q.view.col_sf(c)[g] == float(group_sum) * q.view.col_d(c)[g]);
     }
     for (int64_t i = 0; i < n; ++i) {
       const int8_t v = q8_act_code(q.view, c, i);
