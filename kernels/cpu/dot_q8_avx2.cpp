@@ -12,6 +12,7 @@
 // fields).
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/dot_q8.h"

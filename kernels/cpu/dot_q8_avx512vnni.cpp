@@ -9,6 +9,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/dot_q8.h"

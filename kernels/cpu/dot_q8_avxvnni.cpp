@@ -4,6 +4,7 @@
 // hygiene as dot_q8_avx2.cpp.
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/dot_q8.h"
