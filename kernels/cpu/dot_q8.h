@@ -9,12 +9,14 @@
 //   are made unsigned (u = q + offset: Q6_K 32, Q3_K 4, Q2_K/Q4_K/Q5_K 0; the i-quants keep signed
 //   values as u, offset 0: IQ4_XS kValuesIq4nl[q], IQ3_XXS / IQ3_S grid * sign) and per group
 //     isum_g = sum_{h in g} sc_h * sum_{i in h} u_i * xq_i  -  sum_{h in g} sc_h * offset * S_h
-//     mint_g = sum_{h in g} m_h * S_h                        (Q2_K / Q4_K / Q5_K mins, else 0)
+//     mint_g = sum_{h in g} m_h * S_h                        (Q2_K mins, else 0)
 //   (S_h: the activation sums of q8_act.h; sc_h, m_h: the half-group's scale and min, Q4_K / Q5_K /
 //   IQ4_XS / IQ3_* giving both halves of a group the group's: IQ4_XS sc = ls - 32, IQ3_XXS and IQ3_S
 //   sc = 2s + 1), exact in int32. Then, in f32, per lane g of eight (d: the super-block scale,
 //   IQ3_XXS d / 4, exact):
 //     acc_g  = fma(float(isum_g) * dx_g, d, acc_g);  accm_g = fma(float(mint_g) * dx_g, dmin, accm_g)
+//   except Q4_K / Q5_K, whose min m_g is one per group: accm_g = fma(float(m_g) * dmin, sf_g, accm_g)
+//   with sf_g the group's activation sum (q8_act.h), one fma per column where the others take four;
 //   over the super-blocks, and the result is hsum8(acc - accm), hsum8 adding lanes (0+4, 1+5, 2+6,
 //   3+7), then (0+2, 1+3), then (0+1).
 // - Blocks of 32 (scale d_w; codes w in element order: signed for Q4_0 (q - 8), Q5_0 (q - 16), Q8_0

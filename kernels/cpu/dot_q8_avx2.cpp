@@ -12,9 +12,11 @@
 // fields).
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/dot_q8.h"
+#include "kernels/cpu/dot_q8_scales.h"
 #include "kernels/cpu/quant/blocks.h"
 #include "kernels/cpu/quant/iq_grids.h"
 

@@ -9,9 +9,11 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/dot_q8.h"
+#include "kernels/cpu/dot_q8_scales.h"
 #include "kernels/cpu/quant/blocks.h"
 #include "kernels/cpu/quant/iq_grids.h"
 

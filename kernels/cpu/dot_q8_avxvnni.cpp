@@ -4,9 +4,11 @@
 // hygiene as dot_q8_avx2.cpp.
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cpu/dot_q8.h"
+#include "kernels/cpu/dot_q8_scales.h"
 #include "kernels/cpu/quant/blocks.h"
 #include "kernels/cpu/quant/iq_grids.h"
 

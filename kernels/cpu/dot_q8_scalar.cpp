@@ -175,9 +175,14 @@ void dot_k_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_strid
           isum += int32_t(kd.s.sc[h]) * dot - int32_t(kd.s.off_sc[h]) * sx[h];
           mint += int32_t(kd.s.m[h]) * sx[h];
         }
-        const float t = float(isum) * dx[g], tm = float(mint) * dx[g];
+        const float t = float(isum) * dx[g];
         acc[c][g] = std::fma(t, kd.d, acc[c][g]);
-        accm[c][g] = std::fma(tm, kd.dmin, accm[c][g]);
+        if constexpr (kGroupMin<Block>) {
+          const float md = float(kd.s.m[2 * g]) * kd.dmin;
+          accm[c][g] = std::fma(md, x.col_sf(c)[b * 8 + g], accm[c][g]);
+        } else {
+          accm[c][g] = std::fma(float(mint) * dx[g], kd.dmin, accm[c][g]);
+        }
       }
     }
   }

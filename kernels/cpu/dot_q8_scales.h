@@ -10,6 +10,11 @@
 namespace strata::kernels::cpu {
 namespace {
 
+// Q4_K / Q5_K: one min per group, applied through the activations' group sums sf (dot_q8.h).
+template <typename Block> inline constexpr bool kGroupMin = false;
+template <> inline constexpr bool kGroupMin<BlockQ4_K> = true;
+template <> inline constexpr bool kGroupMin<BlockQ5_K> = true;
+
 // Per half-group h of 16 elements: sc_h, sc_h * offset, m_h (see dot_q8.h).
 struct KScales16 {
   alignas(32) int16_t sc[16];

@@ -14,7 +14,7 @@ size_t align64(size_t b) { return (b + 63) / 64 * 64; }
 
 size_t q8_act_bytes(int64_t n, int64_t n_col) {
   const size_t cols = size_t(n_col), un = size_t(n);
-  return align64(cols * un) + align64(cols * (un / kQ8Group) * sizeof(float)) +
+  return align64(cols * un) + 2 * align64(cols * (un / kQ8Group) * sizeof(float)) +
          align64(cols * (un / 16) * sizeof(int16_t));
 }
 
@@ -25,6 +25,7 @@ Q8ActView quantize_q8_act(const float* x, int64_t n, int64_t n_col, void* buf) {
   auto* q = reinterpret_cast<int8_t*>(base);
   auto* d = reinterpret_cast<float*>(base + align64(cols * un));
   auto* s = reinterpret_cast<int16_t*>(base + align64(cols * un) + align64(cols * (un / kQ8Group) * sizeof(float)));
+  auto* sf = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(s) + align64(cols * (un / 16) * sizeof(int16_t)));
   for (int64_t c = 0; c < n_col; ++c) {
     const float* xc = x + c * n;
     int8_t* qc = q + c * n;
@@ -43,14 +44,17 @@ Q8ActView quantize_q8_act(const float* x, int64_t n, int64_t n_col, void* buf) {
         qc[q8_act_pos(n, g * kQ8Group + i)] = qg[i];
       }
       d[c * (n / kQ8Group) + g] = dg;
+      int group_sum = 0;
       for (int h = 0; h < 2; ++h) {
         int sum = 0;
         for (int i = 0; i < 16; ++i) sum += qg[16 * h + i];
         s[c * (n / 16) + 2 * g + h] = int16_t(sum);
+        group_sum += sum;
       }
+      sf[c * (n / kQ8Group) + g] = float(group_sum) * dg;
     }
   }
-  return {q, d, s, n, int(n_col)};
+  return {q, d, s, sf, n, int(n_col)};
 }
 
 float q8_act_value(const Q8ActView& x, int col, int64_t i) {

@@ -6,6 +6,8 @@
 //   d[n/32]   f32 scale per 32 elements, d = max|x| / 127 over the 32 (0 for an all-zero group)
 //   s[n/16]   int16 sum of the 16 codes of each half-group (the K types' offset and min terms
 //             need sum(q) per weight sub-block; 16 * 127 fits int16)
+//   sf[n/32]  f32 float(s[2g] + s[2g+1]) * d[g]: the group's activation sum, for the min terms of
+//             Q4_K / Q5_K (dot_q8.h)
 // so x ~ q * d with |error| <= d / 2 per element. The three arrays of every column live in one
 // caller-owned buffer (q8_act_bytes), columns after one another within each array.
 //
@@ -34,15 +36,17 @@ struct Q8ActView {
   const int8_t* q = nullptr;   // (n_col, n)
   const float* d = nullptr;    // (n_col, n / 32)
   const int16_t* s = nullptr;  // (n_col, n / 16)
+  const float* sf = nullptr;   // (n_col, n / 32)
   int64_t n = 0;               // elements per column
   int n_col = 0;
 
   const int8_t* col_q(int c) const { return q + int64_t(c) * n; }  // in lane order (q8_act_pos)
   const float* col_d(int c) const { return d + int64_t(c) * (n / kQ8Group); }
   const int16_t* col_s(int c) const { return s + int64_t(c) * (n / 16); }
+  const float* col_sf(int c) const { return sf + int64_t(c) * (n / kQ8Group); }
   // Columns [c0, c0 + count) as a view of their own (same arrays, no copy).
   Q8ActView columns(int c0, int count) const {
-    return {col_q(c0), col_d(c0), col_s(c0), n, count};
+    return {col_q(c0), col_d(c0), col_s(c0), col_sf(c0), n, count};
   }
 };
 

@@ -114,11 +114,14 @@ TEST_CASE("int8 activations: codes, scales and sums", "[q8]") {
       float amax = 0;
       for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[size_t(c * n + g * 32 + i)]));
       REQUIRE(q.view.col_d(c)[g] == amax / 127.0f);
+      int group_sum = 0;
       for (int h = 0; h < 2; ++h) {
         int sum = 0;
         for (int i = 0; i < 16; ++i) sum += q8_act_code(q.view, c, g * 32 + h * 16 + i);
         REQUIRE(q.view.col_s(c)[2 * g + h] == sum);
+        group_sum += sum;
       }
+      REQUIRE(q.view.col_sf(c)[g] == float(group_sum) * q.view.col_d(c)[g]);
     }
     for (int64_t i = 0; i < n; ++i) {
       const int8_t v = q8_act_code(q.view, c, i);
@@ -251,8 +254,9 @@ TEST_CASE("int8 dot: every ISA's multi-row kernel equals the scalar reference ro
       INFO("isa " << q8_isa_name(Q8Isa(isa)));
       for (int n_rows : {1, 3, kQ8MaxRows}) {
         // 2 and 3: either side of the AVX-512 body's switch from ymm to column pairs (dot_q8_zmm.inc);
-        // 3 and 7 leave an odd column paired with itself.
-        for (int n_col : {1, 2, 3, 7, kQ8MaxCols}) {
+        // odd counts leave a column paired with itself; 3..16 reach every pair count of its
+        // compile-time pair bodies.
+        for (int n_col : {1, 2, 3, 4, 5, 7, 9, 11, 13, kQ8MaxCols}) {
           INFO("rows " << n_rows << " cols " << n_col);
           auto x = make_x(n * n_col, rng, true);
           Q8Buffer q(x, n, n_col);
