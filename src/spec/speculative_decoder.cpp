@@ -318,8 +318,11 @@ Status SpeculativeDecoder::tree_round(int drafter, uint32_t max_depth, std::vect
   const double s = seconds_since(td);
   ds.draft_s += s;
   ds.steps += tree_.engine_steps;
-  if (tree_.engine_steps && drafter == early_) draft_step_cost_.observe(1, s / tree_.engine_steps);
-  if (drafter == early_)
+  // The early-exit drafter's passes, or a replay drafter's cost drafter's (real passes, simulated
+  // tokens): without them a replayed tree would be sized from the prior's level cost.
+  const bool timed = drafter == early_ || cfg_.mode == SpecMode::replay;
+  if (tree_.engine_steps && timed) draft_step_cost_.observe(1, s / tree_.engine_steps);
+  if (timed)
     for (size_t l = 0; l < tree_.level_s.size() && l < tree_.level_nodes.size(); ++l)
       draft_level_cost_.observe(tree_.level_nodes[l], tree_.level_s[l]);
   if (tree_.tokens.size() <= 1 && tree_.verify_from == 0) return plain_step(out);
