@@ -121,10 +121,12 @@ TEST_CASE("iq quant: the importance matrix moves error onto unimportant columns"
       e_weighted += std::pow(double(weighted[size_t(c)]) - x[size_t(c)], 2);
     }
     // IQ4: only the scale can move (every value takes its nearest level), so less gain; IQ1_S has
-    // one scale and shift per 32 and few grid points. Measured at n = 1024: IQ4 0.88-0.95, IQ1_S
-    // 0.70-0.87, the others 0.40-0.70; the bounds held over 40 fresh seeds at n = 4096.
+    // one scale and shift per 32 and few grid points. Measured at n = 1024: IQ1_S 0.70-0.87, the
+    // others 0.40-0.70; at n = 4096 IQ4 0.74-0.77 (6 seeds; 0.88-0.95 at n = 1024 before IQ4 took
+    // the importance alone as its weight); the bounds held over 40 fresh seeds at n = 4096 (the
+    // IQ4 bound of 0.85 over 25).
     const bool iq4 = ref.type == GgmlType::IQ4_NL || ref.type == GgmlType::IQ4_XS;
-    CHECK(e_weighted < (iq4 ? 0.96 : ref.type == GgmlType::IQ1_S ? 0.92 : 0.8) * e_plain);
+    CHECK(e_weighted < (iq4 ? 0.85 : ref.type == GgmlType::IQ1_S ? 0.92 : 0.8) * e_plain);
   }
 }
 

@@ -3,10 +3,11 @@
 //
 // `importance` holds one non-negative value per element of the row (the mean squared activation
 // of the weight's input column, as `strata imatrix` writes it; the same vector for every row of a
-// tensor), or is nullptr for uniform importance. With it, each weight's error is weighted by
-// importance[j] * sqrt(sigma2 + x[j]^2) (sigma2: the super-block's mean square), which keeps
-// large weights of important columns accurate; without it, by 1, so the plain squared error of the
-// row is what is minimised.
+// tensor), or is nullptr for uniform importance. With it, the grid types weight each weight's error
+// by importance[j] * sqrt(sigma2 + x[j]^2) (sigma2: the super-block's mean square), which keeps
+// large weights of important columns accurate, and IQ4_NL / IQ4_XS by importance[j] alone (the
+// error a matmul sees; iq4_quant.cpp says why); without it, by 1, so the plain squared error of
+// the row is what is minimised.
 //
 // Thread-safety: pure functions (the grid neighbour tables are built once, thread-safely, on first
 // use). n: a multiple of the type's block size.
@@ -38,7 +39,7 @@ void quantize_iq1_m_w(const float* src, void* dst, int64_t n, const float* impor
 void quantize_iq4_nl_w(const float* src, void* dst, int64_t n, const float* importance);
 void quantize_iq4_xs_w(const float* src, void* dst, int64_t n, const float* importance);
 
-// The error weights every i-quant quantiser minimises with (iq4_quant.cpp):
+// The error weights of the grid-type quantisers (IQ4 uses the floored importance alone):
 // importance_floor: a tiny fraction (1e-6) of the row's mean importance, raised to so that a column
 // that never fired still gets a defined, near-free choice; 0 when imp is null or all zero (then
 // the callers quantise with uniform weights).
