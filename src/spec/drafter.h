@@ -35,8 +35,11 @@ struct TreeDraft {
   uint32_t engine_steps = 0;
   // Per draft pass (a level of the tree): its node count and seconds, where the drafter timed them
   // (the decoder fits the cost of a level against its width: speculative_decoder.h).
-  std::vector<uint32_t> level_nodes;
-  std::vector<double> level_s;
+  struct LevelCost {
+    uint32_t nodes = 0;
+    double seconds = 0;
+  };
+  std::vector<LevelCost> levels;
 };
 
 class Drafter {

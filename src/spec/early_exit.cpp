@@ -48,13 +48,16 @@ Status EarlyExit::propose_tree(std::span<const int32_t> history, const TreePlan&
     // The level's streams at layer d are verification rows b..e-1; the head only where a node
     // has planned children (the last level runs the layers alone, as a chain's last draft does).
     const runtime::LayerRange r{0, depth_, nullptr, out.hidden.data() + b * d, {}};
+    // The level's cost includes choosing its children (a pass over the vocabulary per node).
     const auto t0 = std::chrono::steady_clock::now();
+    auto timed = [&] {
+      out.levels.push_back({e - b, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+    };
     STRATA_TRY(engine_.eval_tree(std::span(out.tokens).subspan(b, e - b), out.parents, pos, r,
                                  branches ? runtime::Logits::all : runtime::Logits::none, logits_));
     ++out.engine_steps;
     if (!branches) {
-      out.level_nodes.push_back(e - b);
-      out.level_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      timed();
       break;
     }
     for (uint32_t i = b; i < e; ++i) {
@@ -66,9 +69,7 @@ Status EarlyExit::propose_tree(std::span<const int32_t> history, const TreePlan&
         return has_probability(row, ranked[0], ranked[rank], min_confidence_);
       });
     }
-    // The level's cost includes choosing its children (a pass over the vocabulary per node).
-    out.level_nodes.push_back(e - b);
-    out.level_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    timed();
   } while (grow.next_level());
   out.hidden.resize(out.tokens.size() * d);
   return {};

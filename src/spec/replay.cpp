@@ -47,12 +47,10 @@ Status ReplayDrafter::propose_tree(std::span<const int32_t> history, const TreeP
   // The cost drafter's passes over the plan are real (time, KV writes); its tokens are not used.
   if (cost_ && cost_->drafts_trees()) STRATA_TRY(cost_->propose_tree(history, plan, out));
   const uint32_t steps = out.engine_steps;
-  auto level_nodes = std::move(out.level_nodes);
-  auto level_s = std::move(out.level_s);
+  auto levels = std::move(out.levels);
   out = TreeDraft{};
   out.engine_steps = steps;
-  out.level_nodes = std::move(level_nodes);
-  out.level_s = std::move(level_s);
+  out.levels = std::move(levels);
   TreeGrower grow(plan, history.back(), out);
   const size_t next = history.size();
   // Nodes on the reference (the root is, while history follows it); their children at position

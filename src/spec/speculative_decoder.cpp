@@ -323,8 +323,7 @@ Status SpeculativeDecoder::tree_round(int drafter, uint32_t max_depth, std::vect
   const bool timed = drafter == early_ || cfg_.mode == SpecMode::replay;
   if (tree_.engine_steps && timed) draft_step_cost_.observe(1, s / tree_.engine_steps);
   if (timed)
-    for (size_t l = 0; l < tree_.level_s.size() && l < tree_.level_nodes.size(); ++l)
-      draft_level_cost_.observe(tree_.level_nodes[l], tree_.level_s[l]);
+    for (const TreeDraft::LevelCost& l : tree_.levels) draft_level_cost_.observe(l.nodes, l.seconds);
   if (tree_.tokens.size() <= 1 && tree_.verify_from == 0) return plain_step(out);
   return verify_tree(drafter, tree_, out);
 }
