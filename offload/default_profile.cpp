@@ -62,10 +62,13 @@ HardwareProfile detected_profile(bool use_gpu) {
   // prediction that far off would mislead the report and the planner's choices. The guess stays
   // where the copy fails.
   p.h2d_pinned = {{kMiB, 12, assumed}, {64 * kMiB, 20, assumed}};
-  const auto quick = Provenance::measured_on("now", "this machine: a 64 MiB check at start-up (`strata probe` measures more)");
+  const auto quick =
+      Provenance::measured_on("now", "this machine: a 64 MiB check at start-up (`strata probe` measures more)");
   std::vector<RatePoint> h2d;
-  for (const uint64_t chunk : {kMiB, 64 * kMiB})
-    if (auto r = kernels::cuda::measure_h2d_bandwidth(chunk, 64 * kMiB, 2); r && *r > 0) h2d.push_back({chunk, *r / 1e9, quick});
+  for (const uint64_t chunk : {kMiB, 64 * kMiB}) {
+    auto r = kernels::cuda::measure_h2d_bandwidth(chunk, 64 * kMiB, 2);
+    if (r && *r > 0) h2d.push_back({chunk, *r / 1e9, quick});
+  }
   if (h2d.size() == 2) p.h2d_pinned = std::move(h2d);
   return p;
 }

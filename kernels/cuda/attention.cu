@@ -486,12 +486,14 @@ Status attention_tree_path(const float* d_q, const int32_t* d_pos, int64_t n_q, 
                            const AttentionShapeDev& s, const TreePathDev& path, float* d_out, Workspace ws, Stream s_) {
   if (!path.d_slots || !path.d_n) return Status::error("attention_tree_path: null path");
   if (n_q < 1 || n_q > int64_t(kDecodeMaxQueries) || (n_q > 1 && path.stride <= 0))
-    return Status::error("attention_tree_path: {} queries with path stride {} (1..{} queries, stride > 0 for more than one)",
-                         n_q, path.stride, kDecodeMaxQueries);
+    return Status::error(
+        "attention_tree_path: {} queries with path stride {} (1..{} queries, stride > 0 for more than one)", n_q,
+        path.stride, kDecodeMaxQueries);
   if (!attention_rows_exact(d_q, 1, kv, s, ws))
     return Status::error("attention_tree_path: flash-decoding does not apply (KV {} / {}, head_dim {})",
                          ggml_type_info(kv.k_dtype).name, ggml_type_info(kv.v_dtype).name, s.head_dim);
-  return attention_checked(d_q, d_pos, n_q, kv, s, d_out, ws, s_, AttentionKernel::best, nullptr, nullptr, nullptr, &path);
+  return attention_checked(d_q, d_pos, n_q, kv, s, d_out, ws, s_, AttentionKernel::best, nullptr, nullptr, nullptr,
+                           &path);
 }
 
 namespace {

@@ -4,7 +4,8 @@
 // flash-decoding follow its slot, so a mask over the nodes' own slots would sum in another order;
 // instead each node runs as its path's step: RoPE at its path position pos0 + depth, and attention
 // that reads its ancestors' slots in place of the path's positions (attention_tree.h TreePathDev:
-// one launch for all the nodes, each block one node's, as a call of its own would be). Matmuls are the verify pass's multi-column GEMV, exact per row.
+// one launch for all the nodes, each block one node's, as a call of its own would be). Matmuls are
+// the verify pass's multi-column GEMV, exact per row.
 // Replayed as CUDA graphs, one per node count and layer range (the tree's shape is a device input:
 // cuda_step_graphs.h); STRATA_TREE_GRAPHS=0 runs tree steps eagerly.
 #include <algorithm>
@@ -59,7 +60,8 @@ Status CudaForward::eval_tree(std::span<const int32_t> tokens, std::span<const i
     const uint32_t i = node0 + row;
     pos[row] = int32_t(pos0 + t.depth(i));
     path_n[row] = int32_t(t.depth(i) + 1);
-    for (int32_t j = int32_t(i); j >= 0; j = t.parent(uint32_t(j))) slots[row * kMaxExactRows + t.depth(uint32_t(j))] = j;
+    for (int32_t j = int32_t(i); j >= 0; j = t.parent(uint32_t(j)))
+      slots[row * kMaxExactRows + t.depth(uint32_t(j))] = j;
   }
   im.check(cuda::copy_to_device(im.d_tree_pos, im.host_tree.data(), im.host_tree.size() * sizeof(int32_t), im.stream));
   logits.resize(which == Logits::all ? n * n_vocab : which == Logits::last ? n_vocab : 0);
