@@ -58,7 +58,9 @@ struct RunShape {
   uint32_t draft_len = 4;     // k
   double acceptance = 0.6;    // assumed per-token acceptance of the draft
   uint32_t prefill_chunk = 512;
-  uint32_t prefetch_depth = 2;  // blocks in flight ahead of compute; the ring has depth + 1 slots
+  // Blocks in flight ahead of compute; the ring has depth + 1 slots. 0: the planner's choice
+  // (kPrefetchAuto, planner.h).
+  uint32_t prefetch_depth = 0;
   // Chunks of a layer-major prefill group whose buffer a streamed placement reserves before its
   // weights (`--prefill-group N`: fewer resident weights, each streamed block copied once per N
   // chunks of a prompt); 0: the group only takes the VRAM the weights leave (Plan::prefill_group);

@@ -130,15 +130,15 @@ bool evaluate(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, 
       u.host_kv += kv;
     }
   }
-  plan.prefetch_depth = r.prefetch_depth;
+  plan.prefetch_depth = prefetch_depth_for(r.prefetch_depth, u.disk > 0);
   plan.ring_slot_bytes = gpu ? max_nonres : 0;
-  plan.ring_slots = (gpu && max_nonres > 0) ? r.prefetch_depth + 1 : 0;
+  plan.ring_slots = (gpu && max_nonres > 0) ? plan.prefetch_depth + 1 : 0;
   if (gpu) {
     u.vram_staging = plan.ring_slot_bytes * plan.ring_slots;
     u.vram_scratch = scratch_bytes(m, r);
     u.vram_context = p.cuda_context.bytes;
     // Disk reads land in pinned staging; CPU-tier blocks cross through it for prefill.
-    u.pinned_staging = max_bounce * (r.prefetch_depth + 1);
+    u.pinned_staging = max_bounce * (plan.prefetch_depth + 1);
   }
   plan.prefill_group = gpu ? reserved_group(r, pl) : 1;
   u.vram_prefill_group = prefill_group_bytes(m, r, plan.prefill_group);
@@ -207,8 +207,13 @@ Result<Plan> solve_search(const ModelBlocks& m, const HardwareProfile& p, const 
   const uint64_t scratch = scratch_bytes(m, r);
   // A reserved prefill group (RunShape::prefill_group_reserve) wherever blocks stream.
   const uint64_t reserve = prefill_group_bytes(m, r, reserve_chunks(r));
+  // The ring's depth depends on whether the placement reads from disk (prefetch_depth_for), which
+  // the search only knows at the end: it reserves each candidate depth in turn, and evaluate()
+  // keeps the placements whose own depth fits.
+  std::set<uint32_t> depths{prefetch_depth_for(r.prefetch_depth, false), prefetch_depth_for(r.prefetch_depth, true)};
+  for (const uint32_t depth : depths)
   for (uint64_t slot : sizes) {
-    const uint64_t ring = slot ? slot * (r.prefetch_depth + 1) : 0;
+    const uint64_t ring = slot ? slot * (depth + 1) : 0;
     for (size_t n_host = 0; n_host <= full.size(); ++n_host) {
       // Host KV keeps prefill chunk-major (cost_model.h layer_major_prefill): nothing to reserve.
       const uint64_t group = slot && n_host == 0 ? reserve : 0;
@@ -327,9 +332,11 @@ Result<Plan> plan(const ModelBlocks& m, const HardwareProfile& p, const Budgets&
   const uint64_t weights = m.head.bytes + std::accumulate(m.attention.begin(), m.attention.end(), uint64_t(0),
       [](uint64_t a, const WeightBlock& w) { return a + w.bytes; }) +
       std::accumulate(m.ffn.begin(), m.ffn.end(), uint64_t(0), [](uint64_t a, const WeightBlock& w) { return a + w.bytes; });
-  const uint64_t overhead = gpu ? scratch_bytes(m, r) + p.cuda_context.bytes + max_block * (r.prefetch_depth + 1) : 0;
+  // The least the ring can take (no disk blocks), and what disk reads need in pinned staging.
+  const uint64_t ring = max_block * (prefetch_depth_for(r.prefetch_depth, false) + 1);
+  const uint64_t overhead = gpu ? scratch_bytes(m, r) + p.cuda_context.bytes + ring : 0;
   const uint64_t need = weights + kv_full + kv_swa + overhead;
-  const uint64_t staging = max_block * (r.prefetch_depth + 1);
+  const uint64_t staging = max_block * (prefetch_depth_for(r.prefetch_depth, true) + 1);
   const uint64_t usable = (gpu ? b.vram : 0) + b.host + (gpu && b.pinned >= staging ? b.disk : 0);
   std::string msg = fmt::format(
       "does not fit: {} needs {} of weights + {} of KV ({} full-attention at {} tokens, {}) + {} of VRAM overhead "

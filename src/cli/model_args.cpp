@@ -51,9 +51,12 @@ void ModelArgs::add_to(CLI::App* sub) {
   sub->add_option("--profile", profile, "Hardware profile for planning (configs/hw/*.toml; default: this GPU "
                                         "with typical rates)");
   sub->add_option("--prefetch", prefetch, "Streamed blocks in flight ahead of compute (the staging ring has "
-                                          "this many + 1 slots)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 16));
+                                          "this many + 1 slots), or auto: 1 where every streamed block is in "
+                                          "pinned RAM (a double buffer keeps a PCIe-bound copy engine busy and "
+                                          "leaves a slot's VRAM to weights), 2 where some are read from disk")
+      ->transform(CLI::Transformer(std::map<std::string, std::string>{{"auto", "0"}}))
+      ->default_str("auto")
+      ->check(CLI::Range(0, 16));
   add_prefill_group_option(sub, prefill_group);
   sub->add_flag("--cpu-blocks", cpu_blocks, "With --vram: let the planner put weight blocks on the cpu tier (kept in "
                                             "host RAM and computed there by the CPU; only activations cross PCIe)");

@@ -43,7 +43,7 @@ struct RunOptions {
   // Offloading (CUDA): a VRAM budget makes the planner place every weight block; the engine
   // streams what is not resident.
   std::string vram, pinned, profile;
-  uint32_t prefetch = 2;
+  uint32_t prefetch = 0;  // streamed blocks in flight (0: auto, offload/planner.h prefetch_depth_for)
   // Chunks of a layer-major prefill group the plan reserves VRAM for before placing weights
   // (offload::RunShape::prefill_group_reserve); 0: only what the weights leave; 0xffffffff
   // (offload::kPrefillGroupAuto, the default): the planner picks it by predicted job time.

@@ -126,7 +126,7 @@ void check_budgets(const ModelBlocks& m, const HardwareProfile& p, const Budgets
     (plan.placement.kv[il] == KvTier::gpu ? vram : host) += m.kv_layer_bytes(il, r.ctx, r.kv, r.ring_margin());
   }
   if (p.has_gpu()) {
-    vram += p.cuda_context.bytes + scratch_bytes(m, r) + max_nonres * (max_nonres ? r.prefetch_depth + 1 : 0);
+    vram += p.cuda_context.bytes + scratch_bytes(m, r) + max_nonres * (max_nonres ? plan.prefetch_depth + 1 : 0);
     // Layer-major prefill: a group only where the executor runs one, its buffer inside the budget,
     // and the largest that fits (up to kMaxPrefillGroup and the prompt's chunks).
     const uint32_t g = plan.prefill_group;
@@ -299,6 +299,44 @@ TEST_CASE("planner: 27B at 12 GiB / 128K / INT4 KV is feasible and at 8 GiB with
   std::printf("8 GiB, no host RAM: %s\n", bad.message().c_str());
 }
 
+TEST_CASE("planner: the staging ring is a double buffer for pinned blocks, deeper with disk reads") {
+  auto m = model_blocks_from_path(header_27b());
+  REQUIRE(m.is_ok());
+  // With the draft path resident, streamed FFN blocks make each slot ~142 MiB.
+  const auto p = profile("rtx3060-12g");
+  RunShape r;
+  r.ctx = 4096;
+  r.draft_depth = 16;
+  r.require_draft_resident = true;
+  Budgets b = Budgets::of(p);
+  b.vram = 12 * kGiB;
+  auto pinned_only = plan(*m, p, b, r);
+  REQUIRE(pinned_only.is_ok());
+  REQUIRE(pinned_only->usage.pinned_weights > 0);
+  REQUIRE(pinned_only->usage.disk == 0);
+  CHECK(pinned_only->prefetch_depth == 1);
+  CHECK(pinned_only->ring_slots == 2);
+  CHECK(pinned_only->usage.vram_staging == 2 * pinned_only->ring_slot_bytes);
+  CHECK(pinned_only->ring_slot_bytes > 100 * kMiB);
+  // The slot the auto depth saves goes to weights: fewer bytes stream than at depth 2.
+  RunShape r2 = r;
+  r2.prefetch_depth = 2;
+  auto deep = plan(*m, p, b, r2);
+  REQUIRE(deep.is_ok());
+  CHECK(deep->ring_slots == 3);
+  CHECK(pinned_only->usage.vram_weights > deep->usage.vram_weights);
+  CHECK(pinned_only->prediction.decode_tps >= deep->prediction.decode_tps);
+  // Too little pinned RAM for the streamed blocks: some are read from disk, and the ring is deeper.
+  b.pinned = 512 * kMiB;
+  auto disk = plan(*m, p, b, r);
+  INFO((disk ? "" : disk.message()));
+  REQUIRE(disk.is_ok());
+  REQUIRE(disk->usage.disk > 0);
+  CHECK(disk->prefetch_depth == 2);
+  CHECK(disk->ring_slots == 3);
+  CHECK(disk->usage.vram_total() <= b.vram);
+}
+
 TEST_CASE("planner properties over random models and profiles") {
   const uint64_t seed = test::fresh_seed();
   INFO("seed " << seed);
@@ -353,7 +391,7 @@ TEST_CASE("planner properties over random models and profiles") {
         max_block = std::max({max_block, m.attention[il].bytes, m.ffn[il].bytes});
         kv += m.kv_layer_bytes(il, r.ctx, r.kv, r.ring_margin());
       }
-      const uint64_t need = draft + kv + max_block * (r.prefetch_depth + 1) + scratch_bytes(m, r) + p.cuda_context.bytes;
+      const uint64_t need = draft + kv + max_block * (prefetch_depth_for(r.prefetch_depth, false) + 1) + scratch_bytes(m, r) + p.cuda_context.bytes;
       if (need <= b.vram && b.pinned >= m.weight_bytes()) {
         ++draft_fits;
         if (!res->draft_resident) {
