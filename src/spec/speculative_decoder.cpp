@@ -38,7 +38,7 @@ Result<std::unique_ptr<SpeculativeDecoder>> SpeculativeDecoder::create_with(runt
                                                                             runtime::Sampler& sampler,
                                                                             uint32_t draft_max,
                                                                             std::unique_ptr<Drafter> drafter,
-                                                                            uint32_t tree) {
+                                                                            uint32_t tree, bool tree_fit_cost) {
   if (!drafter) return Status::error("speculative decoder: no drafter given");
   if (draft_max < 1 || draft_max >= runtime::kMaxExactRows)
     return Status::error("--draft-max must be in [1, {}] (got {})", runtime::kMaxExactRows - 1, draft_max);
@@ -48,6 +48,7 @@ Result<std::unique_ptr<SpeculativeDecoder>> SpeculativeDecoder::create_with(runt
   c.mode = SpecMode::replay;
   c.draft_max = draft_max;
   c.tree = tree;
+  c.tree_fit_cost = tree_fit_cost;
   return std::unique_ptr<SpeculativeDecoder>(new SpeculativeDecoder(engine, sampler, c, std::move(drafter)));
 }
 
@@ -305,11 +306,14 @@ Status SpeculativeDecoder::tree_round(int drafter, uint32_t max_depth, std::vect
   // Every node takes a verify row and a KV slot past n_past (at most ubatch ahead, the rings' margin).
   const uint32_t budget = std::min({runtime::kMaxExactRows, engine_.ubatch(), engine_.n_ctx() - pos});
   TreePlan plan = shaper_->plan(budget, max_depth);
-  // Once a verify pass is measured, the tree stops where more nodes would lower tokens per second,
-  // keeping the first draft (without drafts the acceptance estimates could never recover).
-  if (cfg_.tree_fit_cost && verify_cost_early_.known()) {
+  // Once a verify pass of the kind this drafter's trees take is measured (from the draft depth for
+  // early exit; from layer 0 for the others, e.g. a replay), the tree stops where more nodes would
+  // lower tokens per second, keeping the first draft (without drafts the acceptance estimates could
+  // never recover).
+  const bool from_draft = drafter == early_;
+  if (cfg_.tree_fit_cost && (from_draft ? verify_cost_early_ : verify_cost_full_).known()) {
     const uint32_t n = best_tree_size(plan, [&](uint32_t w) { return t_draft_level(w); },
-                                      [&](uint32_t k) { return t_verify_early(k); });
+                                      [&](uint32_t k) { return from_draft ? t_verify_early(k) : t_verify_full(k); });
     plan = plan.prefix(std::max(n, std::min(2u, plan.size())));
   }
   auto& ds = stats_.drafters[size_t(drafter)];
@@ -322,8 +326,21 @@ Status SpeculativeDecoder::tree_round(int drafter, uint32_t max_depth, std::vect
   // tokens): without them a replayed tree would be sized from the prior's level cost.
   const bool timed = drafter == early_ || cfg_.mode == SpecMode::replay;
   if (tree_.engine_steps && timed) draft_step_cost_.observe(1, s / tree_.engine_steps);
-  if (timed)
+  if (timed) {
     for (const TreeDraft::LevelCost& l : tree_.levels) draft_level_cost_.observe(l.nodes, l.seconds);
+    // A drafter that times no levels (a replay without a cost drafter: free drafts, as prompt
+    // lookup) has its time split evenly over the tree's levels, so its trees are sized for what
+    // they cost, not for the prior's draft pass.
+    if (tree_.levels.empty() && tree_.tokens.size() > 1) {
+      std::vector<uint32_t> width{1}, depth(tree_.tokens.size(), 0);
+      for (size_t i = 1; i < tree_.tokens.size(); ++i) {
+        depth[i] = depth[size_t(tree_.parents[i])] + 1;
+        if (width.size() <= depth[i]) width.resize(depth[i] + 1, 0);
+        ++width[depth[i]];
+      }
+      for (const uint32_t w : width) draft_level_cost_.observe(w, s / double(width.size()));
+    }
+  }
   if (tree_.tokens.size() <= 1 && tree_.verify_from == 0) return plain_step(out);
   return verify_tree(drafter, tree_, out);
 }

@@ -111,7 +111,7 @@ class SpeculativeDecoder {
   // drafter must draft trees).
   static Result<std::unique_ptr<SpeculativeDecoder>> create_with(runtime::Engine& engine, runtime::Sampler& sampler,
                                                                  uint32_t draft_max, std::unique_ptr<Drafter> drafter,
-                                                                 uint32_t tree = 0);
+                                                                 uint32_t tree = 0, bool tree_fit_cost = true);
 
   // Evaluates the prompt (engine at position 0) and samples the first token, which becomes the
   // pending one; returns it.

@@ -266,26 +266,34 @@ TEST_CASE("replay: trees accept at least as many tokens per pass as chains on th
   const auto plain = test::generate(*e, prompt, n, spec::SpecConfig{}, test::greedy_params());
   std::vector<int32_t> ref = prompt;
   ref.insert(ref.end(), plain.begin(), plain.end());
+  // Runs the replay at acceptance a; tree 0: chains. fit: trees sized by measured costs.
+  auto run = [&](double a, uint32_t tree, bool fit) {
+    INFO("A " << a << " tree " << tree << " fit " << fit);
+    runtime::Sampler sampler(test::greedy_params(), n_vocab);
+    for (int32_t t : prompt) sampler.accept(t);
+    auto drafter = std::make_unique<spec::ReplayDrafter>(ref, a, 9, n_vocab);
+    auto dec = spec::SpeculativeDecoder::create_with(*e, sampler, 8, std::move(drafter), tree, fit);
+    REQUIRE(dec.is_ok());
+    auto first = (*dec)->start(prompt);
+    REQUIRE(first.is_ok());
+    std::vector<int32_t> out{*first};
+    while (out.size() < n) REQUIRE((*dec)->step(uint32_t(n - out.size()), out).is_ok());
+    CHECK(out == plain);
+    INFO((*dec)->stats().summary());
+    const auto ds = (*dec)->stats().drafters.at(0);
+    CHECK((ds.tree_rounds > 0) == (tree > 0));
+    return ds;
+  };
   for (const double a : {0.3, 0.5, 0.7}) {
-    double mean[2] = {0, 0};
-    for (uint32_t tree : {0u, 2u}) {
-      INFO("A " << a << " tree " << tree);
-      runtime::Sampler sampler(test::greedy_params(), n_vocab);
-      for (int32_t t : prompt) sampler.accept(t);
-      auto drafter = std::make_unique<spec::ReplayDrafter>(ref, a, 9, n_vocab);
-      auto dec = spec::SpeculativeDecoder::create_with(*e, sampler, 8, std::move(drafter), tree);
-      REQUIRE(dec.is_ok());
-      auto first = (*dec)->start(prompt);
-      REQUIRE(first.is_ok());
-      std::vector<int32_t> out{*first};
-      while (out.size() < n) REQUIRE((*dec)->step(uint32_t(n - out.size()), out).is_ok());
-      CHECK(out == plain);
-      const auto& ds = (*dec)->stats().drafters.at(0);
-      INFO((*dec)->stats().summary());
-      CHECK((ds.tree_rounds > 0) == (tree > 0));
-      mean[tree ? 1 : 0] = ds.mean_accepted();
-    }
-    INFO("A " << a << ": chain " << mean[0] << " tree " << mean[1] << " accepted per pass");
-    CHECK(mean[1] >= mean[0]);
+    // The budget's whole trees (no cost fit), so both take the same outcomes' best.
+    const double chain = run(a, 0, false).mean_accepted(), tree = run(a, 2, false).mean_accepted();
+    INFO("A " << a << ": chain " << chain << " tree " << tree << " accepted per pass");
+    CHECK(tree >= chain);
   }
+  // Sized by measured costs (replayed trees are verified from layer 0, their levels timed as a
+  // whole): the same text. How small the trees get depends on this machine's timings (on an idle
+  // CPU well short of the 16-node budget, under load sometimes not), so it is not asserted here;
+  // `strata bench spec --replay-tree` reports the sizes.
+  const auto fitted = run(0.7, 2, true);
+  CHECK(fitted.tree_rounds > 0);
 }
