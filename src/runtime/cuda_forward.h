@@ -76,6 +76,7 @@ class CudaForward final : public Engine {
     uint64_t captures = 0, launches = 0;
   };
   GraphStats graph_stats() const;
+  uint64_t graph_captures() const override { return graph_stats().captures; }
   // Host seconds spent computing cpu-tier blocks and host-KV attention so far (0 without them).
   double host_compute_seconds() const override;
 

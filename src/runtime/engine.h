@@ -194,6 +194,9 @@ class Engine {
   virtual uint64_t disk_bytes() const { return 0; }
   // Host seconds spent computing cpu-tier blocks and host-KV attention so far (0 without them).
   virtual double host_compute_seconds() const { return 0; }
+  // CUDA graphs captured so far (0 where none are). A call that captured one paid a one-time cost
+  // on top of its run: timings that fit a cost model skip such calls (spec/speculative_decoder.h).
+  virtual uint64_t graph_captures() const { return 0; }
 };
 
 // For engine implementations: the sequence table (kv/sequence_table.h) of o.n_seq sequences of

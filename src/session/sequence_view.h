@@ -55,6 +55,7 @@ class SequenceView final : public runtime::Engine {
   uint64_t streamed_bytes() const override { return e_.streamed_bytes(); }
   uint64_t disk_bytes() const override { return e_.disk_bytes(); }
   double host_compute_seconds() const override { return e_.host_compute_seconds(); }
+  uint64_t graph_captures() const override { return e_.graph_captures(); }
 
  private:
   runtime::Engine& e_;

@@ -97,9 +97,10 @@ Result<int32_t> SpeculativeDecoder::start(std::span<const int32_t> prompt) {
 
 Status SpeculativeDecoder::plain_step(std::vector<int32_t>& out) {
   const auto t0 = Clock::now();
+  const uint64_t g0 = engine_.graph_captures();
   STRATA_TRY(engine_.eval(std::span(&history_.back(), 1), runtime::Logits::last, logits_));
   const double s = seconds_since(t0);
-  plain_cost_.observe(1, s);
+  if (steady(g0)) plain_cost_.observe(1, s);
   ++stats_.plain_steps;
   stats_.plain_s += s;
   if (keep_raw_) raw_logits_ = logits_;
@@ -219,9 +220,10 @@ Status SpeculativeDecoder::verify(int drafter, const Draft& d, std::vector<int32
                                   .hidden_out = nullptr,
                                   .skip = {}};
   const auto t0 = Clock::now();
+  const uint64_t g0 = engine_.graph_captures();
   STRATA_TRY(engine_.eval_layers(rows, pos, range, runtime::Logits::all, logits_));
   const double s = seconds_since(t0);
-  (d.verify_from > 0 ? verify_cost_early_ : verify_cost_full_).observe(n, s);
+  if (steady(g0)) (d.verify_from > 0 ? verify_cost_early_ : verify_cost_full_).observe(n, s);
   ++stats_.verify_passes;
   stats_.verify_rows += n;
   stats_.verify_s += s;
@@ -318,13 +320,14 @@ Status SpeculativeDecoder::tree_round(int drafter, uint32_t max_depth, std::vect
   }
   auto& ds = stats_.drafters[size_t(drafter)];
   const auto td = Clock::now();
+  const uint64_t g0 = engine_.graph_captures();
   STRATA_TRY(drafters_[size_t(drafter)]->propose_tree(history_, plan, tree_));
   const double s = seconds_since(td);
   ds.draft_s += s;
   ds.steps += tree_.engine_steps;
   // The early-exit drafter's passes, or a replay drafter's cost drafter's (real passes, simulated
   // tokens): without them a replayed tree would be sized from the prior's level cost.
-  const bool timed = drafter == early_ || cfg_.mode == SpecMode::replay;
+  const bool timed = (drafter == early_ || cfg_.mode == SpecMode::replay) && steady(g0);
   if (tree_.engine_steps && timed) draft_step_cost_.observe(1, s / tree_.engine_steps);
   if (timed) {
     for (const TreeDraft::LevelCost& l : tree_.levels) draft_level_cost_.observe(l.nodes, l.seconds);
@@ -353,9 +356,10 @@ Status SpeculativeDecoder::verify_tree(int drafter, const TreeDraft& t, std::vec
                                   .hidden_out = nullptr,
                                   .skip = {}};
   const auto t0 = Clock::now();
+  const uint64_t g0 = engine_.graph_captures();
   STRATA_TRY(engine_.eval_tree(t.tokens, t.parents, pos, range, runtime::Logits::all, logits_));
   const double s = seconds_since(t0);
-  (t.verify_from > 0 ? verify_cost_early_ : verify_cost_full_).observe(n, s);
+  if (steady(g0)) (t.verify_from > 0 ? verify_cost_early_ : verify_cost_full_).observe(n, s);
   ++stats_.verify_passes;
   stats_.verify_rows += n;
   stats_.verify_s += s;
@@ -424,6 +428,7 @@ Status SpeculativeDecoder::step(uint32_t max_new, std::vector<int32_t>& out) {
   } else {
     auto& ds = stats_.drafters[size_t(c.drafter)];
     const auto td = Clock::now();
+    const uint64_t g0 = engine_.graph_captures();
     round_short_lookup_ = c.drafter == lookup_ && c.short_match;
     if (c.drafter == lookup_) {
       draft_ = Draft{};
@@ -435,8 +440,8 @@ Status SpeculativeDecoder::step(uint32_t max_new, std::vector<int32_t>& out) {
     const double s = seconds_since(td);
     ds.draft_s += s;
     ds.steps += draft_.engine_steps;
-    if (draft_.engine_steps && c.drafter == early_) draft_step_cost_.observe(1, s / draft_.engine_steps);
-    if (draft_.engine_steps && c.drafter == subset_) {
+    if (draft_.engine_steps && c.drafter == early_ && steady(g0)) draft_step_cost_.observe(1, s / draft_.engine_steps);
+    if (draft_.engine_steps && c.drafter == subset_ && steady(g0)) {
       chooser_->observe_step(subset_arm_, s / draft_.engine_steps);
       // A first draft too unsure to propose wastes the step: counted as a rejected token, so a
       // skip set whose head is never confident does not keep its prior acceptance.

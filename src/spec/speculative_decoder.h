@@ -151,6 +151,12 @@ class SpeculativeDecoder {
   double t_verify_early(uint32_t rows) const;
   double t_draft_step() const;
   double t_draft_level(uint32_t nodes) const;  // draft_level_cost_, else t_draft_step()
+  // Whether no CUDA graph was captured since the engine's count was `before`: a pass that
+  // captured one (graphs are keyed by row or node count, so each new tree size captures once) took
+  // a one-time cost, and the cost fits skip it. Unskipped, the first (16-node) tree verify, alone
+  // in the fit, set the slope from its inflated time and replayed trees on the 27B under --vram
+  // 12GiB shrank to 3-7 nodes, below the best size at every acceptance.
+  bool steady(uint64_t before) const { return engine_.graph_captures() == before; }
   // Picks the skip set for a subset round of k drafts and hands it to the drafter.
   void pick_subset_arm(uint32_t k);
   Status plain_step(std::vector<int32_t>& out);
