@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/log.h"
 #include "spec/early_exit.h"
 #include "spec/layer_subset.h"
 #include "spec/prompt_lookup.h"
@@ -316,6 +317,15 @@ Status SpeculativeDecoder::tree_round(int drafter, uint32_t max_depth, std::vect
   if (cfg_.tree_fit_cost && (from_draft ? verify_cost_early_ : verify_cost_full_).known()) {
     const uint32_t n = best_tree_size(plan, [&](uint32_t w) { return t_draft_level(w); },
                                       [&](uint32_t k) { return from_draft ? t_verify_early(k) : t_verify_full(k); });
+    if (log::level() <= log::Level::debug) {  // `strata -v`: why a tree has the size it has
+      auto ms = [&](uint32_t k) { return 1e3 * (from_draft ? t_verify_early(k) : t_verify_full(k)); };
+      double tokens = 0;
+      for (uint32_t i = 0; i < n; ++i) tokens += plan.value[i];
+      log::debug("tree size {} of {}: {:.2f} expected tokens; verify {:.2f} / {:.2f} / {:.2f} ms at 1 / {} / {} "
+                 "nodes; level {:.2f} / {:.2f} ms at 1 / 2 nodes",
+                 n, plan.size(), tokens, ms(1), ms(n), ms(plan.size()), n, plan.size(), 1e3 * t_draft_level(1),
+                 1e3 * t_draft_level(2));
+    }
     plan = plan.prefix(std::max(n, std::min(2u, plan.size())));
   }
   auto& ds = stats_.drafters[size_t(drafter)];

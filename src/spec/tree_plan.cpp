@@ -16,7 +16,11 @@ double prior(uint32_t rank) { return rank == 0 ? 0.6 : 0.15 / rank; }
 TreeShaper::TreeShaper(uint32_t branch) : branch_(std::max(1u, branch)) {}
 
 double TreeShaper::p(uint32_t depth, uint32_t rank) const {
-  const double pr = prior(rank);
+  // The prior of a depth is the estimate one level up (the fixed prior at depth 1): a depth the
+  // trees have not reached yet is expected to behave like the deepest one measured. With a flat
+  // prior, depths beyond the current trees kept 0.6 whatever the text, so at a measured 0.9 the
+  // trees never grew past them (27B replay at A = 0.9: 7-node chains against the best 9).
+  const double pr = depth <= 1 ? prior(rank) : p(depth - 1, rank);
   if (depth == 0 || depth > est_.size() || rank >= est_[depth - 1].size()) return pr;
   const Est& e = est_[depth - 1][rank];
   return (e.hit + pr * kPriorWeight) / (e.tried + kPriorWeight);

@@ -164,6 +164,24 @@ TEST_CASE("tree size: at high acceptance, costly wide levels leave a chain", "[s
   CHECK(has_branch(deep));
 }
 
+TEST_CASE("tree shaper: depths not reached yet are expected to accept like the deepest measured", "[spec][tree]") {
+  spec::TreeShaper sh(2);
+  CHECK(sh.p(5, 0) == Approx(0.6));  // nothing measured: the prior at every depth
+  // Rounds whose trees reach depth 3, accepting rank 0 nine times in ten.
+  for (int round = 0; round < 60; ++round)
+    for (uint32_t d = 1; d <= 3; ++d) sh.observe(d, 1, round % 10 == 9 && d == 3 ? -1 : 0);
+  CHECK(sh.p(3, 0) > 0.8);
+  CHECK(sh.p(6, 0) == Approx(sh.p(3, 0)));
+  // So a plan deeper than the measured trees keeps growing the chain at high acceptance.
+  const spec::TreePlan plan = sh.plan(9, 8);
+  uint32_t deepest = 0;
+  for (uint32_t i = 0; i < plan.size(); ++i) deepest = std::max(deepest, plan.depth[i]);
+  CHECK(deepest == 8);
+  auto level = [](uint32_t w) { return 2.35 + 0.8 * (w - 1); };
+  auto verify = [](uint32_t n) { return 39.5 + 1.2 * n; };
+  CHECK(spec::best_tree_size(plan, level, verify) == 9);  // the whole chain (27B-like costs, ms)
+}
+
 TEST_CASE("top_tokens: highest first, ties in index order like argmax", "[spec][tree]") {
   const std::vector<float> l = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, 3.0f};
   CHECK(spec::top_tokens(l, 1) == std::vector<int32_t>{5});
