@@ -314,6 +314,8 @@ Status SpeculativeDecoder::tree_round(int drafter, uint32_t max_depth, std::vect
   // lower tokens per second, keeping the first draft (without drafts the acceptance estimates could
   // never recover).
   const bool from_draft = drafter == early_;
+  const bool explore = ++tree_rounds_since_full_ >= kTreeExploreInterval;
+  if (explore) tree_rounds_since_full_ = 0;
   if (cfg_.tree_fit_cost && (from_draft ? verify_cost_early_ : verify_cost_full_).known()) {
     const uint32_t n = best_tree_size(plan, [&](uint32_t w) { return t_draft_level(w); },
                                       [&](uint32_t k) { return from_draft ? t_verify_early(k) : t_verify_full(k); });
@@ -326,7 +328,8 @@ Status SpeculativeDecoder::tree_round(int drafter, uint32_t max_depth, std::vect
                  n, plan.size(), tokens, ms(1), ms(n), ms(plan.size()), n, plan.size(), 1e3 * t_draft_level(1),
                  1e3 * t_draft_level(2));
     }
-    plan = plan.prefix(std::max(n, std::min(2u, plan.size())));
+    // An exploring round drafts twice the chosen size (within the plan).
+    plan = plan.prefix(std::max(explore ? 2 * n : n, std::min(2u, plan.size())));
   }
   auto& ds = stats_.drafters[size_t(drafter)];
   const auto td = Clock::now();

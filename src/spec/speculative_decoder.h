@@ -192,6 +192,12 @@ class SpeculativeDecoder {
   // vocabulary pass per node (H200, 27B at --vram 12GiB: ~2.5 ms for one node, ~3.5 for two).
   // Prior slope 0.3 of a pass per extra node until levels of two widths are timed.
   CostEstimate draft_level_cost_{0.3};
+  // Tree rounds since the last exploring one. A verify pass costs a concave function of its nodes
+  // on the GPU (one node to a few: a different kernel; a few to 16: nearly flat), so a line fitted
+  // to the sizes chosen so far over-predicts larger trees, and the sizes would never grow to check.
+  // Every kTreeExploreInterval-th round drafts twice the chosen size.
+  uint32_t tree_rounds_since_full_ = 0;
+  static constexpr uint32_t kTreeExploreInterval = 8;
   std::vector<int32_t> history_;
   std::vector<float> logits_;
   bool keep_raw_ = false;
