@@ -314,13 +314,13 @@ Status SpeculativeDecoder::tree_round(int drafter, uint32_t max_depth, std::vect
   // lower tokens per second, keeping the first draft (without drafts the acceptance estimates could
   // never recover).
   const bool from_draft = drafter == early_;
-  const bool explore = ++tree_rounds_since_full_ >= kTreeExploreInterval;
-  if (explore) tree_rounds_since_full_ = 0;
+  const bool explore = ++tree_rounds_since_explore_ >= kTreeExploreInterval;
+  if (explore) tree_rounds_since_explore_ = 0;
   if (cfg_.tree_fit_cost && (from_draft ? verify_cost_early_ : verify_cost_full_).known()) {
-    const uint32_t n = best_tree_size(plan, [&](uint32_t w) { return t_draft_level(w); },
-                                      [&](uint32_t k) { return from_draft ? t_verify_early(k) : t_verify_full(k); });
+    auto t_verify = [&](uint32_t k) { return from_draft ? t_verify_early(k) : t_verify_full(k); };
+    const uint32_t n = best_tree_size(plan, [&](uint32_t w) { return t_draft_level(w); }, t_verify);
     if (log::level() <= log::Level::debug) {  // `strata -v`: why a tree has the size it has
-      auto ms = [&](uint32_t k) { return 1e3 * (from_draft ? t_verify_early(k) : t_verify_full(k)); };
+      auto ms = [&](uint32_t k) { return 1e3 * t_verify(k); };
       double tokens = 0;
       for (uint32_t i = 0; i < n; ++i) tokens += plan.value[i];
       log::debug("tree size {} of {}: {:.2f} expected tokens; verify {:.2f} / {:.2f} / {:.2f} ms at 1 / {} / {} "
@@ -453,9 +453,10 @@ Status SpeculativeDecoder::step(uint32_t max_new, std::vector<int32_t>& out) {
     const double s = seconds_since(td);
     ds.draft_s += s;
     ds.steps += draft_.engine_steps;
-    if (draft_.engine_steps && c.drafter == early_ && steady(g0)) draft_step_cost_.observe(1, s / draft_.engine_steps);
-    if (draft_.engine_steps && c.drafter == subset_ && steady(g0)) {
-      chooser_->observe_step(subset_arm_, s / draft_.engine_steps);
+    const bool timed = draft_.engine_steps && steady(g0);
+    if (timed && c.drafter == early_) draft_step_cost_.observe(1, s / draft_.engine_steps);
+    if (draft_.engine_steps && c.drafter == subset_) {
+      if (timed) chooser_->observe_step(subset_arm_, s / draft_.engine_steps);
       // A first draft too unsure to propose wastes the step: counted as a rejected token, so a
       // skip set whose head is never confident does not keep its prior acceptance.
       if (draft_.tokens.empty()) chooser_->observe_acceptance(subset_arm_, 1, 0);

@@ -196,7 +196,7 @@ class SpeculativeDecoder {
   // on the GPU (one node to a few: a different kernel; a few to 16: nearly flat), so a line fitted
   // to the sizes chosen so far over-predicts larger trees, and the sizes would never grow to check.
   // Every kTreeExploreInterval-th round drafts twice the chosen size.
-  uint32_t tree_rounds_since_full_ = 0;
+  uint32_t tree_rounds_since_explore_ = 0;
   static constexpr uint32_t kTreeExploreInterval = 8;
   std::vector<int32_t> history_;
   std::vector<float> logits_;

@@ -5,8 +5,9 @@
 // the probability that verification accepts it. The plan takes the highest-valued nodes up to the
 // node budget (best-first, so the plan is a tree and siblings come in rank order). Estimates
 // start from priors (at depth 1, rank 0: 0.6, like a chain's prior acceptance; rank r > 0:
-// 0.15 / r; deeper, the estimate of the same rank one level up) and follow the measurements with a geometric decay, so the shape follows the text (b = 2 at the
-// first levels and 1 deeper falls out where the second candidates hit early).
+// 0.15 / r; deeper, the estimate of the same rank one level up) and follow the measurements
+// with a geometric decay, so the shape follows the text (b = 2 at the first levels and 1 deeper
+// falls out where the second candidates hit early).
 #pragma once
 
 #include <cstdint>

@@ -391,7 +391,8 @@ TEST_CASE("planner properties over random models and profiles") {
         max_block = std::max({max_block, m.attention[il].bytes, m.ffn[il].bytes});
         kv += m.kv_layer_bytes(il, r.ctx, r.kv, r.ring_margin());
       }
-      const uint64_t need = draft + kv + max_block * (prefetch_depth_for(r.prefetch_depth, false) + 1) + scratch_bytes(m, r) + p.cuda_context.bytes;
+      const uint64_t ring = max_block * (prefetch_depth_for(r.prefetch_depth, false) + 1);
+      const uint64_t need = draft + kv + ring + scratch_bytes(m, r) + p.cuda_context.bytes;
       if (need <= b.vram && b.pinned >= m.weight_bytes()) {
         ++draft_fits;
         if (!res->draft_resident) {
