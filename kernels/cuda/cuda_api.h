@@ -29,6 +29,11 @@ Status copy_to_host(void* dst, const void* d_src, size_t bytes, Stream s);
 Status copy_on_device(void* d_dst, const void* d_src, size_t bytes, Stream s);
 Status memset_device(void* d_dst, int value, size_t bytes, Stream s);
 Status synchronize(Stream s);
+// fn(arg) runs on a CUDA-owned host thread once the work enqueued on s before it has completed;
+// the work enqueued after it waits for it to return (cudaLaunchHostFunc: also inside a graph
+// capture, as a host node). fn must not call the CUDA API; arg must outlive every run (a graph
+// replays the same arg).
+Status launch_host_func(Stream s, void (*fn)(void*), void* arg);
 Result<Stream> stream_create();
 void stream_destroy(Stream s);
 

@@ -19,6 +19,7 @@ Status copy_to_host(void*, const void*, size_t, Stream) { return none("copy_to_h
 Status copy_on_device(void*, const void*, size_t, Stream) { return none("copy_on_device"); }
 Status memset_device(void*, int, size_t, Stream) { return none("memset_device"); }
 Status synchronize(Stream) { return none("synchronize"); }
+Status launch_host_func(Stream, void (*)(void*), void*) { return none("launch_host_func"); }
 Result<Stream> stream_create() { return none("stream_create"); }
 void stream_destroy(Stream) {}
 Result<void*> pinned_alloc(size_t) { return none("pinned_alloc"); }

@@ -84,6 +84,10 @@ Status memset_device(void* d_dst, int value, size_t bytes, Stream s) {
 // Also where asynchronous kernel faults surface (an illegal address in an earlier launch).
 Status synchronize(Stream s) { return cuda_status(cudaStreamSynchronize(cudaStream_t(s)), "synchronize"); }
 
+Status launch_host_func(Stream s, void (*fn)(void*), void* arg) {
+  return cuda_status(cudaLaunchHostFunc(cudaStream_t(s), fn, arg), "launch_host_func");
+}
+
 Result<Stream> stream_create() {
   cudaStream_t st = nullptr;
   const cudaError_t err = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);

@@ -74,6 +74,7 @@ Status CudaForward::allocate() {
   }
   im.graph_policy = graph_policy_from_env();
   im.tree_graphs = tree_graphs_from_env();
+  im.host_graphs = host_graphs_from_env();
   im.graphs_enabled = im.graph_policy != GraphPolicy::off;
   const auto& s = model_->spec;
   const auto& host = model_->weights;
@@ -123,7 +124,8 @@ Status CudaForward::allocate() {
     // cpu-tier matmuls see at most kMaxExactRows rows (begin_chunk sends larger chunks to the GPU).
     std::vector<bool> kv_host(n_layer);
     for (uint32_t il = 0; il < n_layer; ++il) kv_host[il] = pl.kv_tier(il) == offload::KvTier::host;
-    HostCompute::Options ho{opt_.n_ctx, opt_.ubatch, kMaxExactRows, opt_.k_type, opt_.v_type, kv_host, im.head_cpu};
+    HostCompute::Options ho{opt_.n_ctx, opt_.ubatch, kMaxExactRows, opt_.k_type, opt_.v_type, kv_host, im.head_cpu,
+                            opt_.cpu_int8, &model_->weights};
     auto h = HostCompute::create(s, ho);
     if (!h) return h.status();
     im.host = std::move(h.value());
@@ -142,14 +144,17 @@ Status CudaForward::allocate() {
   // `block` >= 0: the view goes into that streamed block instead of VRAM; a cpu-tier (host
   // sourced) block's view is also computed by im.host from the model's own view.
   // GPU layout (ForwardOptions::gpu_layout, STRATA_GPU_LAYOUT=1/0 overrides): every matrix of a
-  // repacked type in VRAM or pinned RAM. Placements with blocks copied raw at each use (disk and
-  // cpu tiers) keep the GGUF layout throughout, so that every matrix runs the same kernel as in a
-  // resident GGUF engine (streamed == resident bit for bit; a mixed engine would match neither).
+  // repacked type in VRAM or pinned RAM. Placements with disk blocks (copied raw at each use) keep
+  // the GGUF layout throughout, so that every matrix runs the same kernel as in a resident GGUF
+  // engine (streamed == resident bit for bit; a mixed engine would match neither). cpu-tier blocks
+  // stay in the GGUF layout (the CPU reads them; a prefill chunk copies them raw and runs the
+  // GEMM, whose f16 tiles are the same from either layout) while the rest is repacked: such an
+  // engine matches the resident one to rounding anyway, its cpu-tier rows being the CPU's.
   // Under a VRAM budget only matrices whose layout is exactly their GGUF size (n_out a multiple of
   // 8: no padding rows) are repacked, so the planner's sizes stay exact.
   const char* layout_env = std::getenv("STRATA_GPU_LAYOUT");
   const bool want_layout = layout_env ? std::string(layout_env) == "1" : opt_.gpu_layout;
-  im.gpu_layout = want_layout && !pl.any(Tier::disk) && !pl.any(Tier::cpu);
+  im.gpu_layout = want_layout && !pl.any(Tier::disk);
   auto layout_bytes = [&](const kernels::WeightView& v) -> uint64_t {
     if (!im.gpu_layout) return 0;
     const uint64_t g = kernels::gpu_layout_bytes(v.type, v.n_in, v.n_out);
@@ -170,9 +175,10 @@ Status CudaForward::allocate() {
   auto matrix = [&](const kernels::WeightView& v, kernels::WeightView& out, int32_t block, const char* what) {
     out = v;
     if (v.empty() || !err.is_ok()) return;
-    if (block >= 0 && specs[block].from_host) im.host_view[&out] = &v;  // v lives as long as model_
+    const bool from_host = block >= 0 && specs[block].from_host;
+    if (from_host) im.host_view[&out] = &v;  // v lives as long as model_
     const uint64_t bytes = v.row_bytes * uint64_t(v.n_out);
-    const uint64_t gpu_bytes = layout_bytes(v);
+    const uint64_t gpu_bytes = from_host ? 0 : layout_bytes(v);
     std::optional<kernels::WeightView> repack;
     if (gpu_bytes) {
       repack = v;

@@ -120,6 +120,7 @@ struct CudaForward::Impl {
   std::optional<TreeShape> tree;
   uint32_t tree_pos0 = 0;
   bool tree_graphs = false;         // tree steps as graphs too (cuda_step_graphs.h tree_graphs_from_env)
+  bool host_graphs = true;          // steps with host work as graphs too (host_graphs_from_env)
   int32_t* d_tree_pos = nullptr;    // kMaxExactRows
   int32_t* d_tree_n = nullptr;      // kMaxExactRows
   int32_t* d_tree_slots = nullptr;  // kMaxExactRows x kMaxExactRows

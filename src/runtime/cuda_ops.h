@@ -183,6 +183,13 @@ struct Ops {
     im.check(cuda::rms_norm_round(x, w, n_vec, dim, eps, out, r, im.stream));
     if (r.q) rounded = {out, dim, uint32_t(n_vec), r.key};
   }
+  // A cpu-tier FFN block runs whole on the host in decode-sized chunks (forward_pass.h ffn_block);
+  // a prefill chunk runs it on the GPU through the ring.
+  bool ffn_on_host(uint32_t il) const { return im.host && !im.cpu_blocks_on_gpu && im.is_cpu(Block::ffn, il); }
+  void host_ffn(uint32_t il, float* x, uint32_t n) {
+    device_op();
+    im.check(im.host->ffn(il, x, n, im.stream, block_name));
+  }
   void matmul(const kernels::WeightView& w, const float* x, uint32_t n, float* y) {
     if (im.host && !im.cpu_blocks_on_gpu) {
       if (auto it = im.host_view.find(&w); it != im.host_view.end())
@@ -330,11 +337,12 @@ struct Ops {
     device_op();
     im.check(cuda::add(x, y, count, im.stream));
   }
-  // Resident blocks only: a streamed block's post-norm weight leaves with the block at end_block
-  // (so in a streamed engine the resident blocks fuse, the draft path of early exit among them),
-  // and a trace keeps each block's kernels inside its span.
+  // Blocks not acquired from the store: a streamed block's post-norm weight leaves with the block
+  // at end_block (so in a streamed engine the resident blocks fuse, the draft path of early exit
+  // among them, and so do decode's cpu-tier attention blocks, whose norms are in VRAM like every
+  // norm); a trace keeps each block's kernels inside its span.
   bool fuses_residual(Block b, uint32_t il) const {
-    return im.fused_rounding && !im.host && !im.timeline && im.acquired_block(b, il) < 0;
+    return im.fused_rounding && !im.timeline && im.acquired_block(b, il) < 0;
   }
   void add_norm(float* x, float* h, const float* post_w, const float* w, int64_t n_vec, int64_t dim, float eps,
                 float* out, const kernels::WeightView* next) {

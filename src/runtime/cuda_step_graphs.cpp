@@ -10,6 +10,11 @@ bool tree_graphs_from_env() {
   return !(e && std::string(e) == "0");
 }
 
+bool host_graphs_from_env() {
+  const char* e = std::getenv("STRATA_HOST_GRAPHS");
+  return !(e && std::string(e) == "0");
+}
+
 GraphPolicy graph_policy_from_env() {
   const char* e = std::getenv("STRATA_CUDA_GRAPHS");
   const std::string v = e ? e : "";
@@ -74,7 +79,9 @@ cuda::Graph capture(CudaForward::Impl& im, Ops& ops, const model::ModelSpec& s, 
 
 bool run_step_graph(CudaForward::Impl& im, Ops& ops, const model::ModelSpec& s, const int32_t* tokens, uint32_t n,
                     const RowMap& map, uint32_t rows, Layers L) {
-  if (!im.graphs_enabled || im.timeline || im.host) return false;
+  // Host work (cpu-tier blocks, host KV) is in the graph as host nodes (host_compute.h), except
+  // with STRATA_HOST_GRAPHS=0 (same-run comparisons).
+  if (!im.graphs_enabled || im.timeline || (im.host && !im.host_graphs)) return false;
   if (ops.tree && !im.tree_graphs) return false;
   if (n == 0 || n > kMaxExactRows || rows > offload::kLogitRows) return false;
   const bool resident_decode = !im.store && !im.host_embed && n == 1 && L.first == 0 && L.end == s.hp.n_layer &&

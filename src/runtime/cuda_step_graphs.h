@@ -14,12 +14,15 @@ GraphPolicy graph_policy_from_env();
 // saves. STRATA_TREE_GRAPHS=0 runs them eagerly (the A/B switch for the tree graph test and for
 // benchmarks). Read once, when an engine is created.
 bool tree_graphs_from_env();
+// Steps with host work (cpu-tier blocks, host KV: host nodes in the graph, host_compute.h) replay
+// graphs too; STRATA_HOST_GRAPHS=0 runs them eagerly (A/B and the graph test). Read at create.
+bool host_graphs_from_env();
 
 // Runs the step (the arguments of forward_chunk; ops.host_logits and ops.range set by the caller)
 // as the graph of its shape, capturing that on first use, and enqueues the copies of its outputs
 // (logits rows, the residual stream for range->hidden_out). Returns false, having enqueued
-// nothing that matters, when the step cannot be a graph: host work in it (cpu-tier blocks, host
-// KV, disk or host-sourced streamed blocks), tracing, graphs off, too many rows or logits rows,
+// nothing that matters, when the step cannot be a graph: disk or host-sourced streamed blocks
+// in it, host work with host graphs off, tracing, graphs off, too many rows or logits rows,
 // or a capture that failed (then graphs stay off for this engine); the caller runs it eagerly.
 bool run_step_graph(CudaForward::Impl& im, Ops& ops, const model::ModelSpec& s, const int32_t* tokens, uint32_t n,
                     const RowMap& map, uint32_t rows, Layers L);

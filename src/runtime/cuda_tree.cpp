@@ -21,7 +21,10 @@ namespace strata::runtime {
 bool CudaForward::supports_trees() const {
   auto flash = [](GgmlType t) { return t == GgmlType::F16 || t == GgmlType::Q8_0 || t == GgmlType::Q4_1; };
   const uint32_t hd = model_->spec.hp.n_embd_head;
-  return !impl_->host && flash(opt_.k_type) && flash(opt_.v_type) && (hd == 32 || hd == 64 || hd == 128 || hd == 256);
+  // cpu-tier blocks compute each row alone (host_compute.h), a tree's rows too; host KV has no
+  // tree-masked attention.
+  const bool host_kv = impl_->host && impl_->host->kv_bytes() > 0;
+  return !host_kv && flash(opt_.k_type) && flash(opt_.v_type) && (hd == 32 || hd == 64 || hd == 128 || hd == 256);
 }
 
 void CudaForward::truncate(uint32_t seq, uint32_t n) {
@@ -33,10 +36,10 @@ Status CudaForward::eval_tree(std::span<const int32_t> tokens, std::span<const i
                               const LayerRange& r, Logits which, std::vector<float>& logits) {
   if (!supports_trees()) {
     return Status::error("token trees on the CUDA engine need flash-decoding attention (f16, q8_0 or q4_1 KV; head_dim "
-                         "32, 64, 128 or 256) and no host KV or cpu-tier blocks (here KV {} / {}, head_dim {}{}); "
+                         "32, 64, 128 or 256) and no host KV (here KV {} / {}, head_dim {}{}); "
                          "chains verify instead",
                          kv::kv_type_name(opt_.k_type), kv::kv_type_name(opt_.v_type), model_->spec.hp.n_embd_head,
-                         impl_->host ? ", host compute" : "");
+                         impl_->host && impl_->host->kv_bytes() > 0 ? ", host KV" : "");
   }
   const auto& s = model_->spec;
   LayerRange range;

@@ -42,13 +42,15 @@ struct ForwardOptions {
   // layout has the GGUF size, so budgeted plans use it too. Its dp4a and int8 mma.sync kernels
   // give a column the same bits whatever the count (gemv_gpu.cuh), so verification and batched
   // rows run on MMA from 3 columns and still equal one-token steps bit for bit. Placements
-  // with blocks copied raw at each use (disk and cpu tiers) keep the GGUF layout throughout.
+  // with blocks copied raw at each use (disk tier) keep the GGUF layout throughout; cpu-tier
+  // blocks keep it for themselves (cuda_allocate.cpp).
   bool gpu_layout = true;
-  // CPU engine, opt-in (`--cpu-matmul int8`): decode and verification rows (at most
-  // kMaxExactRows per matmul) multiply with int8-rounded activations (kernels/cpu/gemv_q8.h) for
-  // the types that have an int8 kernel; every column is computed alike, so verification rows still
-  // equal one-token steps bit for bit. Prefill chunks and other types keep the f32 kernels. The
-  // default stays the exact f32-activation reference.
+  // Decode and verification rows (at most kMaxExactRows per matmul) on the CPU multiply with
+  // int8-rounded activations (kernels/cpu/gemv_q8.h) for the types that have an int8 kernel; every
+  // column is computed alike, so verification rows still equal one-token steps bit for bit. Prefill
+  // chunks and other types keep the f32 kernels. The CPU engine: opt-in (`--cpu-matmul int8`; its
+  // default stays the exact f32-activation reference); the CUDA engine's cpu-tier blocks and head
+  // (HostCompute): what the session's `--cpu-matmul auto` picks there, as the GPU rounds to int8 too.
   bool cpu_int8 = false;
   // When set, every eval adds spans to it (per weight block: compute on the CPU or GPU, streamed
   // copies; per eval: the host's view). The CUDA engine then runs without CUDA graphs, so that

@@ -193,10 +193,23 @@ void attention_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeig
   ops.end_block(Block::attention, il);
 }
 
+// A policy may compute a whole FFN block elsewhere (optional members; the CUDA engine's cpu-tier
+// blocks, on the host): bool ffn_on_host(uint32_t il) says whether it does for this chunk, and
+// host_ffn(il, x, n) then does x += the block's post-normed output for n rows, one copy of x each
+// way instead of one round trip per matrix.
 template <typename Ops>
 void ffn_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
                uint32_t il, uint32_t n, PendingOutput& carry) {
   ops.begin_block(Block::ffn, il);
+  if constexpr (requires { ops.host_ffn(il, b.x, n); }) {
+    if (ops.ffn_on_host(il)) {
+      if (carry.pending) add_block_output(ops, s, carry.post_norm, b, n);
+      carry.pending = false;
+      ops.host_ffn(il, b.x, n);
+      ops.end_block(Block::ffn, il);
+      return;
+    }
+  }
   ffn_rows(ops, s, w, b, il, n, &carry);
   if (ops.fuses_residual(Block::ffn, il)) finish_block(carry, w.layers[il].post_ffw_norm);
   else add_block_output(ops, s, w.layers[il].post_ffw_norm, b, n);

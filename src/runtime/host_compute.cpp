@@ -3,33 +3,22 @@
 #include <algorithm>
 #include <chrono>
 
+#include "kernels/cpu/gemv_q8.h"
 #include "kernels/cpu/matmul.h"
+#include "runtime/cpu_ops.h"
+#include "runtime/engine.h"
 
 namespace strata::runtime {
 
 namespace cuda = kernels::cuda;
 
-class HostCompute::Timed {
- public:
-  Timed(HostCompute& h, std::string label)
-      : h_(h), label_(std::move(label)), t0_(std::chrono::steady_clock::now()), trace_t0_(h.trace_ ? h.trace_->now_us() : 0) {}
-  ~Timed() {
-    h_.compute_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
-    if (h_.trace_) h_.trace_->span_until_now("cpu compute", std::move(label_), trace_t0_);
-  }
-  Timed(const Timed&) = delete;
-  Timed& operator=(const Timed&) = delete;
-
- private:
-  HostCompute& h_;
-  std::string label_;
-  std::chrono::steady_clock::time_point t0_;
-  double trace_t0_;
-};
-
 Result<std::unique_ptr<HostCompute>> HostCompute::create(const model::ModelSpec& spec, const Options& o) {
   std::unique_ptr<HostCompute> h(new HostCompute());
   const auto& hp = spec.hp;
+  h->spec_ = &spec;
+  h->weights_ = o.weights;
+  h->int8_ = o.int8;
+  h->matmul_rows_ = std::min(o.matmul_rows, o.ubatch);
   h->kv_width_ = spec.kv_width();
   h->kv_index_.assign(hp.n_layer, -1);
   std::vector<kv::LayerShape> shapes;
@@ -44,9 +33,9 @@ Result<std::unique_ptr<HostCompute>> HostCompute::create(const model::ModelSpec&
     if (!kv) return kv.status().with_context("host KV");
     h->kv_ = std::make_unique<kv::KvCache>(std::move(kv.value()));
   }
-  const size_t n = o.ubatch, m = std::min(o.matmul_rows, o.ubatch);
+  const size_t n = o.ubatch, m = h->matmul_rows_;
   const size_t widest = std::max({size_t(hp.n_embd), size_t(spec.q_width()), size_t(hp.n_ff)});
-  // Down: a matmul input; with host KV also q, or k and v together, of a whole chunk.
+  // Down: a matmul input or an FFN block's x; with host KV also q, or k and v together, of a chunk.
   h->in_floats_ = m * widest;
   // Up: a matmul output (the head's: n_vocab wide); with host KV an attention output.
   h->out_floats_ = m * (o.head_on_host ? std::max(widest, size_t(hp.n_vocab)) : widest);
@@ -61,41 +50,74 @@ Result<std::unique_ptr<HostCompute>> HostCompute::create(const model::ModelSpec&
     *ptr = static_cast<float*>(*p);
     h->pinned_bytes_ += floats * sizeof(float);
   }
+  if (o.weights) {
+    h->ffn_h_.resize(m * hp.n_embd);
+    h->ffn_gate_.resize(m * hp.n_ff);
+    h->ffn_up_.resize(m * hp.n_ff);
+  }
   return h;
 }
 
 HostCompute::~HostCompute() {
-  // The owner synchronizes its stream before this goes (no upload still reads out_).
+  // The owner synchronizes its stream before this goes (no upload still reads out_, no task runs).
   if (in_) cuda::pinned_free(in_);
   if (out_) cuda::pinned_free(out_);
 }
 
-Status HostCompute::fetch(const float* d_src, size_t floats, float* host, cuda::Stream s) {
-  STRATA_CHECK(floats <= in_floats_, "host staging: {} floats down, room for {}", floats, in_floats_);
-  STRATA_TRY(cuda::copy_to_host(host, d_src, floats * sizeof(float), s));
-  return cuda::synchronize(s);
+void HostCompute::run_task(void* p) {
+  auto* t = static_cast<Task*>(p);
+  HostCompute& h = *t->owner;
+  const double trace_t0 = h.trace_ ? h.trace_->now_us() : 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  t->work();
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  h.compute_ns_.fetch_add(uint64_t(ns), std::memory_order_relaxed);
+  if (h.trace_) h.trace_->span_until_now("cpu compute", t->label, trace_t0);
+}
+
+Status HostCompute::enqueue(cuda::Stream s, const TaskKey& key, const std::string& label, std::function<void()> work) {
+  auto& slot = tasks_[key];
+  if (!slot) slot.reset(new Task{this, label, std::move(work)});
+  return cuda::launch_host_func(s, &HostCompute::run_task, slot.get());
 }
 
 Status HostCompute::matmul(const kernels::WeightView& w, const float* d_x, uint32_t n, float* d_y, cuda::Stream s,
                            const std::string& label) {
   const size_t in = size_t(n) * w.n_in, out = size_t(n) * w.n_out;
-  STRATA_CHECK(in <= in_floats_ && out <= out_floats_, "host staging: {} floats down, {} up; room for {}, {}", in, out,
-               in_floats_, out_floats_);
-  if (cached_src_ == d_x && cached_floats_ == in) {
-    // Same input as the previous matmul (wq, wk, wv): only wait until out_ is free again.
-    STRATA_TRY(cuda::synchronize(s));
-  } else {
-    STRATA_TRY(fetch(d_x, in, in_, s));
+  STRATA_CHECK(in <= in_floats_ && out <= out_floats_ && n <= matmul_rows_,
+               "host staging: {} floats down, {} up, {} rows; room for {}, {}, {}", in, out, n, in_floats_, out_floats_,
+               matmul_rows_);
+  // Same input as the previous matmul (wq, wk, wv): in_ still holds it (stream order).
+  if (cached_src_ != d_x || cached_floats_ != in) {
+    STRATA_TRY(cuda::copy_to_host(in_, d_x, in * sizeof(float), s));
     cached_src_ = d_x;
     cached_floats_ = in;
   }
-  {
-    Timed timed(*this, label);
-    kernels::cpu::matmul_dot(w, in_, n, out_);
-  }
+  const kernels::WeightView* wp = &w;
+  const bool int8 = int8_ && kernels::cpu::has_dot_q8(w.type);
+  STRATA_TRY(enqueue(s, {Kind::matmul, wp, n, 0}, label, [this, wp, n, int8] {
+    if (int8) kernels::cpu::matmul_q8(*wp, in_, n, out_);
+    else kernels::cpu::matmul_dot(*wp, in_, n, out_);
+  }));
   // The GPU may overwrite d_x next (e.g. q's norm in place): the cache stays valid only until the
   // owner's next device op, which calls forget_input().
   return cuda::copy_to_device(d_y, out_, out * sizeof(float), s);
+}
+
+Status HostCompute::ffn(uint32_t il, float* d_x, uint32_t n, cuda::Stream s, const std::string& label) {
+  const size_t floats = size_t(n) * spec_->hp.n_embd;
+  STRATA_CHECK(weights_ && n <= matmul_rows_ && floats <= in_floats_, "host FFN block: {} rows, room for {}", n,
+               weights_ ? matmul_rows_ : 0);
+  forget_input();
+  STRATA_TRY(cuda::copy_to_host(in_, d_x, floats * sizeof(float), s));
+  STRATA_TRY(enqueue(s, {Kind::ffn, nullptr, n, il}, label, [this, il, n] {
+    CpuOps ops{*weights_, no_kv_, no_pos_, nullptr, 0, nullptr, /*exact=*/true, {}};
+    ops.int8 = int8_;
+    const ForwardBuffers b{in_, ffn_h_.data(), nullptr, nullptr, nullptr, nullptr, ffn_gate_.data(), ffn_up_.data()};
+    ffn_rows(ops, *spec_, *weights_, b, il, n);
+    add_block_output(ops, *spec_, weights_->layers[il].post_ffw_norm, b, n);
+  }));
+  return cuda::copy_to_device(d_x, in_, floats * sizeof(float), s);
 }
 
 Status HostCompute::kv_write(uint32_t il, const float* d_k, const float* d_v, const int32_t* pos, uint32_t n,
@@ -104,25 +126,25 @@ Status HostCompute::kv_write(uint32_t il, const float* d_k, const float* d_v, co
   forget_input();
   STRATA_CHECK(2 * floats <= in_floats_, "host staging: {} floats of K and V, room for {}", 2 * floats, in_floats_);
   STRATA_TRY(cuda::copy_to_host(in_, d_k, floats * sizeof(float), s));
-  STRATA_TRY(fetch(d_v, floats, in_ + floats, s));
-  Timed timed(*this, "kv_write " + std::to_string(il));
+  STRATA_TRY(cuda::copy_to_host(in_ + floats, d_v, floats * sizeof(float), s));
   const uint32_t idx = uint32_t(kv_index_[il]);
-  for (uint32_t t = 0; t < n; ++t)
-    kv_->write(idx, uint32_t(pos[t]), in_ + size_t(t) * kv_width_, in_ + floats + size_t(t) * kv_width_);
-  return Status::ok();
+  return enqueue(s, {Kind::kv_write, pos, n, il}, "kv_write " + std::to_string(il), [this, idx, pos, n, floats] {
+    for (uint32_t t = 0; t < n; ++t)
+      kv_->write(idx, uint32_t(pos[t]), in_ + size_t(t) * kv_width_, in_ + floats + size_t(t) * kv_width_);
+  });
 }
 
 Status HostCompute::attention(uint32_t il, const float* d_q, const int32_t* pos, uint32_t n,
                               const kernels::cpu::AttentionShape& shape, float* d_out, cuda::Stream s) {
   const int64_t row = shape.n_head * shape.head_dim;
   forget_input();
-  STRATA_CHECK(size_t(n) * row <= out_floats_, "host staging: {} floats of attention, room for {}", size_t(n) * row,
-               out_floats_);
-  STRATA_TRY(fetch(d_q, size_t(n) * row, in_, s));
-  {
-    Timed timed(*this, "attention " + std::to_string(il));
-    kernels::cpu::attention(in_, pos, n, kv_->view(uint32_t(kv_index_[il])), shape, out_);
-  }
+  STRATA_CHECK(size_t(n) * row <= out_floats_ && size_t(n) * row <= in_floats_,
+               "host staging: {} floats of attention, room for {}", size_t(n) * row, std::min(in_floats_, out_floats_));
+  STRATA_TRY(cuda::copy_to_host(in_, d_q, size_t(n) * row * sizeof(float), s));
+  const uint32_t idx = uint32_t(kv_index_[il]);
+  STRATA_TRY(enqueue(s, {Kind::attention, pos, n, il}, "attention " + std::to_string(il), [this, idx, pos, n, shape] {
+    kernels::cpu::attention(in_, pos, n, kv_->view(idx), shape, out_);
+  }));
   return cuda::copy_to_device(d_out, out_, size_t(n) * row * sizeof(float), s);
 }
 

@@ -19,4 +19,15 @@ inline offload::Placement stream_odd_layers(uint32_t n_layer) {
   return r;
 }
 
+// Odd layers' FFN on the cpu tier (computed on the host in decode steps), odd layers' attention
+// streamed, the rest resident: host work and streaming in one step.
+inline offload::Placement cpu_ffn_odd_layers(uint32_t n_layer) {
+  offload::Placement r;
+  for (uint32_t il = 0; il < n_layer; ++il) {
+    r.attention.push_back(il % 2 == 1 ? offload::Tier::stream : offload::Tier::gpu);
+    r.ffn.push_back(il % 2 == 1 ? offload::Tier::cpu : offload::Tier::gpu);
+  }
+  return r;
+}
+
 }  // namespace strata::test

@@ -144,7 +144,7 @@ TEST_CASE("GPU eval_layers with a skip mask equals the composition of two layer 
 
 // Token trees (M12) on the CUDA engine: with f16 KV (flash-decoding attention) `early:d=N,tree=B`
 // drafts and verifies trees (test_cuda_tree.cpp checks the engine calls), and the text stays plain
-// greedy's, resident and streamed. An f32-KV engine refuses eval_tree with a clear error and the
+// greedy's, resident, streamed and with cpu-tier blocks. An f32-KV engine refuses eval_tree with a clear error and the
 // decoder verifies chains there, with the same text.
 TEST_CASE("GPU: token trees on the CUDA engine give the plain greedy text", "[gpu][spec][tree]") {
   if (kernels::cuda::devices().empty()) {
@@ -155,10 +155,12 @@ TEST_CASE("GPU: token trees on the CUDA engine give the plain greedy text", "[gp
   REQUIRE(model.is_ok());
   const uint32_t n_layer = (*model)->spec.hp.n_layer;
   const std::vector<int32_t> prompt = {2, 17, 40, 99, 123, 7};
-  for (bool streamed : {false, true}) {
-    INFO((streamed ? "streamed" : "resident"));
+  // A cpu-tier engine computes its host rows one by one (int8 CPU kernels), trees' rows too.
+  for (const char* where : {"resident", "streamed", "cpu-tier FFN blocks"}) {
+    INFO(where);
     runtime::ForwardOptions opt{.n_ctx = 160, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .placement = {}, .trace = {}};
-    if (streamed) opt.placement = stream_odd_layers(n_layer);
+    if (where[0] == 's') opt.placement = stream_odd_layers(n_layer);
+    if (where[0] == 'c') opt.placement = test::cpu_ffn_odd_layers(n_layer), opt.cpu_int8 = true;
     auto gpu = runtime::CudaForward::create(*model, opt);
     INFO((gpu.is_ok() ? std::string() : gpu.message()));
     REQUIRE(gpu.is_ok());

@@ -437,12 +437,16 @@ TEST_CASE("GPU supports_trees follows the KV type and an f32-KV engine refuses t
     INFO(ggml_type_info(kv).name);
     CHECK(engine(model, kv, kv)->supports_trees());
   }
-  // Host compute (a cpu-tier FFN block) has no tree path either.
+  // A cpu-tier FFN block computes each row alone on the host: trees run. Host KV has no
+  // tree-masked attention: they do not.
   offload::Placement host;
   for (uint32_t il = 0; il < model->spec.hp.n_layer; ++il) {
     host.attention.push_back(offload::Tier::gpu);
     host.ffn.push_back(il == 1 ? offload::Tier::cpu : offload::Tier::gpu);
   }
+  CHECK(engine(model, G::F16, G::F16, host)->supports_trees());
+  for (uint32_t il = 0; il < model->spec.hp.n_layer; ++il)
+    host.kv.push_back(model->spec.window(il) == 0 ? offload::KvTier::host : offload::KvTier::gpu);
   CHECK_FALSE(engine(model, G::F16, G::F16, host)->supports_trees());
   // Nor a head_dim without a flash-decoding kernel (gemma3-swa: 48).
   const auto hd48 = load(test::testdata("models/gemma3-swa/model.gguf"));

@@ -93,14 +93,17 @@ TEST_CASE("cpu-tier blocks and host KV give the resident run's text and close lo
 
     auto host_kv_only = offload::Placement{};
     auto all_cpu_host_kv = cpu_blocks(n_layer, 0, 1, true, true, true);
-    struct Case { std::string name; offload::Placement r; GgmlType k, v; uint32_t slots = 3; };
+    struct Case { std::string name; offload::Placement r; GgmlType k, v; uint32_t slots = 3; bool int8 = false; };
     std::vector<Case> cases = {
         {"every other layer's FFN on the CPU", cpu_blocks(n_layer, 1, 2, false, true, false), GgmlType::F16, GgmlType::F16},
+        {"every other layer's FFN on the CPU, int8 kernels", cpu_blocks(n_layer, 1, 2, false, true, false), GgmlType::F16,
+         GgmlType::F16, 3, true},
         {"every other layer's attention on the CPU", cpu_blocks(n_layer, 0, 2, true, false, false), GgmlType::F16, GgmlType::F16},
         {"the head on the CPU", cpu_blocks(n_layer, 0, 1, false, false, true), GgmlType::F16, GgmlType::F16},
         {"host KV in every full layer", host_kv(host_kv_only, spec), GgmlType::F16, GgmlType::F16},
         {"everything on the CPU, host KV", host_kv(all_cpu_host_kv, spec), GgmlType::F16, GgmlType::F16},
         {"mixed: streamed, disk, cpu, resident, host KV, 2 slots", mixed(spec), GgmlType::F16, GgmlType::F16, 2},
+        {"mixed, int8 kernels", mixed(spec), GgmlType::F16, GgmlType::F16, 2, true},
     };
     // Quantised host KV (the CPU cache quantises, the CPU kernel reads the blocks); the resident
     // run keeps f16, so the bound grows by the quantisation's own effect (test_cuda_forward.cpp).
@@ -115,6 +118,7 @@ TEST_CASE("cpu-tier blocks and host KV give the resident run's text and close lo
       opt.ring_slots = c.slots;
       opt.k_type = c.k;
       opt.v_type = c.v;
+      opt.cpu_int8 = c.int8;
       auto e = runtime::CudaForward::create(model.value(), opt);
       INFO((e.is_ok() ? std::string() : e.message()));
       REQUIRE(e.is_ok());
@@ -226,13 +230,14 @@ TEST_CASE("Host KV takes no VRAM, host tiers show as cpu compute spans in a trac
   std::map<std::string, size_t> cpu_spans;
   for (const auto& s : test::trace_spans(*opt.trace))
     if (s.track == "cpu compute") ++cpu_spans[s.name];
-  // 1 prompt chunk at least + 8 decode steps: one span per matmul of a cpu FFN block, one per
-  // host-KV write and attention.
+  // The prompt's chunks (ubatch 16 rows: on the CPU) + 8 decode steps: one span per host-KV write
+  // and attention, and one per cpu FFN block (the whole block on the host, not one per matrix).
+  const size_t evals = (n_prompt + 15) / 16 + 8;
   for (uint32_t il = 0; il < n_layer; ++il) {
     INFO("layer " << il);
     CHECK(cpu_spans["attention " + std::to_string(il)] >= 9);
     CHECK(cpu_spans["kv_write " + std::to_string(il)] >= 9);
-    if (il % 2 == 0) CHECK(cpu_spans[runtime::block_label(runtime::Block::ffn, il)] >= 3 * 9);
+    if (il % 2 == 0) CHECK(cpu_spans[runtime::block_label(runtime::Block::ffn, il)] == evals);
   }
 }
 

@@ -15,6 +15,7 @@
 #include "kernels/cuda/device_info.h"
 #include "runtime/cuda_forward.h"
 #include "logits_compare.h"
+#include "placements.h"
 #include "test_util.h"
 
 using namespace strata;
@@ -79,7 +80,7 @@ Run speculative_pattern(runtime::CudaForward& e, const std::vector<int32_t>& tok
 
 }  // namespace
 
-TEST_CASE("Graph steps equal eager steps bit for bit, resident and streamed", "[gpu][streaming][graphs]") {
+TEST_CASE("Graph steps equal eager steps bit for bit, resident, streamed and with host work", "[gpu][streaming][graphs]") {
   if (kernels::cuda::devices().empty()) {
     WARN("skipped: no CUDA device");
     return;
@@ -94,9 +95,15 @@ TEST_CASE("Graph steps equal eager steps bit for bit, resident and streamed", "[
     const uint32_t n_layer = (*model)->spec.hp.n_layer;
     REQUIRE(n_layer >= 2);
     const uint32_t d = n_layer / 2;
-    struct Case { const char* name; offload::Placement r; uint32_t slots; };
+    struct Case { const char* name; offload::Placement r; uint32_t slots; bool host = false; };
+    // Host work (cpu-tier FFN blocks with int8 CPU kernels, host KV) is in the graphs as host nodes.
+    offload::Placement host_kv = test::cpu_ffn_odd_layers(n_layer);
+    for (uint32_t il = 0; il < n_layer; ++il)
+      host_kv.kv.push_back((*model)->spec.window(il) == 0 ? offload::KvTier::host : offload::KvTier::gpu);
     const Case cases[] = {
         {"resident", {}, 3},
+        {"odd layers' FFN on the CPU, their attention streamed, 2 slots", test::cpu_ffn_odd_layers(n_layer), 2, true},
+        {"cpu-tier FFN blocks and host KV, 2 slots", host_kv, 2, true},
         {"every layer streamed + head, 3 slots", streamed_every(n_layer, 1, false, true), 3},
         {"every other layer's FFN, 2 slots", streamed_every(n_layer, 2, true, false), 2},
         {"deep half streamed, 4 slots", [&] {
@@ -109,7 +116,8 @@ TEST_CASE("Graph steps equal eager steps bit for bit, resident and streamed", "[
     for (bool layout : {false, true}) {
       INFO(dir << ": " << c.name << (layout ? ", GPU weight layout" : ", GGUF layout"));
       const runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16,
-                                        .placement = c.r, .ring_slots = c.slots, .gpu_layout = layout, .trace = {}};
+                                        .placement = c.r, .ring_slots = c.slots, .gpu_layout = layout,
+                                        .cpu_int8 = c.host, .trace = {}};
       ::setenv("STRATA_CUDA_GRAPHS", "0", 1);
       auto eager = runtime::CudaForward::create(model.value(), opt);
       REQUIRE(eager.is_ok());
