@@ -28,7 +28,8 @@ Result<PlanInputs> budget_inputs(const RunOptions& o, const runtime::ForwardOpti
     if (!p) return p.status();
     in.profile = std::move(p.value());
   } else {
-    in.profile = offload::detected_profile(true);
+    // The CPU's rates matter only where a block may go to the cpu tier.
+    in.profile = offload::detected_profile(true, o.cpu_blocks);
   }
   offload::Budgets& b = in.budgets;
   b = offload::Budgets::of(in.profile);
