@@ -17,19 +17,22 @@ Result<offload::ExecutorPlan> plan_run(const runtime::Model& model, PlanInputs i
                                        const std::optional<spec::SpecConfig>& sc) {
   if (sc) apply_speculation(*sc, in.shape);
   // The only call of the executor's planner: when it moves (offload/), this line follows it.
-  return offload::plan_for_executor(model.file, model.spec, std::move(in.profile), in.budgets, in.shape,
-                                    in.kv_host_layers);
+  return offload::plan_with_cpu_tier(in.cpu_blocks, model.file, model.spec, in.profile, in.budgets, in.shape,
+                                     in.kv_host_layers);
 }
 
 Result<PlanInputs> budget_inputs(const RunOptions& o, const runtime::ForwardOptions& fo) {
   PlanInputs in;
+  auto cpu_blocks = o.cpu_blocks_mode();
+  if (!cpu_blocks) return cpu_blocks.status();
+  in.cpu_blocks = *cpu_blocks;
   if (!o.profile.empty()) {
     auto p = offload::load_profile(o.profile);
     if (!p) return p.status();
     in.profile = std::move(p.value());
   } else {
     // The CPU's rates matter only where a block may go to the cpu tier.
-    in.profile = offload::detected_profile(true, o.cpu_blocks);
+    in.profile = offload::detected_profile(true, in.cpu_blocks != offload::CpuBlocks::off);
   }
   offload::Budgets& b = in.budgets;
   b = offload::Budgets::of(in.profile);
@@ -42,12 +45,12 @@ Result<PlanInputs> budget_inputs(const RunOptions& o, const runtime::ForwardOpti
     b.pinned = *p;
     b.host = std::max(b.host, b.pinned);
   }
-  b.allow_cpu = o.cpu_blocks;
   offload::RunShape& r = in.shape;
   r.ctx = fo.n_ctx;
   r.kv = planner_kv_dtype(fo.k_type);
   if (fo.v_type != fo.k_type) r.kv_v = planner_kv_dtype(fo.v_type);
   r.prefill_chunk = fo.ubatch;
+  r.cpu_int8 = fo.cpu_int8;  // the CUDA engine's cpu-tier blocks run the int8 kernels then (HostCompute)
   r.prefetch_depth = o.prefetch;
   r.require_draft_resident = o.require_draft_resident;
   static_assert(offload::kPrefillGroupAuto == 0xffffffffu, "RunOptions::prefill_group's default says auto");
