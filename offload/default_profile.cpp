@@ -3,17 +3,82 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include <fmt/format.h>
+#include <tbb/task_arena.h>
 
 #include "core/units.h"
 #include "kernels/cuda/device_info.h"
+#include "kernels/cpu/memory_bandwidth.h"
 #include "kernels/cuda/read_probe.h"
+#include "offload/probe.h"
 
 namespace strata::offload {
+namespace {
 
-HardwareProfile detected_profile(bool use_gpu) {
+// The last-level cache all threads together hold: one instance's size times the instances (Linux
+// sysfs: cpu0's deepest cache and the CPUs sharing it); sysconf's figure where sysfs says nothing
+// (in a VM it may be the host's whole L3, larger than the guest's: 320 MiB against 32 here).
+uint64_t last_level_cache_bytes(uint64_t threads) {
+  for (int index = 4; index >= 2; --index) {
+    const std::string dir = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", index);
+    std::ifstream size_file(dir + "size"), shared_file(dir + "shared_cpu_list");
+    uint64_t kib = 0;
+    char unit = 0;
+    if (!(size_file >> kib >> unit) || unit != 'K' || kib == 0) continue;
+    // "0-1", "0,8", "0-3,64-67": count the CPUs sharing it.
+    std::string list;
+    uint64_t shared = 0;
+    if (shared_file >> list) {
+      std::stringstream ss(list);
+      for (std::string part; std::getline(ss, part, ',');) {
+        uint64_t a = 0, b = 0;
+        const char* end = part.data() + part.size();
+        auto r = std::from_chars(part.data(), end, a);
+        b = a;
+        if (r.ec == std::errc() && r.ptr != end && *r.ptr == '-') r = std::from_chars(r.ptr + 1, end, b);
+        if (r.ec == std::errc() && b >= a) shared += b - a + 1;
+      }
+    }
+    const uint64_t instances = shared ? (threads + shared - 1) / shared : 1;
+    return kib * 1024 * instances;
+  }
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return l3 > 0 ? uint64_t(l3) : 0;
+}
+
+QuickCpuRates measure_quick_cpu_rates() {
+  const auto quick = Provenance::measured_on(
+      "now", "this machine: a quick check at start-up, a 16 MiB matrix per type (`strata probe` measures more)");
+  const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
+  QuickCpuRates q;
+  // Beyond the last-level cache, or the read measures the cache.
+  const uint64_t buf = std::clamp<uint64_t>(2 * last_level_cache_bytes(uint64_t(hw)), 64 * kMiB, 1 * kGiB);
+  tbb::task_arena arena(hw);
+  double read = 0;
+  arena.execute([&] { read = kernels::cpu::measure_read_bandwidth(buf, 2); });
+  if (read > 0) q.host_read.push_back({uint64_t(hw), read, quick});
+  const std::vector<GgmlType> types{GgmlType::Q3_K, GgmlType::Q4_K,   GgmlType::Q5_K,    GgmlType::Q6_K,
+                                    GgmlType::Q8_0, GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S};
+  q.gemv_q8 = measure_cpu_gemv_q8(types, {hw}, {1, 8}, 16 * kMiB, 1, quick, {}, 256 * 1024);
+  for (auto& g : q.gemv_q8)
+    if (read > 0) g.gbps = std::min(g.gbps, read);
+  return q;
+}
+
+}  // namespace
+
+const QuickCpuRates& quick_cpu_check() {
+  static const QuickCpuRates rates = measure_quick_cpu_rates();
+  return rates;
+}
+
+HardwareProfile detected_profile(bool use_gpu, bool cpu_rates) {
   const auto assumed = Provenance::datasheet("assumed (no --profile given; `strata probe -o mine.toml` measures it)");
   HardwareProfile p;
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -70,6 +135,13 @@ HardwareProfile detected_profile(bool use_gpu) {
     if (r && *r > 0) h2d.push_back({chunk, *r / 1e9, quick});
   }
   if (h2d.size() == 2) p.h2d_pinned = std::move(h2d);
+  // The other side of that choice: what the CPU computes a block at (the int8 kernels the CUDA
+  // engine's cpu-tier blocks run, RunShape::cpu_int8) and reads host RAM at.
+  if (cpu_rates) {
+    const QuickCpuRates& q = quick_cpu_check();
+    if (!q.host_read.empty()) p.host_read = q.host_read;
+    p.cpu_gemv_q8 = q.gemv_q8;
+  }
   return p;
 }
 

@@ -6,11 +6,30 @@
 // estimates.
 #pragma once
 
+#include <vector>
+
 #include "offload/hardware_profile.h"
 
 namespace strata::offload {
 
 // use_gpu: false for --device cpu (a CPU-only profile even where a GPU exists).
-HardwareProfile detected_profile(bool use_gpu);
+// cpu_rates: where a GPU is in use, also measure the CPU (quick_cpu_check): for a run under a VRAM
+// budget that may put weight blocks on the cpu tier, where these rates decide between computing a
+// block on the CPU and streaming it over PCIe. Without a GPU, or without cpu_rates, they stay
+// assumed.
+HardwareProfile detected_profile(bool use_gpu, bool cpu_rates);
+
+// The quick CPU check at start-up (about 0.1-0.3 s; run once per process, later calls return the
+// first result): host read over a buffer twice the last-level cache (at least 64 MiB), and the
+// int8-activation GEMV (measure_cpu_gemv_q8) of q3_K, q4_K, q5_K, q6_K, q8_0, iq4_xs, iq3_xxs and
+// iq3_s on every hardware thread at 1 and 8 columns over a 16 MiB matrix, one timed pass after a
+// warm-up. A matrix that small sits partly in the caches, so it measures the kernel's compute
+// ceiling; each rate is capped at the host read, the ceiling of a matrix in RAM. Marked measured
+// "now" on this machine.
+struct QuickCpuRates {
+  std::vector<RatePoint> host_read;   // one point: all hardware threads
+  std::vector<GemvQ8Rate> gemv_q8;
+};
+const QuickCpuRates& quick_cpu_check();
 
 }  // namespace strata::offload

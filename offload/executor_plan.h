@@ -4,12 +4,14 @@
 //
 // The executor runs every tier the planner knows: gpu, stream, disk, cpu (weights in host RAM,
 // matmuls on the CPU) and host KV (attention on the CPU). Which of the host-side tiers a plan may
-// use is the caller's choice (Budgets::allow_cpu / allow_host_kv): the CLI keeps them behind
-// flags until they are measured on the GPU machine, so a plain `--vram` run plans as before.
+// use is the caller's choice (Budgets::allow_cpu / allow_host_kv): host KV stays behind --kv-host;
+// the cpu tier is `--cpu-blocks auto` by default, taken where the plan predicts a clear gain
+// (plan_with_cpu_tier).
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "core/status.h"
 #include "model/gguf_file.h"
@@ -45,6 +47,33 @@ inline constexpr uint32_t kAllKvLayers = UINT32_MAX;
 Result<ExecutorPlan> plan_for_executor(const gguf::File& file, const model::ModelSpec& spec, HardwareProfile profile,
                                        Budgets budgets, RunShape shape,
                                        std::optional<uint32_t> kv_host_layers = std::nullopt);
+
+// Whether weight blocks that do not fit the VRAM budget may be computed where they lie in host RAM
+// (Tier::cpu) rather than streamed over PCIe at each step: `--cpu-blocks off|on|auto`.
+enum class CpuBlocks : uint8_t { off, on, automatic };
+// "off", "on" or "auto". Error (naming --cpu-blocks): any other name.
+Result<CpuBlocks> cpu_blocks_from_name(const std::string& name);
+const char* cpu_blocks_name(CpuBlocks c);
+
+// The least relative gain of the predicted objective (Prediction::objective_tps) for which
+// `--cpu-blocks auto` computes blocks on the CPU. Why a margin: the cpu tier's rates are the least
+// certain inputs of the cost model (the detected profile measures them in a fraction of a second at
+// start-up; M17 measured an earlier cpu tier at 34% of its prediction), and a cpu-tier block costs
+// what the decode step does not show: the CPU is busy for the whole run, and prefill can no longer
+// go layer-major (cost_model.h layer_major_prefill). A plan predicted barely faster is not worth it.
+inline constexpr double kCpuTierMinGain = 0.05;
+
+// plan_for_executor with the cpu tier as `mode` says (it sets budgets.allow_cpu):
+// - off / on: one plan, allow_cpu false / true;
+// - automatic: two plans, allow_cpu false and true, all else the same. The cpu-tier one is taken
+//   when it computes at least one block on the CPU and either its objective is at least
+//   kCpuTierMinGain above the other's or the other does not fit the budgets; else the other. When
+//   neither fits, the error is the cpu-tier plan's (its suggestions count the cpu tier).
+// Plan::cpu_tier_choice says what was decided and why (the report's "cpu tier:" line); it stays
+// empty with off, and wherever every weight block is resident in VRAM.
+Result<ExecutorPlan> plan_with_cpu_tier(CpuBlocks mode, const gguf::File& file, const model::ModelSpec& spec,
+                                        const HardwareProfile& profile, const Budgets& budgets,
+                                        const RunShape& shape, std::optional<uint32_t> kv_host_layers = std::nullopt);
 
 // The placement with the deepest `n` full-attention layers' KV (all when n exceeds their count)
 // in host RAM and every other layer's in VRAM.

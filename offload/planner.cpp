@@ -6,6 +6,7 @@
 //   "run": {ctx, prompt, gen, kv (K's format), kv_v (V's), draft_depth, draft_len, acceptance,
 //           require_draft_resident},
 //   "solver": "exhaustive"|"search"|"cpu-only", "prefill_group_choice" (only with --prefill-group auto: why),
+//   "cpu_tier_choice" (only where --cpu-blocks decided something: Plan::cpu_tier_choice),
 //   "tiers": {gpu|stream|disk|cpu: {blocks, bytes}},
 //   "usage": {vram_weights, vram_kv, vram_staging, vram_scratch, vram_context, vram_prefill_group, vram_total,
 //             pinned_weights, pinned_staging, host_cpu_weights, host_kv, disk} (bytes),
@@ -59,6 +60,7 @@ nlohmann::json plan_json(const ModelBlocks& m, const HardwareProfile& p, const B
               {"require_draft_resident", r.require_draft_resident}};
   j["solver"] = plan.solver;
   if (!plan.prefill_group_choice.empty()) j["prefill_group_choice"] = plan.prefill_group_choice;
+  if (!plan.cpu_tier_choice.empty()) j["cpu_tier_choice"] = plan.cpu_tier_choice;
   const auto t = totals(m, plan);
   for (int i = 0; i < 4; ++i) j["tiers"][tier_name(Tier(i))] = {{"blocks", t.blocks[i]}, {"bytes", t.bytes[i]}};
   const Usage& u = plan.usage;
@@ -130,6 +132,7 @@ std::string plan_report(const ModelBlocks& m, const HardwareProfile& p, const Bu
   o += fmt::format("prefetch:  depth {}\n", plan.prefetch_depth);
   if (!plan.prefill_group_choice.empty())
     o += fmt::format("prefill:   group of {} chunks; {}\n", plan.prefill_group, plan.prefill_group_choice);
+  if (!plan.cpu_tier_choice.empty()) o += fmt::format("cpu tier:  {}\n", plan.cpu_tier_choice);
   o += fmt::format("layers:    {:>5} {:>5} {:>7} {:>7} {:>5} {:>11}\n", "layer", "kind", "attn", "ffn", "kv", "kv bytes");
   for (uint32_t il = 0; il < m.n_layer; ++il)
     o += fmt::format("           {:>5} {:>5} {:>7} {:>7} {:>5} {:>11}\n", il, m.swa[il] ? "swa" : "full",

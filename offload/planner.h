@@ -84,6 +84,10 @@ struct Plan {
   // With RunShape::prefill_group_reserve == kPrefillGroupAuto: why the reserve was chosen (the
   // predicted job times compared); empty otherwise.
   std::string prefill_group_choice;
+  // With --cpu-blocks (offload/executor_plan.h plan_with_cpu_tier): whether weight blocks are
+  // computed on the CPU and why (the predicted rates with and without); empty where nothing
+  // was decided (every block resident, or the cpu tier off).
+  std::string cpu_tier_choice;
 };
 
 // Budgets actually applied (the profile's, possibly overridden on the command line).

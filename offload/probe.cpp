@@ -86,7 +86,8 @@ double gemv_gbps(GgmlType type, uint64_t bytes, int reps) {
 std::vector<GemvQ8Rate> measure_cpu_gemv_q8(const std::vector<GgmlType>& types, const std::vector<int>& threads,
                                             const std::vector<int>& cols, uint64_t bytes, int reps,
                                             const Provenance& prov,
-                                            const std::function<void(const std::string&)>& progress) {
+                                            const std::function<void(const std::string&)>& progress,
+                                            uint64_t random_bytes) {
   std::vector<GemvQ8Rate> out;
   const int max_cols = cols.empty() ? 1 : *std::max_element(cols.begin(), cols.end());
   for (GgmlType type : types) {
@@ -97,8 +98,8 @@ std::vector<GemvQ8Rate> measure_cpu_gemv_q8(const std::vector<GgmlType>& types, 
     const int64_t rows = int64_t(std::max<uint64_t>(kernels::cpu::kQ8MaxRows, bytes / row_bytes));
     std::unique_ptr<uint8_t[]> w(new uint8_t[row_bytes * uint64_t(rows)]);
     Rng rng(1);
-    // Random rows for up to 32 MiB, copied over the rest (filling 1 GiB takes seconds per type).
-    const int64_t filled = std::min<int64_t>(rows, std::max<int64_t>(1, int64_t((32 * kMiB) / row_bytes)));
+    // Random rows for up to random_bytes, copied over the rest (filling 1 GiB takes seconds per type).
+    const int64_t filled = std::min<int64_t>(rows, std::max<int64_t>(1, int64_t(random_bytes / row_bytes)));
     k->fill_random(w.get(), n * filled, rng, 0.02f);
     for (int64_t r = filled; r < rows; r += filled)
       std::memcpy(w.get() + uint64_t(r) * row_bytes, w.get(), uint64_t(std::min(filled, rows - r)) * row_bytes);

@@ -28,10 +28,13 @@ Result<HardwareProfile> probe(const ProbeOptions& opt);
 // The int8-activation GEMV (kernels/cpu/gemv_q8.h matmul_q8, activation quantisation included) of
 // each type with a kernel, on each thread count (a oneTBB arena of that size) and column count: GB/s
 // of weights over a matrix of about `bytes` (4096-wide rows; beyond the caches when bytes is),
-// best of `reps` timed passes after one warm-up. probe() stores them as rates.cpu_gemv_q8.
+// best of `reps` timed passes after one warm-up. probe() stores them as rates.cpu_gemv_q8. The first
+// `random_bytes` of each matrix are random weights, copied over the rest (quantising random weights
+// to the i-quants' grids takes ~10 ms per MiB; the copies read alike).
 std::vector<GemvQ8Rate> measure_cpu_gemv_q8(const std::vector<GgmlType>& types, const std::vector<int>& threads,
                                             const std::vector<int>& cols, uint64_t bytes, int reps,
                                             const Provenance& prov,
-                                            const std::function<void(const std::string&)>& progress = {});
+                                            const std::function<void(const std::string&)>& progress = {},
+                                            uint64_t random_bytes = uint64_t(32) << 20);
 
 }  // namespace strata::offload

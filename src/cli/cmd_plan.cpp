@@ -27,8 +27,11 @@ struct PlanArgs {
   uint32_t draft_len = 4;
   double acceptance = 0.6;
   bool no_spec = false, json = false, require_draft = false;
-  // The host tiers the planner may use: the model commands keep them opt-in (--cpu-blocks,
-  // --kv-host); plan answers "where could it go", so both are allowed unless these say no.
+  // The host tiers the planner may use. --cpu-blocks as the model commands take it (auto by default,
+  // so plan shows the placement a run gets; --no-cpu-blocks is --cpu-blocks off). Host KV: the model
+  // commands keep it opt-in (--kv-host); plan answers "where could it go", so it is allowed unless
+  // --no-kv-host says no.
+  std::string cpu_blocks = "auto", cpu_matmul = "auto";
   bool no_cpu_blocks = false, no_kv_host = false;
   // --spec / --draft-max as generate takes them (session::apply_speculation); empty: the
   // --draft-depth / --draft-len / --no-spec flags decide.
@@ -100,7 +103,8 @@ int run_plan(const PlanArgs& a) {
     if (auto s = apply_size(text, *dst, flag); !s) { log::error("{}", s.message()); return 2; }
   if (!a.pinned.empty() && a.host.empty()) b.host = std::max(b.host, b.pinned);
   if (b.pinned > b.host) b.pinned = b.host;  // pinned memory is host memory
-  if (a.no_cpu_blocks) b.allow_cpu = false;
+  auto cpu_blocks = offload::cpu_blocks_from_name(a.no_cpu_blocks ? "off" : a.cpu_blocks);
+  if (!cpu_blocks) { log::error("{}", cpu_blocks.message()); return 2; }
   if (a.no_kv_host) b.allow_host_kv = false;
   offload::RunShape r;
   r.ctx = a.ctx;
@@ -120,9 +124,12 @@ int run_plan(const PlanArgs& a) {
   r.draft_len = a.draft_len;
   r.acceptance = a.acceptance;
   r.require_draft_resident = a.require_draft;
-  // With --spec, plan_run sets the draft depth and length from it, as for generate --spec.
-  auto plan = [&](const offload::Budgets& bb, const offload::RunShape& rr) {
-    return session::plan_run(model, {*prof, bb, rr, std::nullopt}, spec_cfg);
+  if (auto int8 = session::resolve_cpu_int8(a.cpu_matmul, false); !int8) { log::error("{}", int8.message()); return 2; }
+  // With --spec, plan_run sets the draft depth and length from it, as for generate --spec. The run
+  // is the CUDA engine's where the budget has VRAM (--cpu-matmul auto: int8 cpu-tier blocks).
+  auto plan = [&](const offload::Budgets& bb, offload::RunShape rr) {
+    rr.cpu_int8 = *session::resolve_cpu_int8(a.cpu_matmul, prof->has_gpu() && bb.vram > 0);
+    return session::plan_run(model, {*prof, bb, rr, std::nullopt, *cpu_blocks}, spec_cfg);
   };
   if (r.prompt >= r.ctx) { log::error("--prompt {} must be below --ctx {}", r.prompt, r.ctx); return 2; }
 
@@ -202,8 +209,13 @@ Command add_plan(CLI::App& app) {
   sub->add_flag("--no-spec", a->no_spec, "Plan for plain decoding");
   sub->add_flag("--require-draft-resident", a->require_draft,
                 "Keep the draft path in VRAM whenever it fits, even where predicted slower (offload/planner.h)");
-  sub->add_flag("--no-cpu-blocks", a->no_cpu_blocks,
-                "Keep every weight block on the GPU tiers (as the model commands do without --cpu-blocks)");
+  add_cpu_blocks_option(sub, a->cpu_blocks);
+  sub->add_flag("--no-cpu-blocks", a->no_cpu_blocks, "Keep every weight block on the GPU tiers (--cpu-blocks off)")
+      ->excludes("--cpu-blocks");
+  sub->add_option("--cpu-matmul", a->cpu_matmul,
+                  "The CPU's matmuls the cpu tier is priced at: auto (int8 where the budget has VRAM: the CUDA "
+                  "engine's cpu-tier blocks; exact on a CPU-only profile), exact or int8 (as generate takes it)")
+      ->capture_default_str();
   sub->add_flag("--no-kv-host", a->no_kv_host,
                 "Keep every layer's KV in VRAM (as the model commands do with --kv-host none)");
   sub->add_option("--vram", a->vram, "Override the VRAM budget (e.g. 12GiB)");

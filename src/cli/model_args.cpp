@@ -6,6 +6,7 @@
 #include "cli/output_file.h"
 #include "core/log.h"
 #include "offload/cost_model.h"
+#include "offload/executor_plan.h"
 
 namespace strata::cli {
 
@@ -32,9 +33,10 @@ void ModelArgs::add_to(CLI::App* sub) {
       ->check(CLI::Range(0, 65536))
       ->default_str("auto");
   sub->add_option("--cpu-matmul", cpu_matmul,
-                  "CPU engine: exact (f32 activations, the reference) or int8 (decode and verification rows "
-                  "with int8-rounded activations for q4_0..q8_0, q2_K..q6_K, iq4_nl, iq4_xs, iq3_xxs, iq3_s: faster, "
-                  "not exact)")
+                  "How the CPU multiplies: exact (f32 activations, the reference), int8 (decode and verification "
+                  "rows with int8-rounded activations for q4_0..q8_0, q2_K..q6_K, iq4_nl, iq4_xs, iq3_xxs, iq3_s: "
+                  "faster, not exact), or auto: exact on the CPU engine (--device cpu), int8 for the CUDA engine's "
+                  "cpu-tier blocks (--cpu-blocks), which the GPU's kernels already round alike")
       ->capture_default_str();
   sub->add_option("--device", device, "Where to run: auto (the GPU when there is one), cpu, cuda")
       ->capture_default_str();
@@ -49,7 +51,8 @@ void ModelArgs::add_to(CLI::App* sub) {
                                   "resident and the rest are streamed from pinned host RAM (CUDA)");
   sub->add_option("--pinned", pinned, "Pinned host-RAM budget for streamed weights (default: the profile's)");
   sub->add_option("--profile", profile, "Hardware profile for planning (configs/hw/*.toml; default: this GPU "
-                                        "with typical rates)");
+                                        "with typical rates, PCIe measured at start-up, and the CPU too unless "
+                                        "--cpu-blocks off)");
   sub->add_option("--prefetch", prefetch, "Streamed blocks in flight ahead of compute (the staging ring has "
                                           "this many + 1 slots), or auto: 1 where every streamed block is in "
                                           "pinned RAM (a double buffer keeps a PCIe-bound copy engine busy and "
@@ -58,8 +61,7 @@ void ModelArgs::add_to(CLI::App* sub) {
       ->default_str("auto")
       ->check(CLI::Range(0, 16));
   add_prefill_group_option(sub, prefill_group);
-  sub->add_flag("--cpu-blocks", cpu_blocks, "With --vram: let the planner put weight blocks on the cpu tier (kept in "
-                                            "host RAM and computed there by the CPU; only activations cross PCIe)");
+  add_cpu_blocks_option(sub, cpu_blocks);
   sub->add_option("--kv-host", kv_host, "With --vram: full-attention layers whose KV lives in host RAM, attention "
                                         "computed on the CPU: none, auto (the planner decides), all, or a count N "
                                         "(the deepest N layers)")
@@ -102,6 +104,18 @@ Status write_trace(const session::Session& s) {
   log::info("trace: {} spans written to {} (open in ui.perfetto.dev){}", trace->size(), s.options().trace_path,
             trace->dropped() ? fmt::format("; {} later spans dropped (trace full)", trace->dropped()) : std::string());
   return {};
+}
+
+void add_cpu_blocks_option(CLI::App* sub, std::string& mode) {
+  sub->add_option_function<std::string>(
+         "--cpu-blocks", [&mode](const std::string& v) { mode = v.empty() ? "on" : v; },
+         fmt::format("With --vram: weight blocks that do not fit in VRAM may stay in host RAM and be computed there "
+                     "by the CPU (only activations cross PCIe) instead of streaming: off, on (the planner may use "
+                     "the cpu tier; the bare flag), or auto (default: planned with and without, the cpu tier taken "
+                     "where predicted at least {:.0f}% faster; the report's \"cpu tier:\" line says why)",
+                     100 * offload::kCpuTierMinGain))
+      ->expected(0, 1)
+      ->type_name("auto|on|off");
 }
 
 void add_prefill_group_option(CLI::App* sub, uint32_t& chunks) {

@@ -27,6 +27,11 @@ struct ModelArgs : session::RunOptions {
 // `plan` take it.
 void add_prefill_group_option(CLI::App* sub, uint32_t& chunks);
 
+// --cpu-blocks auto|on|off into `mode` (the name; session::RunOptions::cpu_blocks_mode and `plan`
+// check it, so a bad one is one line from the command); the bare flag means on, as it did when
+// --cpu-blocks was an opt-in switch.
+void add_cpu_blocks_option(CLI::App* sub, std::string& mode);
+
 // A command's model opened to run: the Session and, when asked for, its tokenizer. The commands
 // that run a model (generate, serve, bench, batch, logits, perplexity) open it through here, so the
 // same failure reads and exits the same everywhere. Errors are logged; the int returned is then

@@ -9,7 +9,8 @@ namespace strata::cli {
 
 Result<offload::HardwareProfile> profile_or_detected(const std::string& path, bool use_gpu) {
   if (!path.empty()) return offload::load_profile(path);
-  return offload::detected_profile(use_gpu);
+  // No budget here: nothing the CPU's rates would decide (detected_profile's cpu_rates).
+  return offload::detected_profile(use_gpu, false);
 }
 
 Result<offload::Plan> print_placement_report(const PlanInputs& in, std::FILE* out) {

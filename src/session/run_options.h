@@ -13,6 +13,7 @@
 
 #include "core/ggml_type.h"
 #include "core/status.h"
+#include "offload/executor_plan.h"
 #include "offload/model_blocks.h"
 
 namespace strata::session {
@@ -29,6 +30,13 @@ offload::KvDtype planner_kv_dtype(GgmlType t);
 inline constexpr uint32_t kUbatchAuto = 0;
 inline constexpr uint32_t kDefaultUbatch = 512;
 
+// `--cpu-matmul` resolved: whether the CPU's matmuls take int8-rounded activations
+// (ForwardOptions::cpu_int8, RunShape::cpu_int8). int8: yes; exact: no; auto: on the CUDA engine
+// (`cuda_engine`), whose cpu-tier blocks then round activations to int8 as its GPU kernels do and
+// read their weights at memory speed, not on the CPU engine, which stays the exact f32-activation
+// reference. Error: another name.
+Result<bool> resolve_cpu_int8(const std::string& cpu_matmul, bool cuda_engine);
+
 struct RunOptions {
   std::string model;
   uint32_t n_ctx = 0;   // 0: min(model's training context, 4096), or more when the run needs it
@@ -39,7 +47,8 @@ struct RunOptions {
   // default (f16 where the run uses the GPU, f32 on the CPU engine).
   std::string cache_type, cache_type_k, cache_type_v;
   std::string device = "auto";  // auto | cpu | cuda
-  std::string cpu_matmul = "exact";  // exact | int8 (ForwardOptions::cpu_int8)
+  // auto | exact | int8: how the CPU multiplies (ForwardOptions::cpu_int8; cpu_int8() resolves auto).
+  std::string cpu_matmul = "auto";
   // Offloading (CUDA): a VRAM budget makes the planner place every weight block; the engine
   // streams what is not resident.
   std::string vram, pinned, profile;
@@ -48,9 +57,10 @@ struct RunOptions {
   // (offload::RunShape::prefill_group_reserve); 0: only what the weights leave; 0xffffffff
   // (offload::kPrefillGroupAuto, the default): the planner picks it by predicted job time.
   uint32_t prefill_group = 0xffffffffu;
-  // Host-side tiers (with a budget): cpu_blocks lets the planner compute weight blocks on the CPU;
-  // kv_host none|auto|all|N puts full-attention layers' KV in host RAM.
-  bool cpu_blocks = false;
+  // Host-side tiers (with a budget): cpu_blocks auto|on|off lets the planner compute weight blocks
+  // on the CPU (auto: where it predicts a clear gain, offload::plan_with_cpu_tier); kv_host
+  // none|auto|all|N puts full-attention layers' KV in host RAM.
+  std::string cpu_blocks = "auto";
   std::string kv_host = "none";
   std::string trace_path;  // where Session::write_trace() puts the trace; empty: no trace
   // Speculative decoding (spec/spec_config.h). Parsed against the model's layer count when the
@@ -66,6 +76,10 @@ struct RunOptions {
   // Whether the engine will be the CUDA one: a VRAM budget, --device cuda, or auto with a GPU
   // present (Session::open_engine's choice, made here for the defaults that depend on it).
   bool uses_gpu() const;
+  // cpu_blocks as the planner takes it. Error: not auto, on or off.
+  Result<offload::CpuBlocks> cpu_blocks_mode() const;
+  // cpu_matmul resolved for this run (resolve_cpu_int8 with uses_gpu()).
+  Result<bool> cpu_int8() const;
   // kv_host as the planner takes it: nullopt = the planner decides; else a layer count
   // (offload::kAllKvLayers for all). Error: not none, auto, all or a number.
   Result<std::optional<uint32_t>> kv_host_layers() const;

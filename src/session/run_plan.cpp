@@ -17,18 +17,22 @@ Result<offload::ExecutorPlan> plan_run(const runtime::Model& model, PlanInputs i
                                        const std::optional<spec::SpecConfig>& sc) {
   if (sc) apply_speculation(*sc, in.shape);
   // The only call of the executor's planner: when it moves (offload/), this line follows it.
-  return offload::plan_for_executor(model.file, model.spec, std::move(in.profile), in.budgets, in.shape,
-                                    in.kv_host_layers);
+  return offload::plan_with_cpu_tier(in.cpu_blocks, model.file, model.spec, in.profile, in.budgets, in.shape,
+                                     in.kv_host_layers);
 }
 
 Result<PlanInputs> budget_inputs(const RunOptions& o, const runtime::ForwardOptions& fo) {
   PlanInputs in;
+  auto cpu_blocks = o.cpu_blocks_mode();
+  if (!cpu_blocks) return cpu_blocks.status();
+  in.cpu_blocks = *cpu_blocks;
   if (!o.profile.empty()) {
     auto p = offload::load_profile(o.profile);
     if (!p) return p.status();
     in.profile = std::move(p.value());
   } else {
-    in.profile = offload::detected_profile(true);
+    // The CPU's rates matter only where a block may go to the cpu tier.
+    in.profile = offload::detected_profile(true, in.cpu_blocks != offload::CpuBlocks::off);
   }
   offload::Budgets& b = in.budgets;
   b = offload::Budgets::of(in.profile);
@@ -41,7 +45,6 @@ Result<PlanInputs> budget_inputs(const RunOptions& o, const runtime::ForwardOpti
     b.pinned = *p;
     b.host = std::max(b.host, b.pinned);
   }
-  b.allow_cpu = o.cpu_blocks;
   offload::RunShape& r = in.shape;
   r.ctx = fo.n_ctx;
   r.kv = planner_kv_dtype(fo.k_type);

@@ -24,6 +24,8 @@ struct PlanInputs {
   offload::Budgets budgets;
   offload::RunShape shape;
   std::optional<uint32_t> kv_host_layers;  // nullopt: the planner decides (offload/executor_plan.h)
+  // --cpu-blocks: budgets.allow_cpu is set from it (offload::plan_with_cpu_tier).
+  offload::CpuBlocks cpu_blocks = offload::CpuBlocks::automatic;
 };
 
 // The planner's view of --spec / --draft-max. The cost model knows one kind of drafter, a prefix of
@@ -35,15 +37,18 @@ struct PlanInputs {
 // caller sets it).
 void apply_speculation(const spec::SpecConfig& sc, offload::RunShape& shape);
 
-// The one planning call: `sc` (when given) into the shape, then the executor's planner. The model
-// may be header-only (Session::open_header): only its file header and spec are read.
+// The one planning call: `sc` (when given) into the shape, then the executor's planner with the cpu
+// tier as in.cpu_blocks says (offload::plan_with_cpu_tier: with auto, planned with and without it;
+// Plan::cpu_tier_choice says which was taken and why). The model may be header-only
+// (Session::open_header): only its file header and spec are read.
 Result<offload::ExecutorPlan> plan_run(const runtime::Model& model, PlanInputs in,
                                        const std::optional<spec::SpecConfig>& sc);
 
 // The inputs a run under --vram plans with: the profile (--profile, or this machine's detected
-// GPU), budgets (--vram, --pinned; the cpu tier only with --cpu-blocks), the shape (context, KV
-// types, prefill chunk, prefetch depth; prompt and generation lengths left at the planner's
-// defaults), --kv-host. Errors name the flag.
+// GPU, whose CPU rates are measured at start-up unless --cpu-blocks off), budgets (--vram,
+// --pinned), --cpu-blocks, the shape (context, KV types, prefill chunk, prefetch depth, the CPU's
+// int8 matmuls as fo.cpu_int8 says; prompt and generation lengths left at the planner's defaults),
+// --kv-host. Errors name the flag.
 Result<PlanInputs> budget_inputs(const RunOptions& o, const runtime::ForwardOptions& fo);
 
 // Aggregate decode tokens/s the cost model predicts for n sessions stepping together on a plan.

@@ -90,16 +90,19 @@ Result<runtime::ForwardOptions> Session::forward_options(uint32_t n_ctx_hint) co
   fo.v_type = types->second;
   const bool budget = !opt_.vram.empty();
   if (budget && opt_.device == "cpu") return Status::error("--vram needs the CUDA engine (drop --device cpu)");
-  if (!budget && (opt_.cpu_blocks || opt_.kv_host != "none"))
-    return Status::error("--cpu-blocks and --kv-host place blocks under a budget: give --vram too");
+  auto cpu_blocks = opt_.cpu_blocks_mode();
+  if (!cpu_blocks) return cpu_blocks.status();
+  // auto (the default) plans without the cpu tier when there is no budget; asking for it does not.
+  if (!budget && (*cpu_blocks == offload::CpuBlocks::on || opt_.kv_host != "none"))
+    return Status::error("--cpu-blocks on and --kv-host place blocks under a budget: give --vram too");
   if (auto k = opt_.kv_host_layers(); !k) return k.status();
   const uint32_t train = model_->spec.hp.n_ctx_train;
   fo.n_ctx = opt_.n_ctx ? opt_.n_ctx
                         : std::max<uint32_t>(std::min<uint32_t>(train ? train : 4096, 4096), n_ctx_hint);
   fo.ubatch = std::min(opt_.ubatch == kUbatchAuto ? auto_ubatch(fo) : opt_.ubatch, fo.n_ctx);
-  if (opt_.cpu_matmul != "exact" && opt_.cpu_matmul != "int8")
-    return Status::error("--cpu-matmul: '{}' is not exact or int8", opt_.cpu_matmul);
-  fo.cpu_int8 = opt_.cpu_matmul == "int8";
+  auto int8 = opt_.cpu_int8();
+  if (!int8) return int8.status();
+  fo.cpu_int8 = *int8;
   return fo;
 }
 

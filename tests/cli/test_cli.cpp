@@ -99,6 +99,63 @@ TEST_CASE("plan keeps weights and KV off the host tiers when told, and a prefill
   CHECK(doc["usage"]["host_kv"].get<uint64_t>() == 0);
 }
 
+TEST_CASE("generate and plan take --cpu-blocks auto, on or off (the bare flag is on) and --cpu-matmul auto, exact or int8", "[cli]") {
+  const std::string tiny = "generate -m " + strata::test::testdata("models/llama/model.gguf") + " -p hi -n 2 --device cpu";
+  // auto, the default, and off need no budget; on does, so the bare flag asking for the budget says it is on.
+  CHECK(run_strata(tiny).code == 0);
+  CHECK(run_strata(tiny + " --cpu-blocks auto").code == 0);
+  CHECK(run_strata(tiny + " --cpu-blocks off").code == 0);
+  for (const char* on : {" --cpu-blocks", " --cpu-blocks on", " --cpu-blocks -t 1"}) {
+    INFO(on);
+    auto r = run_strata(tiny + on);
+    CHECK(r.code != 0);
+    CHECK(has(r.err, "--cpu-blocks on and --kv-host place blocks under a budget: give --vram too"));
+  }
+  for (const char* args : {" --cpu-blocks bogus", " --cpu-matmul bogus"}) {
+    INFO(args);
+    auto r = run_strata(tiny + args);
+    CHECK(r.code != 0);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);  // one line
+  }
+  CHECK(has(run_strata(tiny + " --cpu-blocks bogus").err, "--cpu-blocks: 'bogus' is not auto, on or off"));
+  CHECK(has(run_strata(tiny + " --cpu-matmul bogus").err, "--cpu-matmul: 'bogus' is not auto, exact or int8"));
+  // --cpu-matmul auto on the CPU engine is the exact reference: the same logits as exact, bit for
+  // bit, where int8 differs (the q4_K model's matmuls have int8 kernels).
+  const auto dir = strata::test::temp_dir("cli-plan-cpu-blocks");
+  auto logits = [&](const std::string& mode) {
+    const std::string out = (dir / ("logits-" + mode + ".bin")).string();
+    auto r = run_strata("logits -m " + strata::test::testdata("models/gemma3-swa-q4k/model.gguf") +
+                        " -p 'hello world' --device cpu -o " + out + " --cpu-matmul " + mode);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    std::ifstream f(out, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  const std::string exact = logits("exact");
+  REQUIRE_FALSE(exact.empty());
+  CHECK(logits("auto") == exact);
+  CHECK(logits("int8") != exact);
+  // strata plan: the same names, one line for a bad one (exit 2), --no-cpu-blocks as off.
+  const std::string model = (dir / "h.gguf").string();
+  REQUIRE(run_strata("synth --preset 27b --mix q3_k_m --header-only --no-progress -o " + model).code == 0);
+  const std::string plan = "plan -m " + model + " --profile " + std::string(STRATA_SOURCE_DIR) +
+                           "/configs/hw/h200-probed.toml --vram 12GiB --ctx 4096 --no-spec";
+  auto bad = run_strata(plan + " --cpu-blocks bogus");
+  CHECK(bad.code == 2);
+  CHECK(bad.err == "strata: error: --cpu-blocks: 'bogus' is not auto, on or off\n");
+  auto bare = run_strata(plan + " --cpu-blocks");
+  REQUIRE(bare.code == 0);
+  CHECK(has(bare.out, "computed on the CPU (--cpu-blocks on)"));
+  auto none = run_strata(plan + " --no-cpu-blocks");
+  REQUIRE(none.code == 0);
+  CHECK_FALSE(has(none.out, "cpu tier:"));
+  CHECK(has(none.out, "  cpu        0 blocks"));
+  auto dflt = run_strata(plan);
+  REQUIRE(dflt.code == 0);
+  CHECK(has(dflt.out, "cpu tier:  "));  // the decision, taken or not, with its reason
+  CHECK(has(dflt.out, "(auto: "));
+}
+
 TEST_CASE("bad input gives one clear line and a non-zero exit", "[cli]") {
   auto missing = run_strata("inspect /nonexistent.gguf");
   CHECK(missing.code == 1);

@@ -1,12 +1,17 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cmath>
+#include <optional>
 #include <cstdio>
 #include <filesystem>
 
 #include "core/rng.h"
 #include "core/units.h"
+#include "model/gguf_file.h"
+#include "model/model_spec.h"
 #include "model/synth.h"
+#include "offload/executor_plan.h"
 #include "offload/planner.h"
 #include "test_util.h"
 
@@ -578,4 +583,139 @@ TEST_CASE("cost model: cpu-tier blocks at the int8 GEMV rate when the run uses i
   const auto q8 = sweep_cost(m, p, pl, r, 0, m.n_layer, true, 8, 0, false);
   CHECK(q1.cpu_s == Approx(bytes / 40e9 + trips));
   CHECK(q8.cpu_s == Approx(bytes / 20e9 + trips));
+}
+
+namespace {
+
+struct Header27b {
+  gguf::File file;
+  model::ModelSpec spec;
+};
+
+const Header27b& model_27b() {
+  static const Header27b m = [] {
+    auto f = gguf::File::open(header_27b(), {.require_data = false});
+    REQUIRE(f.is_ok());
+    auto s = model::spec_from_gguf(*f);
+    REQUIRE(s.is_ok());
+    return Header27b{std::move(f.value()), std::move(s.value())};
+  }();
+  return m;
+}
+
+// A 12 GiB card whose PCIe copies run at h2d_gbps and whose CPU computes every listed type at
+// cpu_gbps (int8 activations: 1 column; half that for 8; f32 activations alike), so that only
+// these two rates decide between streaming a block and computing it on the CPU.
+HardwareProfile cpu_vs_pcie(double cpu_gbps, double h2d_gbps) {
+  HardwareProfile p = profile("rtx3060-12g");
+  const auto ds = Provenance::datasheet("test");
+  p.h2d_pinned = {{kMiB, h2d_gbps, ds}, {64 * kMiB, h2d_gbps, ds}};
+  p.cpu_gemv.clear();
+  p.cpu_gemv_q8.clear();
+  for (GgmlType t : {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::F16,
+                     GgmlType::F32}) {
+    p.cpu_gemv.push_back({t, cpu_gbps, ds});
+    p.cpu_gemv_q8.insert(p.cpu_gemv_q8.end(), {{t, 8, 1, cpu_gbps, ds}, {t, 8, 8, cpu_gbps / 2, ds}});
+  }
+  return p;
+}
+
+bool any_cpu(const ExecutorPlan& e) { return e.plan.placement.any(Tier::cpu); }
+
+}  // namespace
+
+// --cpu-blocks: off never computes a block on the CPU; on lets the planner; auto plans both ways and
+// keeps the cpu-tier plan only where it is predicted kCpuTierMinGain faster (offload/executor_plan.h).
+TEST_CASE("planner: --cpu-blocks auto takes the cpu tier where the CPU is fast and PCIe slow, not where the CPU is slow") {
+  const auto& m = model_27b();
+  RunShape r;
+  r.ctx = 4096;
+  r.cpu_int8 = true;
+  auto plan_as = [&](CpuBlocks mode, const HardwareProfile& p) {
+    Budgets b = Budgets::of(p);
+    b.allow_host_kv = false;  // weight blocks only: the KV stays in VRAM
+    auto e = plan_with_cpu_tier(mode, m.file, m.spec, p, b, r);
+    INFO((e ? std::string() : e.message()));
+    REQUIRE(e.is_ok());
+    return std::move(e.value());
+  };
+  {  // A CPU at 60 GB/s beside a PCIe link at 6: computing blocks where they lie wins by far.
+    const auto p = cpu_vs_pcie(60, 6);
+    const auto off = plan_as(CpuBlocks::off, p), on = plan_as(CpuBlocks::on, p), au = plan_as(CpuBlocks::automatic, p);
+    CHECK_FALSE(any_cpu(off));
+    CHECK(off.plan.cpu_tier_choice.empty());
+    REQUIRE(any_cpu(au));
+    CHECK(au.plan.placement.ffn == on.plan.placement.ffn);
+    CHECK(au.plan.placement.attention == on.plan.placement.attention);
+    CHECK(au.plan.prediction.objective_tps() >= (1 + kCpuTierMinGain) * off.plan.prediction.objective_tps());
+    CHECK_THAT(au.plan.cpu_tier_choice, Catch::Contains("computed on the CPU (auto: predicted"));
+    CHECK_THAT(on.plan.cpu_tier_choice, Catch::Contains("computed on the CPU (--cpu-blocks on)"));
+    // The decision is in the report and the JSON.
+    CHECK_THAT(plan_report(au.blocks, au.profile, au.budgets, au.shape, au.plan),
+               Catch::Contains("cpu tier:  " + au.plan.cpu_tier_choice + "\n"));
+    CHECK(plan_json(au.blocks, au.profile, au.budgets, au.shape, au.plan)["cpu_tier_choice"] == au.plan.cpu_tier_choice);
+  }
+  {  // A CPU at 1 GB/s beside a PCIe link at 25: nothing goes to the CPU.
+    const auto p = cpu_vs_pcie(1, 25);
+    const auto off = plan_as(CpuBlocks::off, p), au = plan_as(CpuBlocks::automatic, p);
+    REQUIRE(off.plan.placement.any_streamed());  // there is a choice to make
+    CHECK_FALSE(any_cpu(au));
+    CHECK(au.plan.placement.ffn == off.plan.placement.ffn);
+    CHECK(au.plan.placement.attention == off.plan.placement.attention);
+    CHECK(au.plan.prediction.objective_tps() == Approx(off.plan.prediction.objective_tps()));
+    CHECK_THAT(au.plan.cpu_tier_choice, Catch::StartsWith("off (auto: "));
+  }
+  {  // Everything resident: nothing to decide, and nothing said.
+    const auto p = cpu_vs_pcie(60, 6);
+    Budgets b = Budgets::of(p);
+    b.vram = 40 * kGiB;
+    auto e = plan_with_cpu_tier(CpuBlocks::automatic, m.file, m.spec, p, b, r);
+    REQUIRE(e.is_ok());
+    CHECK_FALSE(any_cpu(*e));
+    CHECK_FALSE(e->plan.placement.any_streamed());
+    CHECK(e->plan.cpu_tier_choice.empty());
+  }
+  CHECK(cpu_blocks_from_name("auto").value() == CpuBlocks::automatic);
+  CHECK(cpu_blocks_from_name("on").value() == CpuBlocks::on);
+  CHECK(cpu_blocks_from_name("off").value() == CpuBlocks::off);
+  CHECK_THAT(cpu_blocks_from_name("yes").message(), Catch::Contains("--cpu-blocks: 'yes' is not auto, on or off"));
+}
+
+// Between a CPU too slow to help and one fast enough, the cpu-tier plan's predicted gain grows from
+// nothing: auto takes it at kCpuTierMinGain and not below, where `on` already would.
+TEST_CASE("planner: --cpu-blocks auto keeps a plan only marginally faster with the cpu tier off") {
+  const auto& m = model_27b();
+  RunShape r;
+  r.ctx = 4096;
+  r.cpu_int8 = true;
+  struct Point { double gain; bool on_cpu, auto_cpu; std::string why; };
+  auto at = [&](double cpu_gbps) {
+    const auto p = cpu_vs_pcie(cpu_gbps, 6);
+    Budgets b = Budgets::of(p);
+    b.allow_host_kv = false;
+    auto off = plan_with_cpu_tier(CpuBlocks::off, m.file, m.spec, p, b, r);
+    auto on = plan_with_cpu_tier(CpuBlocks::on, m.file, m.spec, p, b, r);
+    auto au = plan_with_cpu_tier(CpuBlocks::automatic, m.file, m.spec, p, b, r);
+    REQUIRE((off && on && au));
+    const Point pt{on->plan.prediction.objective_tps() / off->plan.prediction.objective_tps(), any_cpu(*on),
+                   any_cpu(*au), au->plan.cpu_tier_choice};
+    INFO("CPU at " << cpu_gbps << " GB/s: gain " << pt.gain << ", " << pt.why);
+    CHECK(pt.auto_cpu == (pt.on_cpu && pt.gain >= 1 + kCpuTierMinGain));
+    return pt;
+  };
+  double lo = 0.01, hi = 60;
+  REQUIRE_FALSE(at(lo).auto_cpu);
+  REQUIRE(at(hi).auto_cpu);
+  // Bisect towards the rate where the gain reaches the margin; just below it, `on` computes blocks
+  // on the CPU for a gain under the margin.
+  std::optional<Point> marginal;
+  for (int i = 0; i < 40 && !marginal; ++i) {
+    const double mid = std::sqrt(lo * hi);
+    const Point pt = at(mid);
+    if (pt.on_cpu && pt.gain > 1 && pt.gain < 1 + kCpuTierMinGain) marginal = pt;
+    else (pt.gain >= 1 + kCpuTierMinGain ? hi : lo) = mid;
+  }
+  REQUIRE(marginal);
+  CHECK_FALSE(marginal->auto_cpu);
+  CHECK_THAT(marginal->why, Catch::StartsWith("off (auto: no predicted gain of 5%: "));
 }

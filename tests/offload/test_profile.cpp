@@ -1,9 +1,14 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "core/units.h"
+#include "offload/default_profile.h"
 #include "offload/hardware_profile.h"
 #include "offload/probe.h"
 #include "test_util.h"
@@ -215,4 +220,43 @@ TEST_CASE("profile: int8 GEMV rate by columns: most threads, time linear in colu
   // One column count only: proportional.
   p->cpu_gemv_q8 = {{GgmlType::Q8_0, 4, 1, 30, ds}};
   CHECK(p->cpu_gemv_q8_gbps(GgmlType::Q8_0, 3) == Approx(10));
+}
+
+// detected_profile's quick CPU check (offload/default_profile.h): every listed type at 1 and 8
+// columns on every hardware thread, capped at the host read, measured once per process.
+TEST_CASE("profile: the detected profile's quick CPU check") {
+  const auto t0 = std::chrono::steady_clock::now();
+  const QuickCpuRates& q = quick_cpu_check();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("quick CPU check: %.3f s\n", s);  // the start-up cost; timings are not asserted
+  const uint32_t hw = std::max(1u, std::thread::hardware_concurrency());
+  REQUIRE(q.host_read.size() == 1);
+  const double read = q.host_read[0].gbps;
+  CHECK(q.host_read[0].key == hw);
+  CHECK(read > 0);
+  CHECK(q.host_read[0].prov.kind == Provenance::Kind::measured);
+  const GgmlType types[] = {GgmlType::Q3_K, GgmlType::Q4_K,   GgmlType::Q5_K,    GgmlType::Q6_K,
+                            GgmlType::Q8_0, GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S};
+  REQUIRE(q.gemv_q8.size() == 2 * std::size(types));
+  for (GgmlType t : types) {
+    for (uint32_t cols : {1u, 8u}) {
+      INFO(ggml_type_info(t).name << ", " << cols << " columns");
+      const auto it = std::find_if(q.gemv_q8.begin(), q.gemv_q8.end(),
+                                   [&](const GemvQ8Rate& g) { return g.type == t && g.cols == cols; });
+      REQUIRE(it != q.gemv_q8.end());
+      CHECK(it->threads == hw);
+      CHECK(it->gbps > 0);
+      CHECK(it->gbps <= read);
+      CHECK(it->prov.kind == Provenance::Kind::measured);
+      CHECK(it->prov.date == "now");
+    }
+  }
+  CHECK(&quick_cpu_check() == &q);  // once per process
+  // A profile carrying them is valid and prices the int8 GEMV with them.
+  HardwareProfile p = detected_profile(false, true);
+  CHECK(p.cpu_gemv_q8.empty());  // no GPU in use: no cpu tier to decide, nothing measured
+  p.cpu_gemv_q8 = q.gemv_q8;
+  p.host_read = q.host_read;
+  CHECK(validate_profile(p).is_ok());
+  CHECK(p.cpu_gemv_q8_gbps(GgmlType::Q4_K, 1) > 0);
 }

@@ -62,6 +62,31 @@ strata::Result<strata::offload::ExecutorPlan> plan_of(const RunOptions& o) {
   return (*s)->plan_budget(*fo);
 }
 
+// A copy of profile_path() with a CPU at 60 GB/s (int8 and f32 activations alike) beside a PCIe
+// link at 6 GB/s: there the planner computes blocks on the CPU (tests/offload/test_planner.cpp
+// checks the rule that decides it).
+std::string fast_cpu_profile() {
+  static const std::string path = [] {
+    auto p = strata::offload::load_profile(profile_path());
+    REQUIRE(p);
+    const auto ds = strata::offload::Provenance::datasheet("test: a fast CPU beside a slow PCIe link");
+    p->name = "fast-cpu";
+    p->h2d_pinned = {{1 << 20, 6, ds}, {64 << 20, 6, ds}};
+    p->cpu_gemv.clear();
+    p->cpu_gemv_q8.clear();
+    using strata::GgmlType;
+    for (GgmlType t : {GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::F16,
+                       GgmlType::F32}) {
+      p->cpu_gemv.push_back({t, 60, ds});
+      p->cpu_gemv_q8.insert(p->cpu_gemv_q8.end(), {{t, 8, 1, 60, ds}, {t, 8, 8, 30, ds}});
+    }
+    const std::string out = (strata::test::temp_dir("session-fast-cpu") / "fast-cpu.toml").string();
+    REQUIRE(strata::offload::save_profile(*p, out));
+    return out;
+  }();
+  return path;
+}
+
 // stderr_only: what the command writes to stderr instead of stdout.
 std::string run_strata_stdout(const std::string& args, int& code, bool stderr_only = false) {
   const auto r = strata::test::run_strata(args);
@@ -149,10 +174,9 @@ TEST_CASE("session: --spec is parsed when the model opens and reaches the plan's
 TEST_CASE("session: strata plan --spec gives the placement a run with the same flags plans", "[session]") {
   for (const char* spec : {"early:d=8", "early:d=20", "auto", "lookup"}) {
     INFO(spec);
-    // generate's defaults keep the cpu tier and host KV off (--cpu-blocks, --kv-host); strata plan
-    // allows both, so the run side asks for them to plan on the same terms.
+    // Both default to --cpu-blocks auto; generate keeps host KV off (--kv-host none) where strata
+    // plan allows it, so the run side asks for it to plan on the same terms.
     auto o = run_options(spec);
-    o.cpu_blocks = true;
     o.kv_host = "auto";
     auto e = plan_of(o);
     INFO((e ? std::string() : e.message()));
@@ -236,4 +260,116 @@ TEST_CASE("session: -b auto keeps 512-token chunks under a VRAM budget and on th
   const uint32_t gpu = chunk(o);
   CHECK(gpu >= strata::session::kDefaultUbatch);
   CHECK(gpu <= 2048);
+}
+
+TEST_CASE("session: --cpu-blocks auto|on|off reaches the plan, and strata plan decides alike", "[session]") {
+  RunOptions o = run_options("none");
+  REQUIRE(o.cpu_blocks == "auto");  // the default
+  o.profile = fast_cpu_profile();
+  auto cpu_blocks = [](const strata::offload::ExecutorPlan& e) { return e.plan.placement.any(strata::offload::Tier::cpu); };
+  auto au = plan_of(o);
+  INFO((au ? std::string() : au.message()));
+  REQUIRE(au);
+  CHECK(cpu_blocks(*au));
+  CHECK_THAT(au->plan.cpu_tier_choice, Catch::Contains("computed on the CPU (auto: predicted"));
+  CHECK(au->shape.cpu_int8);  // --cpu-matmul auto under --vram: the CUDA engine's int8 cpu-tier blocks
+  o.cpu_blocks = "off";
+  auto off = plan_of(o);
+  REQUIRE(off);
+  CHECK_FALSE(cpu_blocks(*off));
+  CHECK(off->plan.cpu_tier_choice.empty());
+  CHECK(off->plan.prediction.objective_tps() * (1 + strata::offload::kCpuTierMinGain) <=
+        au->plan.prediction.objective_tps());
+  o.cpu_blocks = "on";
+  auto on = plan_of(o);
+  REQUIRE(on);
+  CHECK(on->plan.placement.ffn == au->plan.placement.ffn);
+  CHECK(on->plan.placement.attention == au->plan.placement.attention);
+  CHECK_THAT(on->plan.cpu_tier_choice, Catch::Contains("(--cpu-blocks on)"));
+  // strata plan takes the same flag and makes the same decision (the same plan_run).
+  for (const char* mode : {"", " --cpu-blocks auto", " --cpu-blocks off", " --cpu-blocks", " --no-cpu-blocks"}) {
+    INFO("plan" << mode);
+    RunOptions ro = run_options("none");
+    ro.profile = fast_cpu_profile();
+    const std::string m = mode;
+    ro.cpu_blocks = m.empty() || m == " --cpu-blocks auto" ? "auto" : m == " --cpu-blocks" ? "on" : "off";
+    auto e = plan_of(ro);
+    REQUIRE(e);
+    int code = -1;
+    const std::string out = run_strata_stdout("plan -m " + ro.model + " --profile " + ro.profile +
+                                                  " --vram 10GiB --ctx 4096 --no-kv-host --json --spec none" + mode,
+                                              code);
+    REQUIRE(code == 0);
+    auto doc = nlohmann::json::parse(out);
+    doc.erase("feasible");
+    doc.erase("planning_ms");
+    CHECK(doc == strata::offload::plan_json(e->blocks, e->profile, e->budgets, e->shape, e->plan));
+  }
+}
+
+TEST_CASE("session: --cpu-blocks needs a budget only when asked for, and a bad name is an error", "[session]") {
+  auto fo_error = [](RunOptions o) {
+    auto s = Session::open_header(o);
+    REQUIRE(s);
+    auto fo = (*s)->forward_options(0);
+    return fo ? std::string() : fo.message();
+  };
+  RunOptions o = run_options("none");
+  o.vram.clear();
+  o.device = "cpu";
+  CHECK(fo_error(o).empty());  // auto, the default: no budget, no cpu tier, no error
+  o.cpu_blocks = "off";
+  CHECK(fo_error(o).empty());
+  o.cpu_blocks = "on";
+  CHECK_THAT(fo_error(o), Catch::Contains("give --vram too"));
+  o.cpu_blocks = "bogus";
+  CHECK_THAT(fo_error(o), Catch::Contains("--cpu-blocks: 'bogus' is not auto, on or off"));
+  o = run_options("none");
+  o.cpu_blocks = "sometimes";
+  auto e = plan_of(o);
+  REQUIRE_FALSE(e);
+  CHECK_THAT(e.message(), Catch::Contains("--cpu-blocks: 'sometimes' is not auto, on or off"));
+}
+
+TEST_CASE("session: --cpu-matmul auto is exact on the CPU engine and int8 for the CUDA engine's cpu tier", "[session]") {
+  auto int8 = [](RunOptions o) {
+    auto s = Session::open_header(o);
+    REQUIRE(s);
+    auto fo = (*s)->forward_options(0);
+    INFO((fo ? std::string() : fo.message()));
+    REQUIRE(fo);
+    return fo->cpu_int8;
+  };
+  RunOptions o = run_options("none");
+  REQUIRE(o.cpu_matmul == "auto");  // the default
+  CHECK(int8(o));                   // --vram: the CUDA engine
+  auto in = [&] {
+    auto s = Session::open_header(o);
+    REQUIRE(s);
+    auto fo = (*s)->forward_options(0);
+    REQUIRE(fo);
+    auto i = strata::session::budget_inputs(o, *fo);
+    REQUIRE(i);
+    return *i;
+  };
+  CHECK(in().shape.cpu_int8);  // and the planner prices cpu-tier blocks at the int8 rates
+  CHECK(in().cpu_blocks == strata::offload::CpuBlocks::automatic);
+  o.cpu_matmul = "exact";
+  CHECK_FALSE(int8(o));
+  CHECK_FALSE(in().shape.cpu_int8);
+  o.vram.clear();
+  o.device = "cpu";
+  o.cpu_matmul = "auto";
+  CHECK_FALSE(int8(o));  // the CPU engine stays the exact reference
+  o.cpu_matmul = "int8";
+  CHECK(int8(o));
+  o.device = "cuda";
+  o.cpu_matmul = "auto";
+  CHECK(int8(o));
+  CHECK(strata::session::resolve_cpu_int8("auto", true).value());
+  CHECK_FALSE(strata::session::resolve_cpu_int8("auto", false).value());
+  CHECK_FALSE(strata::session::resolve_cpu_int8("exact", true).value());
+  CHECK(strata::session::resolve_cpu_int8("int8", false).value());
+  CHECK_THAT(strata::session::resolve_cpu_int8("fast", true).message(),
+             Catch::Contains("--cpu-matmul: 'fast' is not auto, exact or int8"));
 }
