@@ -11,7 +11,12 @@ namespace strata::offload {
 namespace {
 
 constexpr double kGpuLaunchS = 15e-6;       // kernel launches + event waits per block
-constexpr double kCpuRoundTripS = 20e-6;    // activations to host and back per CPU block
+// Per piece of host work in a step (a host function between a copy down and a copy up on the
+// compute stream, runtime/host_compute.h): a cpu-tier FFN block is one (the whole block on the
+// host), an attention block four (Q, K and V after one copy down, then the output matrix: its
+// attention runs where its KV is), the head one.
+constexpr double kCpuRoundTripS = 20e-6;
+double cpu_round_trips(model::Block b) { return b == model::Block::attention ? 4.0 : 1.0; }
 constexpr double kPrefillHostKvTile = 16;   // queries per pass over host-held KV in prefill
 // Fractions of the profile's GEMM ceiling (a cuBLAS bf16 GEMM) the engine's own paths reach, as
 // measured (H200, `strata bench decode` / `bench kernels`, 2026-12-02): tensor-core flash attention
@@ -139,7 +144,7 @@ SweepCost sweep_cost(const ModelBlocks& m, const HardwareProfile& p, const Place
       const double q8 = r.cpu_int8 ? p.cpu_gemv_q8_gbps(b.main_type(), batch) : 0.0;
       c.cpu_s += (q8 > 0 ? gbps_time(double(b.bytes), q8)
                          : batch * gbps_time(double(b.bytes), p.cpu_gemv_gbps(b.main_type()))) +
-                 kCpuRoundTripS;
+                 kCpuRoundTripS * cpu_round_trips(b.kind);
       c.cpu_bytes += b.bytes;
     }
   };
