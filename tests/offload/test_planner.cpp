@@ -574,7 +574,9 @@ TEST_CASE("cost model: cpu-tier blocks at the int8 GEMV rate when the run uses i
   };
   for (uint32_t il = 0; il < m.n_layer; ++il) add(m.attention[il]), add(m.ffn[il]);
   add(m.head);
-  const double trips = (2.0 * m.n_layer + 1) * 20e-6 + m.n_layer * 20e-6;  // blocks + host-KV attention
+  // Host work: 4 per attention block (Q, K, V, output), 1 per FFN block and the head, 1 per
+  // host-KV attention.
+  const double trips = (4.0 * m.n_layer + m.n_layer + 1) * 20e-6 + m.n_layer * 20e-6;
   // pos 0: no KV to read, so cpu_s is the weights plus the round trips.
   const auto exact8 = sweep_cost(m, p, pl, r, 0, m.n_layer, true, 8, 0, false);
   CHECK(exact8.cpu_s == Approx(f32_8 + trips));
