@@ -76,7 +76,7 @@ std::string RunShape::kv_name() const {
   return fmt::format("k {} / v {}", kv_dtype_name(kv), kv_dtype_name(kv_v_dtype()));
 }
 
-double SweepCost::total_s() const { return std::max({h2d_s, disk_s, gpu_s + cpu_s}); }
+double SweepCost::total_s() const { return std::max({h2d_s, disk_s, gpu_s + cpu_s, host_s}); }
 
 std::string SweepCost::bottleneck(const HardwareProfile& p) const {
   const double t = total_s();
@@ -85,6 +85,9 @@ std::string SweepCost::bottleneck(const HardwareProfile& p) const {
     return fmt::format("PCIe: {:.2f} GB per step at {:.1f} GB/s", h2d_bytes / 1e9, h2d_bytes / 1e9 / h2d_s);
   if (disk_s >= t && disk_bytes > 0)
     return fmt::format("NVMe: {:.2f} GB per step at {:.1f} GB/s", disk_bytes / 1e9, p.nvme_gbps());
+  if (host_s >= t && cpu_bytes > 0)
+    return fmt::format("host RAM: {:.2f} GB per step read by PCIe copies and CPU blocks together at {:.1f} GB/s",
+                       (h2d_bytes + cpu_bytes) / 1e9, p.host_gbps());
   if (cpu_s > gpu_s)
     return fmt::format("CPU: {:.2f} GB of weights/KV per step ({:.1f} ms CPU vs {:.1f} ms GPU)", cpu_bytes / 1e9,
                        cpu_s * 1e3, gpu_s * 1e3);
@@ -164,6 +167,7 @@ SweepCost sweep_cost(const ModelBlocks& m, const HardwareProfile& p, const Place
     block(m.ffn[il], pl.ffn[il]);
   }
   if (head) block(m.head, pl.head);
+  if (c.cpu_bytes > 0) c.host_s = gbps_time(double(c.h2d_bytes + c.cpu_bytes), p.host_gbps());
   return c;
 }
 

@@ -95,6 +95,10 @@ struct RunShape {
 
 struct SweepCost {
   double h2d_s = 0, disk_s = 0, gpu_s = 0, cpu_s = 0;
+  // Host RAM read by the copy engine (every streamed byte leaves from host memory) and by the CPU's
+  // own blocks together: with a cpu tier beside streaming, the two share one memory bus (a desktop's
+  // dual-channel DDR4 reads ~40 GB/s: PCIe 4 copies at 25 plus a CPU block at 30 do not both fit).
+  double host_s = 0;
   uint64_t h2d_bytes = 0, disk_bytes = 0, cpu_bytes = 0;
   double total_s() const;
   std::string bottleneck(const HardwareProfile& p) const;  // "PCIe: 4.1 GB per step at 25 GB/s"

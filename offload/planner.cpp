@@ -15,7 +15,7 @@
 //   "head": {tier, bytes}, "draft_resident": bool,
 //   "predicted": {decode_tps, spec_tps, prefill_tps, prefill_group (chunks per layer-major group, 1:
 //                 chunk by chunk), ttft_s, step_s, bottleneck,
-//                 step: {h2d_s, disk_s, gpu_s, cpu_s, h2d_bytes, disk_bytes, cpu_bytes}} }
+//                 step: {h2d_s, disk_s, gpu_s, cpu_s, host_s, h2d_bytes, disk_bytes, cpu_bytes}} }
 #include <algorithm>
 #include <map>
 #include <vector>
@@ -42,7 +42,7 @@ TierTotals totals(const ModelBlocks& m, const Plan& plan) {
 }
 
 nlohmann::json sweep_json(const SweepCost& c) {
-  return {{"h2d_s", c.h2d_s}, {"disk_s", c.disk_s}, {"gpu_s", c.gpu_s}, {"cpu_s", c.cpu_s},
+  return {{"h2d_s", c.h2d_s}, {"disk_s", c.disk_s}, {"gpu_s", c.gpu_s}, {"cpu_s", c.cpu_s}, {"host_s", c.host_s},
           {"h2d_bytes", c.h2d_bytes}, {"disk_bytes", c.disk_bytes}, {"cpu_bytes", c.cpu_bytes}};
 }
 

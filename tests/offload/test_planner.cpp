@@ -587,6 +587,38 @@ TEST_CASE("cost model: cpu-tier blocks at the int8 GEMV rate when the run uses i
   CHECK(q8.cpu_s == Approx(bytes / 20e9 + trips));
 }
 
+// Host RAM is one bus for the copy engine and the CPU: a step that streams blocks and computes
+// others on the CPU reads both from it, so a slow host bounds the step even where PCIe and the CPU
+// each keep up.
+TEST_CASE("cost model: streamed and cpu-tier bytes share the host's read rate") {
+  Rng rng(7);
+  const ModelBlocks m = random_model(rng, 4, 1);
+  HardwareProfile p = profile("rtx3060-12g");
+  Placement pl;
+  for (uint32_t il = 0; il < m.n_layer; ++il) {
+    pl.attention.push_back(il % 2 ? Tier::stream : Tier::gpu);
+    pl.ffn.push_back(il % 2 ? Tier::cpu : Tier::gpu);
+  }
+  pl.kv.assign(m.n_layer, KvTier::gpu);
+  pl.head = Tier::gpu;
+  RunShape r;
+  r.cpu_int8 = true;
+  const auto c = sweep_cost(m, p, pl, r, 0, m.n_layer, true, 1, 0, false);
+  REQUIRE(c.cpu_bytes > 0);
+  REQUIRE(c.h2d_bytes > 0);
+  CHECK(c.host_s == Approx(double(c.h2d_bytes + c.cpu_bytes) / (p.host_gbps() * 1e9)));
+  CHECK(c.total_s() >= c.host_s);
+  // A host that reads at a tenth of the rate: host RAM is the bottleneck, and the report says so.
+  for (auto& pt : p.host_read) pt.gbps /= 10;
+  const auto slow = sweep_cost(m, p, pl, r, 0, m.n_layer, true, 1, 0, false);
+  CHECK(slow.total_s() == Approx(slow.host_s));
+  CHECK(slow.host_s > std::max({slow.h2d_s, slow.gpu_s + slow.cpu_s}));
+  CHECK_THAT(slow.bottleneck(p), Catch::StartsWith("host RAM"));
+  // Nothing on the CPU: the copy engine alone, bounded by PCIe.
+  for (auto& t : pl.ffn) t = t == Tier::cpu ? Tier::stream : t;
+  CHECK(sweep_cost(m, p, pl, r, 0, m.n_layer, true, 1, 0, false).host_s == 0);
+}
+
 namespace {
 
 struct Header27b {
