@@ -5,8 +5,8 @@
 // The executor runs every tier the planner knows: gpu, stream, disk, cpu (weights in host RAM,
 // matmuls on the CPU) and host KV (attention on the CPU). Which of the host-side tiers a plan may
 // use is the caller's choice (Budgets::allow_cpu / allow_host_kv): host KV stays behind --kv-host;
-// the cpu tier is `--cpu-blocks auto` by default, taken where the plan predicts a clear gain
-// (plan_with_cpu_tier).
+// the cpu tier behind `--cpu-blocks off|on|auto` (off by default, session/run_options.h says why;
+// auto: taken where the plan predicts a clear gain, plan_with_cpu_tier).
 #pragma once
 
 #include <cstdint>

@@ -27,6 +27,13 @@ void device_free(void* d_ptr);
 Status copy_to_device(void* d_dst, const void* src, size_t bytes, Stream s);
 Status copy_to_host(void* dst, const void* d_src, size_t bytes, Stream s);
 Status copy_on_device(void* d_dst, const void* d_src, size_t bytes, Stream s);
+// A copy done by a kernel, not a copy engine: src may be pinned host memory seen through its
+// device pointer (mapped_device_pointer), read over PCIe by the SMs. For the few KiB a step hands
+// back from host work: on a copy engine they would queue behind the weight store's copies of
+// streamed blocks (tens of MiB each, same direction) and stall the step for a whole block copy.
+Status copy_by_kernel(void* d_dst, const void* src, size_t bytes, Stream s);
+// The device's address of pinned host memory from pinned_alloc (unified addressing: mapped).
+Result<void*> mapped_device_pointer(void* pinned);
 Status memset_device(void* d_dst, int value, size_t bytes, Stream s);
 Status synchronize(Stream s);
 // fn(arg) runs on a CUDA-owned host thread once the work enqueued on s before it has completed;

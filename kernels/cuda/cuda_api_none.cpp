@@ -20,6 +20,8 @@ Status copy_on_device(void*, const void*, size_t, Stream) { return none("copy_on
 Status memset_device(void*, int, size_t, Stream) { return none("memset_device"); }
 Status synchronize(Stream) { return none("synchronize"); }
 Status launch_host_func(Stream, void (*)(void*), void*) { return none("launch_host_func"); }
+Status copy_by_kernel(void*, const void*, size_t, Stream) { return none("copy_by_kernel"); }
+Result<void*> mapped_device_pointer(void*) { return none("mapped_device_pointer"); }
 Result<Stream> stream_create() { return none("stream_create"); }
 void stream_destroy(Stream) {}
 Result<void*> pinned_alloc(size_t) { return none("pinned_alloc"); }

@@ -3,7 +3,9 @@
 // memory the runtime stages the copy and returns once the source may be reused).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 
@@ -82,6 +84,44 @@ Status memset_device(void* d_dst, int value, size_t bytes, Stream s) {
 }
 
 // Also where asynchronous kernel faults surface (an illegal address in an earlier launch).
+namespace {
+__global__ void copy_words_kernel(uint32_t* dst, const uint32_t* src, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
+}
+__global__ void copy_bytes_kernel(uint8_t* dst, const uint8_t* src, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
+}
+}  // namespace
+
+Status copy_by_kernel(void* d_dst, const void* src, size_t bytes, Stream s) {
+  if (bytes == 0) return Status::ok();
+  if (!d_dst || !src) return Status::error("copy_by_kernel: null pointer");
+  constexpr int kThreads = 256;
+  const bool words = bytes % 4 == 0 && reinterpret_cast<uintptr_t>(d_dst) % 4 == 0 &&
+                     reinterpret_cast<uintptr_t>(src) % 4 == 0;
+  const size_t n = words ? bytes / 4 : bytes;
+  const unsigned blocks = unsigned(std::min<size_t>((n + kThreads - 1) / kThreads, 1024));
+  if (words)
+    copy_words_kernel<<<blocks, kThreads, 0, cudaStream_t(s)>>>(static_cast<uint32_t*>(d_dst),
+                                                                 static_cast<const uint32_t*>(src), n);
+  else
+    copy_bytes_kernel<<<blocks, kThreads, 0, cudaStream_t(s)>>>(static_cast<uint8_t*>(d_dst),
+                                                                static_cast<const uint8_t*>(src), n);
+  return cuda_status(cudaGetLastError(), fmt::format("copy_by_kernel {} bytes", bytes));
+}
+
+Result<void*> mapped_device_pointer(void* pinned) {
+  void* d = nullptr;
+  const cudaError_t err = cudaHostGetDevicePointer(&d, pinned, 0);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return Status::error("mapped_device_pointer: {}", cudaGetErrorString(err));
+  }
+  return d;
+}
+
 Status synchronize(Stream s) { return cuda_status(cudaStreamSynchronize(cudaStream_t(s)), "synchronize"); }
 
 Status launch_host_func(Stream s, void (*fn)(void*), void* arg) {

@@ -110,8 +110,8 @@ void add_cpu_blocks_option(CLI::App* sub, std::string& mode) {
   sub->add_option_function<std::string>(
          "--cpu-blocks", [&mode](const std::string& v) { mode = v.empty() ? "on" : v; },
          fmt::format("With --vram: weight blocks that do not fit in VRAM may stay in host RAM and be computed there "
-                     "by the CPU (only activations cross PCIe) instead of streaming: off, on (the planner may use "
-                     "the cpu tier; the bare flag), or auto (default: planned with and without, the cpu tier taken "
+                     "by the CPU (only activations cross PCIe) instead of streaming: off (default), on (the planner "
+                     "may use the cpu tier; the bare flag), or auto (planned with and without, the cpu tier taken "
                      "where predicted at least {:.0f}% faster; the report's \"cpu tier:\" line says why)",
                      100 * offload::kCpuTierMinGain))
       ->expected(0, 1)

@@ -79,8 +79,8 @@ cuda::Graph capture(CudaForward::Impl& im, Ops& ops, const model::ModelSpec& s, 
 
 bool run_step_graph(CudaForward::Impl& im, Ops& ops, const model::ModelSpec& s, const int32_t* tokens, uint32_t n,
                     const RowMap& map, uint32_t rows, Layers L) {
-  // Host work (cpu-tier blocks, host KV) is in the graph as host nodes (host_compute.h), except
-  // with STRATA_HOST_GRAPHS=0 (same-run comparisons).
+  // Host work (cpu-tier blocks, host KV) is in the graph as host nodes (host_compute.h), unless
+  // STRATA_HOST_GRAPHS=0 (same-run comparisons).
   if (!im.graphs_enabled || im.timeline || (im.host && !im.host_graphs)) return false;
   if (ops.tree && !im.tree_graphs) return false;
   if (n == 0 || n > kMaxExactRows || rows > offload::kLogitRows) return false;

@@ -14,8 +14,9 @@ GraphPolicy graph_policy_from_env();
 // saves. STRATA_TREE_GRAPHS=0 runs them eagerly (the A/B switch for the tree graph test and for
 // benchmarks). Read once, when an engine is created.
 bool tree_graphs_from_env();
-// Steps with host work (cpu-tier blocks, host KV: host nodes in the graph, host_compute.h) replay
-// graphs too; STRATA_HOST_GRAPHS=0 runs them eagerly (A/B and the graph test). Read at create.
+// Steps with host work (cpu-tier blocks, host KV) replay graphs too, their host work as host nodes
+// (host_compute.h); STRATA_HOST_GRAPHS=0 runs them eagerly (A/B). Measured (27B, --vram 12GiB, 27
+// cpu-tier attention blocks, H100 host): 32.0 tok/s graphed vs 29.4 eager. Read at create.
 bool host_graphs_from_env();
 
 // Runs the step (the arguments of forward_chunk; ops.host_logits and ops.range set by the caller)

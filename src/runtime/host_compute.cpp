@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 
 #include "kernels/cpu/gemv_q8.h"
 #include "kernels/cpu/matmul.h"
@@ -50,6 +52,11 @@ Result<std::unique_ptr<HostCompute>> HostCompute::create(const model::ModelSpec&
     *ptr = static_cast<float*>(*p);
     h->pinned_bytes_ += floats * sizeof(float);
   }
+  const char* up = std::getenv("STRATA_HOST_UPLOAD");
+  if (!(up && std::string(up) == "copy")) {
+    auto din = cuda::mapped_device_pointer(h->in_), dout = cuda::mapped_device_pointer(h->out_);
+    if (din && dout) h->in_dev_ = static_cast<const float*>(*din), h->out_dev_ = static_cast<const float*>(*dout);
+  }
   if (o.weights) {
     h->ffn_h_.resize(m * hp.n_embd);
     h->ffn_gate_.resize(m * hp.n_ff);
@@ -62,6 +69,15 @@ HostCompute::~HostCompute() {
   // The owner synchronizes its stream before this goes (no upload still reads out_, no task runs).
   if (in_) cuda::pinned_free(in_);
   if (out_) cuda::pinned_free(out_);
+}
+
+Status HostCompute::upload(float* d_dst, const float* host, size_t floats, cuda::Stream s) const {
+  const size_t bytes = floats * sizeof(float);
+  if (in_dev_ && host >= in_ && host < in_ + in_floats_)
+    return cuda::copy_by_kernel(d_dst, in_dev_ + (host - in_), bytes, s);
+  if (out_dev_ && host >= out_ && host < out_ + out_floats_)
+    return cuda::copy_by_kernel(d_dst, out_dev_ + (host - out_), bytes, s);
+  return cuda::copy_to_device(d_dst, host, bytes, s);
 }
 
 void HostCompute::run_task(void* p) {
@@ -101,7 +117,7 @@ Status HostCompute::matmul(const kernels::WeightView& w, const float* d_x, uint3
   }));
   // The GPU may overwrite d_x next (e.g. q's norm in place): the cache stays valid only until the
   // owner's next device op, which calls forget_input().
-  return cuda::copy_to_device(d_y, out_, out * sizeof(float), s);
+  return upload(d_y, out_, out, s);
 }
 
 Status HostCompute::ffn(uint32_t il, float* d_x, uint32_t n, cuda::Stream s, const std::string& label) {
@@ -117,7 +133,7 @@ Status HostCompute::ffn(uint32_t il, float* d_x, uint32_t n, cuda::Stream s, con
     ffn_rows(ops, *spec_, *weights_, b, il, n);
     add_block_output(ops, *spec_, weights_->layers[il].post_ffw_norm, b, n);
   }));
-  return cuda::copy_to_device(d_x, in_, floats * sizeof(float), s);
+  return upload(d_x, in_, floats, s);
 }
 
 Status HostCompute::kv_write(uint32_t il, const float* d_k, const float* d_v, const int32_t* pos, uint32_t n,
@@ -145,7 +161,7 @@ Status HostCompute::attention(uint32_t il, const float* d_q, const int32_t* pos,
   STRATA_TRY(enqueue(s, {Kind::attention, pos, n, il}, "attention " + std::to_string(il), [this, idx, pos, n, shape] {
     kernels::cpu::attention(in_, pos, n, kv_->view(idx), shape, out_);
   }));
-  return cuda::copy_to_device(d_out, out_, size_t(n) * row * sizeof(float), s);
+  return upload(d_out, out_, size_t(n) * row, s);
 }
 
 }  // namespace strata::runtime

@@ -15,9 +15,13 @@
 // cores) and a copy up, and returns at once. The GPU resumes with the next kernel as soon as the
 // copy up lands; the enqueuing thread never waits, so it launches the rest of the step meanwhile,
 // and the same calls inside a stream capture become graph nodes (host nodes), so a step with host
-// work replays as a CUDA graph like any other. The weight store's copy stream is independent, so
-// prefetches of the next streamed blocks keep running while the CPU works (the overlap M5 asks
-// for). Each distinct call (kind, matrix or layer, rows, positions) keeps one task object for the
+// work replays as a CUDA graph like any other (STRATA_HOST_GRAPHS=0: eagerly, cuda_step_graphs.h).
+// The weight store's copy stream is independent, so prefetches of the next streamed blocks keep
+// running while the CPU works (the overlap M5 asks for). The copy up is a kernel reading the
+// mapped staging (cuda_api.h copy_by_kernel): on the copy engine it queued behind those
+// prefetches, and the step waited a whole block copy per piece of host work (27B, --vram 12GiB,
+// 27 cpu-tier attention blocks, H100 host: 22.9 tok/s by copy engine vs 29.4 by kernel, eager;
+// the CPU's time with a copy in flight rose from 30% to 72%). Each distinct call (kind, matrix or layer, rows, positions) keeps one task object for the
 // life of the engine: a graph replays the same pointer, and positions are read when the task runs
 // (the caller's host position array is refreshed before each step, eager or graph).
 //
@@ -122,6 +126,13 @@ class HostCompute {
   uint32_t kv_width_ = 0;
   float* in_ = nullptr;   // pinned: activations copied down (q, or k then v; an FFN block's x, updated in place)
   float* out_ = nullptr;  // pinned: results copied up
+  // Their device addresses (mapped pinned memory): results go up by a kernel reading them, not by
+  // a copy engine, where the streamed blocks' copies would hold them back (cuda_api.h
+  // copy_by_kernel); null where mapping failed or STRATA_HOST_UPLOAD=copy (same-run comparisons).
+  const float* in_dev_ = nullptr;
+  const float* out_dev_ = nullptr;
+  // Copies n floats from the staging (in_ or out_, at `host`) to d_dst on s.
+  Status upload(float* d_dst, const float* host, size_t floats, kernels::cuda::Stream s) const;
   size_t in_floats_ = 0, out_floats_ = 0;
   uint64_t pinned_bytes_ = 0;
   // An FFN block's scratch (host, pageable: never copied): normed input, gate, up.

@@ -150,10 +150,14 @@ TEST_CASE("generate and plan take --cpu-blocks auto, on or off (the bare flag is
   REQUIRE(none.code == 0);
   CHECK_FALSE(has(none.out, "cpu tier:"));
   CHECK(has(none.out, "  cpu        0 blocks"));
-  auto dflt = run_strata(plan);
+  auto dflt = run_strata(plan);  // off by default (session/run_options.h says why)
   REQUIRE(dflt.code == 0);
-  CHECK(has(dflt.out, "cpu tier:  "));  // the decision, taken or not, with its reason
-  CHECK(has(dflt.out, "(auto: "));
+  CHECK_FALSE(has(dflt.out, "cpu tier:"));
+  CHECK(has(dflt.out, "  cpu        0 blocks"));
+  auto au = run_strata(plan + " --cpu-blocks auto");
+  REQUIRE(au.code == 0);
+  CHECK(has(au.out, "cpu tier:  "));  // the decision, taken or not, with its reason
+  CHECK(has(au.out, "(auto: "));
 }
 
 TEST_CASE("bad input gives one clear line and a non-zero exit", "[cli]") {

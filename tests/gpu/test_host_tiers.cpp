@@ -23,6 +23,7 @@
 #include "runtime/cuda_forward.h"
 #include "runtime/forward_pass.h"
 #include "runtime/sampler.h"
+#include "tokenizer/tokenizer.h"
 #include "engine_runs.h"
 #include "logits_compare.h"
 #include "test_util.h"
@@ -140,6 +141,44 @@ TEST_CASE("cpu-tier blocks and host KV give the resident run's text and close lo
         CHECK(text.tokens[i] == want_text.tokens[i]);
         if (want_text.gap[i] < tol) break;  // a near tie: rounding may choose either
       }
+    }
+  }
+}
+
+// The embedded model (a real one: its logits have real gaps): the greedy text with cpu-tier blocks,
+// int8 CPU kernels as `--cpu-matmul auto` runs them, equals the resident run's.
+TEST_CASE("strata-tiny: cpu-tier blocks give the resident greedy text", "[gpu][host-tiers]") {
+  if (kernels::cuda::devices().empty()) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  auto model = runtime::Model::load(std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny-q4_k.gguf");
+  REQUIRE(model.is_ok());
+  auto tok = tokenizer::Tokenizer::from_gguf((*model)->file);
+  REQUIRE(tok.is_ok());
+  const auto& spec = (*model)->spec;
+  const auto prompt = tok->encode("The vim editor has modes. In normal mode, keys move the cursor;", true, false);
+  const runtime::ForwardOptions base{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16, .placement = {}, .trace = {}};
+  auto resident = runtime::CudaForward::create(model.value(), base);
+  REQUIRE(resident.is_ok());
+  const auto want = test::greedy_with_gaps(**resident, prompt, 48);
+  const uint32_t n_layer = spec.hp.n_layer;
+  for (const auto& [name, pl] : {std::pair{"every other FFN", cpu_blocks(n_layer, 1, 2, false, true, false)},
+                                 std::pair{"every block and the head", cpu_blocks(n_layer, 0, 1, true, true, true)},
+                                 std::pair{"mixed with streamed, disk and host KV", mixed(spec)}}) {
+    INFO(name);
+    auto opt = base;
+    opt.placement = pl;
+    opt.ring_slots = 2;
+    opt.cpu_int8 = true;
+    auto e = runtime::CudaForward::create(model.value(), opt);
+    INFO((e.is_ok() ? std::string() : e.message()));
+    REQUIRE(e.is_ok());
+    const auto got = test::greedy_with_gaps(**e, prompt, 48);
+    for (size_t i = 0; i < want.tokens.size(); ++i) {
+      INFO("step " << i << ", resident top-1/top-2 gap " << want.gap[i]);
+      CHECK(got.tokens[i] == want.tokens[i]);
+      if (want.gap[i] < 6e-2) break;  // a near tie: rounding may choose either
     }
   }
 }
