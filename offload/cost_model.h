@@ -100,6 +100,8 @@ struct SweepCost {
   // dual-channel DDR4 reads ~40 GB/s: PCIe 4 copies at 25 plus a CPU block at 30 do not both fit).
   double host_s = 0;
   uint64_t h2d_bytes = 0, disk_bytes = 0, cpu_bytes = 0;
+  // The step: the slowest resource, plus the share of the CPU's work that copies fail to hide
+  // (kCpuOverlapLoss, cost_model.cpp).
   double total_s() const;
   std::string bottleneck(const HardwareProfile& p) const;  // "PCIe: 4.1 GB per step at 25 GB/s"
 };
