@@ -21,9 +21,10 @@
 // mapped staging (cuda_api.h copy_by_kernel): on the copy engine it queued behind those
 // prefetches, and the step waited a whole block copy per piece of host work (27B, --vram 12GiB,
 // 27 cpu-tier attention blocks, H100 host: 22.9 tok/s by copy engine vs 29.4 by kernel, eager;
-// the CPU's time with a copy in flight rose from 30% to 72%). Each distinct call (kind, matrix or layer, rows, positions) keeps one task object for the
-// life of the engine: a graph replays the same pointer, and positions are read when the task runs
-// (the caller's host position array is refreshed before each step, eager or graph).
+// the CPU's time with a copy in flight rose from 30% to 72%).
+// Each distinct call (kind, matrix or layer, rows, positions) keeps one task object for the life
+// of the engine: a graph replays the same pointer, and positions are read when the task runs (the
+// caller's host position array is refreshed before each step, eager or graph).
 //
 // Rollback: a host KV layer has the slots of the engine's sequence table (kv/sequence_table.h:
 // n_ctx for full attention, a ring of window + ubatch) and entry p lives in slot p % capacity,
