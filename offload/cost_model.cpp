@@ -76,23 +76,16 @@ std::string RunShape::kv_name() const {
   return fmt::format("k {} / v {}", kv_dtype_name(kv), kv_dtype_name(kv_v_dtype()));
 }
 
-// A decode step's copies and its CPU work overlap only in part: the copy engine runs a ring's depth
-// ahead of compute, so it idles through CPU blocks once the slots are full, and compute waits for
-// copies between them. Measured (27B-shaped Q3_K_M, --vram 12GiB, 27 cpu-tier attention blocks
-// spread among 34 streamed ones, H100 host, host graphs; strata bench decode): 31.2 ms per step
-// where max() said 20.8, i.e. 0.74 of the shorter side showed. One placement's figure, standing in
-// until the cost model simulates the ring and the block order; without it `--cpu-blocks auto`
-// trusted a perfect overlap and chose plans predicted 1.5x faster than they ran.
-constexpr double kCpuOverlapLoss = 0.74;
+
+double SweepCost::slowest_s() const { return std::max({h2d_s, disk_s, gpu_s + cpu_s, host_s}); }
 
 double SweepCost::total_s() const {
-  const double copy = std::max(h2d_s, disk_s);
-  return std::max({copy, gpu_s + cpu_s, host_s}) + kCpuOverlapLoss * std::min(copy, cpu_s);
+  return slowest_s() + kCpuOverlapLoss * std::min(std::max(h2d_s, disk_s), cpu_s);
 }
 
 std::string SweepCost::bottleneck(const HardwareProfile& p) const {
   // The slowest resource, and what the partial overlap of copies and CPU blocks adds to it.
-  const double t = std::max({h2d_s, disk_s, gpu_s + cpu_s, host_s});
+  const double t = slowest_s();
   if (t <= 0) return "nothing";
   const double loss = total_s() - t;
   const std::string tail =

@@ -93,6 +93,15 @@ struct RunShape {
 // Placement (offload/placement.h): in plans every vector has one entry per layer; KV entries of
 // sliding layers are always gpu when the profile has a GPU (their ring is small), host otherwise.
 
+// A decode step's copies and its CPU work overlap only in part: the copy engine runs a ring's depth
+// ahead of compute, so it idles through CPU blocks once the slots are full, and compute waits for
+// copies between them. Measured (27B-shaped Q3_K_M, --vram 12GiB, 27 cpu-tier attention blocks
+// spread among 34 streamed ones, H100 host, host graphs; strata bench decode): 31.2 ms per step
+// where max() said 20.8, i.e. 0.74 of the shorter side showed. One placement's figure, standing in
+// until the cost model simulates the ring and the block order; without it `--cpu-blocks auto`
+// trusted a perfect overlap and chose plans predicted 1.5x faster than they ran.
+inline constexpr double kCpuOverlapLoss = 0.74;
+
 struct SweepCost {
   double h2d_s = 0, disk_s = 0, gpu_s = 0, cpu_s = 0;
   // Host RAM read by the copy engine (every streamed byte leaves from host memory) and by the CPU's
@@ -100,8 +109,9 @@ struct SweepCost {
   // dual-channel DDR4 reads ~40 GB/s: PCIe 4 copies at 25 plus a CPU block at 30 do not both fit).
   double host_s = 0;
   uint64_t h2d_bytes = 0, disk_bytes = 0, cpu_bytes = 0;
-  // The step: the slowest resource, plus the share of the CPU's work that copies fail to hide
-  // (kCpuOverlapLoss, cost_model.cpp).
+  double slowest_s() const;  // the slowest resource alone (copies, disk, the layer chain, host RAM)
+  // The step: the slowest resource, plus the share of the CPU's work copies fail to hide
+  // (kCpuOverlapLoss).
   double total_s() const;
   std::string bottleneck(const HardwareProfile& p) const;  // "PCIe: 4.1 GB per step at 25 GB/s"
 };
