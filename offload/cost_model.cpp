@@ -61,10 +61,28 @@ double gemv_read_fraction(GgmlType t) {
     default: return 0.5;  // kGemvReadOther: f16/bf16/f32 and the legacy types, not measured
   }
 }
-// Columns of one GEMV (a verify pass's rows, a batched step's sequences) each add this fraction of
-// the one-column time: the dp4a kernel decodes each weight once but pays per column (bench
-// kernels' graph g8/g1 3.2-3.8 and g16/g1 5.5-8.7 on the 27B's ffn shapes).
-constexpr double kGemvPerExtraColumn = 0.35;
+}  // namespace
+
+// The time of a b-column GEMV over the one-column time: `strata bench kernels` (GPU layout, in a
+// CUDA graph as the engine runs it: dp4a for 1-2 columns, the int8 MMA kernel from 3), summed over
+// the 27B's four shapes for q3_K, q4_K, q5_K, q6_K and q8_0, on an H100, 2026-12-06. Linear between
+// the measured counts and past 64 (a wider call is more MMA passes). The dp4a-only kernels of
+// 2026-12-02 cost 0.35 of a column per extra column; the MMA kernel reads each weight once for up to
+// 8 columns, so a verify pass of 8 rows now costs ~1.4 single steps of GEMV, not 3.5.
+double gemv_column_cost(uint32_t b) {
+  static constexpr std::pair<double, double> kMeasured[] = {{1, 1.0},   {2, 1.14},  {4, 1.30}, {8, 1.39},
+                                                            {16, 2.70}, {32, 3.99}, {64, 8.10}};
+  const double x = std::max<double>(b, 1);
+  for (size_t i = 1; i < std::size(kMeasured); ++i) {
+    const auto [x0, y0] = kMeasured[i - 1];
+    const auto [x1, y1] = kMeasured[i];
+    if (x <= x1) return y0 + (y1 - y0) * (x - x0) / (x1 - x0);
+  }
+  const auto [xl, yl] = kMeasured[std::size(kMeasured) - 1];
+  return yl * x / xl;
+}
+
+namespace {
 
 double gbps_time(double bytes, double gbps) { return gbps > 0 ? bytes / (gbps * 1e9) : (bytes > 0 ? 1e9 : 0); }
 
@@ -150,7 +168,7 @@ SweepCost sweep_cost(const ModelBlocks& m, const HardwareProfile& p, const Place
     if (on_gpu) {
       // Decode-sized calls (<= 16 rows) run the GEMV; prefill chunks the GEMM (compute-bound).
       const double read_s = gbps_time(double(b.bytes), dev * gemv_read_fraction(b.main_type())) *
-                            (prefill ? 1.0 : 1.0 + kGemvPerExtraColumn * double(batch - 1));
+                            (prefill ? 1.0 : gemv_column_cost(batch));
       c.gpu_s += std::max(read_s, gemm > 0 ? flops / gemm : 0.0) + kGpuLaunchS;
     } else {
       const double q8 = r.cpu_int8 ? p.cpu_gemv_q8_gbps(b.main_type(), batch) : 0.0;

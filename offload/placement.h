@@ -44,6 +44,16 @@ struct Placement {
   bool any_kv_host() const { return n_kv_host() > 0; }
   // Error unless each per-layer vector is empty or has n_layer entries.
   Status check(uint32_t n_layer) const;
+  // Every weight block on tier t and every layer's KV on kv, with full per-layer vectors (what the
+  // cost model reads): all resident on the GPU, or the CPU engine's all-cpu placement.
+  static Placement uniform(uint32_t n_layer, Tier t, KvTier kv) {
+    Placement p;
+    p.attention.assign(n_layer, t);
+    p.ffn.assign(n_layer, t);
+    p.head = t;
+    p.kv.assign(n_layer, kv);
+    return p;
+  }
 };
 
 // Copies through a VRAM ring slot at each use: stream and disk blocks, and cpu blocks in prefill.

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <sys/wait.h>
 
@@ -18,11 +19,17 @@ struct CliRun {
   std::string err;  // stderr
 };
 
+// The built binary, or `strata` on PATH where the build tree is absent (the GPU machine's bundle).
+inline std::string strata_binary() {
+  const std::string built = std::string(STRATA_BINARY_DIR) + "/strata";
+  return std::filesystem::exists(built) ? built : "strata";
+}
+
 // `strata ARGS` through the shell (args may quote); stderr goes through a file in a fresh temp dir.
 inline CliRun run_strata(const std::string& args) {
   const auto dir = temp_dir("cli");
   const std::string err_path = (dir / "stderr").string();
-  const std::string cmd = std::string(STRATA_BINARY_DIR) + "/strata " + args + " 2>" + err_path;
+  const std::string cmd = strata_binary() + " " + args + " 2>" + err_path;
   CliRun r{};
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p);

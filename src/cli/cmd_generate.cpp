@@ -16,6 +16,7 @@
 #include "core/text_file.h"
 #include "runtime/sampler.h"
 #include "session/decode.h"
+#include "session/default_spec.h"
 #include "session/interrupt.h"
 #include "session/prompt.h"
 #include "session/run_plan.h"
@@ -38,6 +39,7 @@ struct GenerateArgs {
   runtime::SamplerParams sp;
   int64_t seed = -1;
   std::string json_out;       // --json: run figures, speculative statistics included
+  bool spec_default = false;  // --spec not given: auto or none by the plan (session/default_spec.h)
 };
 
 // The placement report (cli/placement_report.h) for this run without a budget, on stderr: stdout
@@ -115,9 +117,25 @@ int run_generate(GenerateArgs a) {
     log::error("the prompt has {} tokens, more than the context of {} (raise -c)", prompt_ids.size(), f.n_ctx());
     return 2;
   }
-  const spec::SpecConfig* spec_cfg = &s.spec();
+  spec::SpecConfig spec_choice = s.spec();
+  std::string spec_why;
+  if (a.spec_default) {
+    // No --spec: auto where the plan of this run predicts that drafts pay, else plain decoding.
+    std::optional<offload::HardwareProfile> own = profile;
+    if (!own && !s.executor_plan()) {
+      auto p = profile_or_detected(a.m.profile, a.m.device != "cpu");
+      if (p) own = std::move(*p);
+      else log::warn("default speculation: {}", p.message());
+    }
+    const uint64_t gen = a.n_predict > 0 ? uint64_t(a.n_predict) : f.n_ctx() - prompt_ids.size();
+    auto d = session::default_spec(s, own ? *own : offload::HardwareProfile{}, report_shape(s, prompt_ids.size(), gen));
+    if (d) spec_choice = d->config, spec_why = d->decision.reason;
+    else log::warn("default speculation: {}; decoding plainly", d.message());
+  }
+  const spec::SpecConfig* spec_cfg = &spec_choice;
   log::info("{} | ctx {} | prompt {} tokens | seed {} | temp {} | spec {}", f.model().spec.summary(), f.n_ctx(),
             prompt_ids.size(), a.seed, a.sp.temperature, spec_cfg->text());
+  if (!spec_why.empty()) log::info("spec: {}", spec_why);
   if (profile) print_report(a, *profile, s, uint32_t(prompt_ids.size()));
   if (!a.no_report) s.report_plan();
   const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
@@ -195,10 +213,13 @@ Command add_generate(CLI::App& app) {
   sub->add_option("--repeat-penalty", a->sp.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
   sub->add_option("--repeat-last-n", a->sp.repeat_last_n, "Tokens the penalty looks back over")->capture_default_str();
   sub->add_option("-s,--seed", a->seed, "Random seed (-1: random, printed)")->capture_default_str();
-  a->m.add_spec_to(sub);
+  auto* spec_opt = a->m.add_spec_to(sub, true);
   sub->add_option("--json", a->json_out, "Write the run's figures (and speculative statistics) as JSON to this file");
   sub->add_flag("-q,--no-report", a->no_report, "Do not print the placement report before generating");
-  return {sub, [a] { return run_generate(*a); }};
+  return {sub, [a, spec_opt] {
+            a->spec_default = spec_opt->count() == 0;
+            return run_generate(*a);
+          }};
 }
 
 }  // namespace strata::cli

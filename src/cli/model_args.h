@@ -20,7 +20,9 @@ struct ModelArgs : session::RunOptions {
   // Registers the flags (not --spec / --draft-max: the commands that decode add those).
   void add_to(CLI::App* sub);
   // --spec and --draft-max, as generate and serve take them.
-  void add_spec_to(CLI::App* sub);
+  // default_by_plan: the command resolves an unset --spec by the plan (session/default_spec.h);
+  // the returned option's count() says whether it was given.
+  CLI::Option* add_spec_to(CLI::App* sub, bool default_by_plan = false);
 };
 
 // --prefill-group auto|N into `chunks` (offload::kPrefillGroupAuto for auto), as model commands and

@@ -249,6 +249,29 @@ TEST_CASE("generate --spec: greedy text equals plain decoding's, statistics on s
   }
 }
 
+TEST_CASE("generate without --spec: the plan decides, none on the CPU engine, and the report says why", "[cli]") {
+  const std::string model = std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny-q4_k.gguf";
+  const std::string cmd = "generate -m " + model + " --device cpu -p 'A list holds items.' -n 16 --temp 0";
+  const auto d = run_strata(cmd);
+  INFO(d.err);
+  REQUIRE(d.code == 0);
+  // The CPU engine's exact kernels cost each verify row again, so no free draft pays.
+  CHECK(has(d.err, "| spec none"));
+  CHECK(has(d.err, "spec: none (the default: a verify pass of 2 rows is predicted at"));
+  CHECK(has(d.err, "--spec auto turns it on"));
+  const auto none = run_strata(cmd + " --spec none");
+  REQUIRE(none.code == 0);
+  CHECK(none.out == d.out);
+  CHECK_FALSE(has(none.err, "the default"));
+  const auto aut = run_strata(cmd + " --spec auto");
+  REQUIRE(aut.code == 0);
+  CHECK(aut.out == d.out);  // greedy
+  CHECK_FALSE(has(aut.err, "the default"));
+  CHECK(has(aut.err, "| spec auto"));
+  const auto help = run_strata("generate --help");
+  CHECK(has(help.out, "auto where the plan predicts a gain"));
+}
+
 TEST_CASE("bench spec --prompts: every prompt file, acceptance by depth in the table and the JSON", "[cli]") {
   const auto dir = strata::test::temp_dir("cli-bench-spec-prompts");
   const auto prompts = dir / "prompts";

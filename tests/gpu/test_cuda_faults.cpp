@@ -13,6 +13,7 @@
 #include "kernels/cuda/device_info.h"
 #include "logits_compare.h"
 #include "runtime/cuda_forward.h"
+#include "cli_run.h"
 #include "test_util.h"
 
 using namespace strata;
@@ -38,11 +39,6 @@ offload::Placement streamed(uint32_t n_layer) {
     r.ffn.push_back(t);
   }
   return r;
-}
-
-std::string strata_binary() {
-  const std::filesystem::path built = std::filesystem::path(STRATA_BINARY_DIR) / "strata";
-  return std::filesystem::exists(built) ? built.string() : "strata";  // the GPU machine's bundle: on PATH
 }
 
 }  // namespace
@@ -145,7 +141,7 @@ TEST_CASE("strata generate exits non-zero with one line on a device error", "[gp
   const std::string model = test::testdata("models/gemma3-swa-q4k/model.gguf");
   // Without graphs a decode step of this 4-layer model makes ~100 checked calls, so the 400th
   // falls a few steps into generation.
-  const std::string cmd = "STRATA_CUDA_GRAPHS=0 STRATA_INJECT_CUDA_ERROR=400 " + strata_binary() + " generate -m " +
+  const std::string cmd = "STRATA_CUDA_GRAPHS=0 STRATA_INJECT_CUDA_ERROR=400 " + test::strata_binary() + " generate -m " +
                           model + " --device cuda -p 'Hello world' -n 24 --ignore-eos --temp 0 -q >" + out_path +
                           " 2>" + err_path;
   const int status = std::system(cmd.c_str());

@@ -7,6 +7,7 @@
 // without a GPU.
 #include <catch2/catch.hpp>
 
+#include "cli_run.h"
 #include "placements.h"
 #include "kernels/cuda/device_info.h"
 #include "runtime/cuda_forward.h"
@@ -99,6 +100,29 @@ TEST_CASE("GPU greedy speculative decoding on strata-tiny gives the plain text",
     CHECK(test::generate(**gpu, prompt, 400, config(m, n_layer), test::greedy_params(), &st) == want);
     WARN(m << ": " << st.summary());
   }
+}
+
+// `generate` without --spec (session/default_spec.h): on the GPU a verify pass of a few rows costs
+// about one step, so the plan predicts that free drafts pay and the run takes --spec auto, with the
+// plain greedy text.
+TEST_CASE("strata generate on the GPU without --spec runs auto, and the text is the plain one", "[gpu][spec][cli]") {
+  if (kernels::cuda::devices().empty()) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  const std::string model = std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny-q4_k.gguf";
+  const std::string cmd = "generate -m " + model + " --device cuda -q -p 'A list holds items. A list of lists holds "
+                          "lists.\n\nSummary:' -n 96 --temp 0 --ignore-eos";
+  const auto d = test::run_strata(cmd);
+  INFO(d.err);
+  REQUIRE(d.code == 0);
+  CHECK(test::has(d.err, "| spec auto"));
+  CHECK(test::has(d.err, "spec: auto (the default: a verify pass of 2 rows is predicted at"));
+  CHECK(test::has(d.err, "verify passes"));  // auto's statistics
+  const auto none = test::run_strata(cmd + " --spec none");
+  REQUIRE(none.code == 0);
+  CHECK(test::has(none.err, "| spec none"));
+  CHECK(none.out == d.out);
 }
 
 TEST_CASE("GPU eval_layers with a skip mask equals the composition of two layer ranges", "[gpu][spec]") {

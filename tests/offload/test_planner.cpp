@@ -13,34 +13,14 @@
 #include "model/synth.h"
 #include "offload/executor_plan.h"
 #include "offload/planner.h"
+#include "offload/planner_fixtures.h"
 #include "test_util.h"
 
 using namespace strata;
 using namespace strata::offload;
+using namespace strata::offload::test_fixtures;
 
 namespace {
-
-std::string header_27b() {
-  static std::string path;
-  if (path.empty()) {
-    model::SynthOptions o;
-    o.arch = model::Arch::gemma3;
-    o.preset = "27b";
-    o.mix = "q3_k_m";
-    o.header_only = true;
-    o.progress = false;
-    REQUIRE(model::apply_preset(o).is_ok());
-    path = (test::temp_dir("offload") / "g27.gguf").string();
-    REQUIRE(model::write_synthetic_model(o, path).is_ok());
-  }
-  return path;
-}
-
-HardwareProfile profile(const std::string& name) {
-  auto p = load_profile(std::string(STRATA_SOURCE_DIR) + "/configs/hw/" + name + ".toml");
-  REQUIRE(p.is_ok());
-  return *p;
-}
 
 // A random model: 1..n layers, random block sizes and types, sliding/full pattern.
 ModelBlocks random_model(Rng& rng, uint32_t max_layers, uint32_t max_full) {
