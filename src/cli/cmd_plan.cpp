@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/units.h"
 #include "offload/planner.h"
+#include "offload/spec_default.h"
 #include "session/run_plan.h"
 #include "session/session.h"
 
@@ -169,6 +170,20 @@ int run_plan(const PlanArgs& a) {
   if (!a.json) {
     if (!p) { log::error("{}: {}", a.model, p.message()); return 1; }
     print_plan_report(*p, ms, stdout);
+    // What `generate` without --spec would run on this budget: it plans for plain decoding and
+    // decides on that placement (session/default_spec.h).
+    offload::RunShape plain = r;
+    plain.draft_depth = 0;
+    const bool cuda = prof->has_gpu() && b.vram > 0;
+    plain.cpu_int8 = *session::resolve_cpu_int8(a.cpu_matmul, cuda);
+    if (!cuda) {
+      std::printf("generate without --spec: %s\n",
+                  offload::default_speculation_cpu(p->blocks, *prof, plain.cpu_int8, a.draft_max).reason.c_str());
+    } else if (auto q = session::plan_run(model, {*prof, b, plain, std::nullopt, *cpu_blocks}, std::nullopt); q) {
+      std::printf("generate without --spec: %s\n",
+                  offload::default_speculation(q->blocks, q->profile, q->plan.placement, q->shape, a.draft_max)
+                      .reason.c_str());
+    }
     return 0;
   }
   if (!p) {

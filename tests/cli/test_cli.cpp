@@ -100,6 +100,13 @@ TEST_CASE("plan keeps weights and KV off the host tiers when told, and a prefill
   CHECK(group >= 16 * chunk_bytes);
   CHECK(doc["predicted"]["prefill_group"].get<uint64_t>() * chunk_bytes == group);
   CHECK(doc["usage"]["host_kv"].get<uint64_t>() == 0);
+  // The text report ends with what generate would do without --spec on this budget: a streamed
+  // plan's verify pass shares the step's copies, so free drafts pay (session/default_spec.h).
+  auto gpu = run_strata("plan -m " + model + " --ctx 4096 --vram 12GiB --profile " + std::string(STRATA_SOURCE_DIR) +
+                        "/configs/hw/h200.toml");
+  INFO(gpu.err);
+  REQUIRE(gpu.code == 0);
+  CHECK(has(gpu.out, "generate without --spec: auto (the default: a verify pass of 2 rows"));
 }
 
 TEST_CASE("generate and plan take --cpu-blocks auto, on or off (the bare flag is on) and --cpu-matmul auto, exact or int8", "[cli]") {
