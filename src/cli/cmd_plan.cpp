@@ -80,6 +80,42 @@ Result<std::pair<std::string, std::vector<uint64_t>>> parse_sweep(const std::str
   return std::make_pair(key, vals);
 }
 
+// A profile without a GPU: the CPU engine computes every block where it lies (the cpu tier), so
+// the executor's planner, which places blocks beside a VRAM budget, does not apply; this is the
+// report `generate --device cpu` prints. Single plans only (--sweep varies VRAM or the context of a
+// GPU plan).
+int plan_without_gpu(const PlanArgs& a, const runtime::Model& model, const offload::HardwareProfile& prof,
+                     offload::Budgets b, offload::RunShape r) {
+  if (!a.sweep.empty()) {
+    log::error("--sweep needs a profile with a GPU ({} has none)", a.profile);
+    return 2;
+  }
+  auto blocks = offload::model_blocks(model.file, model.spec);
+  if (!blocks) { log::error("{}", blocks.message()); return 1; }
+  b.allow_cpu = true;
+  r.draft_depth = 0;  // the CPU engine verifies a draft row by row: planned as plain decoding
+  auto int8 = session::resolve_cpu_int8(a.cpu_matmul, false);
+  if (!int8) { log::error("{}", int8.message()); return 2; }
+  r.cpu_int8 = *int8;
+  if (a.json) {
+    auto p = offload::plan(*blocks, prof, b, r);
+    if (!p) {
+      std::printf("%s\n", nlohmann::json{{"schema", "strata.plan/1"}, {"feasible", false}, {"reason", p.message()}}.dump(2).c_str());
+      log::error("{}: {}", a.model, p.message());
+      return 1;
+    }
+    auto j = offload::plan_json(*blocks, prof, b, r, *p);
+    j["feasible"] = true;
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  auto p = print_placement_report({*blocks, prof, b, r}, stdout);
+  if (!p) { log::error("{}: {}", a.model, p.message()); return 1; }
+  std::printf("generate without --spec: %s\n",
+              offload::default_speculation_cpu(*blocks, prof, r.cpu_int8, a.draft_max).reason.c_str());
+  return 0;
+}
+
 int run_plan(const PlanArgs& a) {
   if (!a.spec.empty() && a.draft_flags) {
     log::error("give --spec (and --draft-max) or --draft-depth / --draft-len / --no-spec, not both");
@@ -134,6 +170,7 @@ int run_plan(const PlanArgs& a) {
   };
   if (r.prompt >= r.ctx) { log::error("--prompt {} must be below --ctx {}", r.prompt, r.ctx); return 2; }
 
+  if (!prof->has_gpu()) return plan_without_gpu(a, model, *prof, b, r);
   if (!a.sweep.empty()) {
     auto sw = parse_sweep(a.sweep);
     if (!sw) { log::error("{}", sw.message()); return 2; }

@@ -109,6 +109,25 @@ TEST_CASE("plan keeps weights and KV off the host tiers when told, and a prefill
   CHECK(has(gpu.out, "generate without --spec: auto (the default: a verify pass of 2 rows"));
 }
 
+TEST_CASE("plan with a profile without a GPU: every block on the CPU, as generate --device cpu", "[cli]") {
+  const std::string model = std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny-q4_k.gguf";
+  const std::string base = "plan -m " + model + " --profile " + std::string(STRATA_SOURCE_DIR) + "/configs/hw/cpu-only.toml";
+  auto t = run_strata(base);  // --cpu-blocks stays off: it concerns the CUDA engine's blocks
+  INFO(t.err);
+  REQUIRE(t.code == 0);
+  CHECK(has(t.out, "bottleneck: CPU"));
+  CHECK(has(t.out, "generate without --spec: none (the default: a verify pass of 2 rows is predicted at 2.00"));
+  auto j = run_strata(base + " --json");
+  REQUIRE(j.code == 0);
+  const auto doc = nlohmann::json::parse(j.out);
+  CHECK(doc["feasible"] == true);
+  CHECK(doc["tiers"]["cpu"]["blocks"].get<int>() > 0);
+  CHECK(doc["tiers"]["gpu"]["blocks"] == 0);
+  auto sweep = run_strata(base + " --sweep ctx=1024,2048");
+  CHECK(sweep.code == 2);
+  CHECK(has(sweep.err, "--sweep needs a profile with a GPU"));
+}
+
 TEST_CASE("generate and plan take --cpu-blocks auto, on or off (the bare flag is on) and --cpu-matmul auto, exact or int8", "[cli]") {
   const std::string tiny = "generate -m " + strata::test::testdata("models/llama/model.gguf") + " -p hi -n 2 --device cpu";
   // auto, the default, and off need no budget; on does, so the bare flag asking for the budget says it is on.
