@@ -180,7 +180,9 @@ int run_generate(GenerateArgs a) {
     nlohmann::json j = {{"model", a.m.model}, {"device", std::string(f.device_name())},
                         {"n_prompt", prompt_ids.size()}, {"n_gen", n_gen}, {"prompt_s", pp_s}, {"gen_s", tg_s},
                         {"gen_tok_per_s", tg_s > 0 ? double(n_gen) / tg_s : 0.0}, {"stop", stop},
-                        {"seed", a.seed}, {"temperature", a.sp.temperature}, {"speculative", st.to_json()}};
+                        {"seed", a.seed}, {"temperature", a.sp.temperature}, {"spec", spec_cfg->text()},
+                        {"speculative", st.to_json()}};
+    if (!spec_why.empty()) j["spec_default"] = spec_why;  // why the run took auto or none (no --spec)
     if (Status w = write_output_file(a.json_out, j.dump(2) + "\n"); !w) {
       log::error("{}", w.message());
       return 1;

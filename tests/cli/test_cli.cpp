@@ -278,9 +278,16 @@ TEST_CASE("generate --spec: greedy text equals plain decoding's, statistics on s
 TEST_CASE("generate without --spec: the plan decides, none on the CPU engine, and the report says why", "[cli]") {
   const std::string model = std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny-q4_k.gguf";
   const std::string cmd = "generate -m " + model + " --device cpu -p 'A list holds items.' -n 16 --temp 0";
-  const auto d = run_strata(cmd);
+  const std::string json = (strata::test::temp_dir("cli-generate-default-spec") / "run.json").string();
+  const auto d = run_strata(cmd + " --json " + json);
   INFO(d.err);
   REQUIRE(d.code == 0);
+  {
+    std::ifstream in(json);
+    const auto j = nlohmann::json::parse(in);
+    CHECK(j["spec"] == "none");
+    CHECK(j["spec_default"].get<std::string>().rfind("none (the default", 0) == 0);
+  }
   // The CPU engine's exact kernels cost each verify row again, so no free draft pays.
   CHECK(has(d.err, "| spec none"));
   CHECK(has(d.err, "spec: none (the default: a verify pass of 2 rows is predicted at"));
