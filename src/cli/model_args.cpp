@@ -11,17 +11,18 @@
 namespace strata::cli {
 
 CLI::Option* ModelArgs::add_spec_to(CLI::App* sub, bool default_by_plan) {
-  auto* opt = sub->add_option("--spec", spec,
-                  "Self-speculative decoding: none | early:d=N (layers [0,N) draft; early:d=N,tree=B: token trees of up "
-                  "to B children per node, greedy or sampled; CPU engine, and CUDA with f16/q8_0/q4_1 KV) | subset[:skip=R] (draft with "
-                  "middle layers skipped, skip set chosen online; R fixes the skipped fraction) | lookup (n-gram in "
-                  "prompt and history) | auto (all three, adaptive draft length, plain steps where drafts lose)");
+  std::string help =
+      "Self-speculative decoding: none | early:d=N (layers [0,N) draft; early:d=N,tree=B: token trees of up "
+      "to B children per node, greedy or sampled; CPU engine, and CUDA with f16/q8_0/q4_1 KV) | subset[:skip=R] (draft "
+      "with middle layers skipped, skip set chosen online; R fixes the skipped fraction) | lookup (n-gram in prompt "
+      "and history) | auto (all three, adaptive draft length, plain steps where drafts lose)";
   if (default_by_plan)
-    opt->default_str("auto where the plan predicts a gain for free drafts at acceptance 0.3 (a verify pass of a "
-                     "few rows costing little more than a plain step: the GPU), else none; the report's spec line "
-                     "says which and why");
-  else
-    opt->capture_default_str();
+    help += ". Default: auto where the plan predicts a gain for free drafts at acceptance 0.3 (where a verify pass of "
+            "a few rows costs little more than a plain step: the GPU), else none; the spec: line on stderr says "
+            "which and why";
+  auto* opt = sub->add_option("--spec", spec, help);
+  if (default_by_plan) opt->default_str("auto if it pays");
+  else opt->capture_default_str();
   sub->add_option("--draft-max", draft_max, "Most tokens drafted per verify pass (1..15)")->capture_default_str();
   return opt;
 }
