@@ -121,14 +121,18 @@ int run_generate(GenerateArgs a) {
   std::string spec_why;
   if (a.spec_default) {
     // No --spec: auto where the plan of this run predicts that drafts pay, else plain decoding.
+    // Under --vram the executor plan carries its profile; otherwise the report's, or this machine's.
     std::optional<offload::HardwareProfile> own = profile;
+    Status have_profile;
     if (!own && !s.executor_plan()) {
       auto p = profile_or_detected(a.m.profile, a.m.device != "cpu");
       if (p) own = std::move(*p);
-      else log::warn("default speculation: {}", p.message());
+      else have_profile = p.status();
     }
     const uint64_t gen = a.n_predict > 0 ? uint64_t(a.n_predict) : f.n_ctx() - prompt_ids.size();
-    auto d = session::default_spec(s, own ? *own : offload::HardwareProfile{}, report_shape(s, prompt_ids.size(), gen));
+    auto d = have_profile ? session::default_spec(s, own ? *own : offload::HardwareProfile{},
+                                                  report_shape(s, prompt_ids.size(), gen))
+                          : Result<session::DefaultSpec>(have_profile);
     if (d) spec_choice = d->config, spec_why = d->decision.reason;
     else log::warn("default speculation: {}; decoding plainly", d.message());
   }
