@@ -61,6 +61,8 @@ double gemv_read_fraction(GgmlType t) {
     default: return 0.5;  // kGemvReadOther: f16/bf16/f32 and the legacy types, not measured
   }
 }
+double gbps_time(double bytes, double gbps) { return gbps > 0 ? bytes / (gbps * 1e9) : (bytes > 0 ? 1e9 : 0); }
+
 }  // namespace
 
 // The time of a b-column GEMV over the one-column time: `strata bench kernels` (GPU layout, in a
@@ -81,12 +83,6 @@ double gemv_column_cost(uint32_t b) {
   const auto [xl, yl] = kMeasured[std::size(kMeasured) - 1];
   return yl * x / xl;
 }
-
-namespace {
-
-double gbps_time(double bytes, double gbps) { return gbps > 0 ? bytes / (gbps * 1e9) : (bytes > 0 ? 1e9 : 0); }
-
-}  // namespace
 
 
 std::string RunShape::kv_name() const {

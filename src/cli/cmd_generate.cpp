@@ -60,6 +60,17 @@ void print_report(const GenerateArgs& a, const offload::HardwareProfile& profile
   if (!p) log::warn("placement report: {}", p.message());
 }
 
+// The speculation of a run without --spec (session/default_spec.h). Under --vram the executor plan
+// carries its profile; otherwise the report's (`profile`), or this machine's when -q skipped it.
+Result<session::DefaultSpec> default_spec(const GenerateArgs& a, const session::Session& s,
+                                          const std::optional<offload::HardwareProfile>& profile,
+                                          const offload::RunShape& shape) {
+  if (profile || s.executor_plan()) return session::default_spec(s, profile ? *profile : offload::HardwareProfile{}, shape);
+  auto p = profile_or_detected(a.m.profile, a.m.device != "cpu");
+  if (!p) return p.status();
+  return session::default_spec(s, *p, shape);
+}
+
 int run_generate(GenerateArgs a) {
   const auto limit = a.m.thread_limit();
   if (!a.prompt.empty() && !a.file.empty()) {
@@ -121,18 +132,8 @@ int run_generate(GenerateArgs a) {
   std::string spec_why;
   if (a.spec_default) {
     // No --spec: auto where the plan of this run predicts that drafts pay, else plain decoding.
-    // Under --vram the executor plan carries its profile; otherwise the report's, or this machine's.
-    std::optional<offload::HardwareProfile> own = profile;
-    Status have_profile;
-    if (!own && !s.executor_plan()) {
-      auto p = profile_or_detected(a.m.profile, a.m.device != "cpu");
-      if (p) own = std::move(*p);
-      else have_profile = p.status();
-    }
     const uint64_t gen = a.n_predict > 0 ? uint64_t(a.n_predict) : f.n_ctx() - prompt_ids.size();
-    auto d = have_profile ? session::default_spec(s, own ? *own : offload::HardwareProfile{},
-                                                  report_shape(s, prompt_ids.size(), gen))
-                          : Result<session::DefaultSpec>(have_profile);
+    auto d = default_spec(a, s, profile, report_shape(s, prompt_ids.size(), gen));
     if (d) spec_choice = d->config, spec_why = d->decision.reason;
     else log::warn("default speculation: {}; decoding plainly", d.message());
   }

@@ -207,20 +207,17 @@ int run_plan(const PlanArgs& a) {
   if (!a.json) {
     if (!p) { log::error("{}: {}", a.model, p.message()); return 1; }
     print_plan_report(*p, ms, stdout);
-    // What `generate` without --spec would run on this budget: it plans for plain decoding and
-    // decides on that placement (session/default_spec.h).
-    offload::RunShape plain = r;
+    // What `generate` without --spec would run on this budget: it plans for plain decoding (this
+    // plan, unless it was made for a draft) and decides on that placement (session/default_spec.h).
+    // (A profile without a GPU left above: plan_without_gpu.)
+    offload::RunShape plain = p->shape;  // with its resolved cpu_int8
     plain.draft_depth = 0;
-    const bool cuda = prof->has_gpu() && b.vram > 0;
-    plain.cpu_int8 = *session::resolve_cpu_int8(a.cpu_matmul, cuda);
-    if (!cuda) {
-      std::printf("generate without --spec: %s\n",
-                  offload::default_speculation_cpu(p->blocks, *prof, plain.cpu_int8, a.draft_max).reason.c_str());
-    } else if (auto q = session::plan_run(model, {*prof, b, plain, std::nullopt, *cpu_blocks}, std::nullopt); q) {
+    auto q = p->shape.speculative() ? session::plan_run(model, {*prof, b, plain, std::nullopt, *cpu_blocks}, std::nullopt)
+                                    : std::move(p);
+    if (q)
       std::printf("generate without --spec: %s\n",
                   offload::default_speculation(q->blocks, q->profile, q->plan.placement, q->shape, a.draft_max)
                       .reason.c_str());
-    }
     return 0;
   }
   if (!p) {

@@ -1,7 +1,5 @@
 #include "session/default_spec.h"
 
-#include <vector>
-
 #include "offload/model_blocks.h"
 
 namespace strata::session {
@@ -14,13 +12,13 @@ Result<DefaultSpec> default_spec(const Session& s, const offload::HardwareProfil
   } else {
     auto blocks = offload::model_blocks(s.model().file, s.model().spec);
     if (!blocks) return blocks.status();
-    auto int8 = s.options().cpu_int8();
-    if (!int8) return int8.status();
     if (s.options().uses_gpu()) {
       // Every block resident in VRAM.
       const auto pl = offload::Placement::uniform(n_layer, offload::Tier::gpu, offload::KvTier::gpu);
       out.decision = offload::default_speculation(*blocks, p, pl, shape, s.options().draft_max);
     } else {
+      auto int8 = s.options().cpu_int8();
+      if (!int8) return int8.status();
       out.decision = offload::default_speculation_cpu(*blocks, p, *int8, s.options().draft_max);
     }
   }
