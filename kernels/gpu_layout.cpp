@@ -78,12 +78,14 @@ void unpack(GgmlType t, const uint8_t* row, int64_t c, Unpacked& u) {
       std::memcpy(u.packed, b + 4, 12);
       unpack_scales(t, u);
       const uint8_t* qs = b + (q5 ? 48 : 16);
-      for (int e = 0; e < 256; ++e) {
-        const int g = e / 64, hi = (e / 32) & 1, l = e % 32;
-        int code = (qs[32 * g + l] >> (4 * hi)) & 15;
-        if (q5) code |= ((b[16 + l] >> (2 * g + hi)) & 1) << 4;
-        u.code[e] = uint8_t(code);
-      }
+      // Element e = 64 g + 32 hi + l (loops with fixed shifts inside, so that they vectorise).
+      for (int g = 0; g < 4; ++g)
+        for (int hi = 0; hi < 2; ++hi) {
+          uint8_t* c = u.code + 64 * g + 32 * hi;
+          for (int l = 0; l < 32; ++l) c[l] = uint8_t((qs[32 * g + l] >> (4 * hi)) & 15);
+          if (q5)
+            for (int l = 0; l < 32; ++l) c[l] = uint8_t(c[l] | (((b[16 + l] >> (2 * g + hi)) & 1) << 4));
+        }
       return;
     }
     case GgmlType::Q3_K: {
@@ -94,24 +96,31 @@ void unpack(GgmlType t, const uint8_t* row, int64_t c, Unpacked& u) {
       std::memcpy(&u.d, b + 108, 2);
       std::memcpy(u.packed, scales, 12);
       unpack_scales(t, u);
-      for (int e = 0; e < 256; ++e) {
-        const int half = e / 128, s = (e / 32) & 3, part = (e / 16) & 1, l = e % 16;
-        const int low = (qs[32 * half + 16 * part + l] >> (2 * s)) & 3;
-        const int hb = (hmask[16 * part + l] >> (4 * half + s)) & 1;
-        u.code[e] = uint8_t(low | (hb << 2));
-      }
+      // Element e = 128 half + 32 s + 16 part + l.
+      for (int half = 0; half < 2; ++half)
+        for (int s = 0; s < 4; ++s)
+          for (int part = 0; part < 2; ++part) {
+            uint8_t* c = u.code + 128 * half + 32 * s + 16 * part;
+            const uint8_t* q = qs + 32 * half + 16 * part;
+            const uint8_t* hm = hmask + 16 * part;
+            for (int l = 0; l < 16; ++l)
+              c[l] = uint8_t(((q[l] >> (2 * s)) & 3) | (((hm[l] >> (4 * half + s)) & 1) << 2));
+          }
       return;
     }
     case GgmlType::Q6_K: {
       const uint8_t* b = row + c * sizeof(BlockQ6_K);
       std::memcpy(&u.d, b + 208, 2);
       for (int j = 0; j < 16; ++j) u.sc[j] = int8_t(b[192 + j]);
-      for (int e = 0; e < 256; ++e) {
-        const int ch = e / 128, k = (e / 32) & 3, l = e % 32;
-        const int low = (b[64 * ch + 32 * (k & 1) + l] >> (4 * (k >> 1))) & 15;
-        const int hi = (b[128 + 32 * ch + l] >> (2 * k)) & 3;
-        u.code[e] = uint8_t(low | (hi << 4));
-      }
+      // Element e = 128 ch + 32 k + l.
+      for (int ch = 0; ch < 2; ++ch)
+        for (int k = 0; k < 4; ++k) {
+          uint8_t* c = u.code + 128 * ch + 32 * k;
+          const uint8_t* lo = b + 64 * ch + 32 * (k & 1);
+          const uint8_t* hi = b + 128 + 32 * ch;
+          for (int l = 0; l < 32; ++l)
+            c[l] = uint8_t(((lo[l] >> (4 * (k >> 1))) & 15) | (((hi[l] >> (2 * k)) & 3) << 4));
+        }
       return;
     }
     case GgmlType::Q8_0: {
@@ -141,6 +150,8 @@ Q3Place q3_place(int j, int h) {
 
 // Element of lane t in sub-block s, half h, byte i (gpu_layout.h: E(s, h, i)).
 int elem(int s, int h, int t, int i) { return 32 * s + 16 * h + 4 * t + i; }
+
+void scales_io(GgmlType t, uint8_t* tile, int g, Unpacked& u, bool write);
 
 // Writes (write = true) or reads row g's share of a tile from / into u.
 void tile_io(GgmlType t, uint8_t* tile, int g, Unpacked& u, bool write) {
@@ -191,6 +202,12 @@ void tile_io(GgmlType t, uint8_t* tile, int g, Unpacked& u, bool write) {
           }
         }
   }
+  scales_io(t, tile, g, u, write);
+}
+
+// The per-row scale and factor streams of row g's share of a tile (tile_io's second half).
+void scales_io(GgmlType t, uint8_t* tile, int g, Unpacked& u, bool write) {
+  const TypeLayout L = type_layout(t);
   auto io = [&](uint8_t* p, void* v, size_t n) {
     if (write) std::memcpy(p, v, n);
     else std::memcpy(v, p, n);
@@ -480,6 +497,67 @@ WeightView gpu_layout_view(const uint8_t* data, GgmlType t, int64_t n_in, int64_
   return v;
 }
 
+namespace {
+
+// ---- The repacker's fast path (K types, q8_0) ----
+// tile_io places each code bit by a per-element switch over the layout's rules, ~0.07 GB/s per
+// core: a 27B model took ~30 s to load. The fast writer does what tile_io(write) does, four codes
+// at a time: the lane's 4 elements of one (slot, half) are the 4 bytes of a word in every stream,
+// so each stream gets one masked, shifted word per (lane, slot, half). The round trip through
+// tile_io's reader (test_gpu_layout) checks it against the generic rules, bit for bit.
+uint32_t load_word(const uint8_t* p) {
+  uint32_t w;
+  std::memcpy(&w, p, 4);
+  return w;
+}
+void or_word(uint8_t* p, uint32_t w) { const uint32_t v = load_word(p) | w; std::memcpy(p, &v, 4); }
+
+bool has_fast_writer(GgmlType t) {
+  return t == GgmlType::Q3_K || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K ||
+         t == GgmlType::Q8_0;
+}
+
+// Row g's codes (u.code) into a zeroed tile, then its scales (tile_io(write = true)'s result).
+void tile_write_fast(GgmlType t, uint8_t* tile, int g, Unpacked& u) {
+  const TypeLayout L = type_layout(t);
+  const int subs = L.chunk / 32;
+  for (int tt = 0; tt < 4; ++tt) {
+    const int lane = 4 * g + tt;
+    for (int s = 0; s < subs; ++s) {
+      const int sub = subs == 8 ? s ^ (2 * tt) : s;  // slot s holds sub-block s ^ 2 tt
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t c4 = load_word(u.code + elem(sub, h, tt, 0));  // byte i: element i's code
+        switch (t) {
+          case GgmlType::Q8_0: std::memcpy(tile + L.qs + lane * 8 + 4 * h, &c4, 4); break;
+          case GgmlType::Q4_K:
+          case GgmlType::Q5_K:
+          case GgmlType::Q6_K:
+            or_word(tile + L.qs + lane * 32 + 4 * s, (c4 & 0x0F0F0F0Fu) << (4 * h));
+            if (t == GgmlType::Q5_K) {  // bit 4 of element i -> bit 4 h + i of the slot's byte
+              const uint32_t hb = (c4 >> 4) & 0x01010101u;
+              const uint32_t nib = (hb | hb >> 7 | hb >> 14 | hb >> 21) & 0xFu;
+              tile[L.qh + lane * 8 + s] = uint8_t(tile[L.qh + lane * 8 + s] | (nib << (4 * h)));
+            }
+            if (t == GgmlType::Q6_K)
+              or_word(tile + L.qh + lane * 16 + 4 * (s / 2), ((c4 >> 4) & 0x03030303u) << (4 * (s % 2) + 2 * h));
+            break;
+          case GgmlType::Q3_K: {
+            auto word = [&](int n) { return n < 4 ? tile + L.qs + lane * 16 + 4 * n : tile + L.qh + lane * 8 + 4 * (n - 4); };
+            const Q3Place p = q3_place(s, h);
+            or_word(word(p.word_low), (c4 & 0x03030303u) << p.bit_low);
+            or_word(word(p.word_high), ((c4 >> 2) & 0x01010101u) << p.bit_high);
+            break;
+          }
+          default: break;
+        }
+      }
+    }
+  }
+  scales_io(t, tile, g, u, true);
+}
+
+}  // namespace
+
 void repack_to_gpu_layout(const WeightView& src, uint8_t* dst) {
   const TypeLayout L = type_layout(src.type);
   STRATA_CHECK(src.layout == WeightLayout::kGguf, "repack_to_gpu_layout: source is not in the GGUF layout");
@@ -487,6 +565,7 @@ void repack_to_gpu_layout(const WeightView& src, uint8_t* dst) {
   const int64_t n_chunks = src.n_in / L.chunk;
   const int64_t groups = (src.n_out + kGpuRowGroup - 1) / kGpuRowGroup;
   const bool iq = is_iq(src.type);
+  const bool fast = has_fast_writer(src.type);
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, groups, 16), [&](const tbb::blocked_range<int64_t>& r) {
     Unpacked u;
     IqUnpacked iu;
@@ -503,9 +582,9 @@ void repack_to_gpu_layout(const WeightView& src, uint8_t* dst) {
             iq_tile_io(src.type, group + c * L.tile, g, iu, true);
             continue;
           }
-          u = Unpacked{};
-          unpack(src.type, src.row(row), c, u);
-          tile_io(src.type, group + c * L.tile, g, u, true);
+          unpack(src.type, src.row(row), c, u);  // sets every field the type uses
+          if (fast) tile_write_fast(src.type, group + c * L.tile, g, u);
+          else tile_io(src.type, group + c * L.tile, g, u, true);
         }
       }
     }

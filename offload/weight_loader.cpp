@@ -25,19 +25,39 @@ constexpr uint64_t kStagingBytes = 64ull << 20;
 // Loads smaller than this finish before a bar would be drawn.
 constexpr uint64_t kProgressMinBytes = 256ull << 20;
 
-// Repacks on the host (all cores) into pinned memory directly, or into a temporary copied to the
-// device before it goes (the copy is synchronous with respect to the temporary's lifetime).
-Status load_repacked(const LoadItem& it, cuda::Stream stream) {
+// Repacks on the host (all cores) into pinned memory directly (a streamed block's slot). For device
+// memory: slices of whole row groups (the layout is row-group-major, so a slice of rows repacks to a
+// contiguous span) into the pinned staging buffers, each copied while the next is repacked; without
+// staging, into a temporary copied synchronously.
+Status load_repacked(const LoadItem& it, BounceRing* staging, cuda::Stream stream) {
   kernels::WeightView v = *it.repack;
   v.data = static_cast<const uint8_t*>(it.src);
   if (!it.to_device) {
     kernels::repack_to_gpu_layout(v, static_cast<uint8_t*>(it.dst));
     return {};
   }
-  std::vector<uint8_t> tmp(kernels::gpu_layout_bytes(v.type, v.n_in, v.n_out));
-  kernels::repack_to_gpu_layout(v, tmp.data());
-  STRATA_TRY(cuda::copy_to_device(it.dst, tmp.data(), tmp.size(), stream));
-  return cuda::synchronize(stream);
+  const uint64_t total = kernels::gpu_layout_bytes(v.type, v.n_in, v.n_out);
+  const uint64_t group_bytes = total / uint64_t((v.n_out + kernels::kGpuRowGroup - 1) / kernels::kGpuRowGroup);
+  if (!staging || group_bytes > staging->buffer_bytes()) {
+    std::unique_ptr<uint8_t[]> tmp(new uint8_t[total]);  // every byte is written by the repack
+    kernels::repack_to_gpu_layout(v, tmp.get());
+    STRATA_TRY(cuda::copy_to_device(it.dst, tmp.get(), total, stream));
+    return cuda::synchronize(stream);
+  }
+  const int64_t rows_per_slice = int64_t(staging->buffer_bytes() / group_bytes) * kernels::kGpuRowGroup;
+  for (int64_t r0 = 0; r0 < v.n_out; r0 += rows_per_slice) {
+    kernels::WeightView slice = v;
+    slice.data = v.row(r0);
+    slice.n_out = std::min(rows_per_slice, v.n_out - r0);
+    const uint64_t n = kernels::gpu_layout_bytes(v.type, v.n_in, slice.n_out);
+    auto buf = staging->acquire();
+    if (!buf) return buf.status();
+    kernels::repack_to_gpu_layout(slice, *buf);
+    STRATA_TRY(cuda::copy_to_device(static_cast<uint8_t*>(it.dst) + uint64_t(r0 / kernels::kGpuRowGroup) * group_bytes,
+                                    *buf, n, stream));
+    STRATA_TRY(staging->copies_enqueued(stream));
+  }
+  return {};
 }
 
 Status copy_from_memory(const LoadItem& it, cuda::Stream stream) {
@@ -71,9 +91,11 @@ Result<LoadStats> load_weights(const gguf::File& file, const std::vector<LoadIte
     if (r) reader = std::move(r.value());
     else log::debug("loading from the mapping: {}", r.message());
   }
-  // Two staging buffers: while one chunk is read, the previous one is copied.
+  // Two staging buffers: while one chunk is read (or repacked), the previous one is copied.
+  const bool repack_to_device =
+      std::any_of(items.begin(), items.end(), [](const LoadItem& it) { return it.repack && it.to_device; });
   std::unique_ptr<BounceRing> staging;
-  if (reader) {
+  if (reader || repack_to_device) {
     auto ring = BounceRing::create(pinned, 2, kStagingBytes, "loading weights");
     if (ring) {
       staging = std::move(ring.value());
@@ -84,9 +106,12 @@ Result<LoadStats> load_weights(const gguf::File& file, const std::vector<LoadIte
   }
   if (reader && !reader->notice().empty()) log::info("{}", reader->notice());
 
+  double repack_seconds = 0;
   for (const auto& it : items) {
     if (it.repack) {
-      STRATA_TRY(load_repacked(it, stream).with_context("repacking weights for the GPU"));
+      const auto r0 = std::chrono::steady_clock::now();
+      STRATA_TRY(load_repacked(it, staging.get(), stream).with_context("repacking weights for the GPU"));
+      repack_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
       progress.add(it.bytes);
       continue;
     }
@@ -120,6 +145,7 @@ Result<LoadStats> load_weights(const gguf::File& file, const std::vector<LoadIte
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   st.how = reader ? fmt::format("{} reads, {} in flight", reader->backend_name(), reader->queue_depth())
                   : std::string("copied from the mapping");
+  if (repack_seconds > 0) st.how += fmt::format("; {:.2f} s repacking for the GPU layout", repack_seconds);
   return st;
 }
 
