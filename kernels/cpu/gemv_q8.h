@@ -21,4 +21,10 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, Dot
 // The same product on activations already quantised (x.n == w.n_in; any x.n_col >= 1).
 void matmul_q8(const WeightView& w, const Q8ActView& x, float* y, DotQ8RowsFn kernel = nullptr);
 
+// Several matrices on the same input (Q, K, V; gate, up): the input quantised once and one
+// parallel loop over all their rows, so a decode step forks and joins once per group instead of
+// once per matrix. Every row is computed as matmul_q8 computes it (the same kernel on the same
+// row groups), so y[j] equals matmul_q8(*w[j], x, n_tok, y[j]) bit for bit. All w[j].n_in equal.
+void matmul_q8_group(const WeightView* const* w, float* const* y, int count, const float* x, int64_t n_tok);
+
 }  // namespace strata::kernels::cpu

@@ -76,8 +76,24 @@ struct CpuOps {
     for (int64_t v = 0; v < n_vec; ++v) cpu::rms_norm(x + v * dim, weight, dim, eps, out + v * dim);
   }
   void matmuls(const MatmulJob* jobs, int count, const float* x, uint32_t n) {
-    for (int j = 0; j < count; ++j) matmul(*jobs[j].w, x, n, jobs[j].y);
+    // int8 decode rows: one quantisation of x and one parallel loop for the whole group (the same
+    // bits as one matmul each, see matmul_q8_group), where every matrix has an int8 kernel.
+    bool group = int8 && count >= 2 && count <= kMaxGroup && n <= kMaxExactRows;
+    for (int j = 0; group && j < count; ++j)
+      group = cpu::has_dot_q8(jobs[j].w->type) && jobs[j].w->n_in == jobs[0].w->n_in;
+    if (!group) {
+      for (int j = 0; j < count; ++j) matmul(*jobs[j].w, x, n, jobs[j].y);
+      return;
+    }
+    const kernels::WeightView* ws[kMaxGroup];
+    float* ys[kMaxGroup];
+    for (int j = 0; j < count; ++j) {
+      if (observer) observer->on_matmul(*jobs[j].w, x, n);
+      ws[j] = jobs[j].w, ys[j] = jobs[j].y;
+    }
+    cpu::matmul_q8_group(ws, ys, count, x, n);
   }
+  static constexpr int kMaxGroup = 4;
   void matmul(const kernels::WeightView& m, const float* x, uint32_t n, float* y) {
     if (observer) observer->on_matmul(m, x, n);
     // int8 activations for decode-sized calls; the chunk decides (n), so a row's arithmetic

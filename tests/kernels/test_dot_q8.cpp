@@ -392,6 +392,43 @@ TEST_CASE("matmul_q8: oneTBB rows and column chunks equal per-row kernel calls",
   }
 }
 
+TEST_CASE("matmul_q8_group: each matrix of a group equals its own matmul_q8 bit for bit", "[q8]") {
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  // Q, K, V-like shapes of mixed types (K types, blocks of 32, i-quants), and a large matrix whose
+  // tasks are whole row groups; the rows of every matrix are cut differently than matmul_q8 cuts them.
+  const int64_t n_in = 512;
+  const GgmlType types[3] = {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::IQ4_XS};
+  const int64_t rows[3] = {301, 37, 1029};
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<WeightView> ws;
+  for (int j = 0; j < 3; ++j) bytes.push_back(make_rows(types[j], n_in, rows[j], rng));
+  for (int j = 0; j < 3; ++j) ws.push_back({bytes[size_t(j)].data(), types[j], n_in, rows[j], ggml_row_bytes(types[j], uint64_t(n_in))});
+  for (int count : {2, 3}) {
+    for (int64_t n_tok : {int64_t(1), int64_t(5), int64_t(16)}) {
+      INFO("matrices " << count << " tokens " << n_tok);
+      const auto x = make_x(n_in * n_tok, rng, false);
+      std::vector<std::vector<float>> got, want;
+      const WeightView* wp[3];
+      float* yp[3];
+      for (int j = 0; j < count; ++j) {
+        got.emplace_back(size_t(n_tok * rows[j]), kPoison);
+        want.emplace_back(size_t(n_tok * rows[j]), kPoison);
+        matmul_q8(ws[size_t(j)], x.data(), n_tok, want.back().data());
+      }
+      for (int j = 0; j < count; ++j) wp[j] = &ws[size_t(j)], yp[j] = got[size_t(j)].data();
+      matmul_q8_group(wp, yp, count, x.data(), n_tok);
+      for (int j = 0; j < count; ++j) {
+        int bad = 0;
+        for (size_t i = 0; i < got[size_t(j)].size(); ++i)
+          bad += !std::isfinite(got[size_t(j)][i]) || !same_bits(got[size_t(j)][i], want[size_t(j)][i]);
+        CHECK(bad == 0);
+      }
+    }
+  }
+}
+
 // Run also by ctest with STRATA_CPU=scalar and STRATA_CPU=avx2 (tests/CMakeLists.txt).
 TEST_CASE("int8 dot: best kernel honours the CPU and the STRATA_CPU cap", "[q8][q8cap]") {
   const char* cap = std::getenv("STRATA_CPU");
