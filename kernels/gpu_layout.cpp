@@ -103,8 +103,15 @@ void unpack(GgmlType t, const uint8_t* row, int64_t c, Unpacked& u) {
             uint8_t* c = u.code + 128 * half + 32 * s + 16 * part;
             const uint8_t* q = qs + 32 * half + 16 * part;
             const uint8_t* hm = hmask + 16 * part;
-            for (int l = 0; l < 16; ++l)
-              c[l] = uint8_t(((q[l] >> (2 * s)) & 3) | (((hm[l] >> (4 * half + s)) & 1) << 2));
+            // Eight elements per 64-bit word (the shifts stay inside each byte's bits).
+            for (int k = 0; k < 2; ++k) {
+              uint64_t qw, hw;
+              std::memcpy(&qw, q + 8 * k, 8);
+              std::memcpy(&hw, hm + 8 * k, 8);
+              const uint64_t code = ((qw >> (2 * s)) & 0x0303030303030303ull) |
+                                    (((hw >> (4 * half + s)) & 0x0101010101010101ull) << 2);
+              std::memcpy(c + 8 * k, &code, 8);
+            }
           }
       return;
     }
@@ -138,7 +145,7 @@ void unpack(GgmlType t, const uint8_t* row, int64_t c, Unpacked& u) {
 struct Q3Place {
   int word_low, bit_low, word_high, bit_high;
 };
-Q3Place q3_place(int j, int h) {
+inline Q3Place q3_place(int j, int h) {
   const int m = j / 2, kind = 2 * (j % 2) + h;
   switch (kind) {
     case 0: return {m, 0, m, 2};
