@@ -12,6 +12,7 @@
 #include "batch/shard.h"
 #include "cli/command.h"
 #include "cli/model_args.h"
+#include "cli/placement_report.h"
 #include "core/log.h"
 #include "session/batch_runner.h"
 #include "session/interrupt.h"
@@ -36,6 +37,7 @@ struct BatchArgs {
   batch::JobSampling sampling;
   uint64_t seed = 0;
   bool chat = false, no_progress = false;
+  bool spec_default = false;  // --spec not given: auto or none by the plan, greedy jobs only
 };
 
 int run_batch(BatchArgs a) {
@@ -72,6 +74,11 @@ int run_batch(BatchArgs a) {
       return 2;
     }
     shard = *s;
+  }
+  if (!a.spec_default && a.m.spec != "none" && a.batch > 1) {
+    log::error("--spec {} decodes one job at a time, --batch {} several together without speculation: give one of "
+               "them", a.m.spec, a.batch);
+    return 2;
   }
   std::error_code ec;
   if (std::filesystem::equivalent(a.jobs, a.output, ec)) {
@@ -111,14 +118,33 @@ int run_batch(BatchArgs a) {
   }
   if (interrupted()) return interrupt_exit_code();
 
-  // Never more sessions than jobs to run.
-  const uint32_t want = a.batch ? uint32_t(std::min<size_t>(a.batch, todo.size())) : 0;
+  // Never more sessions than jobs to run. A --spec other than none decodes one job at a time.
   OpenModel om;
   if (int rc = om.open(a.m, true)) return rc;
+  const bool spec_asked = !a.spec_default && om.session->spec().mode != spec::SpecMode::none;
+  const uint32_t want = spec_asked ? 1u : a.batch ? uint32_t(std::min<size_t>(a.batch, todo.size())) : 0;
   if (int rc = om.open_engine(0, want, uint32_t(std::min<size_t>(todo.size(), kMaxAutoSessions)))) return rc;
   auto& ses = *om.session;
   auto& e = ses.engine();
   const uint32_t sessions = uint32_t(std::min<size_t>(e.n_seq(), todo.size()));
+  // Speculation (one session): --spec as given, for every job; without --spec, auto where the plan
+  // predicts a gain (as generate decides), for greedy jobs only, so that a resumed run samples
+  // the text an uninterrupted one would.
+  std::string spec_line = "none";
+  if (sessions == 1) {
+    ro.spec = ses.spec();
+    if (a.spec_default) {
+      const uint64_t gen = a.max_tokens;
+      auto d = default_speculation(ses, std::nullopt, a.m.profile, a.m.device != "cpu", report_shape(ses, 0, gen));
+      ro.spec = d ? d->config : spec::SpecConfig{};
+      ro.spec_sampled = false;
+      if (d)
+        spec_line = d->decision.reason + (ro.spec.mode != spec::SpecMode::none ? " (greedy jobs; sampled ones decode plainly)" : "");
+      else log::warn("default speculation: {}; decoding plainly", d.message());
+    } else {
+      spec_line = ro.spec.text();
+    }
+  }
   const tokenizer::Tokenizer* tok = om.tok;
   if (a.chat) {
     ro.chat = tokenizer::detect_chat_family(tok->chat_template());
@@ -128,8 +154,9 @@ int run_batch(BatchArgs a) {
   log::info("batch: {} jobs{}, {} already done, {} to run | {} | ctx {} | {}", mine.size(), shard_note, skipped,
             todo.size(), e.model().spec.summary(), e.n_ctx(), e.device_name());
   log::info("batch: {} session{} decoding together ({}){}", sessions, sessions == 1 ? "" : "s",
-            a.batch ? "--batch" : ses.sessions_reason().empty() ? "default" : ses.sessions_reason(),
+            spec_asked ? "--spec" : a.batch ? "--batch" : ses.sessions_reason().empty() ? "default" : ses.sessions_reason(),
             sessions > 1 ? "; speculative decoding is off in throughput mode" : "");
+  if (sessions == 1) log::info("spec: {}", spec_line);
 
   batch::BatchProgress progress(todo.size(), skipped, !a.no_progress);
   JobRunner runner(e, *tok, ro, &progress);
@@ -207,8 +234,8 @@ Command add_batch(CLI::App& app) {
                   "Sessions decoding together (throughput mode): up to N jobs in flight, each prefilled alone, "
                   "then all decoding one token per step in one sweep over the weights; results as with 1. "
                   "Default: chosen from the budget (under --vram the planner's fastest N <= 8; on a GPU without "
-                  "--vram as many as fit, up to 8; 1 on the CPU). Map-reduce jobs run alone; speculative "
-                  "decoding is off in this mode")
+                  "--vram as many as fit, up to 8; 1 on the CPU, and 1 with --spec). Map-reduce jobs run alone; "
+                  "speculative decoding is off in this mode")
       ->check(CLI::Range(1u, 64u));
   sub->add_flag("--chat", a->chat, "Wrap each prompt in the model's chat template (gemma, llama3, chatml)");
   sub->add_option("--temp", a->sampling.temperature, "Default temperature (0: greedy)")->capture_default_str();
@@ -221,7 +248,15 @@ Command add_batch(CLI::App& app) {
                                         "resumed run repeats itself)")
       ->capture_default_str();
   sub->add_flag("--no-progress", a->no_progress, "No progress line");
-  return {sub, [a] { return run_batch(*a); }};
+  auto* spec_opt = a->m.add_spec_to(sub, true);
+  spec_opt->description(spec_opt->get_description() +
+                        ". In batch: jobs decode one at a time when --spec is given (not with --batch N > 1); "
+                        "without it, auto applies to greedy jobs when one session runs, and the result's "
+                        "\"acceptance\" says how the drafts fared");
+  return {sub, [a, spec_opt] {
+            a->spec_default = spec_opt->count() == 0;
+            return run_batch(*a);
+          }};
 }
 
 }  // namespace strata::cli

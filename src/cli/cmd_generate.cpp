@@ -60,17 +60,6 @@ void print_report(const GenerateArgs& a, const offload::HardwareProfile& profile
   if (!p) log::warn("placement report: {}", p.message());
 }
 
-// The speculation of a run without --spec (session/default_spec.h). Under --vram the executor plan
-// carries its profile; otherwise the report's (`profile`), or this machine's when -q skipped it.
-Result<session::DefaultSpec> default_spec(const GenerateArgs& a, const session::Session& s,
-                                          const std::optional<offload::HardwareProfile>& profile,
-                                          const offload::RunShape& shape) {
-  if (profile || s.executor_plan()) return session::default_spec(s, profile ? *profile : offload::HardwareProfile{}, shape);
-  auto p = profile_or_detected(a.m.profile, a.m.device != "cpu");
-  if (!p) return p.status();
-  return session::default_spec(s, *p, shape);
-}
-
 int run_generate(GenerateArgs a) {
   const auto limit = a.m.thread_limit();
   if (!a.prompt.empty() && !a.file.empty()) {
@@ -133,7 +122,7 @@ int run_generate(GenerateArgs a) {
   if (a.spec_default) {
     // No --spec: auto where the plan of this run predicts that drafts pay, else plain decoding.
     const uint64_t gen = a.n_predict > 0 ? uint64_t(a.n_predict) : f.n_ctx() - prompt_ids.size();
-    auto d = default_spec(a, s, profile, report_shape(s, prompt_ids.size(), gen));
+    auto d = default_speculation(s, profile, a.m.profile, a.m.device != "cpu", report_shape(s, prompt_ids.size(), gen));
     if (d) spec_choice = d->config, spec_why = d->decision.reason;
     else log::warn("default speculation: {}; decoding plainly", d.message());
   }

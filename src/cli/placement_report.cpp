@@ -66,4 +66,14 @@ nlohmann::json session_plan_json(const session::Session& s, const offload::Hardw
   return j;
 }
 
+Result<session::DefaultSpec> default_speculation(const session::Session& s,
+                                                 const std::optional<offload::HardwareProfile>& profile,
+                                                 const std::string& profile_path, bool use_gpu,
+                                                 const offload::RunShape& shape) {
+  if (profile || s.executor_plan()) return session::default_spec(s, profile ? *profile : offload::HardwareProfile{}, shape);
+  auto p = profile_or_detected(profile_path, use_gpu);
+  if (!p) return p.status();
+  return session::default_spec(s, *p, shape);
+}
+
 }  // namespace strata::cli

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include "core/status.h"
 #include "offload/planner.h"
 #include "offload/executor_plan.h"
+#include "session/default_spec.h"
 #include "session/session.h"
 
 namespace strata::cli {
@@ -31,6 +33,14 @@ Result<offload::HardwareProfile> profile_or_detected(const std::string& path, bo
 Result<offload::Plan> print_placement_report(const PlanInputs& in, std::FILE* out);
 // Writes the report of a plan made elsewhere (session::plan_run) and how long planning took.
 void print_plan_report(const offload::ExecutorPlan& e, double planning_ms, std::FILE* out);
+
+// The speculation of a run that left --spec unset (session/default_spec.h): under --vram from the
+// executor plan; otherwise for `profile` (the report's), or for --profile / this machine
+// (profile_or_detected(profile_path, use_gpu)) when the caller made no report.
+Result<session::DefaultSpec> default_speculation(const session::Session& s,
+                                                 const std::optional<offload::HardwareProfile>& profile,
+                                                 const std::string& profile_path, bool use_gpu,
+                                                 const offload::RunShape& shape);
 
 // The shape a run without a budget is reported with: the engine's context, n_prompt and n_gen
 // tokens, the session's --spec and KV types. The session has an engine.

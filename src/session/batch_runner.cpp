@@ -6,6 +6,7 @@
 
 #include "batch/chunking.h"
 #include "batch/shard.h"
+#include "session/decode.h"
 #include "session/interrupt.h"
 
 namespace strata::session {
@@ -86,6 +87,8 @@ int32_t JobRunner::take_token(Stream& s, int32_t next, bool check_context) {
 Result<JobRunner::Generation> JobRunner::generate(const std::vector<int32_t>& prompt, uint32_t max_tokens,
                                                   const runtime::SamplerParams& sp, uint32_t seq) {
   engine_.truncate(seq, 0);  // a fresh sequence: the previous job's KV is forgotten, not freed
+  if (opt_.spec.mode != spec::SpecMode::none && seq == 0 && (opt_.spec_sampled || sp.temperature <= 0.0f))
+    return generate_speculative(prompt, max_tokens, sp);
   Stream s(sp, engine_.model().spec.hp.n_vocab, max_tokens, seq);
   for (int32_t id : prompt) s.sampler.accept(id);
   auto t0 = Clock::now();
@@ -96,6 +99,37 @@ Result<JobRunner::Generation> JobRunner::generate(const std::vector<int32_t>& pr
     STRATA_TRY(engine_.eval(seq, std::span(&next, 1), runtime::Logits::last, s.logits));
   s.g.decode_ms = ms_since(t0);
   return std::move(s.g);
+}
+
+Result<JobRunner::Generation> JobRunner::generate_speculative(const std::vector<int32_t>& prompt, uint32_t max_tokens,
+                                                              const runtime::SamplerParams& sp) {
+  runtime::Sampler sampler(sp, engine_.model().spec.hp.n_vocab);
+  for (int32_t id : prompt) sampler.accept(id);
+  auto dec = make_decoder(engine_, sampler, opt_.spec);
+  if (!dec) return dec.status();
+  Generation g;
+  auto on_token = [&](int32_t t) {
+    g.ids.push_back(t);
+    if (progress_) progress_->tokens(1);
+  };
+  auto r = decode(engine_, **dec, prompt, &tok_, {int32_t(max_tokens), false}, on_token, interrupted);
+  if (!r) return r.status();
+  // decode()'s stop reasons in the words of plain generation (next_token / take_token).
+  const std::string_view stop = r->stop;
+  g.stop = stop == "end of text" ? "eos" : stop == "context full" ? "context" : "length";
+  g.interrupted = stop == "interrupted";
+  g.prefill_ms = r->prompt_s * 1e3;
+  g.decode_ms = r->gen_s * 1e3;
+  const spec::SpecStats& st = (*dec)->stats();
+  uint64_t drafted = 0, accepted = 0;
+  for (const auto& d : st.drafters) drafted += d.drafted, accepted += d.accepted;
+  g.speculative = {{"spec", opt_.spec.text()},
+                   {"drafted", drafted},
+                   {"accepted", accepted},
+                   {"rate", drafted ? double(accepted) / double(drafted) : 0.0},
+                   {"verify_passes", st.verify_passes},
+                   {"plain_steps", st.plain_steps}};
+  return g;
 }
 
 Result<JobRunner::Setup> JobRunner::setup(const batch::Job& job) const {
@@ -215,7 +249,7 @@ JobResult JobRunner::result(const batch::Job& job, const Generation& g, const To
                   {"decode_ms", round3(t.decode_ms)},
                   {"total_ms", round3(total_ms)},
                   {"decode_tok_s", t.decode_ms > 0 ? round3(double(t.output_tokens) * 1000 / t.decode_ms) : 0.0}};
-  r["acceptance"] = nullptr;  // speculative decoding is not in the batch path yet
+  r["acceptance"] = g.speculative;  // null: decoded plainly (no --spec, throughput mode, or a sampled job)
   r["placement"] = {{"device", std::string(engine_.device_name())}, {"sessions", sessions_}};
   r["long"] = long_info;
   // A token may end inside a UTF-8 character: replace rather than fail the whole job.

@@ -26,6 +26,7 @@
 #include "core/status.h"
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
+#include "spec/spec_config.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -38,6 +39,12 @@ struct RunnerOptions {
   LongMode long_mode = LongMode::map_reduce;
   uint32_t overlap = 64;  // map-reduce: tokens shared by neighbouring chunks
   uint64_t run_seed = 0;  // jobs without a seed get run_seed mixed with their id's hash
+  // Self-speculative decoding of a job run alone on sequence 0 (run(); throughput mode decodes
+  // plainly). Greedy text is the plain text. spec_sampled false: jobs with a temperature decode
+  // plainly, so that a resumed run samples the text an uninterrupted one would (auto's choices
+  // follow measured timings, and speculative sampling draws its own random numbers).
+  spec::SpecConfig spec = {};
+  bool spec_sampled = true;
 };
 
 struct JobResult {
@@ -75,6 +82,7 @@ class JobRunner {
     const char* stop = "length";
     bool interrupted = false;
     double prefill_ms = 0, decode_ms = 0;
+    nlohmann::ordered_json speculative = nullptr;  // the result's "acceptance" (null: decoded plainly)
   };
   // One generation after its prompt was evaluated: decides the next token from the latest logits.
   // Returns the token to evaluate next, or -1 when the generation has ended (g.stop / interrupted).
@@ -110,6 +118,9 @@ class JobRunner {
   Prompt make_prompt(const batch::Job& job) const;
   Result<Generation> generate(const std::vector<int32_t>& prompt, uint32_t max_tokens, const runtime::SamplerParams& sp,
                               uint32_t seq);
+  // generate() through the speculative decoder (sequence 0 only).
+  Result<Generation> generate_speculative(const std::vector<int32_t>& prompt, uint32_t max_tokens,
+                                          const runtime::SamplerParams& sp);
 
   runtime::Engine& engine_;
   const tokenizer::Tokenizer& tok_;

@@ -520,6 +520,67 @@ TEST_CASE("batch --batch 2: long inputs (map-reduce, truncate) and failing jobs 
   }
 }
 
+// Every result line of a results file, by id.
+std::map<std::string, json> result_lines(const fs::path& results) {
+  std::map<std::string, json> m;
+  std::istringstream in(slurp(results));
+  for (std::string line; std::getline(in, line);) {
+    json r = json::parse(line);
+    m[r.at("id").get<std::string>()] = r;
+  }
+  return m;
+}
+
+TEST_CASE("batch --spec: greedy jobs give the plain text with the drafts' acceptance; the default keeps sampled jobs plain",
+          "[cli][batch]") {
+  const auto& fx = fixture();
+  const auto dir = strata::test::temp_dir("batch-spec");
+  auto plain = run(fx.batch_args(dir / "plain.jsonl", {"--spec", "none"}));
+  INFO(plain.err);
+  REQUIRE(plain.code == 0);
+  const auto want = result_lines(dir / "plain.jsonl");
+  REQUIRE(want.size() == fx.ids.size());
+  for (const auto& [id, r] : want) CHECK(r.at("acceptance").is_null());
+  // Greedy jobs are every job but the sampled ones (temperature 1 in the job: every fifth).
+  auto greedy = [&](const std::string& id) { return std::stoi(id.substr(4)) % 5 != 0; };
+  for (const std::string mode : {"lookup", "early:d=1", "auto"}) {
+    INFO("--spec " << mode);
+    const auto out = dir / ("spec-" + std::to_string(std::hash<std::string>{}(mode)) + ".jsonl");
+    auto r = run(fx.batch_args(out, {"--spec", mode}));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(has(r.err, "1 session decoding together (--spec)"));
+    const auto got = result_lines(out);
+    REQUIRE(got.size() == want.size());
+    uint64_t drafted = 0;
+    for (const auto& [id, line] : got) {
+      INFO(id);
+      if (greedy(id)) CHECK(line.at("output") == want.at(id).at("output"));
+      const json& acc = line.at("acceptance");
+      REQUIRE(acc.is_object());
+      CHECK(acc.at("accepted").get<uint64_t>() <= acc.at("drafted").get<uint64_t>());
+      drafted += acc.at("drafted").get<uint64_t>();
+    }
+    if (mode != "auto") CHECK(drafted > 0);  // auto may decide that no draft pays on the CPU
+  }
+  // Without --spec the CPU engine's plan predicts no gain: every job decodes plainly, sampled ones
+  // sampling the text of a plain run.
+  auto def = run(fx.batch_args(dir / "default.jsonl"));
+  INFO(def.err);
+  REQUIRE(def.code == 0);
+  CHECK(has(def.err, "spec: none (the default"));
+  const auto got = result_lines(dir / "default.jsonl");
+  for (const auto& [id, line] : got) {
+    CHECK(line.at("output") == want.at(id).at("output"));
+    CHECK(line.at("acceptance").is_null());
+  }
+  // Speculation decodes one job at a time: with --batch 2 it is a usage error.
+  auto both = run(fx.batch_args(dir / "both.jsonl", {"--spec", "lookup", "--batch", "2"}));
+  CHECK(both.code == 2);
+  CHECK(has(both.err, "--batch 2"));
+  CHECK_FALSE(fs::exists(dir / "both.jsonl"));
+}
+
 TEST_CASE("generate: SIGTERM stops between tokens and flushes the text so far and exits 143", "[cli]") {
   const auto& fx = fixture();
   const auto dir = strata::test::temp_dir("generate-term");
