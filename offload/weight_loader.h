@@ -5,6 +5,9 @@
 // The file is read with the io reader (io/block_reader.h: io_uring, several reads in flight;
 // buffered, so a file already in the page cache loads from RAM) into two pinned staging buffers:
 // while one chunk is read, the previous one is copied to the device on the engine's stream.
+// Matrices kept in the GPU layout (kernels/gpu_layout.h) are repacked on all cores from the
+// mapping: into their pinned slot (streamed blocks), or slice by slice into the staging buffers,
+// each slice copied while the next is repacked (resident ones).
 // Progress is shown for large loads; the achieved rate is logged.
 #pragma once
 

@@ -59,8 +59,9 @@ void matmul_q8_group(const WeightView* const* w, float* const* y, int count, con
   for (int j = 1; j < count; ++j)
     STRATA_CHECK(w[j]->n_in == w[0]->n_in, "matmul_q8_group: rows of {} and of {}", w[0]->n_in, w[j]->n_in);
   const Q8ActView q = quantize_q8_act(x, w[0]->n_in, n_tok, act_scratch(w[0]->n_in, n_tok));
-  // The tasks: each matrix's rows cut at its grain (whole kQ8MaxRows groups from row 0, as
-  // matmul_q8's tasks start), one loop over all of them.
+  // The tasks: each matrix's rows cut at its grain (whole kQ8MaxRows groups from row 0), one loop
+  // over all of them. Lists of this call (not thread_local: a thread waiting in the loop may run a
+  // stolen task that calls this again).
   struct Task {
     int j;
     int64_t r0, r1;
