@@ -531,7 +531,7 @@ std::map<std::string, json> result_lines(const fs::path& results) {
   return m;
 }
 
-TEST_CASE("batch --spec: greedy jobs give the plain text with the drafts' acceptance; the default keeps sampled jobs plain",
+TEST_CASE("batch --spec: greedy jobs give the plain text with the drafts' acceptance, and the default keeps sampled jobs plain",
           "[cli][batch]") {
   const auto& fx = fixture();
   const auto dir = strata::test::temp_dir("batch-spec");
