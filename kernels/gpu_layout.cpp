@@ -160,19 +160,15 @@ int elem(int s, int h, int t, int i) { return 32 * s + 16 * h + 4 * t + i; }
 
 void scales_io(GgmlType t, uint8_t* tile, int g, Unpacked& u, bool write);
 
-// Writes (write = true) or reads row g's share of a tile from / into u.
-void tile_io(GgmlType t, uint8_t* tile, int g, Unpacked& u, bool write) {
+// Reads row g's share of a tile into u, a bit at a time by the layout's rules (gpu_layout.h): the
+// reference that tile_write (below) is checked against, through dequantize_gpu_layout_row.
+void tile_read(GgmlType t, uint8_t* tile, int g, Unpacked& u) {
   const TypeLayout L = type_layout(t);
   const int subs = L.chunk / 32;
-  auto bit_io = [&](uint8_t* byte, int bit, int nbits, int elem_idx, int code_shift) {
-    const int mask = (1 << nbits) - 1;
-    if (write) {
-      *byte = uint8_t(*byte | (((u.code[elem_idx] >> code_shift) & mask) << bit));
-    } else {
-      u.code[elem_idx] = uint8_t(u.code[elem_idx] | (((*byte >> bit) & mask) << code_shift));
-    }
+  auto bits = [&](const uint8_t* byte, int bit, int nbits, int elem_idx, int code_shift) {
+    u.code[elem_idx] = uint8_t(u.code[elem_idx] | (((*byte >> bit) & ((1 << nbits) - 1)) << code_shift));
   };
-  if (!write) std::memset(u.code, 0, sizeof(u.code));
+  std::memset(u.code, 0, sizeof(u.code));
   for (int tt = 0; tt < 4; ++tt) {
     const int lane = 4 * g + tt;
     for (int s = 0; s < subs; ++s)
@@ -181,18 +177,13 @@ void tile_io(GgmlType t, uint8_t* tile, int g, Unpacked& u, bool write) {
           // s is the lane's slot; it holds sub-block s ^ 2 tt (gpu_layout.h: "Slots").
           const int e = elem(subs == 8 ? s ^ (2 * tt) : s, h, tt, i);
           switch (t) {
-            case GgmlType::Q8_0: {
-              uint8_t* p = tile + L.qs + lane * 8 + 4 * h + i;
-              if (write) *p = u.code[e];
-              else u.code[e] = *p;
-              break;
-            }
+            case GgmlType::Q8_0: u.code[e] = tile[L.qs + lane * 8 + 4 * h + i]; break;
             case GgmlType::Q4_K:
             case GgmlType::Q5_K:
             case GgmlType::Q6_K: {
-              bit_io(tile + L.qs + lane * 32 + 4 * s + i, 4 * h, 4, e, 0);
-              if (t == GgmlType::Q5_K) bit_io(tile + L.qh + lane * 8 + s, 4 * h + i, 1, e, 4);
-              if (t == GgmlType::Q6_K) bit_io(tile + L.qh + lane * 16 + 4 * (s / 2) + i, 4 * (s % 2) + 2 * h, 2, e, 4);
+              bits(tile + L.qs + lane * 32 + 4 * s + i, 4 * h, 4, e, 0);
+              if (t == GgmlType::Q5_K) bits(tile + L.qh + lane * 8 + s, 4 * h + i, 1, e, 4);
+              if (t == GgmlType::Q6_K) bits(tile + L.qh + lane * 16 + 4 * (s / 2) + i, 4 * (s % 2) + 2 * h, 2, e, 4);
               break;
             }
             case GgmlType::Q3_K: {
@@ -201,18 +192,18 @@ void tile_io(GgmlType t, uint8_t* tile, int g, Unpacked& u, bool write) {
                 return n < 4 ? tile + L.qs + lane * 16 + 4 * n + i : tile + L.qh + lane * 8 + 4 * (n - 4) + i;
               };
               const Q3Place p = q3_place(s, h);
-              bit_io(word_byte(p.word_low), p.bit_low, 2, e, 0);
-              bit_io(word_byte(p.word_high), p.bit_high, 1, e, 2);
+              bits(word_byte(p.word_low), p.bit_low, 2, e, 0);
+              bits(word_byte(p.word_high), p.bit_high, 1, e, 2);
               break;
             }
             default: break;
           }
         }
   }
-  scales_io(t, tile, g, u, write);
+  scales_io(t, tile, g, u, false);
 }
 
-// The per-row scale and factor streams of row g's share of a tile (tile_io's second half).
+// The per-row scale and factor streams of row g's share of a tile, written or read.
 void scales_io(GgmlType t, uint8_t* tile, int g, Unpacked& u, bool write) {
   const TypeLayout L = type_layout(t);
   auto io = [&](uint8_t* p, void* v, size_t n) {
@@ -506,12 +497,11 @@ WeightView gpu_layout_view(const uint8_t* data, GgmlType t, int64_t n_in, int64_
 
 namespace {
 
-// ---- The repacker's fast path (K types, q8_0) ----
-// tile_io places each code bit by a per-element switch over the layout's rules, ~0.07 GB/s per
-// core: a 27B model took ~30 s to load. The fast writer does what tile_io(write) does, four codes
-// at a time: the lane's 4 elements of one (slot, half) are the 4 bytes of a word in every stream,
-// so each stream gets one masked, shifted word per (lane, slot, half). The round trip through
-// tile_io's reader (test_gpu_layout) checks it against the generic rules, bit for bit.
+// ---- The repacker's writer (K types, q8_0) ----
+// Four codes at a time: the lane's 4 elements of one (slot, half) are the 4 bytes of a word in
+// every stream, so each stream gets one masked, shifted word per (lane, slot, half). (A writer
+// placing each bit by tile_read's rules ran at ~0.07 GB/s per core: a 27B model took ~30 s to
+// load.) The round trip through tile_read (test_gpu_layout) checks it bit for bit.
 uint32_t load_word(const uint8_t* p) {
   uint32_t w;
   std::memcpy(&w, p, 4);
@@ -519,13 +509,8 @@ uint32_t load_word(const uint8_t* p) {
 }
 void or_word(uint8_t* p, uint32_t w) { const uint32_t v = load_word(p) | w; std::memcpy(p, &v, 4); }
 
-bool has_fast_writer(GgmlType t) {
-  return t == GgmlType::Q3_K || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K ||
-         t == GgmlType::Q8_0;
-}
-
-// Row g's codes (u.code) into a zeroed tile, then its scales (tile_io(write = true)'s result).
-void tile_write_fast(GgmlType t, uint8_t* tile, int g, Unpacked& u) {
+// Row g's codes (u.code) into a zeroed tile, then its scales.
+void tile_write(GgmlType t, uint8_t* tile, int g, Unpacked& u) {
   const TypeLayout L = type_layout(t);
   const int subs = L.chunk / 32;
   for (int tt = 0; tt < 4; ++tt) {
@@ -572,7 +557,6 @@ void repack_to_gpu_layout(const WeightView& src, uint8_t* dst) {
   const int64_t n_chunks = src.n_in / L.chunk;
   const int64_t groups = (src.n_out + kGpuRowGroup - 1) / kGpuRowGroup;
   const bool iq = is_iq(src.type);
-  const bool fast = has_fast_writer(src.type);
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, groups, 16), [&](const tbb::blocked_range<int64_t>& r) {
     Unpacked u;
     IqUnpacked iu;
@@ -590,8 +574,7 @@ void repack_to_gpu_layout(const WeightView& src, uint8_t* dst) {
             continue;
           }
           unpack(src.type, src.row(row), c, u);  // sets every field the type uses
-          if (fast) tile_write_fast(src.type, group + c * L.tile, g, u);
-          else tile_io(src.type, group + c * L.tile, g, u, true);
+          tile_write(src.type, group + c * L.tile, g, u);
         }
       }
     }
@@ -616,7 +599,7 @@ void dequantize_gpu_layout_row(const WeightView& v, int64_t r, float* out) {
       continue;
     }
     u = Unpacked{};
-    tile_io(v.type, tile, g, u, false);  // read-only when write == false
+    tile_read(v.type, tile, g, u);
     decode(v.type, u, L.chunk, out + c * L.chunk);
   }
 }

@@ -75,7 +75,9 @@ int run_batch(BatchArgs a) {
     }
     shard = *s;
   }
-  if (!a.spec_default && a.m.spec != "none" && a.batch > 1) {
+  // --spec (other than none) decodes one job at a time: checked before the results file is touched.
+  const bool spec_asked = !a.spec_default && a.m.spec != "none";
+  if (spec_asked && a.batch > 1) {
     log::error("--spec {} decodes one job at a time, --batch {} several together without speculation: give one of "
                "them", a.m.spec, a.batch);
     return 2;
@@ -121,7 +123,6 @@ int run_batch(BatchArgs a) {
   // Never more sessions than jobs to run. A --spec other than none decodes one job at a time.
   OpenModel om;
   if (int rc = om.open(a.m, true)) return rc;
-  const bool spec_asked = !a.spec_default && om.session->spec().mode != spec::SpecMode::none;
   const uint32_t want = spec_asked ? 1u : a.batch ? uint32_t(std::min<size_t>(a.batch, todo.size())) : 0;
   if (int rc = om.open_engine(0, want, uint32_t(std::min<size_t>(todo.size(), kMaxAutoSessions)))) return rc;
   auto& ses = *om.session;

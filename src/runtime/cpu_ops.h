@@ -78,9 +78,8 @@ struct CpuOps {
   void matmuls(const MatmulJob* jobs, int count, const float* x, uint32_t n) {
     // int8 decode rows: one quantisation of x and one parallel loop for the whole group (the same
     // bits as one matmul each, see matmul_q8_group), where every matrix has an int8 kernel.
-    bool group = int8 && count >= 2 && count <= kMaxGroup && n <= kMaxExactRows;
-    for (int j = 0; group && j < count; ++j)
-      group = cpu::has_dot_q8(jobs[j].w->type) && jobs[j].w->n_in == jobs[0].w->n_in;
+    bool group = count >= 2 && count <= kMaxGroup;
+    for (int j = 0; group && j < count; ++j) group = int8_rows(*jobs[j].w, n) && jobs[j].w->n_in == jobs[0].w->n_in;
     if (!group) {
       for (int j = 0; j < count; ++j) matmul(*jobs[j].w, x, n, jobs[j].y);
       return;
@@ -94,11 +93,14 @@ struct CpuOps {
     cpu::matmul_q8_group(ws, ys, count, x, n);
   }
   static constexpr int kMaxGroup = 4;
+  // int8 activations for decode-sized calls; the chunk decides (n), so a row's arithmetic never
+  // depends on how many rows share the call.
+  bool int8_rows(const kernels::WeightView& m, uint32_t n) const {
+    return int8 && n <= kMaxExactRows && cpu::has_dot_q8(m.type);
+  }
   void matmul(const kernels::WeightView& m, const float* x, uint32_t n, float* y) {
     if (observer) observer->on_matmul(m, x, n);
-    // int8 activations for decode-sized calls; the chunk decides (n), so a row's arithmetic
-    // never depends on how many rows share the call.
-    if (int8 && n <= kMaxExactRows && cpu::has_dot_q8(m.type)) return cpu::matmul_q8(m, x, n, y);
+    if (int8_rows(m, n)) return cpu::matmul_q8(m, x, n, y);
     if (exact) cpu::matmul_dot(m, x, n, y);  // per-row identical to n = 1
     else cpu::matmul(m, x, n, y);
   }
