@@ -325,6 +325,12 @@ Status CudaForward::allocate() {
     auto p = im.alloc(ws, "scratch kernels");
     if (!p) return p.status();
     im.ws = {*p, ws};
+    // The fused epilogues' arrival counters (cuda_api.h Workspace): zero now, zero after each kernel.
+    auto c = im.alloc(size_t(cuda::kWorkspaceCounters) * sizeof(int), "scratch counters");
+    if (!c) return c.status();
+    STRATA_TRY(cuda::memset_device(*c, 0, size_t(cuda::kWorkspaceCounters) * sizeof(int), im.stream));
+    im.ws.counters = static_cast<int*>(*c);
+    im.ws.n_counters = cuda::kWorkspaceCounters;
   }
   auto cws = im.alloc(cuda::kCublasWorkspaceBytes, "scratch cublas");
   if (!cws) return cws.status();

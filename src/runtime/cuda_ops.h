@@ -281,7 +281,8 @@ struct Ops {
   // The attention's scratch: past the rounding of its output (every call alike, so that the
   // kernel's split count, and with it a row's bits, never depends on the path).
   cuda::Workspace att_ws() const {
-    return {static_cast<uint8_t*>(im.ws.d_ptr) + im.att_round_bytes, im.ws.bytes - im.att_round_bytes};
+    return {static_cast<uint8_t*>(im.ws.d_ptr) + im.att_round_bytes, im.ws.bytes - im.att_round_bytes, im.ws.counters,
+            im.ws.n_counters};
   }
   void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out,
                  const kernels::WeightView* next = nullptr) {
