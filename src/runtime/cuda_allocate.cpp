@@ -326,11 +326,16 @@ Status CudaForward::allocate() {
     if (!p) return p.status();
     im.ws = {*p, ws};
     // The fused epilogues' arrival counters (cuda_api.h Workspace): zero now, zero after each kernel.
-    auto c = im.alloc(size_t(cuda::kWorkspaceCounters) * sizeof(int), "scratch counters");
-    if (!c) return c.status();
-    STRATA_TRY(cuda::memset_device(*c, 0, size_t(cuda::kWorkspaceCounters) * sizeof(int), im.stream));
-    im.ws.counters = static_cast<int*>(*c);
-    im.ws.n_counters = cuda::kWorkspaceCounters;
+    // STRATA_FUSED_EPILOGUES=0 leaves them out, and with them the kernels whose last CTA does the
+    // epilogue (same bits either way; for same-binary timing comparisons).
+    const char* fused = std::getenv("STRATA_FUSED_EPILOGUES");
+    if (!(fused && std::string(fused) == "0")) {
+      auto c = im.alloc(size_t(cuda::kWorkspaceCounters) * sizeof(int), "scratch counters");
+      if (!c) return c.status();
+      STRATA_TRY(cuda::memset_device(*c, 0, size_t(cuda::kWorkspaceCounters) * sizeof(int), im.stream));
+      im.ws.counters = static_cast<int*>(*c);
+      im.ws.n_counters = cuda::kWorkspaceCounters;
+    }
   }
   auto cws = im.alloc(cuda::kCublasWorkspaceBytes, "scratch cublas");
   if (!cws) return cws.status();
