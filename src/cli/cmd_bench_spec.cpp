@@ -47,6 +47,7 @@ struct BenchSpecArgs {
   std::string replay_cost = "none";
   std::string plan_spec;  // --plan-spec: the --spec mode the placement is planned for (empty: none)
   uint32_t replay_tree = 0;  // > 0: each replay acceptance also runs with token trees of this branching
+  std::string replay_policy = "fixed";  // chains: fixed (draft-max every round) or auto (auto's rule)
   std::string json_out;
   BenchCompare compare;
 };
@@ -264,7 +265,8 @@ int run(BenchSpecArgs a) {
           if (cost) inner = std::make_unique<spec::EarlyExit>(f, cost->depth, 0.0f);  // always k drafts: their cost
           auto drafter = std::make_unique<spec::ReplayDrafter>(reference, acc, 0x5eedull, f.model().spec.hp.n_vocab,
                                                                std::move(inner));
-          return spec::SpeculativeDecoder::create_with(f, s, a.m.draft_max, std::move(drafter), tree);
+          return spec::SpeculativeDecoder::create_with(f, s, a.m.draft_max, std::move(drafter), tree, true,
+                                                       a.replay_policy == "auto");
         };
         if (int rc = run_row(row, r, make)) return rc;
       }
@@ -285,10 +287,12 @@ int run(BenchSpecArgs a) {
       j["same_text_as_plain"] = same;
       const std::string label = i < n_modes ? configs[i].text()
                                 : configs[i].tree ? fmt::format("replay a={:g} tree={}", replay_rows[i - n_modes].first, configs[i].tree)
-                                                  : fmt::format("replay a={:g}", replay_rows[i - n_modes].first);
+                                                  : fmt::format("replay a={:g}{}", replay_rows[i - n_modes].first,
+                                                                a.replay_policy == "auto" ? " auto" : "");
       if (i >= n_modes) {
         j["replay_acceptance"] = replay_rows[i - n_modes].first;
         j["replay_tree"] = configs[i].tree;
+        if (!configs[i].tree) j["replay_policy"] = a.replay_policy;
         j["simulated_drafter"] = true;
       }
       runs.push_back(j);
@@ -343,6 +347,12 @@ std::function<int()> add_bench_spec(CLI::App* bench) {
                   "With --replay: also run each acceptance with token trees of up to B children per node (greedy, "
                   "CPU or CUDA engine; the rank-r candidate right with probability A when ranks before it were wrong)")
       ->check(CLI::Range(0, 8));
+  sub->add_option("--replay-policy", a->replay_policy,
+                  "With --replay, the chains' draft length: fixed (--draft-max every round: speed at that length) or "
+                  "auto (chosen each round as --spec auto chooses it, from the measured acceptance and costs, plain "
+                  "steps where drafting does not pay: whether auto backs off at low acceptance)")
+      ->check(CLI::IsMember({"fixed", "auto"}))
+      ->capture_default_str();
   sub->add_option("--plan-spec", a->plan_spec,
                   "Plan the placement for this --spec mode with its draft path resident (early:d=16: the head and "
                   "layers [0,16) in VRAM, even where the planner predicts that slower); default: planned for plain "

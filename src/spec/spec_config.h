@@ -30,6 +30,12 @@ struct SpecConfig {
   // best_tree_size, once a verify pass is timed; at least the first draft, so acceptance keeps
   // being measured). false: always fill the node budget (tests that want the largest trees).
   bool tree_fit_cost = true;
+  // SpecMode::replay chains: false drafts draft_max tokens every round (speed at a fixed draft
+  // length); true chooses each round's length as auto does for one drafter -- the k whose expected
+  // tokens per second beat a plain step's, else a plain step, with probes -- from the replay's
+  // measured acceptance and costs (`bench spec --replay-policy auto`: whether auto backs off at
+  // low acceptance).
+  bool replay_auto = false;
   // as given to --spec: "none", "early:d=8", "early:d=8,tree=2", "subset", "subset:skip=0.5", "lookup", "auto:d=8"
   std::string text() const;
 };

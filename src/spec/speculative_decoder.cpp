@@ -39,7 +39,8 @@ Result<std::unique_ptr<SpeculativeDecoder>> SpeculativeDecoder::create_with(runt
                                                                             runtime::Sampler& sampler,
                                                                             uint32_t draft_max,
                                                                             std::unique_ptr<Drafter> drafter,
-                                                                            uint32_t tree, bool tree_fit_cost) {
+                                                                            uint32_t tree, bool tree_fit_cost,
+                                                                            bool adaptive) {
   if (!drafter) return Status::error("speculative decoder: no drafter given");
   if (draft_max < 1 || draft_max >= runtime::kMaxExactRows)
     return Status::error("--draft-max must be in [1, {}] (got {})", runtime::kMaxExactRows - 1, draft_max);
@@ -50,6 +51,7 @@ Result<std::unique_ptr<SpeculativeDecoder>> SpeculativeDecoder::create_with(runt
   c.draft_max = draft_max;
   c.tree = tree;
   c.tree_fit_cost = tree_fit_cost;
+  c.replay_auto = adaptive;
   return std::unique_ptr<SpeculativeDecoder>(new SpeculativeDecoder(engine, sampler, c, std::move(drafter)));
 }
 
@@ -146,7 +148,7 @@ SpeculativeDecoder::Choice SpeculativeDecoder::choose(uint32_t k_max) {
   Choice c;
   if (k_max == 0 || cfg_.mode == SpecMode::none) return c;
   if (cfg_.mode == SpecMode::early) return {early_, k_max, {}};
-  if (cfg_.mode == SpecMode::replay) return {0, k_max, {}};
+  if (cfg_.mode == SpecMode::replay) return cfg_.replay_auto ? choose_replay(k_max) : Choice{0, k_max, {}};
   if (cfg_.mode == SpecMode::subset) return {subset_, k_max, {}};
   std::vector<int32_t> cont;
   uint32_t matched_n = 0;
@@ -206,6 +208,34 @@ SpeculativeDecoder::Choice SpeculativeDecoder::choose(uint32_t k_max) {
     cont.resize(c.k);
     c.lookup = std::move(cont);
   }
+  return c;
+}
+
+SpeculativeDecoder::Choice SpeculativeDecoder::choose_replay(uint32_t k_max) {
+  // auto's rule for its one drafter: the first round measures a plain step; then the draft length
+  // with the most expected tokens per second, if that beats a plain step's rate. Verification runs
+  // from layer 0 (replay.h); k drafts cost k + 1 passes of the cost drafter, as auto counts early
+  // exit's (nothing without a cost drafter: its passes are never timed). Trees size themselves.
+  Choice c;
+  if (tree_round_for(0)) return {0, k_max, {}};
+  if (!plain_cost_.known()) return c;
+  double best = 1.0 / t_plain();
+  const double t_step = draft_step_cost_.known() ? draft_step_cost_.predict(1) : 0.0;
+  for (uint32_t k = 1; k <= k_max; ++k) {
+    const double rate = expected_tokens(accept_[0].alpha(), k) / ((k + 1) * t_step + t_verify_full(k + 1));
+    if (rate > best) best = rate, c = {0, k, {}};
+  }
+  // Probes, as auto's: a plain step now and then while drafting, two drafts now and then while
+  // not, each probed ever more rarely while it keeps losing.
+  auto probe = [&](int drafter, uint32_t k) {
+    uint32_t& after = drafter < 0 ? plain_probe_after_ : probe_after_[0];
+    after = std::min(after * 2, kMaxProbeInterval);
+    return Choice{drafter, k, {}, false, true};
+  };
+  if (c.drafter < 0) plain_probe_after_ = kProbeAfterRounds;
+  else probe_after_[0] = kProbeAfterRounds;
+  if (c.drafter >= 0 && plain_idle_rounds_ >= plain_probe_after_) return probe(-1, 0);
+  if (c.drafter < 0 && idle_rounds_[0] >= probe_after_[0]) return probe(0, std::min<uint32_t>(2, k_max));
   return c;
 }
 
@@ -454,7 +484,9 @@ Status SpeculativeDecoder::step(uint32_t max_new, std::vector<int32_t>& out) {
     ds.draft_s += s;
     ds.steps += draft_.engine_steps;
     const bool timed = draft_.engine_steps && steady(g0);
-    if (timed && c.drafter == early_) draft_step_cost_.observe(1, s / draft_.engine_steps);
+    // The early-exit drafter's passes, or a replay's cost drafter's (choose_replay weighs them).
+    if (timed && (c.drafter == early_ || cfg_.mode == SpecMode::replay))
+      draft_step_cost_.observe(1, s / draft_.engine_steps);
     if (draft_.engine_steps && c.drafter == subset_) {
       if (timed) chooser_->observe_step(subset_arm_, s / draft_.engine_steps);
       // A first draft too unsure to propose wastes the step: counted as a rejected token, so a

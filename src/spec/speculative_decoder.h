@@ -108,10 +108,12 @@ class SpeculativeDecoder {
   // A decoder whose every round drafts draft_max tokens with `drafter` (the replay drafter of
   // `bench spec --replay`, spec/replay.h): mode SpecMode::replay, stats named after the drafter.
   // tree > 0: token trees of up to `tree` children per node, as `early:d=N,tree=B` (the
-  // drafter must draft trees).
+  // drafter must draft trees). adaptive: chains choose their length by auto's rule (SpecConfig
+  // replay_auto) instead of drafting draft_max tokens every round.
   static Result<std::unique_ptr<SpeculativeDecoder>> create_with(runtime::Engine& engine, runtime::Sampler& sampler,
                                                                  uint32_t draft_max, std::unique_ptr<Drafter> drafter,
-                                                                 uint32_t tree = 0, bool tree_fit_cost = true);
+                                                                 uint32_t tree = 0, bool tree_fit_cost = true,
+                                                                 bool adaptive = false);
 
   // Evaluates the prompt (engine at position 0) and samples the first token, which becomes the
   // pending one; returns it.
@@ -143,6 +145,7 @@ class SpeculativeDecoder {
     bool probe = false;           // chosen to refresh a stale estimate, not on its predicted rate
   };
   Choice choose(uint32_t k_max);
+  Choice choose_replay(uint32_t k_max);  // SpecMode::replay with replay_auto
   // Measured (or, before any measurement, derived) costs the choices weigh.
   double t_plain() const;
   double t_verify_full(uint32_t rows) const;

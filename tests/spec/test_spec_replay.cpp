@@ -94,3 +94,44 @@ TEST_CASE("replay through the speculative decoder: plain greedy text at every ac
     }
   }
 }
+
+// --replay-policy auto (SpecConfig::replay_auto): chains choose their length by auto's rule, so at
+// acceptance 0 the decoder backs off to plain steps after the first rejections (and probes now and
+// then), where the fixed policy verifies a wasted draft every round; at acceptance 1 every drafted
+// token is accepted. The text is plain greedy decoding's either way.
+TEST_CASE("replay with auto's policy backs off to plain steps at acceptance 0, same text", "[spec]") {
+  const std::string path = test::small_spec_model(7, GgmlType::Q8_0);
+  auto model = runtime::Model::load(path);
+  REQUIRE(model.is_ok());
+  auto eng = runtime::CpuForward::create(*model, {.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F32,
+                                                  .v_type = GgmlType::F32, .placement = {}, .trace = {}});
+  REQUIRE(eng.is_ok());
+  auto& e = **eng;
+  const std::vector<int32_t> prompt = {2, 17, 40, 99, 123, 7, 250};
+  const uint32_t n = 80;
+  const auto plain = test::generate(e, prompt, n, spec::SpecConfig{}, test::greedy_params());
+  std::vector<int32_t> ref = prompt;
+  ref.insert(ref.end(), plain.begin(), plain.end());
+  auto run = [&](double a, bool adaptive) {
+    runtime::Sampler sampler(test::greedy_params(), e.model().spec.hp.n_vocab);
+    for (int32_t t : prompt) sampler.accept(t);
+    auto drafter = std::make_unique<spec::ReplayDrafter>(ref, a, 9, e.model().spec.hp.n_vocab);
+    auto dec = spec::SpeculativeDecoder::create_with(e, sampler, 6, std::move(drafter), 0, true, adaptive);
+    REQUIRE(dec.is_ok());
+    auto first = (*dec)->start(prompt);
+    REQUIRE(first.is_ok());
+    std::vector<int32_t> out{*first};
+    while (out.size() < n) REQUIRE((*dec)->step(uint32_t(n - out.size()), out).is_ok());
+    INFO("a " << a << " adaptive " << adaptive);
+    CHECK(out == plain);
+    return (*dec)->stats();
+  };
+  const spec::SpecStats fixed0 = run(0.0, false), auto0 = run(0.0, true), auto1 = run(1.0, true);
+  CHECK(fixed0.plain_steps <= 1);        // the last token, with no room for a draft
+  CHECK(fixed0.verify_passes >= n - 3);  // one token per wasted round
+  // auto: a plain step to measure, a few rounds until the estimate falls, probes after 32 idle rounds.
+  CHECK(auto0.drafters[0].accepted == 0);
+  CHECK(auto0.verify_passes <= 8);
+  CHECK(auto0.plain_steps >= n - 1 - auto0.verify_passes);
+  CHECK(auto1.drafters[0].accepted == auto1.drafters[0].drafted);
+}
