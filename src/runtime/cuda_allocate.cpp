@@ -314,7 +314,7 @@ Status CudaForward::allocate() {
                  cuda::workspace_bytes_for_gemv(im.dev.output, gemv_cols)});
   const cuda::AttentionShapeDev shape{s.hp.n_head, s.hp.n_head_kv, hd, 0, s.attention_scale};
   // The attention's scratch starts past the rounding of its output for the output matrix
-  // (Ops::attention: the combine kernel writes it where that matrix's GEMV reads it).
+  // (Ops::attention: the merge of its splits writes it where that matrix's GEMV reads it).
   if (im.fused_rounding) {
     for (const auto& l : im.dev.layers)
       im.att_round_bytes = std::max(im.att_round_bytes, cuda::workspace_bytes_for_gemv(l.wo, gemv_cols));

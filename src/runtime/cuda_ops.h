@@ -306,8 +306,8 @@ struct Ops {
       return;
     }
     // One call, unless this is a verify pass (range) whose rows must equal decode steps and the
-    // kernel does not promise that for a multi-query call. Where it runs split, its combine kernel
-    // rounds the output for `next` (the rounding fits before ws).
+    // kernel does not promise that for a multi-query call. Where it runs split, the merge of its
+    // splits rounds the output for `next` (the rounding fits before ws).
     if (!map.batched() && (!range || cuda::attention_rows_exact(q, n, im.kv[map.seq][il].store, shape, ws))) {
       const int64_t width = s.n_head * s.head_dim;
       cuda::ActRounding r = rounding_for(next, width, n);
