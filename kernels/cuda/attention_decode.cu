@@ -19,10 +19,8 @@
 // once per key) and a transposed butterfly over the LK lanes, in log2 units (exp2). Each group of
 // LK lanes keeps its own online softmax (running max m, sum l, f32 output acc) over its 4 keys of
 // every tile, so the loop needs no block-wide reduction; at the end the block merges its groups in a fixed order
-// and writes the chunk's (m, l, acc) to the workspace, and the chunks of a row are merged in order
-// z = 0, 1, ... (merge_splits; or, unsplit, the block writes acc / l itself). The merge runs in the
-// last of a row tile's split blocks to finish (arrival counters from the Workspace: one launch per
-// call, ~4 us less per layer of a decode step) or, without counters, in decode_combine_kernel.
+// and writes the chunk's (m, l, acc) to the workspace, and combine_kernel merges the chunks of a
+// row in order z = 0, 1, ... (or, unsplit, writes acc / l itself).
 //
 // Determinism and batch exactness: no float atomics, every sum in a fixed order with explicitly
 // rounded operations (no contraction choices left to the compiler), and a row's keys, tiles,
@@ -85,11 +83,6 @@ struct DecParams {
   const int32_t* path_n;  // on the device, per query
   int path_stride, path_tiles;
   float scale_log2;  // scale / ln 2: scores in log2 units (exp2 is one instruction)
-  // Split calls only: one zeroed arrival counter per block of the grid's (x, y), left zero again;
-  // the last split block of a row tile merges its rows (out, and round's rounding where round.q).
-  // Null: decode_combine_kernel merges.
-  int* counters;
-  ActRounding round;
 };
 
 template <int HD>
@@ -185,25 +178,6 @@ __device__ __forceinline__ void codes8(int fmt, const uint8_t* u0, int off, int 
   }
 }
 
-// Element d of row `row` of out: the splits' partials merged in order, out = sum_z w_z acc_z /
-// sum_z w_z l_z, w_z = 2^(m_z - M) (log2 units). The one merge of both paths (fused epilogue and
-// decode_combine_kernel), so a row's bits never depend on which ran. __ldcg: the fused epilogue
-// reads partials other blocks wrote during the launch, which this SM's L1 may hold stale.
-__device__ __forceinline__ float merge_splits(const float* part_acc, const float* part_ml, int64_t n_rows,
-                                              int n_splits, int head_dim, int64_t row, int d) {
-  float M = -INFINITY;
-  for (int z = 0; z < n_splits; ++z) M = fmaxf(M, __ldcg(part_ml + (z * n_rows + row) * 2));
-  float L = 0.0f, A = 0.0f;
-  for (int z = 0; z < n_splits; ++z) {
-    const float m = __ldcg(part_ml + (z * n_rows + row) * 2);
-    if (m == -INFINITY) continue;
-    const float w = exp2f(m - M);
-    L = __fmaf_rn(w, __ldcg(part_ml + (z * n_rows + row) * 2 + 1), L);
-    A = __fmaf_rn(w, __ldcg(part_acc + (z * n_rows + row) * head_dim + d), A);
-  }
-  return L > 0.0f ? __fdiv_rn(A, L) : 0.0f;
-}
-
 // KF, VF: the K and V formats when fixed at compile time (the same-type pairs), else -1 (p's).
 // One or two rows (decode): at most 128 registers, four blocks per SM.
 template <int HD, int R, int KF, int VF>
@@ -215,7 +189,6 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
   __shared__ int row_live[R];           // a row of the call (not padding)
   __shared__ uint64_t row_tree[R];      // tree mask word per row (tree_bits only)
   __shared__ uint8_t k_off[kStages][TK], v_off[kStages][TK];  // slice start within its first unit
-  __shared__ int is_last;               // this block arrived last of its tile's splits (counters)
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = blockIdx.y, z = blockIdx.z;
@@ -492,38 +465,10 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
       if (d == 0) p.part_ml[prow * 2] = M, p.part_ml[prow * 2 + 1] = L;
     }
   }
-  if (!p.counters) return;
-
-  // Last block done: the partials reach L2 before the block counts itself in; the block that
-  // completes the count (blockIdx.z order is arbitrary) merges every split of its rows.
-  __threadfence();
-  __syncthreads();
-  detail::pdl_launch_dependents();  // as decode_combine_kernel did: the GEMV after may start loading weights
-  if (tid == 0) {
-    int* counter = p.counters + blockIdx.y * gridDim.x + blockIdx.x;
-    is_last = atomicAdd(counter, 1) == int(gridDim.z) - 1;
-    if (is_last) {
-      *counter = 0;       // all splits arrived: nothing else touches it in this launch
-      __threadfence();    // the others' partials are read after their arrivals were seen
-    }
-  }
-  __syncthreads();
-  if (!is_last) return;
-  // Each warp takes 32-dimension pieces of rows: round_store1 wants a warp on one 32-element block.
-  constexpr int kPieces = HD / 32;
-  for (int piece = warp; piece < R * kPieces; piece += kWarps) {
-    const int r = piece / kPieces, d = piece % kPieces * 32 + lane;
-    if (!row_live[r]) continue;  // the whole warp: a piece is one row's
-    const int gr = row0 + r;
-    const int64_t orow = int64_t(gr / p.group) * p.n_head + int64_t(g) * p.group + gr % p.group;
-    const float o = merge_splits(p.part_acc, p.part_ml, n_out_rows, int(gridDim.z), HD, orow, d);
-    p.out[orow * HD + d] = o;
-    if (p.round.q) detail::round_store1(o, orow * HD + d, p.round);
-  }
 }
 
-// Merges the splits of one (query, head) row (merge_splits), for calls without arrival counters.
-// Block: head_dim threads.
+// Merges the splits of one (query, head) row in order: out = sum_z w_z acc_z / sum_z w_z l_z,
+// w_z = e^(m_z - M). Block: head_dim threads.
 // Where r.q, also the output's int8 rounding (act_round.h: each warp's 32 dimensions are one block).
 __global__ void decode_combine_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
                                       int64_t n_rows, int n_splits, int head_dim, float* __restrict__ out,
@@ -531,7 +476,37 @@ __global__ void decode_combine_kernel(const float* __restrict__ part_acc, const 
   detail::pdl_launch_dependents();  // the GEMV after it may start loading weights
   const int64_t row = blockIdx.x;
   const int d = threadIdx.x;
-  const float o = merge_splits(part_acc, part_ml, n_rows, n_splits, head_dim, row, d);
+  // The loads of kBatch splits are issued before any is used: a loop that loads and uses one split
+  // per iteration waits one L2 round trip per split (16-32 splits at a 4K-128K context).
+  constexpr int kBatch = 8;
+  float M = -INFINITY;
+  for (int z0 = 0; z0 < n_splits; z0 += kBatch) {
+    float m[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) m[i] = z0 + i < n_splits ? part_ml[((z0 + i) * n_rows + row) * 2] : -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) M = fmaxf(M, m[i]);
+  }
+  float L = 0.0f, A = 0.0f;
+  for (int z0 = 0; z0 < n_splits; z0 += kBatch) {
+    float m[kBatch], l[kBatch], a[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int z = z0 + i;
+      const bool in = z < n_splits;
+      m[i] = in ? part_ml[(z * n_rows + row) * 2] : -INFINITY;
+      l[i] = in ? part_ml[(z * n_rows + row) * 2 + 1] : 0.0f;
+      a[i] = in ? part_acc[(z * n_rows + row) * head_dim + d] : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {  // in split order: the sums of one split at a time
+      if (m[i] == -INFINITY) continue;
+      const float w = exp2f(m[i] - M);
+      L = __fmaf_rn(w, l[i], L);
+      A = __fmaf_rn(w, a[i], A);
+    }
+  }
+  const float o = L > 0.0f ? __fdiv_rn(A, L) : 0.0f;
   out[row * head_dim + d] = o;
   if (r.q) detail::round_store1(o, row * head_dim + d, r);
 }
@@ -688,11 +663,6 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
   const int64_t tiles = paths ? n_q * p.path_tiles : p.path_tiles;
   if (s.n_head_kv > 65535) return Status::error("decode attention: {} KV heads: grid too large", s.n_head_kv);
   const dim3 grid(unsigned(tiles), unsigned(s.n_head_kv), unsigned(splits));
-  const ActRounding r = round && round->q ? *round : ActRounding{};
-  // Split calls merge in their last block where the workspace has a counter for every row tile
-  // (tiles x KV heads), else in a second launch.
-  const bool fused = p.split && ws.counters && tiles * s.n_head_kv <= ws.n_counters;
-  if (fused) p.counters = ws.counters, p.round = r;
   auto run = [&]() -> Status {
     switch (s.head_dim) {
       case 32: return launch_rows<32>(p, grid, R, st);
@@ -703,10 +673,7 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
     }
   };
   if (Status status = run(); !status || !p.split) return status;
-  if (fused) {
-    if (rounded) *rounded = r.q != nullptr;
-    return Status::ok();
-  }
+  const ActRounding r = round && round->q ? *round : ActRounding{};
   decode_combine_kernel<<<unsigned(n_q * s.n_head), unsigned(s.head_dim), 0, st>>>(
       p.part_acc, p.part_ml, n_q * s.n_head, int(splits), int(s.head_dim), d_out, r);
   if (rounded) *rounded = r.q != nullptr;

@@ -48,10 +48,7 @@ bool decode_attention_split_fits(int64_t n_q, const KvStoreDev& kv, const Attent
 // path: optional (attention_tree.h TreePathDev, n_q == 1); it changes only where keys are read.
 // tree: optional (attention_tree.h); it only removes keys, so a row alone with its own
 // mask word still equals its row of the call. round: optional (act_round.h); where the call runs
-// split, the merge of the splits also rounds out into it and sets *rounded (else *rounded = false).
-// Split calls merge in the attention kernel's last block per row tile where ws.counters holds one
-// counter per tile and KV head (cuda_api.h Workspace; one launch), else in a second kernel: the
-// same arithmetic in the same order, so the same bits either way.
+// split, the combine kernel also rounds out into it and sets *rounded (else *rounded = false).
 Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
                         const AttentionShapeDev& s, float* d_out, Workspace ws, cudaStream_t st,
                         const TreeMaskDev* tree = nullptr, const ActRounding* round = nullptr,

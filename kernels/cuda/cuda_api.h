@@ -94,20 +94,10 @@ inline constexpr size_t kGemmTileBytes = size_t(64) << 20;
 void inject_error(uint64_t nth_call);
 
 // Caller-owned device scratch for kernels that need it (dequantised GEMM tiles, split-K partials).
-// counters: zero-initialised ints a kernel may use as arrival counts, so that the last of its CTAs
-// to finish a part of the output does that part's epilogue (the attention's combine, the gated
-// activation's rounding) instead of a second kernel launch. Every kernel leaves them zero again, so
-// kernels that run one after another on a stream share them; null (n_counters 0) keeps the
-// separate epilogue kernels. Never shared by kernels that may run concurrently (side streams).
 struct Workspace {
   void* d_ptr = nullptr;
   size_t bytes = 0;
-  int* counters = nullptr;
-  int64_t n_counters = 0;
 };
-// Counters an engine allocates (zeroed) for its Workspace: enough for every fused epilogue of a
-// model with rows of up to 2^17 elements per matrix and 16 columns.
-inline constexpr int64_t kWorkspaceCounters = 8192;
 
 // ---- matmul on quantised weights (matmul.cu, gemv_*.cu) ----------------------------------------
 // y (n_cols, n_out) = W x for x (n_cols, n_in), f32 activations, f32 accumulation.

@@ -314,7 +314,7 @@ Status CudaForward::allocate() {
                  cuda::workspace_bytes_for_gemv(im.dev.output, gemv_cols)});
   const cuda::AttentionShapeDev shape{s.hp.n_head, s.hp.n_head_kv, hd, 0, s.attention_scale};
   // The attention's scratch starts past the rounding of its output for the output matrix
-  // (Ops::attention: the merge of its splits writes it where that matrix's GEMV reads it).
+  // (Ops::attention: the combine kernel writes it where that matrix's GEMV reads it).
   if (im.fused_rounding) {
     for (const auto& l : im.dev.layers)
       im.att_round_bytes = std::max(im.att_round_bytes, cuda::workspace_bytes_for_gemv(l.wo, gemv_cols));
@@ -325,17 +325,6 @@ Status CudaForward::allocate() {
     auto p = im.alloc(ws, "scratch kernels");
     if (!p) return p.status();
     im.ws = {*p, ws};
-    // The fused epilogues' arrival counters (cuda_api.h Workspace): zero now, zero after each kernel.
-    // STRATA_FUSED_EPILOGUES=0 leaves them out, and with them the kernels whose last CTA does the
-    // epilogue (same bits either way; for same-binary timing comparisons).
-    const char* fused = std::getenv("STRATA_FUSED_EPILOGUES");
-    if (!(fused && std::string(fused) == "0")) {
-      auto c = im.alloc(size_t(cuda::kWorkspaceCounters) * sizeof(int), "scratch counters");
-      if (!c) return c.status();
-      STRATA_TRY(cuda::memset_device(*c, 0, size_t(cuda::kWorkspaceCounters) * sizeof(int), im.stream));
-      im.ws.counters = static_cast<int*>(*c);
-      im.ws.n_counters = cuda::kWorkspaceCounters;
-    }
   }
   auto cws = im.alloc(cuda::kCublasWorkspaceBytes, "scratch cublas");
   if (!cws) return cws.status();

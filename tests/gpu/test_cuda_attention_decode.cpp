@@ -4,8 +4,7 @@
 // wrap, key counts that are no multiple of the 256-key split or the key tile, and long contexts
 // (33000 keys: 17 chunks of 2048), and q4/q8 stores far from zero. Also: a row of a k-query call
 // is bit-identical to the query run alone (verification == decode), the same call twice gives the
-// same bits, an unsplit call (no workspace) is still right, and the splits merged in the kernel's
-// last block (Workspace counters) give the bits of the separate combine kernel. Skips without a GPU.
+// same bits, and an unsplit call (no workspace) is still right. Skips without a GPU.
 //
 // Tolerance: as test_cuda_attention.cpp's f32 kernel (exact f32 products of the same decoded K/V
 // values, different summation orders): |gpu - cpu| <= 2e-5 + 1e-3 |cpu|; q * 3 makes the softmax
@@ -25,7 +24,6 @@
 #include "cuda_test_util.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cuda/act_round.h"
-#include "kernels/cuda/attention_tree.h"
 #include "kernels/cuda/cuda_api.h"
 #include "kv/kv_quant.h"
 #include "test_util.h"
@@ -291,122 +289,6 @@ TEST_CASE("decode attention rounding its output: same output, the quantiser's co
         CHECK(qa == qb);
         CHECK(std::memcmp(da.data(), db.data(), da.size() * 4) == 0);
         CHECK(sa == sb);
-      }
-    }
-  }
-}
-
-// The merge of the splits in the attention kernel's last block per row tile (Workspace counters)
-// against the second launch (no counters): the same output and rounding bits, for every KV type,
-// 1, 2 and 8 queries (one and several row tiles, rows padded), GQA, windows, head dims 64..256,
-// plain calls and tree paths (one query's rows per block); the fused call is one launch, the counters
-// are zero again after each call, and a second fused call in a row gives the same bits (they were
-// reset).
-TEST_CASE("decode attention: the merge in the last block equals the combine kernel, bit for bit", "[gpu][attention]") {
-  if (!have_gpu()) return;
-  const uint64_t seed = fresh_seed();
-  INFO("seed " << seed);
-  Rng rng(seed);
-  DevBuf any(4096), counters(size_t(kc::kWorkspaceCounters) * sizeof(int));
-  CUDA_REQUIRE(cudaMemset(counters.as<void>(), 0, counters.bytes()));
-  for (const GgmlType t : kTypes) {
-    for (const int64_t n_q : {1, 2, 8}) {
-      for (const int64_t hd : {64, 128, 256}) {
-        const int64_t group = int64_t(1) << (1 + rng.next_u64() % 3);  // 2, 4, 8
-        const int64_t window = rng.uniform() < 0.4f ? 700 + int64_t(rng.next_u64() % 900) : 0;
-        Fixture f(make_case(hd, group, window, t, t, n_q, 2500 + int32_t(rng.next_u64() % 4000), rng), rng);
-        INFO(f.describe());
-        const int64_t n = n_q * f.row;
-        kernels::WeightView wo;  // a matrix reading the output: only its rounding's layout matters
-        wo.data = any.as<uint8_t>();
-        wo.n_in = f.row, wo.n_out = 64;
-        wo.type = f.row % 256 == 0 ? GgmlType::Q4_K : GgmlType::Q8_0;
-        wo.layout = kernels::WeightLayout::kGpu;
-        wo.row_bytes = ggml_row_bytes(wo.type, uint64_t(f.row));
-        const size_t rb = kc::workspace_bytes_for_gemv(wo, int(n_q));
-        DevBuf dq = to_device(f.q), dpos = to_device(f.c.pos);
-        const size_t ws_bytes = kc::attention_workspace_bytes(n_q, f.s, f.c.capacity);
-        DevBuf ws(ws_bytes);
-        // Tree paths: node q reads the first keys of its path (1..4 of them) from slots near F.
-        std::vector<int32_t> path_n(static_cast<size_t>(n_q)), slots(static_cast<size_t>(n_q) * 4);
-        for (int64_t q = 0; q < n_q; ++q) {
-          path_n[size_t(q)] = 1 + int32_t(rng.next_u64() % 4);
-          for (int32_t k = 0; k < path_n[size_t(q)]; ++k) slots[size_t(q * 4 + k)] = int32_t(rng.next_u64() % 8);
-        }
-        DevBuf dn = to_device(path_n), dslots = to_device(slots);
-        const kc::TreePathDev path{dslots.as<int32_t>(), dn.as<int32_t>(), 4};
-
-        struct Run {
-          std::vector<float> out, d;
-          std::vector<int8_t> q;
-          std::vector<int> s16;
-        };
-        // kind 0: attention_round, 1: attention (no rounding), 2: a tree-path call.
-        auto run = [&](bool fused, int kind) {
-          DevBuf out(size_t(n) * 4), round(rb);
-          out.poison(), round.poison();
-          const kc::Workspace att_ws{ws.as<void>(), ws_bytes, fused ? counters.as<int>() : nullptr,
-                                     fused ? kc::kWorkspaceCounters : 0};
-          const auto r = kc::act_rounding(wo, int(n_q), {round.as<void>(), rb});
-          REQUIRE(r.q != nullptr);
-          if (kind == 0) {
-            bool made = false;
-            REQUIRE(kc::attention_round(dq.as<float>(), dpos.as<int32_t>(), n_q, f.kv, f.s, out.as<float>(), att_ws, r,
-                                        &made, nullptr));
-            CHECK(made);  // 2500+ keys: the call runs split
-          } else if (kind == 1) {
-            REQUIRE(kc::attention(dq.as<float>(), dpos.as<int32_t>(), n_q, f.kv, f.s, out.as<float>(), att_ws, nullptr));
-          } else {
-            REQUIRE(kc::attention_tree_path(dq.as<float>(), dpos.as<int32_t>(), n_q, f.kv, f.s, path, out.as<float>(),
-                                            att_ws, nullptr));
-          }
-          Run got;
-          got.out = out.download<float>(size_t(n));
-          if (kind == 0) {
-            got.q.resize(size_t(n)), got.d.resize(size_t(n / 32)), got.s16.resize(size_t(n / 16));
-            CUDA_REQUIRE(cudaMemcpy(got.q.data(), r.q, got.q.size(), cudaMemcpyDeviceToHost));
-            CUDA_REQUIRE(cudaMemcpy(got.d.data(), r.d, got.d.size() * 4, cudaMemcpyDeviceToHost));
-            CUDA_REQUIRE(cudaMemcpy(got.s16.data(), r.s16, got.s16.size() * 4, cudaMemcpyDeviceToHost));
-          }
-          const std::vector<int> left = counters.download<int>(size_t(kc::kWorkspaceCounters));
-          CHECK(std::all_of(left.begin(), left.end(), [](int c) { return c == 0; }));
-          return got;
-        };
-        auto same = [](const Run& a, const Run& b) {
-          CHECK(std::memcmp(a.out.data(), b.out.data(), a.out.size() * 4) == 0);
-          CHECK(a.q == b.q);
-          CHECK(std::memcmp(a.d.data(), b.d.data(), a.d.size() * 4) == 0);
-          CHECK(a.s16 == b.s16);
-        };
-        // The kernels a call launches (captured into a graph): the fused call one, else two.
-        auto launches = [&](bool fused) {
-          DevBuf out(size_t(n) * 4), round(rb);
-          const kc::Workspace att_ws{ws.as<void>(), ws_bytes, fused ? counters.as<int>() : nullptr,
-                                     fused ? kc::kWorkspaceCounters : 0};
-          const auto r = kc::act_rounding(wo, int(n_q), {round.as<void>(), rb});
-          cudaStream_t st = nullptr;
-          CUDA_REQUIRE(cudaStreamCreate(&st));
-          CUDA_REQUIRE(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
-          bool made = false;
-          const bool ok = bool(kc::attention_round(dq.as<float>(), dpos.as<int32_t>(), n_q, f.kv, f.s, out.as<float>(),
-                                                   att_ws, r, &made, st));
-          cudaGraph_t graph = nullptr;
-          CUDA_REQUIRE(cudaStreamEndCapture(st, &graph));
-          size_t nodes = 0;
-          CUDA_REQUIRE(cudaGraphGetNodes(graph, nullptr, &nodes));
-          cudaGraphDestroy(graph);
-          cudaStreamDestroy(st);
-          REQUIRE(ok);
-          return nodes;
-        };
-        CHECK(launches(false) == 2);
-        CHECK(launches(true) == 1);
-        for (const int kind : {0, 1, 2}) {
-          INFO("kind " << kind);
-          const Run two = run(false, kind), one = run(true, kind), again = run(true, kind);
-          same(one, two);
-          same(again, two);
-        }
       }
     }
   }
