@@ -59,6 +59,13 @@ struct TaskScope {
   ~TaskScope() { t_in_task = false; }
 };
 
+// Every part on the calling thread (a team of one, one part, a busy shared team). noexcept like
+// the team's threads, so that a throwing part ends the process whichever way its job ran.
+void run_serial(int n_parts, ThreadTeam::PartRef fn) noexcept {
+  TaskScope scope;
+  for (int p = 0; p < n_parts; ++p) fn.call(fn.ctx, p);
+}
+
 }  // namespace
 
 bool in_team_task() { return t_in_task; }
@@ -127,11 +134,7 @@ void ThreadTeam::worker(int thread) {
 void ThreadTeam::run_ref(int n_parts, PartRef fn) {
   STRATA_CHECK(!t_in_task, "ThreadTeam::run from inside a team task (nested parallel jobs are not supported)");
   if (n_parts <= 0) return;
-  if (size_ == 1 || n_parts == 1) {
-    TaskScope scope;
-    for (int p = 0; p < n_parts; ++p) fn.call(fn.ctx, p);
-    return;
-  }
+  if (size_ == 1 || n_parts == 1) return run_serial(n_parts, fn);
   // The previous job's parts are all done and its slots exhausted: nothing reads these now.
   fn_ = fn;
   n_parts_ = n_parts;
@@ -181,18 +184,10 @@ int team_threads() {
 
 void team_run_ref(int n_parts, ThreadTeam::PartRef fn) {
   STRATA_CHECK(!t_in_task, "team_run from inside a team task (nested parallel jobs are not supported)");
-  if (n_parts <= 1) {
-    TaskScope scope;
-    if (n_parts == 1) fn.call(fn.ctx, 0);
-    return;
-  }
+  if (n_parts <= 1) return run_serial(n_parts, fn);
   SharedTeam& s = shared_team();
   std::unique_lock lock(s.mutex, std::try_to_lock);
-  if (!lock) {  // another thread's job holds the team: this one runs alone
-    TaskScope scope;
-    for (int p = 0; p < n_parts; ++p) fn.call(fn.ctx, p);
-    return;
-  }
+  if (!lock) return run_serial(n_parts, fn);  // another thread's job holds the team: run alone
   if (SharedTeam::forked_child) {
     (void)s.team.release();  // the parent's workers do not exist here; nothing to join
     SharedTeam::forked_child = false;
