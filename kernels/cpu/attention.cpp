@@ -5,12 +5,10 @@
 #include <cmath>
 #include <vector>
 
-#include <tbb/enumerable_thread_specific.h>
-#include <tbb/parallel_for.h>
-
 #include "core/status.h"
 #include "kernels/cpu/kv_slices.h"
 #include "kernels/cpu/quant_kernels.h"
+#include "kernels/cpu/team_parts.h"
 
 namespace strata::kernels::cpu {
 namespace {
@@ -91,15 +89,25 @@ void attend_one(const float* q, int32_t pos, const KR& K, const VR& V, int64_t c
 template <typename KR, typename VR>
 void attention_typed(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
                      float* out, const TreeMask* tree) {
-  static tbb::enumerable_thread_specific<Scratch> scratch;
+  // Per thread, for any thread that runs a part (team workers, or a caller running alone).
+  thread_local Scratch scratch;
   const int64_t group = s.n_head / s.n_head_kv, width = s.n_head_kv * s.head_dim;
   const KR K(kv.k, kv.k_dtype, width, s.head_dim);
   const VR V(kv.v, kv.v_dtype, width, s.head_dim);
-  tbb::parallel_for(int64_t(0), n_q * s.n_head, [&](int64_t idx) {
-    const int64_t i = idx / s.n_head, h = idx % s.n_head;
-    const int64_t off = (i * s.n_head + h) * s.head_dim;
-    const TreeRow row = tree && tree->bits ? TreeRow{true, tree->bits[i], tree->first} : TreeRow{};
-    attend_one(q + off, pos[i], K, V, kv.capacity, h / group, s, row, scratch.local(), out + off);
+  // (query, head) pairs in order, cut into equal runs for the thread team; the KV bytes they read
+  // decide how many threads are worth waking (decode: every head reads pos + 1 keys).
+  const int64_t items = n_q * s.n_head;
+  int64_t keys = 0;
+  for (int64_t i = 0; i < n_q; ++i) keys += s.window > 0 ? std::min<int64_t>(pos[i] + 1, s.window) : pos[i] + 1;
+  const uint64_t slice_bytes = ggml_row_bytes(kv.k_dtype, uint64_t(s.head_dim)) + ggml_row_bytes(kv.v_dtype, uint64_t(s.head_dim));
+  const int n_parts = part_count(uint64_t(keys) * uint64_t(s.n_head) * slice_bytes, items);
+  team_run(n_parts, [&](int p) {
+    for (int64_t idx = items * p / n_parts; idx < items * (p + 1) / n_parts; ++idx) {
+      const int64_t i = idx / s.n_head, h = idx % s.n_head;
+      const int64_t off = (i * s.n_head + h) * s.head_dim;
+      const TreeRow row = tree && tree->bits ? TreeRow{true, tree->bits[i], tree->first} : TreeRow{};
+      attend_one(q + off, pos[i], K, V, kv.capacity, h / group, s, row, scratch, out + off);
+    }
   });
 }
 

@@ -7,6 +7,8 @@
 // Quantised entries are decoded per key while attending (no dequantised copy of the store).
 // Query i (at position pos[i]) attends keys j with j <= pos[i] and, when window > 0,
 // j > pos[i] - window; all those entries must be present in the store (the caller's contract).
+// The (query, head) pairs are split over the CPU thread team (thread_team.h): callable from any
+// thread, not from inside a team task.
 #pragma once
 
 #include <cstdint>

@@ -1,11 +1,13 @@
 // y = W x with int8 activations (dot_q8.h) for decode and speculative verify: the activations are
 // quantised once per call (q8_act.h), then every weight row is read once and multiplied with up
 // to kQ8MaxCols columns per pass (more columns: further passes over the row while it is in cache),
-// kQ8MaxRows rows per kernel call, rows split over the calling thread's oneTBB arena.
+// kQ8MaxRows rows per kernel call, rows split by bytes over the CPU thread team (thread_team.h,
+// sized like the calling thread's oneTBB arena and limit), one team job per call.
 //   w: n_out rows of n_in (a type with has_dot_q8); x: (n_tok, n_in) row-major f32; y: (n_tok, n_out).
 // Not exact: the f32-activation matmul (matmul.h) stays the reference; this one differs by the
 // activation rounding (|error| <= d/2 per element, d = max|x|/127 per 32).
-// Thread-safety: reentrant; scratch for the quantised activations is thread-local to the caller.
+// Thread-safety: callable from any thread (a second caller while the team is busy runs alone), not
+// from inside a team task; scratch for the quantised activations is thread-local to the caller.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +24,11 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, Dot
 void matmul_q8(const WeightView& w, const Q8ActView& x, float* y, DotQ8RowsFn kernel = nullptr);
 
 // Several matrices on the same input (Q, K, V; gate, up): the input quantised once and one
-// parallel loop over all their rows, so a decode step forks and joins once per group instead of
+// team job over all their rows, so a decode step hands out work and joins once per group instead of
 // once per matrix. Every row is computed as matmul_q8 computes it (the same kernel on the same
-// row groups), so y[j] equals matmul_q8(*w[j], x, n_tok, y[j]) bit for bit. All w[j].n_in equal.
+// row groups), so y[j] equals matmul_q8(*w[j], x, n_tok, y[j]) bit for bit. All w[j].n_in equal;
+// 1 <= count <= kMaxQ8Group.
+inline constexpr int kMaxQ8Group = 8;
 void matmul_q8_group(const WeightView* const* w, float* const* y, int count, const float* x, int64_t n_tok);
 
 }  // namespace strata::kernels::cpu

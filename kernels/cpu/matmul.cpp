@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "kernels/cpu/quant_kernels.h"
+#include "kernels/cpu/team_parts.h"
 
 namespace strata::kernels::cpu {
 namespace {
@@ -26,9 +27,11 @@ void use_single_threaded_blas() {
 void matmul_dot(const WeightView& w, const float* x, int64_t n_tok, float* y) {
   const DotFn dot = best_dot(w.type);
   STRATA_CHECK(dot, "no dot kernel for type {}", ggml_type_info(w.type).name);
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, w.n_in));
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, w.n_out, grain), [&](const tbb::blocked_range<int64_t>& r) {
-    for (int64_t row = r.begin(); row < r.end(); ++row) {
+  // Decode-sized: the thread team, rows cut by bytes (one job, no tasks to steal).
+  const RowParts parts(uint64_t(w.n_out) * w.row_bytes, 1, n_tok);
+  team_run(parts.n_parts, [&](int p) {
+    const auto [r0, r1] = parts.rows(p, 0, w);
+    for (int64_t row = r0; row < r1; ++row) {
       const uint8_t* wr = w.row(row);
       for (int64_t t = 0; t < n_tok; ++t) y[t * w.n_out + row] = dot(wr, x + t * w.n_in, w.n_in);
     }

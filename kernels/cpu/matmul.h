@@ -1,9 +1,10 @@
 // y = W x for quantised W and a batch of f32 activation vectors.
 //   w: n_out rows of n_in (any type with CPU kernels); x: (n_tok, n_in) row-major; y: (n_tok, n_out).
 // Few tokens (decode, speculative verify): one pass over W with the type's dot kernel per row,
-// rows split across oneTBB workers. Many tokens (prefill): W is dequantised tile by tile into f32
-// and multiplied with OpenBLAS SGEMM, so the arithmetic runs at GEMM speed.
-// Thread-safety: reentrant; uses the calling thread's oneTBB arena.
+// rows split by bytes over the CPU thread team (thread_team.h). Many tokens (prefill): W is
+// dequantised tile by tile into f32 and multiplied with OpenBLAS SGEMM, tiles over the calling
+// thread's oneTBB arena, so the arithmetic runs at GEMM speed (fork/join is small next to a tile).
+// Thread-safety: callable from any thread, not from inside a team task.
 #pragma once
 
 #include <cstdint>

@@ -20,7 +20,8 @@ void rope(float* x, int64_t head_dim, float pos, float base, const float* freq_d
 void rope_heads(float* x, int64_t n_heads, int64_t head_dim, float pos, float base, const float* freq_div,
                 bool neox);
 
-// gate[i] = act(gate[i]) * up[i]
+// gate[i] = act(gate[i]) * up[i]; long vectors split over the CPU thread team (thread_team.h: not
+// from inside a team task), each element computed alone (the same bits however split).
 void silu_mul(float* gate, const float* up, int64_t n);
 void gelu_tanh_mul(float* gate, const float* up, int64_t n);
 

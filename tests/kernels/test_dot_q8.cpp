@@ -20,6 +20,9 @@
 #include <string>
 #include <vector>
 
+#include <tbb/global_control.h>
+#include <tbb/task_arena.h>
+
 #include "core/cpu_features.h"
 #include "core/ggml_type.h"
 #include "core/rng.h"
@@ -127,6 +130,9 @@ TEST_CASE("int8 activations: codes, scales and sums", "[q8]") {
       const int8_t v = q8_act_code(q.view, c, i);
       REQUIRE(v >= -127);
       const float d = q.view.col_d(c)[i / 32];
+      // The code is the one std::nearbyint gives (half to even), whatever the kernel rounds with.
+      const float id = d > 0 ? 1.0f / d : 0.0f;
+      REQUIRE(v == int8_t(std::clamp(std::nearbyint(x[size_t(c * n + i)] * id), -127.0f, 127.0f)));
       REQUIRE(std::fabs(q8_act_value(q.view, c, i) - x[size_t(c * n + i)]) <= 0.5f * d * (1 + 1e-5f));
     }
   }
@@ -357,7 +363,7 @@ TEST_CASE("int8 dot: multi-column results equal single-column ones", "[q8]") {
   }
 }
 
-TEST_CASE("matmul_q8: oneTBB rows and column chunks equal per-row kernel calls", "[q8]") {
+TEST_CASE("matmul_q8: rows over the thread team and column chunks equal per-row kernel calls", "[q8]") {
   const uint64_t seed = test::fresh_seed();
   INFO("seed " << seed);
   Rng rng(seed);
@@ -370,6 +376,16 @@ TEST_CASE("matmul_q8: oneTBB rows and column chunks equal per-row kernel calls",
       auto x = make_x(n_in * n_tok, rng, false);
       std::vector<float> y(size_t(n_tok * n_out), kPoison);
       matmul_q8(w, x.data(), n_tok, y.data());
+      // The same bits from teams of other sizes (the rows cut elsewhere), this machine's core count
+      // notwithstanding (the limit and the arena both allow `threads`).
+      for (int threads : {1, 3, 8}) {
+        std::vector<float> yt(y.size(), kPoison);
+        tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
+        tbb::task_arena(threads).execute([&] { matmul_q8(w, x.data(), n_tok, yt.data()); });
+        int bad = 0;
+        for (size_t i = 0; i < y.size(); ++i) bad += !same_bits(y[i], yt[i]);
+        CHECK(bad == 0);
+      }
       Q8Buffer q(x, n_in, n_tok);
       const DotQ8Fn fn = best_dot_q8(t);
       for (int64_t r = 0; r < n_out; ++r)
