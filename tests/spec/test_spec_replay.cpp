@@ -48,19 +48,34 @@ TEST_CASE("replay drafter: outcomes are Bernoulli(A) per position, wrong tokens 
   CHECK(differ > 300);
 }
 
+namespace {
+
+// A small CPU engine, a prompt, the plain greedy continuation of n tokens and the replay reference
+// (prompt + that continuation).
+struct ReplaySetup {
+  std::unique_ptr<runtime::CpuForward> engine;
+  std::vector<int32_t> prompt = {2, 17, 40, 99, 123, 7, 250};
+  std::vector<int32_t> plain, ref;
+  explicit ReplaySetup(uint32_t n) {
+    auto model = runtime::Model::load(test::small_spec_model(7, GgmlType::Q8_0));
+    REQUIRE(model.is_ok());
+    auto eng = runtime::CpuForward::create(*model, {.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F32,
+                                                    .v_type = GgmlType::F32, .placement = {}, .trace = {}});
+    REQUIRE(eng.is_ok());
+    engine = std::move(*eng);
+    plain = test::generate(*engine, prompt, n, spec::SpecConfig{}, test::greedy_params());
+    ref = prompt;
+    ref.insert(ref.end(), plain.begin(), plain.end());
+  }
+};
+
+}  // namespace
+
 TEST_CASE("replay through the speculative decoder: plain greedy text at every acceptance", "[spec]") {
-  const std::string path = test::small_spec_model(7, GgmlType::Q8_0);
-  auto model = runtime::Model::load(path);
-  REQUIRE(model.is_ok());
-  auto eng = runtime::CpuForward::create(*model, {.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F32,
-                                                  .v_type = GgmlType::F32, .placement = {}, .trace = {}});
-  REQUIRE(eng.is_ok());
-  auto& e = **eng;
-  const std::vector<int32_t> prompt = {2, 17, 40, 99, 123, 7, 250};
   const uint32_t n = 60;
-  const auto plain = test::generate(e, prompt, n, spec::SpecConfig{}, test::greedy_params());
-  std::vector<int32_t> ref = prompt;
-  ref.insert(ref.end(), plain.begin(), plain.end());
+  ReplaySetup rs(n);
+  auto& e = *rs.engine;
+  const auto &prompt = rs.prompt, &plain = rs.plain, &ref = rs.ref;
   for (const double a : {0.0, 0.5, 1.0}) {
     for (const bool with_cost : {false, true}) {
       runtime::Sampler sampler(test::greedy_params(), e.model().spec.hp.n_vocab);
@@ -100,18 +115,10 @@ TEST_CASE("replay through the speculative decoder: plain greedy text at every ac
 // then), where the fixed policy verifies a wasted draft every round; at acceptance 1 every drafted
 // token is accepted. The text is plain greedy decoding's either way.
 TEST_CASE("replay with auto's policy backs off to plain steps at acceptance 0, same text", "[spec]") {
-  const std::string path = test::small_spec_model(7, GgmlType::Q8_0);
-  auto model = runtime::Model::load(path);
-  REQUIRE(model.is_ok());
-  auto eng = runtime::CpuForward::create(*model, {.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F32,
-                                                  .v_type = GgmlType::F32, .placement = {}, .trace = {}});
-  REQUIRE(eng.is_ok());
-  auto& e = **eng;
-  const std::vector<int32_t> prompt = {2, 17, 40, 99, 123, 7, 250};
   const uint32_t n = 80;
-  const auto plain = test::generate(e, prompt, n, spec::SpecConfig{}, test::greedy_params());
-  std::vector<int32_t> ref = prompt;
-  ref.insert(ref.end(), plain.begin(), plain.end());
+  ReplaySetup rs(n);
+  auto& e = *rs.engine;
+  const auto &prompt = rs.prompt, &plain = rs.plain, &ref = rs.ref;
   auto run = [&](double a, bool adaptive) {
     runtime::Sampler sampler(test::greedy_params(), e.model().spec.hp.n_vocab);
     for (int32_t t : prompt) sampler.accept(t);
