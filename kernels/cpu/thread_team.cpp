@@ -1,11 +1,14 @@
 #include "kernels/cpu/thread_team.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string_view>
 
 #include <pthread.h>
 #include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -185,6 +188,19 @@ int team_threads() {
 void team_run_ref(int n_parts, ThreadTeam::PartRef fn) {
   STRATA_CHECK(!t_in_task, "team_run from inside a team task (nested parallel jobs are not supported)");
   if (n_parts <= 1) return run_serial(n_parts, fn);
+  // STRATA_THREAD_TEAM=0: the same parts through a oneTBB parallel_for per job, as before the team
+  // (same results; for same-binary timing comparisons).
+  static const bool use_tbb = [] {
+    const char* e = std::getenv("STRATA_THREAD_TEAM");
+    return e && std::string_view(e) == "0";
+  }();
+  if (use_tbb) {
+    tbb::parallel_for(0, n_parts, [&](int p) {
+      TaskScope scope;
+      fn.call(fn.ctx, p);
+    });
+    return;
+  }
   SharedTeam& s = shared_team();
   std::unique_lock lock(s.mutex, std::try_to_lock);
   if (!lock) return run_serial(n_parts, fn);  // another thread's job holds the team: run alone
