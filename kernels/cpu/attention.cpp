@@ -89,8 +89,11 @@ void attend_one(const float* q, int32_t pos, const KR& K, const VR& V, int64_t c
 template <typename KR, typename VR>
 void attention_typed(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
                      float* out, const TreeMask* tree) {
-  // Per thread, for any thread that runs a part (team workers, or a caller running alone).
-  thread_local Scratch scratch;
+  // One scratch per part, owned by the caller's thread and reused across calls (as gemv_q8.cpp's
+  // activation scratch: no part may call team_run, so nothing resizes the pool under them). Not a
+  // thread_local of the worker threads: ASan's leak check flagged their per-thread buffers.
+  thread_local std::vector<Scratch> caller_pool;
+  std::vector<Scratch>& pool = caller_pool;  // named in the parts: the caller's, not each thread's
   const int64_t group = s.n_head / s.n_head_kv, width = s.n_head_kv * s.head_dim;
   const KR K(kv.k, kv.k_dtype, width, s.head_dim);
   const VR V(kv.v, kv.v_dtype, width, s.head_dim);
@@ -101,7 +104,9 @@ void attention_typed(const float* q, const int32_t* pos, int64_t n_q, const KvSt
   for (int64_t i = 0; i < n_q; ++i) keys += s.window > 0 ? std::min<int64_t>(pos[i] + 1, s.window) : pos[i] + 1;
   const uint64_t slice_bytes = ggml_row_bytes(kv.k_dtype, uint64_t(s.head_dim)) + ggml_row_bytes(kv.v_dtype, uint64_t(s.head_dim));
   const int n_parts = part_count(uint64_t(keys) * uint64_t(s.n_head) * slice_bytes, items);
+  if (pool.size() < size_t(n_parts)) pool.resize(size_t(n_parts));
   team_run(n_parts, [&](int p) {
+    Scratch& scratch = pool[size_t(p)];
     for (int64_t idx = items * p / n_parts; idx < items * (p + 1) / n_parts; ++idx) {
       const int64_t i = idx / s.n_head, h = idx % s.n_head;
       const int64_t off = (i * s.n_head + h) * s.head_dim;

@@ -26,6 +26,9 @@
 //   the busy team, and kernels keep the caller's thread_local scratch (gemv_q8.cpp) live across a run.
 // - Which thread runs a part is not fixed (see above); parts run concurrently, each exactly once,
 //   and all have returned when run() returns.
+// - Per-part scratch belongs to the caller (e.g. one buffer per part index), not to thread_locals
+//   of the workers: the ASan build's leak check at exit reported the workers' thread_local buffers
+//   (attention.cpp had one), failing every CI test that decoded on the CPU.
 #pragma once
 
 #include <atomic>
