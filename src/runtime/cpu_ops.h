@@ -76,23 +76,22 @@ struct CpuOps {
     for (int64_t v = 0; v < n_vec; ++v) cpu::rms_norm(x + v * dim, weight, dim, eps, out + v * dim);
   }
   void matmuls(const MatmulJob* jobs, int count, const float* x, uint32_t n) {
-    // int8 decode rows: one quantisation of x and one parallel loop for the whole group (the same
+    // int8 decode rows: one quantisation of x and one thread-team job for the whole group (the same
     // bits as one matmul each, see matmul_q8_group), where every matrix has an int8 kernel.
-    bool group = count >= 2 && count <= kMaxGroup;
+    bool group = count >= 2 && count <= cpu::kMaxQ8Group;
     for (int j = 0; group && j < count; ++j) group = int8_rows(*jobs[j].w, n) && jobs[j].w->n_in == jobs[0].w->n_in;
     if (!group) {
       for (int j = 0; j < count; ++j) matmul(*jobs[j].w, x, n, jobs[j].y);
       return;
     }
-    const kernels::WeightView* ws[kMaxGroup];
-    float* ys[kMaxGroup];
+    const kernels::WeightView* ws[cpu::kMaxQ8Group];
+    float* ys[cpu::kMaxQ8Group];
     for (int j = 0; j < count; ++j) {
       if (observer) observer->on_matmul(*jobs[j].w, x, n);
       ws[j] = jobs[j].w, ys[j] = jobs[j].y;
     }
     cpu::matmul_q8_group(ws, ys, count, x, n);
   }
-  static constexpr int kMaxGroup = 4;
   // int8 activations for decode-sized calls; the chunk decides (n), so a row's arithmetic never
   // depends on how many rows share the call.
   bool int8_rows(const kernels::WeightView& m, uint32_t n) const {

@@ -190,13 +190,8 @@ SpeculativeDecoder::Choice SpeculativeDecoder::choose(uint32_t k_max) {
   // steps too: the first one is a single noisy sample).
   // The interval doubles per probe (an option that keeps losing is probed ever more rarely) and
   // resets when the option wins on its rate.
-  auto probe = [&](int drafter, uint32_t k) {
-    uint32_t& after = drafter < 0 ? plain_probe_after_ : probe_after_[size_t(drafter)];
-    after = std::min(after * 2, kMaxProbeInterval);
-    return Choice{drafter, k, {}, drafter == lookup_ && short_match, true};
-  };
-  if (c.drafter < 0) plain_probe_after_ = kProbeAfterRounds;
-  else probe_after_[size_t(c.drafter)] = kProbeAfterRounds;
+  auto probe = [&](int drafter, uint32_t k) { return probe_round(drafter, k, drafter == lookup_ && short_match); };
+  won_on_rate(c);
   if (c.drafter >= 0 && plain_idle_rounds_ >= plain_probe_after_) return probe(-1, 0);
   if (c.drafter != lookup_ && !cont.empty() && idle_rounds_[lookup_] >= probe_after_[lookup_])
     c = probe(lookup_, std::min<uint32_t>(2, uint32_t(cont.size())));
@@ -227,16 +222,20 @@ SpeculativeDecoder::Choice SpeculativeDecoder::choose_replay(uint32_t k_max) {
   }
   // Probes, as auto's: a plain step now and then while drafting, two drafts now and then while
   // not, each probed ever more rarely while it keeps losing.
-  auto probe = [&](int drafter, uint32_t k) {
-    uint32_t& after = drafter < 0 ? plain_probe_after_ : probe_after_[0];
-    after = std::min(after * 2, kMaxProbeInterval);
-    return Choice{drafter, k, {}, false, true};
-  };
-  if (c.drafter < 0) plain_probe_after_ = kProbeAfterRounds;
-  else probe_after_[0] = kProbeAfterRounds;
-  if (c.drafter >= 0 && plain_idle_rounds_ >= plain_probe_after_) return probe(-1, 0);
-  if (c.drafter < 0 && idle_rounds_[0] >= probe_after_[0]) return probe(0, std::min<uint32_t>(2, k_max));
+  won_on_rate(c);
+  if (c.drafter >= 0 && plain_idle_rounds_ >= plain_probe_after_) return probe_round(-1, 0, false);
+  if (c.drafter < 0 && idle_rounds_[0] >= probe_after_[0]) return probe_round(0, std::min<uint32_t>(2, k_max), false);
   return c;
+}
+
+void SpeculativeDecoder::won_on_rate(const Choice& c) {
+  (c.drafter < 0 ? plain_probe_after_ : probe_after_[size_t(c.drafter)]) = kProbeAfterRounds;
+}
+
+SpeculativeDecoder::Choice SpeculativeDecoder::probe_round(int drafter, uint32_t k, bool short_match) {
+  uint32_t& after = drafter < 0 ? plain_probe_after_ : probe_after_[size_t(drafter)];
+  after = std::min(after * 2, kMaxProbeInterval);
+  return Choice{drafter, k, {}, short_match, true};
 }
 
 Status SpeculativeDecoder::verify(int drafter, const Draft& d, std::vector<int32_t>& out) {

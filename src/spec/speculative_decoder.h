@@ -146,6 +146,10 @@ class SpeculativeDecoder {
   };
   Choice choose(uint32_t k_max);
   Choice choose_replay(uint32_t k_max);  // SpecMode::replay with replay_auto
+  // Probes (choose's rule): the option chosen on its rate gets its probe interval reset; a probe
+  // round doubles the interval of the option it probes (-1: a plain step).
+  void won_on_rate(const Choice& c);
+  Choice probe_round(int drafter, uint32_t k, bool short_match);
   // Measured (or, before any measurement, derived) costs the choices weigh.
   double t_plain() const;
   double t_verify_full(uint32_t rows) const;

@@ -185,32 +185,35 @@ TEST_CASE("thread team: a second caller while the shared team is busy runs its p
 }
 
 TEST_CASE("thread team: a nested run or a throwing part aborts", "[thread_team]") {
+  // Each in a forked child, for a team of `size` (the caller alone at 1) and for the shared team.
+  auto nested_run = [](int size) {
+    return child_signal([size] {
+      kc::ThreadTeam team(size);
+      team.run(2, [&](int) { team.run(2, [](int) {}); });
+    });
+  };
+  auto nested_team_run = [](int parts) {
+    return child_signal([parts] { kc::team_run(parts, [parts](int) { kc::team_run(parts, [](int) {}); }); });
+  };
+  auto throwing_part = [](int size) {  // the last part throws
+    return child_signal([size] {
+      const int parts = std::max(2, size);
+      kc::ThreadTeam team(size);
+      team.run(parts, [parts](int p) {
+        if (p == parts - 1) throw std::runtime_error("last part");
+      });
+    });
+  };
   // Teams of one and single-part jobs first: no thread is started in the child, so this runs under
   // ThreadSanitizer too (which ends a forked child that starts threads).
-  CHECK(child_signal([] {
-          kc::ThreadTeam team(1);
-          team.run(2, [&](int) { team.run(2, [](int) {}); });
-        }) == SIGABRT);
-  CHECK(child_signal([] { kc::team_run(1, [](int) { kc::team_run(1, [](int) {}); }); }) == SIGABRT);
-  CHECK(child_signal([] {
-          kc::ThreadTeam team(1);
-          team.run(2, [](int p) {
-            if (p == 1) throw std::runtime_error("part 1");
-          });
-        }) == SIGABRT);
+  CHECK(nested_run(1) == SIGABRT);
+  CHECK(nested_team_run(1) == SIGABRT);
+  CHECK(throwing_part(1) == SIGABRT);
 #ifndef __SANITIZE_THREAD__
   // And on workers.
-  CHECK(child_signal([] {
-          kc::ThreadTeam team(2);
-          team.run(2, [&](int) { team.run(2, [](int) {}); });
-        }) == SIGABRT);
-  CHECK(child_signal([] { kc::team_run(2, [](int) { kc::team_run(2, [](int) {}); }); }) == SIGABRT);
-  CHECK(child_signal([] {
-          kc::ThreadTeam team(3);
-          team.run(3, [](int p) {
-            if (p == 2) throw std::runtime_error("part 2");
-          });
-        }) == SIGABRT);
+  CHECK(nested_run(2) == SIGABRT);
+  CHECK(nested_team_run(2) == SIGABRT);
+  CHECK(throwing_part(3) == SIGABRT);
 #endif
   // The team still works in this process (the children had their own).
   std::atomic<int> n{0};
