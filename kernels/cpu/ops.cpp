@@ -22,12 +22,10 @@ void elementwise(int64_t n, Fn fn) {
   team_run(parts, [&](int p) { fn(n * p / parts, n * (p + 1) / parts); });
 }
 
-}  // namespace
+// The scale rms_norm applies for a sum of squares ss of n elements.
+float rms_inv(double ss, int64_t n, float eps) { return float(1.0 / std::sqrt(ss / double(n) + double(eps))); }
 
-void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out) {
-  double ss = 0;
-  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
-  const float inv = float(1.0 / std::sqrt(ss / double(n) + double(eps)));
+void scale_by(const float* x, const float* w, int64_t n, float inv, float* out) {
   if (w) {
     for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv * w[i];
   } else {
@@ -35,8 +33,34 @@ void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out) 
   }
 }
 
+}  // namespace
+
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  scale_by(x, w, n, rms_inv(ss, n, eps), out);
+}
+
 void rms_norm_rows(float* x, const float* w, int64_t n_vec, int64_t n, float eps) {
   for (int64_t v = 0; v < n_vec; ++v) rms_norm(x + v * n, w, n, eps, x + v * n);
+}
+
+void rms_norm_vecs(const float* x, const float* w, int64_t n_vec, int64_t n, float eps, float* out) {
+  constexpr int64_t kSide = 8;
+  for (int64_t v0 = 0; v0 < n_vec; v0 += kSide) {
+    const int64_t nv = std::min(kSide, n_vec - v0);
+    if (nv == 1) {
+      rms_norm(x + v0 * n, w, n, eps, out + v0 * n);
+      continue;
+    }
+    double ss[kSide] = {};
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t v = 0; v < nv; ++v) {
+        const float e = x[(v0 + v) * n + i];
+        ss[v] += double(e) * e;
+      }
+    for (int64_t v = 0; v < nv; ++v) scale_by(x + (v0 + v) * n, w, n, rms_inv(ss[v], n, eps), out + (v0 + v) * n);
+  }
 }
 
 void rope(float* x, int64_t head_dim, float pos, float base, const float* freq_div, bool neox) {
@@ -45,22 +69,30 @@ void rope(float* x, int64_t head_dim, float pos, float base, const float* freq_d
 
 void rope_heads(float* x, int64_t n_heads, int64_t head_dim, float pos, float base, const float* freq_div,
                 bool neox) {
-  const int64_t half = head_dim / 2;
   // The angles depend on the position and the pair only: computed once for every head (pow, cos
   // and sin in double were most of RoPE's time when done per head).
   static thread_local std::vector<float> cos_sin;
-  cos_sin.resize(size_t(2 * half));
-  for (int64_t i = 0; i < half; ++i) {
+  cos_sin.resize(size_t(head_dim));
+  rope_angles(cos_sin.data(), head_dim, pos, base, freq_div);
+  rope_apply(x, n_heads, head_dim, cos_sin.data(), neox);
+}
+
+void rope_angles(float* cos_sin, int64_t head_dim, float pos, float base, const float* freq_div) {
+  for (int64_t i = 0; i < head_dim / 2; ++i) {
     // Angles in double: positions reach 128K and f32 would lose the low bits of pos * freq.
     double theta = double(pos) * std::pow(double(base), -2.0 * double(i) / double(head_dim));
     if (freq_div) theta /= double(freq_div[i]);
-    cos_sin[size_t(2 * i)] = float(std::cos(theta));
-    cos_sin[size_t(2 * i + 1)] = float(std::sin(theta));
+    cos_sin[2 * i] = float(std::cos(theta));
+    cos_sin[2 * i + 1] = float(std::sin(theta));
   }
+}
+
+void rope_apply(float* x, int64_t n_heads, int64_t head_dim, const float* cos_sin, bool neox) {
+  const int64_t half = head_dim / 2;
   for (int64_t h = 0; h < n_heads; ++h) {
     float* xh = x + h * head_dim;
     for (int64_t i = 0; i < half; ++i) {
-      const float c = cos_sin[size_t(2 * i)], s = cos_sin[size_t(2 * i + 1)];
+      const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
       float* a = neox ? &xh[i] : &xh[2 * i];
       float* b = neox ? &xh[i + half] : &xh[2 * i + 1];
       const float x0 = *a, x1 = *b;

@@ -11,6 +11,11 @@ namespace strata::kernels::cpu {
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
 // rms_norm applied to each of n_vec consecutive vectors of length n.
 void rms_norm_rows(float* x, const float* w, int64_t n_vec, int64_t n, float eps);
+// rms_norm of each of n_vec consecutive vectors of length n (x into out, which may alias x), bit for
+// bit: every vector's sum of squares is the same chain of double adds in the same order. The sums
+// of up to 8 vectors advance side by side: one chain is bound by the add's latency (~4 cycles an
+// element), and QK-norm's 64-element heads, 10 of them per layer, were a serial part of decode.
+void rms_norm_vecs(const float* x, const float* w, int64_t n_vec, int64_t n, float eps, float* out);
 
 // RoPE on one head vector (length head_dim) at position `pos` (already divided by any linear
 // scale). theta_i = pos * base^(-2i/head_dim) / freq_div[i] (freq_div may be null).
@@ -19,6 +24,13 @@ void rope(float* x, int64_t head_dim, float pos, float base, const float* freq_d
 // The same on n_heads consecutive head vectors of one token (the angles computed once).
 void rope_heads(float* x, int64_t n_heads, int64_t head_dim, float pos, float base, const float* freq_div,
                 bool neox);
+// rope_heads in two halves, for callers that rotate several tensors (Q and K, every layer of one
+// base) at one position: the angles depend only on (pos, base, head_dim, freq_div), and their pow,
+// cos and sin in double cost more than the rotation itself. rope_heads(x, ...) equals
+// rope_angles(cs, ...) then rope_apply(x, ..., cs, ...), bit for bit.
+//   cos_sin: head_dim floats, (cos, sin) of each pair i < head_dim / 2.
+void rope_angles(float* cos_sin, int64_t head_dim, float pos, float base, const float* freq_div);
+void rope_apply(float* x, int64_t n_heads, int64_t head_dim, const float* cos_sin, bool neox);
 
 // gate[i] = act(gate[i]) * up[i]; long vectors split over the CPU thread team (thread_team.h: not
 // from inside a team task), each element computed alone (the same bits however split).

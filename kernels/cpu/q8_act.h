@@ -65,8 +65,11 @@ inline int8_t q8_act_code(const Q8ActView& x, int c, int64_t i) { return x.col_q
 size_t q8_act_bytes(int64_t n, int64_t n_col);
 
 // Quantises x (n_col, n) row-major into buf (q8_act_bytes(n, n_col) bytes, 64-byte aligned) and
-// returns the view of it. n must be a multiple of 32 (asserted).
+// returns the view of it. n must be a multiple of 32 (asserted). AVX2 where cpu_features() has it
+// (STRATA_CPU=scalar turns it off), the same bits as the portable loop for finite x.
 Q8ActView quantize_q8_act(const float* x, int64_t n, int64_t n_col, void* buf);
+// The portable loop alone, on any CPU: what quantize_q8_act must equal (tests).
+Q8ActView quantize_q8_act_portable(const float* x, int64_t n, int64_t n_col, void* buf);
 
 // The value a code stands for (what the int8 kernels multiply the weights by): q[i] * d[i / 32].
 float q8_act_value(const Q8ActView& x, int col, int64_t i);

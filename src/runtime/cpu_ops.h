@@ -19,6 +19,7 @@
 #include "kv/kv_cache.h"
 #include "runtime/cpu_forward.h"
 #include "runtime/forward_pass.h"
+#include "runtime/rope_angle_cache.h"
 #include "runtime/token_tree.h"
 
 namespace strata::runtime {
@@ -73,7 +74,7 @@ struct CpuOps {
   void store_hidden(const float* x, uint32_t n) { std::copy_n(x, size_t(n) * w.token_embd.n_in, range->hidden_out); }
   void norm(const float* x, const float* weight, int64_t n_vec, int64_t dim, float eps, float* out,
             const kernels::WeightView* /*next: the GPU rounds for it*/ = nullptr) {
-    for (int64_t v = 0; v < n_vec; ++v) cpu::rms_norm(x + v * dim, weight, dim, eps, out + v * dim);
+    cpu::rms_norm_vecs(x, weight, n_vec, dim, eps, out);
   }
   void matmuls(const MatmulJob* jobs, int count, const float* x, uint32_t n) {
     // int8 decode rows: one quantisation of x and one thread-team job for the whole group (the same
@@ -110,10 +111,13 @@ struct CpuOps {
       // A tree node's position is its depth past pos0; its slot (rows_pos) is its index.
       const int32_t at = tree ? int32_t(tree->pos0 + tree->shape->depth(tree->node0 + t)) : rows_pos()[t];
       const float p = float(at) / r.linear_scale;
-      cpu::rope_heads(q + int64_t(t) * r.n_head * r.head_dim, r.n_head, r.head_dim, p, r.base, r.freq_div, r.neox);
-      cpu::rope_heads(k + int64_t(t) * r.n_head_kv * r.head_dim, r.n_head_kv, r.head_dim, p, r.base, r.freq_div, r.neox);
+      const float* cs = rope_cache.angles(r.head_dim, p, r.base, r.freq_div);
+      cpu::rope_apply(q + int64_t(t) * r.n_head * r.head_dim, r.n_head, r.head_dim, cs, r.neox);
+      cpu::rope_apply(k + int64_t(t) * r.n_head_kv * r.head_dim, r.n_head_kv, r.head_dim, cs, r.neox);
     }
   }
+  RopeAngleCache rope_cache = {};  // a decode step's tables: one per RoPE base, not two per layer
+
   void rope_kv_write(uint32_t il, float* q, float* k, const float* v, uint32_t n, const QkRope& r) {
     qk_norm_rope(q, k, n, r);
     kv_write(il, k, v, n);

@@ -1,7 +1,8 @@
-// CPU element-wise ops: RoPE over many heads at once against the one-head form, and what a
-// rotation must preserve.
+// CPU element-wise ops: RoPE over many heads at once against the one-head form and the written-out
+// rotation, what a rotation must preserve, and the RMS norm of many vectors against one at a time.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -40,4 +41,70 @@ TEST_CASE("rope_heads rotates every head exactly as rope does one", "[ops]") {
         CHECK(worst < 1e-6);
         if (pos == 0.0f) CHECK(all == x);
       }
+}
+
+// The reference rotation, written out (pow, cos and sin in double per pair, as the kernels define it).
+static void rope_reference(float* x, int64_t n_heads, int64_t hd, float pos, float base, const float* fd, bool neox) {
+  const int64_t half = hd / 2;
+  for (int64_t h = 0; h < n_heads; ++h)
+    for (int64_t i = 0; i < half; ++i) {
+      double theta = double(pos) * std::pow(double(base), -2.0 * double(i) / double(hd));
+      if (fd) theta /= double(fd[i]);
+      const float c = float(std::cos(theta)), s = float(std::sin(theta));
+      float* a = x + h * hd + (neox ? i : 2 * i);
+      float* b = x + h * hd + (neox ? i + half : 2 * i + 1);
+      const float x0 = *a, x1 = *b;
+      *a = x0 * c - x1 * s;
+      *b = x0 * s + x1 * c;
+    }
+}
+
+TEST_CASE("rope_angles + rope_apply, one table for several tensors, equal the written-out rotation", "[ops]") {
+  const int64_t hd = 128;
+  std::vector<float> freq_div(size_t(hd / 2));
+  for (size_t i = 0; i < freq_div.size(); ++i) freq_div[i] = 1.0f + 0.5f * float(i % 5);
+  Rng rng(12, 3);
+  std::vector<float> q(size_t(8 * hd)), k(size_t(2 * hd)), table(static_cast<size_t>(hd));
+  for (auto& v : q) v = rng.uniform() * 2.0f - 1.0f;
+  for (auto& v : k) v = rng.uniform() * 2.0f - 1.0f;
+  for (bool neox : {false, true})
+    for (const float* fd : {static_cast<const float*>(nullptr), static_cast<const float*>(freq_div.data())})
+      for (float pos : {0.0f, 3.0f, 70000.0f})
+        for (float base : {10000.0f, 1000000.0f}) {
+          INFO("neox " << neox << ", freq_div " << (fd != nullptr) << ", pos " << pos << ", base " << base);
+          std::vector<float> q_ref = q, k_ref = k, q_out = q, k_out = k, q_heads = q;
+          rope_reference(q_ref.data(), 8, hd, pos, base, fd, neox);
+          rope_reference(k_ref.data(), 2, hd, pos, base, fd, neox);
+          rope_angles(table.data(), hd, pos, base, fd);
+          rope_apply(q_out.data(), 8, hd, table.data(), neox);
+          rope_apply(k_out.data(), 2, hd, table.data(), neox);
+          rope_heads(q_heads.data(), 8, hd, pos, base, fd, neox);
+          CHECK(std::memcmp(q_ref.data(), q_out.data(), q.size() * sizeof(float)) == 0);
+          CHECK(std::memcmp(k_ref.data(), k_out.data(), k.size() * sizeof(float)) == 0);
+          CHECK(std::memcmp(q_ref.data(), q_heads.data(), q.size() * sizeof(float)) == 0);
+        }
+}
+
+TEST_CASE("rms_norm_vecs equals rms_norm on each vector bit for bit, in place or not", "[ops]") {
+  Rng rng(13, 4);
+  for (const int64_t n_vec : {1, 2, 7, 8, 10, 17})
+    for (const int64_t n : {64, 96, 512}) {
+      INFO("n_vec " << n_vec << ", n " << n);
+      std::vector<float> x(static_cast<size_t>(n_vec * n)), w(static_cast<size_t>(n));
+      for (auto& v : x) v = (rng.uniform() * 2.0f - 1.0f) * std::exp2(rng.uniform(-8.0f, 8.0f));
+      for (auto& v : w) v = rng.uniform() + 0.5f;
+      for (const float* wp : {static_cast<const float*>(nullptr), static_cast<const float*>(w.data())}) {
+        std::vector<float> one(x.size()), vecs(x.size(), std::nanf("")), in_place = x;
+        for (int64_t v = 0; v < n_vec; ++v) rms_norm(x.data() + v * n, wp, n, 1e-6f, one.data() + v * n);
+        rms_norm_vecs(x.data(), wp, n_vec, n, 1e-6f, vecs.data());
+        rms_norm_vecs(in_place.data(), wp, n_vec, n, 1e-6f, in_place.data());
+        CHECK(std::memcmp(one.data(), vecs.data(), one.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(one.data(), in_place.data(), one.size() * sizeof(float)) == 0);
+        // And rms_norm is the definition: x / sqrt(mean(x^2) + eps) * w, the mean in double.
+        double ss = 0;
+        for (int64_t i = 0; i < n; ++i) ss += double(x[size_t(i)]) * x[size_t(i)];
+        const float inv = float(1.0 / std::sqrt(ss / double(n) + 1e-6));
+        CHECK(one[0] == x[0] * inv * (wp ? wp[0] : 1.0f));
+      }
+    }
 }
