@@ -50,6 +50,17 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int k) { return k ==
 __device__ __forceinline__ int sbyte(const uint4& v, int k) { return int(int8_t(word_of(v, k >> 2) >> (8 * (k & 3)))); }
 __device__ __forceinline__ int ubyte(const uint4& v, int k) { return int((word_of(v, k >> 2) >> (8 * (k & 3))) & 0xffu); }
 
+// A tile staged in shared memory (gemv_gpu_async_kernel): the readers' loads take it in place of a
+// global pointer (load_raw is a template on the pointer), as plain shared-memory loads.
+struct SmemTile {
+  const uint8_t* p;
+  __device__ __forceinline__ SmemTile operator+(int64_t o) const { return {p + o}; }
+};
+__device__ __forceinline__ uint4 ld_u4(SmemTile s) { return *reinterpret_cast<const uint4*>(s.p); }
+__device__ __forceinline__ uint2 ld_u2(SmemTile s) { return *reinterpret_cast<const uint2*>(s.p); }
+__device__ __forceinline__ uint32_t ld_u1(SmemTile s) { return *reinterpret_cast<const uint32_t*>(s.p); }
+__device__ __forceinline__ uint16_t ld16(SmemTile s) { return *reinterpret_cast<const uint16_t*>(s.p); }
+
 // Undoing the slot rotation (slot j holds sub-block j ^ 2t) in registers, as word permutations.
 __device__ __forceinline__ void swap_if(bool c, uint32_t& a, uint32_t& b) {
   const uint32_t x = c ? b : a;
@@ -111,11 +122,12 @@ struct GpuQ45K {
   uint4 qa, qb, sc;
   uint2 qh;
   uint32_t dm;
-  __device__ __forceinline__ void load_raw(const uint8_t* tile, int lane, int g) {
+  template <class P = const uint8_t*>
+  __device__ __forceinline__ void load_raw(P tile, int lane, int g) {
     qa = ld_u4(tile + lane * 32);
     qb = ld_u4(tile + lane * 32 + 16);
     if constexpr (kHigh) qh = ld_u2(tile + 1024 + lane * 8);
-    const uint8_t* p = tile + kSc + g * 12;
+    const P p = tile + kSc + g * 12;
     sc = make_uint4(ld_u1(p), ld_u1(p + 4), ld_u1(p + 8), 0u);  // raw until finish()
     dm = ld_u1(tile + kD + g * 4);
   }
@@ -155,10 +167,11 @@ struct GpuQ3K {
   uint4 ql, sc;
   uint2 qh;
   uint16_t dd;
-  __device__ __forceinline__ void load_raw(const uint8_t* tile, int lane, int g) {
+  template <class P = const uint8_t*>
+  __device__ __forceinline__ void load_raw(P tile, int lane, int g) {
     ql = ld_u4(tile + lane * 16);
     qh = ld_u2(tile + 512 + lane * 8);
-    const uint8_t* p = tile + 768 + g * 12;
+    const P p = tile + 768 + g * 12;
     sc = make_uint4(ld_u1(p), ld_u1(p + 4), ld_u1(p + 8), 0u);  // raw until finish()
     dd = ld16(tile + 864 + g * 2);
   }
@@ -486,6 +499,94 @@ __global__ void __launch_bounds__(W * 32, kMinBlocks) gemv_gpu_kernel(const uint
     G += gridDim.x;
     if (G >= n_groups) break;
     __syncthreads();  // red is written again
+  }
+}
+
+// gemv_gpu_kernel with the warp's weight tiles staged in shared memory by cp.async, R tiles ahead
+// (STRATA_GEMV_ASYNC, an experiment: gemv_gpu_launch.cuh). Why: the split-K kernel is bound by
+// per-warp latency at 64 registers (32 warps per SM); a warp holds at most ~2 tiles of loads in
+// registers, while cp.async keeps R tiles in flight without registers. The first R copies go out
+// before griddepcontrol.wait (the weights do not depend on the previous kernel). Same arithmetic,
+// same order: the same bits as gemv_gpu_kernel. One row group per CTA; K types only (no tables).
+__device__ __forceinline__ void gemv_cp_async16(void* smem, const void* gmem) {
+  const uint32_t s = uint32_t(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void gemv_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void gemv_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+template <class D, int NC, int W, int R>
+__global__ void __launch_bounds__(W * 32, (NC <= 2 ? 4 : 2) * 8 / W)
+    gemv_gpu_async_kernel(const uint8_t* __restrict__ w, int64_t n_in, int64_t n_out, ActGpu x, int n_cols,
+                          float* __restrict__ y, bool pdl) {
+  static_assert(!HasTable<D>::value && D::kTile % 16 == 0 && R >= 1);
+  constexpr int S = D::kSubs;
+  extern __shared__ __align__(16) uint8_t gemv_ring[];  // [W][R][kTile]: W * R * kTile bytes (the launch's)
+  auto ring = reinterpret_cast<uint8_t (*)[R][D::kTile]>(gemv_ring);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int64_t n_chunks = n_in / D::kChunk, G = blockIdx.x;
+  const int n_mine = warp < n_chunks ? int((n_chunks - warp + W - 1) / W) : 0;
+  const uint8_t* first = w + uint64_t(G) * uint64_t(n_chunks) * D::kTile + int64_t(warp) * D::kTile;
+  // Tile k of this warp (chunk warp + k W) into slot k % R: one commit group per tile, empty past
+  // the warp's last tile so that wait_group<R - 1> always means "tile k has landed".
+  auto issue = [&](int k) {
+    if (k < n_mine) {
+      const uint8_t* src = first + int64_t(k) * W * D::kTile;
+      uint8_t* dst = ring[warp][k % R];
+#pragma unroll
+      for (int o = lane * 16; o < D::kTile; o += 32 * 16) gemv_cp_async16(dst + o, src + o);
+    }
+    gemv_cp_async_commit();
+  };
+#pragma unroll
+  for (int k = 0; k < R; ++k) issue(k);
+  if (pdl) pdl_wait();
+  pdl_launch_dependents();
+  float acc[NC];
+#pragma unroll
+  for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
+  ActGpu xc{x.q + int64_t(warp) * D::kChunk, x.d + int64_t(warp) * S, x.s16 + int64_t(warp) * 2 * S};
+  for (int k = 0; k < n_mine; ++k, xc.q += W * D::kChunk, xc.d += W * S, xc.s16 += W * 2 * S) {
+    gemv_cp_async_wait<R - 1>();
+    __syncwarp();  // every lane's copies of tile k have landed
+    D r;
+    r.load_raw(SmemTile{ring[warp][k % R]}, lane, g);
+    if constexpr (!D::kLaneScales) r.finish();
+    uint32_t b[S][2];
+#pragma unroll
+    for (int j = 0; j < S; ++j) b[j][0] = r.codes(j, 0), b[j][1] = r.codes(j, 1);
+    const OwnScales<D> o(r, t);
+    __syncwarp();  // slot k % R is read into registers: it may be overwritten
+    issue(k + R);
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      if (NC > 1 && c >= n_cols) break;
+      uint32_t xw[S][2];
+      float dx[2];
+      int sx[4] = {0, 0, 0, 0};
+      load_act<D>(xc, c, n_in, 0, t, xw, dx, sx);
+      float v = lane_term<D>(r, o, b, xw, dx, sx);
+      if constexpr (S > 1) {
+        v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+        v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+      }
+      acc[c] = __fadd_rn(acc[c], v);
+    }
+  }
+  __shared__ float red[W][NC][8];
+#pragma unroll
+  for (int c = 0; c < NC; ++c)
+    if (t == 0) red[warp][c][g] = acc[c];
+  __syncthreads();
+  for (int i = threadIdx.x; i < NC * 8; i += blockDim.x) {
+    const int c = i >> 3, row = i & 7;
+    float v = 0.0f;
+#pragma unroll
+    for (int k = 0; k < W; ++k) v = __fadd_rn(v, red[k][c][row]);
+    const int64_t r = G * 8 + row;
+    if (c < n_cols && r < n_out) y[int64_t(c) * n_out + r] = v;
   }
 }
 

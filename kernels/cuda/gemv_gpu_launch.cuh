@@ -139,6 +139,62 @@ void launch_dp4a(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, c
                 w.n_out, x, n_cols, d_y, pdl);
 }
 
+// STRATA_GEMV_ASYNC (read once per process): the K types' 1-2 column GEMV stages its tiles through
+// shared memory (gemv_gpu_async_kernel), an experiment measured against the default (0); the same
+// bits either way. 1: every shape; 2: 8-warp shapes of more than two waves of CTAs (FFN gate/up,
+// the head). R: 4 tiles in flight per warp (dynamic shared memory, W * 4 tiles per CTA).
+inline int gemv_async_mode() {
+  static const int mode = [] {
+    const char* e = std::getenv("STRATA_GEMV_ASYNC");
+    return e ? std::atoi(e) : 0;
+  }();
+  return mode;
+}
+template <class D, class = void>
+struct LoadsFromSmem : std::false_type {};
+template <class D>
+struct LoadsFromSmem<D, std::void_t<decltype(std::declval<D&>().load_raw(SmemTile{nullptr}, 0, 0))>>
+    : std::true_type {};
+constexpr int kAsyncRing = 4;
+template <class D, int NC, int W>
+bool launch_async(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s, bool pdl) {
+  if constexpr (HasTable<D>::value || NC > 2 || !LoadsFromSmem<D>::value) {
+    return false;
+  } else {
+    const int64_t groups = (w.n_out + 7) / 8;
+    if (gemv_async_mode() == 2 && (W != 8 || groups <= int64_t(2) * 4 * std::max(sm_count(), 1))) return false;
+    constexpr auto kernel = gemv_gpu_async_kernel<D, NC, W, kAsyncRing>;
+    constexpr int kBytes = W * kAsyncRing * D::kTile;
+    static const bool sized = [] {
+      (void)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+      (void)cudaGetLastError();
+      return true;
+    }();
+    (void)sized;
+    static const bool carve = [] {
+      const char* e = std::getenv("STRATA_GEMV_ASYNC_CARVEOUT");
+      return !e || std::atoi(e) != 0;
+    }();
+    if (carve) max_carveout<kernel>();
+    if (!gpu_gemv_pdl()) {
+      kernel<<<unsigned(groups), W * 32, kBytes, s>>>(w.data, w.n_in, w.n_out, x, n_cols, d_y, pdl);
+      return true;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(groups));
+    cfg.blockDim = dim3(W * 32);
+    cfg.dynamicSmemBytes = kBytes;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    (void)cudaLaunchKernelEx(&cfg, kernel, w.data, w.n_in, w.n_out, x, n_cols, d_y, pdl);
+    return true;
+  }
+}
+
 template <class D, int NC>
 void launch_nc(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s) {
   const int64_t groups = (w.n_out + 7) / 8;
@@ -160,6 +216,11 @@ void launch_nc(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cud
                                            : launch_dp4a<D, NC, 8, (NC <= 2 ? 4 : 2), false>(w, x, n_cols, d_y, s, pdl);
   }
   constexpr int kCtas8 = NC <= 2 ? 4 : 2;  // gemv_gpu_kernel's launch bound at 8 warps (half at 16)
+  if (gemv_async_mode() != 0) {
+    const bool done = gemv_warps(w, D::kChunk) == 16 ? launch_async<D, NC, 16>(w, x, n_cols, d_y, s, pdl)
+                                                      : launch_async<D, NC, 8>(w, x, n_cols, d_y, s, pdl);
+    if (done) return;
+  }
   if (gemv_warps(w, D::kChunk) == 16)
     launch_kernel(gemv_gpu_kernel<D, NC, 16>, grid_for<D, kCtas8 / 2>(groups, 16 * NC * 8 * 4), 16 * 32, s, w.data,
                   w.n_in, w.n_out, x, n_cols, d_y, pdl);
