@@ -7,6 +7,7 @@
 
 #include "core/status.h"
 #include "kernels/cpu/kv_slices.h"
+#include "kernels/cpu/q8_act.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/cpu/team_parts.h"
 
@@ -88,7 +89,7 @@ void attend_one(const float* q, int32_t pos, const KR& K, const VR& V, int64_t c
 
 template <typename KR, typename VR>
 void attention_typed(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
-                     float* out, const TreeMask* tree) {
+                     float* out, const TreeMask* tree, void* out_q8) {
   // One scratch per part, owned by the caller's thread and reused across calls (as gemv_q8.cpp's
   // activation scratch: no part may call team_run, so nothing resizes the pool under them). Not a
   // thread_local of the worker threads: ASan's leak check flagged their per-thread buffers.
@@ -105,22 +106,25 @@ void attention_typed(const float* q, const int32_t* pos, int64_t n_q, const KvSt
   const uint64_t slice_bytes = ggml_row_bytes(kv.k_dtype, uint64_t(s.head_dim)) + ggml_row_bytes(kv.v_dtype, uint64_t(s.head_dim));
   const int n_parts = part_count(uint64_t(keys) * uint64_t(s.n_head) * slice_bytes, items);
   if (pool.size() < size_t(n_parts)) pool.resize(size_t(n_parts));
+  const int64_t row = s.n_head * s.head_dim;
+  const Q8ActView q8 = out_q8 ? q8_act_layout(row, n_q, out_q8) : Q8ActView{};
   team_run(n_parts, [&](int p) {
     Scratch& scratch = pool[size_t(p)];
     for (int64_t idx = items * p / n_parts; idx < items * (p + 1) / n_parts; ++idx) {
       const int64_t i = idx / s.n_head, h = idx % s.n_head;
       const int64_t off = (i * s.n_head + h) * s.head_dim;
-      const TreeRow row = tree && tree->bits ? TreeRow{true, tree->bits[i], tree->first} : TreeRow{};
-      attend_one(q + off, pos[i], K, V, kv.capacity, h / group, s, row, scratch, out + off);
+      const TreeRow tree_row = tree && tree->bits ? TreeRow{true, tree->bits[i], tree->first} : TreeRow{};
+      attend_one(q + off, pos[i], K, V, kv.capacity, h / group, s, tree_row, scratch, out + off);
+      if (out_q8) quantize_q8_act_range(out, q8, int(i), h * s.head_dim, (h + 1) * s.head_dim);
     }
   });
 }
 
 template <typename KR>
 void attention_v(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
-                 float* out, const TreeMask* tree) {
-  if (kv.v_dtype == GgmlType::F32) return attention_typed<KR, F32Reader>(q, pos, n_q, kv, s, out, tree);
-  return attention_typed<KR, DecodingReader>(q, pos, n_q, kv, s, out, tree);
+                 float* out, const TreeMask* tree, void* out_q8) {
+  if (kv.v_dtype == GgmlType::F32) return attention_typed<KR, F32Reader>(q, pos, n_q, kv, s, out, tree, out_q8);
+  return attention_typed<KR, DecodingReader>(q, pos, n_q, kv, s, out, tree, out_q8);
 }
 
 bool kv_type_ok(GgmlType t, int64_t head_dim) {
@@ -129,24 +133,25 @@ bool kv_type_ok(GgmlType t, int64_t head_dim) {
 }
 
 void attention_masked(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
-                      float* out, const TreeMask* tree) {
+                      float* out, const TreeMask* tree, void* out_q8) {
   STRATA_CHECK(kv_type_ok(kv.k_dtype, s.head_dim) && kv_type_ok(kv.v_dtype, s.head_dim),
                "attention: KV types {}/{} with head_dim {}", ggml_type_info(kv.k_dtype).name,
                ggml_type_info(kv.v_dtype).name, s.head_dim);
-  if (kv.k_dtype == GgmlType::F32) return attention_v<F32Reader>(q, pos, n_q, kv, s, out, tree);
-  return attention_v<DecodingReader>(q, pos, n_q, kv, s, out, tree);
+  STRATA_CHECK(!out_q8 || s.head_dim % kQ8Group == 0, "attention: int8 output with head_dim {}", s.head_dim);
+  if (kv.k_dtype == GgmlType::F32) return attention_v<F32Reader>(q, pos, n_q, kv, s, out, tree, out_q8);
+  return attention_v<DecodingReader>(q, pos, n_q, kv, s, out, tree, out_q8);
 }
 
 }  // namespace
 
 void attention(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
-               float* out) {
-  attention_masked(q, pos, n_q, kv, s, out, nullptr);
+               float* out, void* out_q8) {
+  attention_masked(q, pos, n_q, kv, s, out, nullptr, out_q8);
 }
 
 void attention_tree(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
                     const TreeMask& tree, float* out) {
-  attention_masked(q, pos, n_q, kv, s, out, tree.bits ? &tree : nullptr);
+  attention_masked(q, pos, n_q, kv, s, out, tree.bits ? &tree : nullptr, nullptr);
 }
 
 }  // namespace strata::kernels::cpu

@@ -32,7 +32,11 @@ struct AttentionShape {
 };
 
 // q: (n_q, n_head, head_dim); out: (n_q, n_head, head_dim); pos: n_q positions.
+// out_q8: null, or q8_act_bytes(n_head * head_dim, n_q) bytes (64-byte aligned) that receive out
+// quantised for an int8 matmul (the bits quantize_q8_act(out, ...) gives, q8_act.h), each head by
+// the part that computed it: no serial quantisation pass before the output projection. Needs
+// head_dim % 32 == 0 (asserted), so that a head is whole activation groups.
 void attention(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
-               float* out);
+               float* out, void* out_q8 = nullptr);
 
 }  // namespace strata::kernels::cpu

@@ -8,10 +8,8 @@
 
 namespace strata::kernels::cpu {
 
-namespace {
-
 // Rows [r0, r1) of y = W x, kQ8MaxRows rows per kernel call from r0, kQ8MaxCols columns at a time.
-void rows_q8(const WeightView& w, const Q8ActView& x, float* y, DotQ8RowsFn kernel, int64_t r0, int64_t r1) {
+void matmul_q8_rows(const WeightView& w, const Q8ActView& x, float* y, DotQ8RowsFn kernel, int64_t r0, int64_t r1) {
   for (int64_t row = r0; row < r1; row += kQ8MaxRows) {
     const int n_rows = int(std::min<int64_t>(kQ8MaxRows, r1 - row));
     for (int c0 = 0; c0 < x.n_col; c0 += kQ8MaxCols) {
@@ -20,6 +18,8 @@ void rows_q8(const WeightView& w, const Q8ActView& x, float* y, DotQ8RowsFn kern
     }
   }
 }
+
+namespace {
 
 DotQ8RowsFn kernel_for(const WeightView& w, const Q8ActView& x, DotQ8RowsFn kernel) {
   if (!kernel) kernel = best_dot_q8_rows(w.type);
@@ -49,12 +49,18 @@ void rows_on_team(const WeightView* const* w, float* const* y, const DotQ8RowsFn
   team_run(parts.n_parts, [&](int p) {
     for (int j = 0; j < count; ++j) {
       const auto [r0, r1] = parts.rows(p, offset[j], *w[j]);
-      if (r0 < r1) rows_q8(*w[j], x, y[j], kernels[j], r0, r1);
+      if (r0 < r1) matmul_q8_rows(*w[j], x, y[j], kernels[j], r0, r1);
     }
   });
 }
 
 }  // namespace
+
+Q8ActView quantize_q8_input(const float* x, int64_t n_in, int64_t n_tok) {
+  return quantize_q8_act(x, n_in, n_tok, act_scratch(n_in, n_tok));
+}
+
+DotQ8RowsFn q8_kernel_for(const WeightView& w, const Q8ActView& x) { return kernel_for(w, x, nullptr); }
 
 void matmul_q8(const WeightView& w, const Q8ActView& x, float* y, DotQ8RowsFn kernel) {
   kernel = kernel_for(w, x, kernel);
@@ -66,14 +72,14 @@ void matmul_q8_group(const WeightView* const* w, float* const* y, int count, con
   STRATA_CHECK(count >= 1 && count <= kMaxQ8Group, "matmul_q8_group: {} matrices (1 to {})", count, kMaxQ8Group);
   for (int j = 1; j < count; ++j)
     STRATA_CHECK(w[j]->n_in == w[0]->n_in, "matmul_q8_group: rows of {} and of {}", w[0]->n_in, w[j]->n_in);
-  const Q8ActView q = quantize_q8_act(x, w[0]->n_in, n_tok, act_scratch(w[0]->n_in, n_tok));
+  const Q8ActView q = quantize_q8_input(x, w[0]->n_in, n_tok);
   DotQ8RowsFn kernels[kMaxQ8Group];
   for (int j = 0; j < count; ++j) kernels[j] = kernel_for(*w[j], q, nullptr);
   rows_on_team(w, y, kernels, count, q);
 }
 
 void matmul_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, DotQ8RowsFn kernel) {
-  const Q8ActView q = quantize_q8_act(x, w.n_in, n_tok, act_scratch(w.n_in, n_tok));
+  const Q8ActView q = quantize_q8_input(x, w.n_in, n_tok);
   matmul_q8(w, q, y, kernel);
 }
 

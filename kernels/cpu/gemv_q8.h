@@ -31,4 +31,15 @@ void matmul_q8(const WeightView& w, const Q8ActView& x, float* y, DotQ8RowsFn ke
 inline constexpr int kMaxQ8Group = 8;
 void matmul_q8_group(const WeightView* const* w, float* const* y, int count, const float* x, int64_t n_tok);
 
+// Building blocks for team jobs that do more around a product (gated_ffn_q8.h), so that their rows
+// are computed exactly as above:
+// - x quantised into the calling thread's scratch (valid until its next matmul_q8 / quantisation
+//   here; parts may read it while the caller waits in team_run);
+Q8ActView quantize_q8_input(const float* x, int64_t n_in, int64_t n_tok);
+// - w's kernel (best_dot_q8_rows), checked against x as matmul_q8 checks it;
+DotQ8RowsFn q8_kernel_for(const WeightView& w, const Q8ActView& x);
+// - rows [r0, r1) of y = W x on the calling thread, r0 a multiple of kQ8MaxRows (the row groups of
+//   matmul_q8's parts and of one thread's loop).
+void matmul_q8_rows(const WeightView& w, const Q8ActView& x, float* y, DotQ8RowsFn kernel, int64_t r0, int64_t r1);
+
 }  // namespace strata::kernels::cpu

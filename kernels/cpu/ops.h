@@ -36,6 +36,11 @@ void rope_apply(float* x, int64_t n_heads, int64_t head_dim, const float* cos_si
 // from inside a team task), each element computed alone (the same bits however split).
 void silu_mul(float* gate, const float* up, int64_t n);
 void gelu_tanh_mul(float* gate, const float* up, int64_t n);
+// The same on elements [i0, i1), on the calling thread (from a team part, e.g. gated_ffn_q8.h): the
+// loop the functions above run on each piece, so the same bits.
+using GatedActFn = void (*)(float* gate, const float* up, int64_t i0, int64_t i1);
+void silu_mul_range(float* gate, const float* up, int64_t i0, int64_t i1);
+void gelu_tanh_mul_range(float* gate, const float* up, int64_t i0, int64_t i1);
 
 void add(float* x, const float* y, int64_t n);  // x += y
 void scale(float* x, float s, int64_t n);       // x *= s

@@ -64,10 +64,19 @@ inline int8_t q8_act_code(const Q8ActView& x, int c, int64_t i) { return x.col_q
 // Bytes of the buffer quantize_q8_act needs for n_col columns of n elements (64-byte aligned parts).
 size_t q8_act_bytes(int64_t n, int64_t n_col);
 
+// The view of buf laid out for n_col columns of n (what quantize_q8_act fills), before it is filled:
+// for quantize_q8_act_range. n must be a multiple of 32 (asserted).
+Q8ActView q8_act_layout(int64_t n, int64_t n_col, void* buf);
+
 // Quantises x (n_col, n) row-major into buf (q8_act_bytes(n, n_col) bytes, 64-byte aligned) and
 // returns the view of it. n must be a multiple of 32 (asserted). AVX2 where cpu_features() has it
 // (STRATA_CPU=scalar turns it off), the same bits as the portable loop for finite x.
 Q8ActView quantize_q8_act(const float* x, int64_t n, int64_t n_col, void* buf);
+// Elements [i0, i1) of column c of x (n_col, n) row-major (i0, i1 multiples of 32) into out's
+// buffer (q8_act_layout): the bytes quantize_q8_act(x, ...) writes for those groups, and no others.
+// So the producer of an activation can quantise it piece by piece, in parallel: disjoint ranges touch
+// disjoint bytes (a thread team's parts may each do their own).
+void quantize_q8_act_range(const float* x, const Q8ActView& out, int c, int64_t i0, int64_t i1);
 // The portable loop alone, on any CPU: what quantize_q8_act must equal (tests).
 Q8ActView quantize_q8_act_portable(const float* x, int64_t n, int64_t n_col, void* buf);
 

@@ -32,13 +32,14 @@ int hsum(__m256i v) {
 
 }  // namespace
 
-void quantize_q8_groups_avx2(const float* xc, int64_t n, int8_t* qc, float* d, int16_t* s, float* sf) {
+void quantize_q8_groups_avx2(const float* xc, int64_t n, int64_t g0, int64_t g1, int8_t* qc, float* d, int16_t* s,
+                             float* sf) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 magic = _mm256_set1_ps(kQ8RoundMagic), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
   const __m256i ones = _mm256_set1_epi16(1);
   // packs_epi32 then packs_epi16 leave 4-byte words in the order 0, 2, 4, 6, 1, 3, 5, 7 of the group.
   const __m256i unscramble = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  for (int64_t g = 0; g < n / kQ8Group; ++g) {
+  for (int64_t g = g0; g < g1; ++g) {
     const float* xg = xc + g * kQ8Group;
     __m256 v[4];
     for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_ps(xg + 8 * j);

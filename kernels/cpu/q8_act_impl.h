@@ -25,9 +25,12 @@ inline void store_q8_group(int8_t* qc, int64_t n, int64_t g, const int8_t* qg) {
   }
 }
 
-// One column of n elements: codes into qc (lane order), d[n/32], s[n/16], sf[n/32]. The AVX2 body
-// computes the same bits as the portable one.
-void quantize_q8_groups_portable(const float* xc, int64_t n, int8_t* qc, float* d, int16_t* s, float* sf);
-void quantize_q8_groups_avx2(const float* xc, int64_t n, int8_t* qc, float* d, int16_t* s, float* sf);
+// Groups [g0, g1) of one column of n elements: codes into qc (lane order), d[g], s[2g], s[2g + 1],
+// sf[g] (arrays of the whole column; nothing outside those groups is touched, so disjoint ranges
+// may run concurrently). The AVX2 body computes the same bits as the portable one.
+void quantize_q8_groups_portable(const float* xc, int64_t n, int64_t g0, int64_t g1, int8_t* qc, float* d, int16_t* s,
+                                 float* sf);
+void quantize_q8_groups_avx2(const float* xc, int64_t n, int64_t g0, int64_t g1, int8_t* qc, float* d, int16_t* s,
+                             float* sf);
 
 }  // namespace strata::kernels::cpu

@@ -26,6 +26,7 @@
 namespace strata::runtime {
 
 struct RowMap;  // forward_pass.h
+struct CpuOps;  // cpu_ops.h
 
 // Sees the input of every matmul of the CPU forward pass before the product: n rows of m.n_in
 // floats (row-major), m the weight's view into the model mapping (m.data identifies the tensor).
@@ -96,6 +97,10 @@ class CpuForward final : public Engine {
   std::vector<float> v_;    // (n, n_head_kv * head_dim)
   std::vector<float> att_;  // (n, n_head * head_dim)
   std::vector<float> gate_, up_;  // (n, n_ff)
+  // Int8 activations quantised by their producer for the next matmul (CpuOps::q8_room): room for
+  // (min(n, kMaxExactRows), max(q_width, n_ff)), 64 bytes of slack for the alignment.
+  std::vector<uint8_t> q8_act_;
+  void set_q8_room(CpuOps& ops);
   std::vector<int32_t> pos_;        // per row of a chunk or a layer-major group
   std::vector<float> x_group_;      // (prefill_group_tokens, n_embd) a group's residual streams
   std::vector<uint32_t> row_seqs_;  // eval_batch: per row

@@ -12,6 +12,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_tiled.h"
 #include "kernels/cpu/attention_tree.h"
+#include "kernels/cpu/gated_ffn_q8.h"
 #include "kernels/cpu/gemv_q8.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
@@ -40,6 +41,19 @@ struct CpuOps {
   bool int8 = false;                   // ForwardOptions::cpu_int8
   uint32_t row0 = 0;                   // a group's rows from row0 on are the current chunk (rows_from)
   const TreeRows* tree = nullptr;      // eval_tree: RoPE at each node's depth, attention by its mask
+
+  // Int8 activations quantised by the op that produced them, inside its thread-team job (attention,
+  // gated_matmuls), for the matmul that reads them next: no serial quantisation pass (and, for the
+  // FFN, no activation job) between two team jobs. q8_room: null (no such fusion) or 64-byte
+  // aligned room for q8_room_bytes. q8_src: the f32 activations q8_view holds, until the next
+  // matmul (which uses it where it reads q8_src) or matmuls.
+  void* q8_room = nullptr;
+  size_t q8_room_bytes = 0;
+  const float* q8_src = nullptr;
+  cpu::Q8ActView q8_view = {};
+  void* q8_out(int64_t n_in, uint32_t n) const {
+    return cpu::q8_act_bytes(n_in, n) <= q8_room_bytes ? q8_room : nullptr;
+  }
 
   uint32_t logit_rows() const { return UINT32_MAX; }  // the caller's buffer holds them all
   float* logits(uint32_t r0) { return out + r0 * n_vocab; }
@@ -77,6 +91,7 @@ struct CpuOps {
     cpu::rms_norm_vecs(x, weight, n_vec, dim, eps, out);
   }
   void matmuls(const MatmulJob* jobs, int count, const float* x, uint32_t n) {
+    q8_src = nullptr;
     // int8 decode rows: one quantisation of x and one thread-team job for the whole group (the same
     // bits as one matmul each, see matmul_q8_group), where every matrix has an int8 kernel.
     bool group = count >= 2 && count <= cpu::kMaxQ8Group;
@@ -100,7 +115,9 @@ struct CpuOps {
   }
   void matmul(const kernels::WeightView& m, const float* x, uint32_t n, float* y) {
     if (observer) observer->on_matmul(m, x, n);
-    if (int8_rows(m, n)) return cpu::matmul_q8(m, x, n, y);
+    const bool ready = x == q8_src && q8_view.n == m.n_in && q8_view.n_col == int(n);
+    q8_src = nullptr;
+    if (int8_rows(m, n)) return ready ? cpu::matmul_q8(m, q8_view, y) : cpu::matmul_q8(m, x, n, y);
     if (exact) cpu::matmul_dot(m, x, n, y);  // per-row identical to n = 1
     else cpu::matmul(m, x, n, y);
   }
@@ -127,14 +144,20 @@ struct CpuOps {
     for (uint32_t t = 0; t < n; ++t) kv[map.seq_of(t)].write(il, uint32_t(rows_pos()[t]), k + t * width, v + t * width);
   }
   void attention(uint32_t il, const float* q, uint32_t n, const cpu::AttentionShape& s, float* out,
-                 const kernels::WeightView* /*next*/ = nullptr) {
+                 const kernels::WeightView* next = nullptr) {
     if (tree) return tree_attention(il, q, n, s, out);
     if (!map.batched()) {
       // Prefill chunks by tiles (SGEMM, another summation order); exact passes and short chunks
       // query by query, so that a row equals its one-token eval.
       if (!exact && n >= cpu::kTiledAttentionMinQueries)
         return cpu::attention_tiled(q, rows_pos(), n, kv[map.seq].view(il), s, out);
-      return cpu::attention(q, rows_pos(), n, kv[map.seq].view(il), s, out);
+      // The output projection's int8 input, head by head in the attention job (heads of whole groups).
+      const int64_t width = s.n_head * s.head_dim;
+      void* out_q8 = next && int8_rows(*next, n) && next->n_in == width && s.head_dim % cpu::kQ8Group == 0
+                         ? q8_out(width, n) : nullptr;
+      cpu::attention(q, rows_pos(), n, kv[map.seq].view(il), s, out, out_q8);
+      if (out_q8) q8_src = out, q8_view = cpu::q8_act_layout(width, n, out_q8);
+      return;
     }
     // Each query over its own sequence's cache (the kernel computes every query independently, so
     // a row equals its one-token eval). Runs of rows of one sequence go in one call.
@@ -171,6 +194,22 @@ struct CpuOps {
   }
   std::vector<uint64_t> bits = {};  // tree_attention: per row, for one layer's window
 
+  // matmuls(gate_up) then gated_act in one team job (gated_ffn_q8.h), the down projection's int8
+  // input quantised in it, where all three matrices take int8 activations; else false, nothing done.
+  bool gated_matmuls(model::FfnActivation act, const MatmulJob* gate_up, const float* x, uint32_t n,
+                     const kernels::WeightView* next) {
+    const kernels::WeightView &g = *gate_up[0].w, &u = *gate_up[1].w;
+    const int64_t n_ff = g.n_out;
+    void* out_q8 = next && int8_rows(g, n) && int8_rows(u, n) && int8_rows(*next, n) && u.n_out == n_ff &&
+                           u.n_in == g.n_in && next->n_in == n_ff && n_ff % cpu::kQ8Group == 0
+                       ? q8_out(n_ff, n) : nullptr;
+    if (!out_q8) return false;
+    if (observer) observer->on_matmul(g, x, n), observer->on_matmul(u, x, n);
+    const cpu::GatedActFn fn = act == model::FfnActivation::gelu_tanh ? cpu::gelu_tanh_mul_range : cpu::silu_mul_range;
+    q8_view = cpu::gated_ffn_q8(g, u, fn, x, n, gate_up[0].y, gate_up[1].y, out_q8);
+    q8_src = gate_up[0].y;
+    return true;
+  }
   void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count,
                  const kernels::WeightView* /*next*/ = nullptr) {
     if (act == model::FfnActivation::gelu_tanh) cpu::gelu_tanh_mul(gate, up, count);

@@ -157,6 +157,19 @@ void attention_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeigh
   ops.matmul(l.wo, b.att, n, b.h);
 }
 
+// gate = act(W_gate x) * (W_up x): Ops::matmuls then Ops::gated_act, or the policy's fused member
+// where it has one (optional: bool gated_matmuls(act, gate_up, x, n, next) computes the same gate
+// and up, or returns false having done nothing; the CPU engine's int8 decode, one thread-team job).
+template <typename Ops>
+void gated_matmuls(Ops& ops, model::FfnActivation act, const MatmulJob* gate_up, const float* x, uint32_t n,
+                   int64_t n_ff, const kernels::WeightView* next) {
+  if constexpr (requires { ops.gated_matmuls(act, gate_up, x, n, next); }) {
+    if (ops.gated_matmuls(act, gate_up, x, n, next)) return;
+  }
+  ops.matmuls(gate_up, 2, x, n);
+  ops.gated_act(act, gate_up[0].y, gate_up[1].y, int64_t(n) * n_ff, next);
+}
+
 // The FFN block on b.x's n rows, its output in b.h (before the post-norm).
 template <typename Ops>
 void ffn_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
@@ -164,8 +177,7 @@ void ffn_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w,
   const auto& l = w.layers[il];
   block_input(ops, s, b, l.ffn_norm, &l.ffn_gate, n, carry);
   const MatmulJob gate_up[2] = {{&l.ffn_gate, b.gate}, {&l.ffn_up, b.up}};
-  ops.matmuls(gate_up, 2, b.h, n);
-  ops.gated_act(s.activation, b.gate, b.up, int64_t(n) * s.hp.n_ff, &l.ffn_down);
+  gated_matmuls(ops, s.activation, gate_up, b.h, n, s.hp.n_ff, &l.ffn_down);
   ops.matmul(l.ffn_down, b.gate, n, b.h);
 }
 

@@ -5,6 +5,7 @@
 // itself (half to even, |error| <= d / 2) is test_dot_q8's.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -74,5 +75,32 @@ TEST_CASE("int8 activations: quantize_q8_act equals the portable loop bit for bi
       REQUIRE(std::memcmp(va.s, vb.s, 2 * groups * sizeof(int16_t)) == 0);
       REQUIRE(std::memcmp(va.sf, vb.sf, groups * sizeof(float)) == 0);
     }
+  }
+}
+
+TEST_CASE("int8 activations: quantize_q8_act_range piece by piece equals quantize_q8_act", "[q8]") {
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (const int64_t n : {64, 512, 512 + 3 * 32, 1024 + 32}) {
+    const int64_t n_col = 3;
+    INFO("n " << n);
+    const std::vector<float> x = edge_inputs(n * n_col, rng);
+    const size_t bytes = q8_act_bytes(n, n_col);
+    Aligned whole(bytes, 0xA5), pieces(bytes, 0xA5);
+    quantize_q8_act(x.data(), n, n_col, whole.at);
+    const Q8ActView v = q8_act_layout(n, n_col, pieces.at);
+    // Random cuts at whole groups, the pieces quantised last to first; column 1 left out at first.
+    std::vector<int64_t> cuts = {0, n};
+    for (int k = 0; k < 4; ++k) cuts.push_back(int64_t(rng.next_u32() % uint32_t(n / 32 + 1)) * 32);
+    std::sort(cuts.begin(), cuts.end());
+    for (const int c : {2, 0})
+      for (size_t j = cuts.size() - 1; j > 0; --j) quantize_q8_act_range(x.data(), v, c, cuts[j - 1], cuts[j]);
+    // Column 1 untouched: its codes and scales still hold the poison.
+    for (int64_t i = 0; i < n; ++i) REQUIRE(uint8_t(v.col_q(1)[i]) == 0xA5);
+    std::vector<uint8_t> poison_d(sizeof(float) * size_t(n / 32), 0xA5);
+    REQUIRE(std::memcmp(v.col_d(1), poison_d.data(), poison_d.size()) == 0);
+    quantize_q8_act_range(x.data(), v, 1, 0, n);
+    REQUIRE(std::memcmp(whole.at, pieces.at, bytes) == 0);
   }
 }
