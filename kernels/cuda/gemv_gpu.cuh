@@ -422,6 +422,53 @@ __device__ __forceinline__ float lane_term(const D& r, const OwnScales<D>& o, co
 // kMinBlocks: CTAs per SM (the register bound); kPipe: the warp loads its next tile before it decodes
 // this one (as the MMA kernel does) instead of leaving the overlap to a 2-fold unroll -- variants
 // for the table readers, whose decode has shared-memory latency (gemv_gpu_launch.cuh picks them).
+// One loaded tile's terms for every column, added to acc in chunk order (the loop body of both
+// dp4a kernels below): per lane, each weight word is decoded once and used for all NC columns.
+template <class D, int NC>
+__device__ __forceinline__ void gemv_tile_add(D& r, const ActGpu& xc, int64_t n_in, int t, int n_cols, float (&acc)[NC]) {
+  constexpr int S = D::kSubs;
+  if constexpr (!D::kLaneScales) r.finish();  // q3_K: OwnScales decodes only the lane's scale word
+  uint32_t b[S][2];
+#pragma unroll
+  for (int j = 0; j < S; ++j) b[j][0] = r.codes(j, 0), b[j][1] = r.codes(j, 1);
+  const OwnScales<D> o(r, t);
+#pragma unroll
+  for (int c = 0; c < NC; ++c) {
+    if (NC > 1 && c >= n_cols) break;
+    uint32_t xw[S][2];
+    float dx[2];
+    int sx[4] = {0, 0, 0, 0};
+    load_act<D>(xc, c, n_in, 0, t, xw, dx, sx);
+    float v = lane_term<D>(r, o, b, xw, dx, sx);
+    if constexpr (S > 1) {
+      v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+      v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+    }
+    acc[c] = __fadd_rn(acc[c], v);
+  }
+}
+
+// The W warps' partial sums of row group G meet in shared memory in warp order; y gets the rows.
+// A persistent caller syncs the CTA before it calls this again (the partials are rewritten).
+template <int W, int NC>
+__device__ __forceinline__ void gemv_store_rows(const float (&acc)[NC], int64_t G, int64_t n_out, int n_cols,
+                                                float* __restrict__ y) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  __shared__ float red[W][NC][8];
+#pragma unroll
+  for (int c = 0; c < NC; ++c)
+    if (t == 0) red[warp][c][g] = acc[c];  // every lane of the row holds the same sum
+  __syncthreads();
+  for (int i = threadIdx.x; i < NC * 8; i += blockDim.x) {
+    const int c = i >> 3, row = i & 7;
+    float v = 0.0f;
+#pragma unroll
+    for (int k = 0; k < W; ++k) v = __fadd_rn(v, red[k][c][row]);
+    const int64_t r = G * 8 + row;
+    if (c < n_cols && r < n_out) y[int64_t(c) * n_out + r] = v;
+  }
+}
+
 constexpr int kGpuGemvPrefetch = 2;
 template <class D, int NC, int W, int kMinBlocks = (NC <= 2 ? 4 : 2) * 8 / W, bool kPipe = false>
 __global__ void __launch_bounds__(W * 32, kMinBlocks) gemv_gpu_kernel(const uint8_t* __restrict__ w, int64_t n_in,
@@ -462,39 +509,9 @@ __global__ void __launch_bounds__(W * 32, kMinBlocks) gemv_gpu_kernel(const uint
       } else {
         r.load_raw(tile, lane, g);
       }
-      if constexpr (!D::kLaneScales) r.finish();  // q3_K: OwnScales decodes only the lane's scale word
-      uint32_t b[S][2];
-#pragma unroll
-      for (int j = 0; j < S; ++j) b[j][0] = r.codes(j, 0), b[j][1] = r.codes(j, 1);
-      const OwnScales<D> o(r, t);
-#pragma unroll
-      for (int c = 0; c < NC; ++c) {
-        if (NC > 1 && c >= n_cols) break;
-        uint32_t xw[S][2];
-        float dx[2];
-        int sx[4] = {0, 0, 0, 0};
-        load_act<D>(xc, c, n_in, 0, t, xw, dx, sx);
-        float v = lane_term<D>(r, o, b, xw, dx, sx);
-        if constexpr (S > 1) {
-          v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
-          v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
-        }
-        acc[c] = __fadd_rn(acc[c], v);
-      }
+      gemv_tile_add<D, NC>(r, xc, n_in, t, n_cols, acc);
     }
-    __shared__ float red[W][NC][8];
-#pragma unroll
-    for (int c = 0; c < NC; ++c)
-      if (t == 0) red[warp][c][g] = acc[c];  // every lane of the row holds the same sum
-    __syncthreads();
-    for (int i = threadIdx.x; i < NC * 8; i += blockDim.x) {
-      const int c = i >> 3, row = i & 7;
-      float v = 0.0f;
-#pragma unroll
-      for (int k = 0; k < W; ++k) v = __fadd_rn(v, red[k][c][row]);
-      const int64_t r = G * 8 + row;
-      if (c < n_cols && r < n_out) y[int64_t(c) * n_out + r] = v;
-    }
+    gemv_store_rows<W, NC>(acc, G, n_out, n_cols, y);
     if constexpr (!HasTable<D>::value) break;
     G += gridDim.x;
     if (G >= n_groups) break;
@@ -553,41 +570,11 @@ __global__ void __launch_bounds__(W * 32, (NC <= 2 ? 4 : 2) * 8 / W)
     __syncwarp();  // every lane's copies of tile k have landed
     D r;
     r.load_raw(SmemTile{ring[warp][k % R]}, lane, g);
-    if constexpr (!D::kLaneScales) r.finish();
-    uint32_t b[S][2];
-#pragma unroll
-    for (int j = 0; j < S; ++j) b[j][0] = r.codes(j, 0), b[j][1] = r.codes(j, 1);
-    const OwnScales<D> o(r, t);
-    __syncwarp();  // slot k % R is read into registers: it may be overwritten
+    gemv_tile_add<D, NC>(r, xc, n_in, t, n_cols, acc);
+    __syncwarp();  // every lane is done with slot k % R: refill it, R tiles ahead
     issue(k + R);
-#pragma unroll
-    for (int c = 0; c < NC; ++c) {
-      if (NC > 1 && c >= n_cols) break;
-      uint32_t xw[S][2];
-      float dx[2];
-      int sx[4] = {0, 0, 0, 0};
-      load_act<D>(xc, c, n_in, 0, t, xw, dx, sx);
-      float v = lane_term<D>(r, o, b, xw, dx, sx);
-      if constexpr (S > 1) {
-        v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
-        v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
-      }
-      acc[c] = __fadd_rn(acc[c], v);
-    }
   }
-  __shared__ float red[W][NC][8];
-#pragma unroll
-  for (int c = 0; c < NC; ++c)
-    if (t == 0) red[warp][c][g] = acc[c];
-  __syncthreads();
-  for (int i = threadIdx.x; i < NC * 8; i += blockDim.x) {
-    const int c = i >> 3, row = i & 7;
-    float v = 0.0f;
-#pragma unroll
-    for (int k = 0; k < W; ++k) v = __fadd_rn(v, red[k][c][row]);
-    const int64_t r = G * 8 + row;
-    if (c < n_cols && r < n_out) y[int64_t(c) * n_out + r] = v;
-  }
+  gemv_store_rows<W, NC>(acc, G, n_out, n_cols, y);
 }
 
 // Exact decode of the GPU layout to f32 / f16: one thread per (output row, chunk, lane t); output

@@ -29,14 +29,15 @@ namespace {
 // A launch, with programmatic dependent launch when set_gemv_pdl is on (the kernels pdl_wait()
 // before they read x). Errors are left for cudaGetLastError, as a <<<>>> launch leaves them.
 template <class... P, class... A>
-void launch_kernel(void (*kernel)(P...), unsigned grid, unsigned block, cudaStream_t s, A... args) {
+void launch_kernel_smem(void (*kernel)(P...), unsigned grid, unsigned block, size_t smem, cudaStream_t s, A... args) {
   if (!gpu_gemv_pdl()) {
-    kernel<<<grid, block, 0, s>>>(args...);
+    kernel<<<grid, block, smem, s>>>(args...);
     return;
   }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(grid);
   cfg.blockDim = dim3(block);
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -44,6 +45,10 @@ void launch_kernel(void (*kernel)(P...), unsigned grid, unsigned block, cudaStre
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   (void)cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+template <class... P, class... A>
+void launch_kernel(void (*kernel)(P...), unsigned grid, unsigned block, cudaStream_t s, A... args) {
+  launch_kernel_smem(kernel, grid, block, 0, s, args...);
 }
 
 // Streaming multiprocessors of the current device (cached per device ordinal).
@@ -176,21 +181,7 @@ bool launch_async(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, 
       return !e || std::atoi(e) != 0;
     }();
     if (carve) max_carveout<kernel>();
-    if (!gpu_gemv_pdl()) {
-      kernel<<<unsigned(groups), W * 32, kBytes, s>>>(w.data, w.n_in, w.n_out, x, n_cols, d_y, pdl);
-      return true;
-    }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(groups));
-    cfg.blockDim = dim3(W * 32);
-    cfg.dynamicSmemBytes = kBytes;
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    (void)cudaLaunchKernelEx(&cfg, kernel, w.data, w.n_in, w.n_out, x, n_cols, d_y, pdl);
+    launch_kernel_smem(kernel, unsigned(groups), W * 32, kBytes, s, w.data, w.n_in, w.n_out, x, n_cols, d_y, pdl);
     return true;
   }
 }
