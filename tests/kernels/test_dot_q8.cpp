@@ -30,6 +30,7 @@
 #include "kernels/cpu/gemv_q8.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant_kernels.h"
+#include "kernel_test_buffers.h"
 #include "test_util.h"
 
 namespace {
@@ -59,14 +60,6 @@ std::vector<float> make_x(int64_t count, Rng& rng, bool wide) {
   if (wide)
     for (auto& v : x) v *= std::exp2(rng.uniform(-12.0f, 12.0f));
   return x;
-}
-
-std::vector<uint8_t> make_rows(GgmlType type, int64_t n, int64_t rows, Rng& rng) {
-  const auto* k = quant_kernels(type);
-  const uint64_t rb = ggml_row_bytes(type, uint64_t(n));
-  std::vector<uint8_t> w(rb * uint64_t(rows));
-  for (int64_t r = 0; r < rows; ++r) k->fill_random(w.data() + r * rb, n, rng, 0.05f);
-  return w;
 }
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
@@ -202,7 +195,7 @@ TEST_CASE("int8 dot: scalar reference matches dequantise-then-dot on the rounded
       for (bool wide : {false, true}) {
         INFO("n " << n << " wide " << wide);
         const int n_col = 3;
-        auto w = make_rows(t, n, 1, rng);
+        auto w = test::random_quant_rows(t, n, 1, rng);
         check_scalar_vs_dequantised(t, w, n, n_col, make_x(n * n_col, rng, wide));
       }
     }
@@ -222,7 +215,7 @@ TEST_CASE("int8 dot: every ISA equals the scalar reference bit for bit, 1..16 co
       for (int64_t n : {int64_t(256), int64_t(5376)}) {
         for (int n_col : {1, 2, 5, 16}) {
           INFO("n " << n << " cols " << n_col);
-          auto w = make_rows(t, n, 1, rng);
+          auto w = test::random_quant_rows(t, n, 1, rng);
           auto x = make_x(n * n_col, rng, n_col == 5);
           Q8Buffer q(x, n, n_col);
           std::vector<float> ys(size_t(n_col) * 3, kPoison), yv(size_t(n_col) * 3, kPoison);
@@ -348,7 +341,7 @@ TEST_CASE("int8 dot: multi-column results equal single-column ones", "[q8]") {
       if (!fn || !q8_isa_supported(Q8Isa(isa))) continue;
       INFO("isa " << q8_isa_name(Q8Isa(isa)));
       const int64_t n = 1024;
-      auto w = make_rows(t, n, 1, rng);
+      auto w = test::random_quant_rows(t, n, 1, rng);
       auto x = make_x(n * kQ8MaxCols, rng, false);
       Q8Buffer q(x, n, kQ8MaxCols);
       std::vector<float> multi(kQ8MaxCols, kPoison);
@@ -369,7 +362,7 @@ TEST_CASE("matmul_q8: rows over the thread team and column chunks equal per-row 
   Rng rng(seed);
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::Q5_1, GgmlType::IQ4_XS}) {
     const int64_t n_in = 512, n_out = 301;
-    auto wb = make_rows(t, n_in, n_out, rng);
+    auto wb = test::random_quant_rows(t, n_in, n_out, rng);
     const WeightView w{wb.data(), t, n_in, n_out, ggml_row_bytes(t, uint64_t(n_in))};
     for (int64_t n_tok : {int64_t(1), int64_t(7), int64_t(20)}) {
       INFO("type " << ggml_type_info(t).name << " tokens " << n_tok);
@@ -419,7 +412,7 @@ TEST_CASE("matmul_q8_group: each matrix of a group equals its own matmul_q8 bit 
   const int64_t rows[3] = {301, 37, 1029};
   std::vector<std::vector<uint8_t>> bytes;
   std::vector<WeightView> ws;
-  for (int j = 0; j < 3; ++j) bytes.push_back(make_rows(types[j], n_in, rows[j], rng));
+  for (int j = 0; j < 3; ++j) bytes.push_back(test::random_quant_rows(types[j], n_in, rows[j], rng));
   for (int j = 0; j < 3; ++j) ws.push_back({bytes[size_t(j)].data(), types[j], n_in, rows[j], ggml_row_bytes(types[j], uint64_t(n_in))});
   for (int count : {2, 3}) {
     for (int64_t n_tok : {int64_t(1), int64_t(5), int64_t(16)}) {

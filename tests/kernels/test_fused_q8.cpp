@@ -18,6 +18,7 @@
 #include "kernels/cpu/gemv_q8.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quant_kernels.h"
+#include "kernel_test_buffers.h"
 #include "test_util.h"
 
 namespace {
@@ -25,23 +26,6 @@ namespace {
 using namespace strata;
 using namespace strata::kernels;
 using namespace strata::kernels::cpu;
-
-struct Aligned {
-  std::vector<uint8_t> storage;
-  void* at;
-  Aligned(size_t bytes, uint8_t poison) : storage(bytes + 64, poison) {
-    auto base = reinterpret_cast<uintptr_t>(storage.data());
-    at = reinterpret_cast<void*>((base + 63) / 64 * 64);
-  }
-};
-
-std::vector<uint8_t> make_rows(GgmlType type, int64_t n, int64_t rows, Rng& rng) {
-  const auto* k = quant_kernels(type);
-  const uint64_t rb = ggml_row_bytes(type, uint64_t(n));
-  std::vector<uint8_t> w(rb * uint64_t(rows));
-  for (int64_t r = 0; r < rows; ++r) k->fill_random(w.data() + r * rb, n, rng, 0.05f);
-  return w;
-}
 
 bool same_floats(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -62,7 +46,7 @@ TEST_CASE("gated_ffn_q8: gate, up and the down input equal matmul_q8_group, the 
   const int64_t n_in = 512;
   // n_ff: whole 256-element chunks, and a tail of groups of 32 past them (q8_act.h's lane order).
   for (const int64_t n_ff : {int64_t(1024), int64_t(1024 + 96)}) {
-    const auto gb = make_rows(GgmlType::Q4_K, n_in, n_ff, rng), ub = make_rows(GgmlType::Q6_K, n_in, n_ff, rng);
+    const auto gb = test::random_quant_rows(GgmlType::Q4_K, n_in, n_ff, rng), ub = test::random_quant_rows(GgmlType::Q6_K, n_in, n_ff, rng);
     const WeightView gate{gb.data(), GgmlType::Q4_K, n_in, n_ff, ggml_row_bytes(GgmlType::Q4_K, uint64_t(n_in))};
     const WeightView up{ub.data(), GgmlType::Q6_K, n_in, n_ff, ggml_row_bytes(GgmlType::Q6_K, uint64_t(n_in))};
     for (const int64_t n_tok : {int64_t(1), int64_t(5)}) {
@@ -77,12 +61,12 @@ TEST_CASE("gated_ffn_q8: gate, up and the down input equal matmul_q8_group, the 
         matmul_q8_group(ws, ys, 2, x.data(), n_tok);
         if (gelu) gelu_tanh_mul(g_want.data(), u_want.data(), int64_t(g_want.size()));
         else silu_mul(g_want.data(), u_want.data(), int64_t(g_want.size()));
-        Aligned q_want(bytes, 0xA5);
+        test::PoisonedBuffer q_want(bytes, 0xA5);
         quantize_q8_act(g_want.data(), n_ff, n_tok, q_want.at);
         for (const int threads : {1, 3, 8}) {
           INFO("threads " << threads);
           std::vector<float> g(g_want.size(), std::nanf("")), u(g.size(), std::nanf(""));
-          Aligned q(bytes, 0xA5);
+          test::PoisonedBuffer q(bytes, 0xA5);
           on_team(threads, [&] {
             gated_ffn_q8(gate, up, gelu ? gelu_tanh_mul_range : silu_mul_range, x.data(), n_tok, g.data(), u.data(), q.at);
           });
@@ -111,12 +95,12 @@ TEST_CASE("CPU attention: out_q8 equals quantize_q8_act of the output", "[attent
     std::vector<float> want(q.size());
     attention(q.data(), pos.data(), n_q, kv, s, want.data());
     const size_t bytes = q8_act_bytes(n_head * hd, n_q);
-    Aligned q_want(bytes, 0xA5);
+    test::PoisonedBuffer q_want(bytes, 0xA5);
     quantize_q8_act(want.data(), n_head * hd, n_q, q_want.at);
     for (const int threads : {1, 3, 8}) {
       INFO("threads " << threads);
       std::vector<float> out(q.size(), std::nanf(""));
-      Aligned q8(bytes, 0xA5);
+      test::PoisonedBuffer q8(bytes, 0xA5);
       on_team(threads, [&] { attention(q.data(), pos.data(), n_q, kv, s, out.data(), q8.at); });
       CHECK(same_floats(out, want));
       CHECK(std::memcmp(q8.at, q_want.at, bytes) == 0);

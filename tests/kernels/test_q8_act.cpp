@@ -13,21 +13,13 @@
 
 #include "core/rng.h"
 #include "kernels/cpu/q8_act.h"
+#include "kernel_test_buffers.h"
 #include "test_util.h"
 
 namespace {
 
 using namespace strata;
 using namespace strata::kernels::cpu;
-
-struct Aligned {
-  std::vector<uint8_t> storage;
-  void* at;
-  Aligned(size_t bytes, uint8_t poison) : storage(bytes + 64, poison) {
-    auto base = reinterpret_cast<uintptr_t>(storage.data());
-    at = reinterpret_cast<void*>((base + 63) / 64 * 64);
-  }
-};
 
 // Random groups, some of them rebuilt so that x * id lands on k + 0.5 (ties both ways) or on
 // +-127 exactly, some all zero, some a single nonzero element, some of signed zeros.
@@ -66,7 +58,7 @@ TEST_CASE("int8 activations: quantize_q8_act equals the portable loop bit for bi
       INFO("n " << n << " columns " << n_col);
       const std::vector<float> x = edge_inputs(n * n_col, rng);
       const size_t bytes = q8_act_bytes(n, n_col);
-      Aligned a(bytes, 0xA5), b(bytes, 0x5A);  // poisoned apart: a byte one of them leaves unwritten differs
+      test::PoisonedBuffer a(bytes, 0xA5), b(bytes, 0x5A);  // poisoned apart: a byte one of them leaves unwritten differs
       const Q8ActView va = quantize_q8_act(x.data(), n, n_col, a.at);
       const Q8ActView vb = quantize_q8_act_portable(x.data(), n, n_col, b.at);
       const size_t groups = size_t(n / 32 * n_col);
@@ -87,7 +79,7 @@ TEST_CASE("int8 activations: quantize_q8_act_range piece by piece equals quantiz
     INFO("n " << n);
     const std::vector<float> x = edge_inputs(n * n_col, rng);
     const size_t bytes = q8_act_bytes(n, n_col);
-    Aligned whole(bytes, 0xA5), pieces(bytes, 0xA5);
+    test::PoisonedBuffer whole(bytes, 0xA5), pieces(bytes, 0xA5);
     quantize_q8_act(x.data(), n, n_col, whole.at);
     const Q8ActView v = q8_act_layout(n, n_col, pieces.at);
     // Random cuts at whole groups, the pieces quantised last to first; column 1 left out at first.
