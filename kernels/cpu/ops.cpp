@@ -41,10 +41,6 @@ void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out) 
   scale_by(x, w, n, rms_inv(ss, n, eps), out);
 }
 
-void rms_norm_rows(float* x, const float* w, int64_t n_vec, int64_t n, float eps) {
-  for (int64_t v = 0; v < n_vec; ++v) rms_norm(x + v * n, w, n, eps, x + v * n);
-}
-
 void rms_norm_vecs(const float* x, const float* w, int64_t n_vec, int64_t n, float eps, float* out) {
   constexpr int64_t kSide = 8;
   for (int64_t v0 = 0; v0 < n_vec; v0 += kSide) {

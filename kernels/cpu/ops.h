@@ -9,8 +9,6 @@ namespace strata::kernels::cpu {
 
 // out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i] (w may be null: no weight). out may alias x.
 void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
-// rms_norm applied to each of n_vec consecutive vectors of length n.
-void rms_norm_rows(float* x, const float* w, int64_t n_vec, int64_t n, float eps);
 // rms_norm of each of n_vec consecutive vectors of length n (x into out, which may alias x), bit for
 // bit: every vector's sum of squares is the same chain of double adds in the same order. The sums
 // of up to 8 vectors advance side by side: one chain is bound by the add's latency (~4 cycles an

@@ -49,7 +49,7 @@ TEST_CASE("cuda rms_norm matches the CPU", "[gpu]") {
       dout.poison();
       REQUIRE(kc::rms_norm(dx.as<float>(), weighted ? dw.as<float>() : nullptr, n_vec, n, 1e-6f, dout.as<float>(), nullptr));
       auto got = dout.download<float>(x.size());
-      cpu::rms_norm_rows(x.data(), weighted ? w.data() : nullptr, n_vec, n, 1e-6f);
+      cpu::rms_norm_vecs(x.data(), weighted ? w.data() : nullptr, n_vec, n, 1e-6f, x.data());
       // Tolerance: both sum x^2 in double, only the order differs, so inv agrees to ~1 f32 ulp and
       // the products are the same roundings: ~3 ulp (4e-7 relative) plus a tiny absolute floor.
       INFO("n " << n << " weighted " << weighted);
@@ -61,7 +61,7 @@ TEST_CASE("cuda rms_norm matches the CPU", "[gpu]") {
   DevBuf dx = to_device(x);
   REQUIRE(kc::rms_norm(dx.as<float>(), nullptr, 3, 256, 1e-5f, dx.as<float>(), nullptr));
   auto got = dx.download<float>(x.size());
-  cpu::rms_norm_rows(x.data(), nullptr, 3, 256, 1e-5f);
+  cpu::rms_norm_vecs(x.data(), nullptr, 3, 256, 1e-5f, x.data());
   CHECK(worst_ratio(got, x, 1e-30, 4e-7) <= 1.0);
 }
 
@@ -82,7 +82,7 @@ TEST_CASE("cuda rms_norm_add equals rms_norm then add, bit for bit, and matches 
     auto got = dx.download<float>(x.size()), unfused = dx2.download<float>(x.size());
     INFO("n " << n);
     CHECK(std::memcmp(got.data(), unfused.data(), got.size() * 4) == 0);
-    cpu::rms_norm_rows(h.data(), w.data(), n_vec, n, 1e-6f);
+    cpu::rms_norm_vecs(h.data(), w.data(), n_vec, n, 1e-6f, h.data());
     cpu::add(x.data(), h.data(), n_vec * n);
     // rms_norm's bound on the normed term (~3 ulp of |h|, up to ~4 |x|-sized values here) plus the
     // add's rounding: an absolute 2e-6 floor covers cancellation between x and the normed h.
@@ -118,8 +118,8 @@ TEST_CASE("cuda qk_norm_rope matches the CPU's QK-norm then rope on every head",
         REQUIRE(kc::qk_norm_rope(dq.as<float>(), dk.as<float>(), dpos.as<int32_t>(), n_tok, p, nullptr));
         auto got_q = dq.download<float>(q.size()), got_k = dk.download<float>(k.size());
         if (with_norm) {
-          cpu::rms_norm_rows(q.data(), qw.data(), n_tok * n_head, hd, 1e-6f);
-          cpu::rms_norm_rows(k.data(), kw.data(), n_tok * n_head_kv, hd, 1e-6f);
+          cpu::rms_norm_vecs(q.data(), qw.data(), n_tok * n_head, hd, 1e-6f, q.data());
+          cpu::rms_norm_vecs(k.data(), kw.data(), n_tok * n_head_kv, hd, 1e-6f, k.data());
         }
         for (int64_t t = 0; t < n_tok; ++t) {
           const float ps = float(pos[size_t(t)]) / 8.0f;
