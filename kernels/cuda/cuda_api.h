@@ -181,8 +181,15 @@ struct QkRopeDev {
   float eps = 0, base = 0, linear_scale = 1;
   const float* freq_div = nullptr;
   bool neox = false;
+  // (n_tok, head_dim / 2) pairs (cos, sin) that rope_angles wrote for the same positions and
+  // configuration, or null: the kernel computes them (the same bits either way).
+  const float* angles = nullptr;
 };
 Status qk_norm_rope(float* d_q, float* d_k, const int32_t* d_pos, int64_t n_tok, const QkRopeDev& p, Stream s);
+// The angle table qk_norm_rope reads through QkRopeDev::angles: (cos, sin) of every pair of every
+// row, d_table (n_tok, head_dim / 2) float pairs; p.angles is ignored. One launch per step and RoPE
+// configuration instead of double pow and sincos in every layer's launch.
+Status rope_angles(const int32_t* d_pos, int64_t n_tok, const QkRopeDev& p, float* d_table, Stream s);
 // Embedding rows for token ids (dequantised, times scale) into (n_tok, n_embd).
 Status get_rows(const WeightView& table, const int32_t* d_ids, int64_t n_tok, float scale, float* d_out, Stream s);
 

@@ -6,14 +6,19 @@
 // it loads the head into its shared row, sums x^2 in double (each lane its elements in order, then
 // a fixed xor-shuffle tree), scales by inv = 1 / sqrt(mean + eps) and the weight with
 // non-contracted multiplies (rms_norm's roundings: only the order of the double sum differs),
-// then rotates the pairs with the angles the block computed as rope() computes them (double pow
-// and sincos per pair, rounded to f32) and writes the head back.
+// then rotates the pairs with the angles rope() computes (double pow and sincos per pair, rounded
+// to f32: rope_cos_sin) and writes the head back. The angles come from a table that rope_angles
+// filled once for the step's positions (QkRopeDev::angles; every layer of one RoPE configuration
+// reads the same table), or else the block computes them itself. The double pow and sincos are
+// most of a decode-sized launch's latency (~60 layers per step), and the head's loads are issued
+// before them either way.
 //
 // qk_norm_rope_kv (rope_kv.h) also stores each K head, and n_head_kv more warps each V head, into
 // the KV cache (kv_write's conversions, per element or per 32-value group: the same bits), so a
 // layer's K/V write is not a launch of its own.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include <cuda_fp16.h>
@@ -51,6 +56,23 @@ __device__ __forceinline__ void store_head(const float* r, int64_t hd, void* cac
   }
 }
 
+// cos and sin of pair i's angle at position pos, as rope() computes them: the same expression
+// here and in rope_angles_kernel, so a table entry has the bits the in-block computation gives.
+__device__ __forceinline__ float2 rope_cos_sin(int32_t pos, int64_t i, const QkRopeDev& p, double base) {
+  const float ps = float(pos) / p.linear_scale;  // as the CPU forward: float(pos) / lin
+  double theta = double(ps) * pow(base, -2.0 * double(i) / double(p.head_dim));
+  if (p.freq_div) theta /= double(p.freq_div[i]);
+  double sd, cd;
+  sincos(theta, &sd, &cd);
+  return make_float2(float(cd), float(sd));
+}
+
+// Grid n_tok, block head_dim / 2 threads: table[t * half + i] = rope_cos_sin(pos[t], i).
+__global__ void rope_angles_kernel(const int32_t* __restrict__ pos, QkRopeDev p, double base, float2* table) {
+  const int64_t half = p.head_dim / 2, t = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) table[t * half + i] = rope_cos_sin(pos[t], i, p, base);
+}
+
 // to_cache: K heads also go to kv, and V heads (v_rows; the grid has warps for them after the K
 // heads) too.
 __global__ void __launch_bounds__(kWarps * 32)
@@ -59,48 +81,57 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t t = blockIdx.x, hd = p.head_dim, half = hd / 2;
   __shared__ float cs[kMaxHeadDim / 2], sn[kMaxHeadDim / 2];
   __shared__ float row[kWarps][kMaxHeadDim];
-  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    const float ps = float(pos[t]) / p.linear_scale;  // as the CPU forward: float(pos) / lin
-    double theta = double(ps) * pow(base, -2.0 * double(i) / double(hd));
-    if (p.freq_div) theta /= double(p.freq_div[i]);
-    double sd, cd;
-    sincos(theta, &sd, &cd);
-    cs[i] = float(cd), sn[i] = float(sd);
-  }
-  __syncthreads();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t h = int64_t(blockIdx.y) * kWarps + warp;
-  const int64_t width = p.n_head_kv * hd, slot = to_cache ? int64_t(pos[t]) % kv.capacity : 0;
-  if (to_cache && h >= p.n_head + p.n_head_kv && h < p.n_head + 2 * p.n_head_kv) {  // a V head: stored as is
-    const int64_t vh = h - p.n_head - p.n_head_kv;
-    float* r = row[warp];
-    for (int64_t i = lane; i < hd; i += 32) r[i] = v_rows[t * width + vh * hd + i];
-    __syncwarp();
-    store_head(r, hd, kv.d_v, kv.v_dtype, slot, width, vh * hd, lane);
-    return;
-  }
-  if (h >= p.n_head + p.n_head_kv) return;
-  const bool is_q = h < p.n_head;
+  const int64_t width = p.n_head_kv * hd;
+  const bool is_v = to_cache && h >= p.n_head + p.n_head_kv && h < p.n_head + 2 * p.n_head_kv;
+  const bool is_qk = h < p.n_head + p.n_head_kv, is_q = h < p.n_head;
+  float* r = row[warp];
   float* v = is_q ? q + (t * p.n_head + h) * hd : k + (t * p.n_head_kv + (h - p.n_head)) * hd;
   const float* wn = is_q ? p.q_norm : p.k_norm;
-  float* r = row[warp];
-  if (wn) {
-    double ss = 0;
+  // The head's loads (and its sum of squares) first: they do not wait for the angles.
+  double ss = 0;
+  if (is_v) {
+    const int64_t vh = h - p.n_head - p.n_head_kv;
+    for (int64_t i = lane; i < hd; i += 32) r[i] = v_rows[t * width + vh * hd + i];
+  } else if (is_qk) {
     for (int64_t i = lane; i < hd; i += 32) {
       const float x = v[i];
       r[i] = x;
-      ss += double(x) * double(x);
+      if (wn) ss += double(x) * double(x);
     }
+  }
+  const float2* table = reinterpret_cast<const float2*>(p.angles);
+  if (!table) {  // uniform over the grid: every thread reaches the barrier
+    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+      const float2 a = rope_cos_sin(pos[t], i, p, base);
+      cs[i] = a.x, sn[i] = a.y;
+    }
+    __syncthreads();
+  }
+  if (!is_v && !is_qk) return;
+  const int64_t slot = to_cache ? int64_t(pos[t]) % kv.capacity : 0;
+  __syncwarp();
+  if (is_v) {
+    store_head(r, hd, kv.d_v, kv.v_dtype, slot, width, (h - p.n_head - p.n_head_kv) * hd, lane);
+    return;
+  }
+  if (wn) {
     for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
     const float inv = float(1.0 / sqrt(ss / double(hd) + double(p.eps)));
     for (int64_t i = lane; i < hd; i += 32) r[i] = __fmul_rn(__fmul_rn(r[i], inv), wn[i]);
-  } else {
-    for (int64_t i = lane; i < hd; i += 32) r[i] = v[i];
+    __syncwarp();
   }
-  __syncwarp();
   for (int64_t i = lane; i < half; i += 32) {
     const int64_t ia = p.neox ? i : 2 * i, ib = p.neox ? i + half : 2 * i + 1;
-    const float x0 = r[ia], x1 = r[ib], c = cs[i], s = sn[i];
+    float c, s;
+    if (table) {
+      const float2 a = table[t * half + i];
+      c = a.x, s = a.y;
+    } else {
+      c = cs[i], s = sn[i];
+    }
+    const float x0 = r[ia], x1 = r[ib];
     const float y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s)), y1 = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
     v[ia] = y0, v[ib] = y1;
     r[ia] = y0, r[ib] = y1;  // the pair is this lane's alone
@@ -133,6 +164,17 @@ Status qk_norm_rope(float* d_q, float* d_k, const int32_t* d_pos, int64_t n_tok,
   qk_norm_rope_kernel<<<grid, kWarps * 32, 0, static_cast<cudaStream_t>(s)>>>(d_q, d_k, d_pos, p, double(p.base),
                                                                               nullptr, false, KvStoreDev{});
   return detail::launch_status("qk_norm_rope");
+}
+
+Status rope_angles(const int32_t* d_pos, int64_t n_tok, const QkRopeDev& p, float* d_table, Stream s) {
+  float dummy = 0;
+  STRATA_TRY(check_rope_args("rope_angles", &dummy, &dummy, d_pos, n_tok, p));
+  if (!d_table) return Status::error("rope_angles: null table");
+  if (n_tok == 0) return Status::ok();
+  const unsigned threads = unsigned(std::min<int64_t>(p.head_dim / 2, 256));
+  rope_angles_kernel<<<unsigned(n_tok), threads, 0, static_cast<cudaStream_t>(s)>>>(
+      d_pos, p, double(p.base), reinterpret_cast<float2*>(d_table));
+  return detail::launch_status("rope_angles");
 }
 
 bool qk_norm_rope_kv_applies(const KvStoreDev& kv, int64_t head_dim) {

@@ -288,6 +288,13 @@ Status CudaForward::allocate() {
   im.d_tree_pos = static_cast<int32_t*>(*tree);
   im.d_tree_n = im.d_tree_pos + kMaxExactRows;
   im.d_tree_slots = im.d_tree_n + kMaxExactRows;
+  // STRATA_ROPE_TABLES=0: every qk_norm_rope launch computes its angles (same bits; A/B timing).
+  if (const char* env = std::getenv("STRATA_ROPE_TABLES"); !(env && std::string(env) == "0")) {
+    auto angles = im.alloc(size_t(im.kRopeTables) * kMaxExactRows * im.kRopeTableHalf * 2 * sizeof(float),
+                           "activations rope angles");
+    if (!angles) return angles.status();
+    im.d_rope_angles = static_cast<float*>(*angles);
+  }
   im.host_pos.resize(n_ids);
   // Not fatal: without the staging, logits are copied into the caller's memory directly.
   const uint32_t staged_rows = uint32_t(std::min<size_t>({n, offload::kLogitRows, kMaxExactRows}));

@@ -121,6 +121,11 @@ struct CudaForward::Impl {
   uint32_t tree_pos0 = 0;
   bool tree_graphs = false;         // tree steps as graphs too (cuda_step_graphs.h tree_graphs_from_env)
   bool host_graphs = true;          // steps with host work as graphs too (host_graphs_from_env)
+  // RoPE angle tables of a step (Ops::rope_dev): kRopeTables tables of kMaxExactRows rows of up to
+  // kRopeTableHalf (cos, sin) pairs, one per RoPE configuration the step's layers use.
+  static constexpr int kRopeTables = 4;
+  static constexpr int64_t kRopeTableHalf = 256;  // qk_norm_rope's largest head_dim / 2
+  float* d_rope_angles = nullptr;
   int32_t* d_tree_pos = nullptr;    // kMaxExactRows
   int32_t* d_tree_n = nullptr;      // kMaxExactRows
   int32_t* d_tree_slots = nullptr;  // kMaxExactRows x kMaxExactRows

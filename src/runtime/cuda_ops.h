@@ -3,6 +3,7 @@
 // the host), and what a CUDA-graph capture leaves out (host copies of inputs and outputs).
 #pragma once
 
+#include <array>
 #include <functional>
 #include <string>
 #include <vector>
@@ -29,6 +30,17 @@ struct Ops {
   // (d_tokens, d_pos, host_pos hold the whole group's, copied once at begin_chunk).
   uint32_t row0 = 0;
   std::string block_name = {};        // the current block ("attn 3"): host compute spans in the trace
+  // The RoPE angle tables this chunk's layers filled (rope_dev): positions and configuration.
+  struct RopeTable {
+    const int32_t* pos = nullptr;
+    uint32_t n = 0;
+    float base = 0, linear_scale = 0;
+    const float* freq_div = nullptr;
+    int64_t head_dim = 0;
+    bool operator==(const RopeTable&) const = default;
+  };
+  std::array<RopeTable, CudaForward::Impl::kRopeTables> rope_tables = {};
+  int n_rope_tables = 0;
 
   // The input whose int8 rounding (decode) or f16 copy (prefill) the workspace holds
   // (cuda::matmul_act_key): Q, K and V (gate and up) read the same normed x, so only the first of
@@ -83,6 +95,7 @@ struct Ops {
     map = m;
     row0 = 0;
     rounded = {};
+    n_rope_tables = 0;  // new positions
     // Host sources outlive the copies: the caller's tokens and im.host_pos stay untouched until
     // eval() synchronizes at the end of the chunk, so no wait (and no allocation) per token here.
     if (!im.capturing) copy_inputs(tokens, n, m);
@@ -234,18 +247,37 @@ struct Ops {
     matmul(*jobs[0].w, x, n, jobs[0].y);
     for (int j = 1; j < count; ++j) im.check(cuda::stream_wait(im.stream, im.side[size_t(j - 1)].join));
   }
-  static cuda::QkRopeDev rope_dev(const QkRope& r) {
+  // The kernels' form of r for rows at positions pos (device) of this chunk. For a step-sized
+  // chunk its angles come from a table (cuda_api.h rope_angles) that the first layer of each RoPE
+  // configuration fills and the later ones read (Gemma 3: two tables, local and global layers,
+  // instead of double pow and sincos in each of ~60 layers' launches).
+  cuda::QkRopeDev rope_dev(const QkRope& r, const int32_t* pos, uint32_t n) {
     cuda::QkRopeDev p;
     p.n_head = r.n_head, p.n_head_kv = r.n_head_kv, p.head_dim = r.head_dim;
     p.q_norm = r.q_norm, p.k_norm = r.k_norm, p.eps = r.eps, p.base = r.base, p.linear_scale = r.linear_scale;
     p.freq_div = r.freq_div, p.neox = r.neox;
+    if (n > kMaxExactRows || r.head_dim / 2 > im.kRopeTableHalf || !im.d_rope_angles) return p;
+    const RopeTable key{pos, n, r.base, r.linear_scale, r.freq_div, r.head_dim};
+    const size_t per_table = size_t(kMaxExactRows) * size_t(im.kRopeTableHalf) * 2;
+    for (int i = 0; i < n_rope_tables; ++i) {
+      if (rope_tables[size_t(i)] == key) {
+        p.angles = im.d_rope_angles + size_t(i) * per_table;
+        return p;
+      }
+    }
+    if (n_rope_tables == im.kRopeTables) return p;  // more configurations: the kernel computes them
+    float* table = im.d_rope_angles + size_t(n_rope_tables) * per_table;
+    im.check(cuda::rope_angles(pos, n, p, table, im.stream));
+    rope_tables[size_t(n_rope_tables++)] = key;
+    p.angles = table;
     return p;
   }
   void qk_norm_rope(float* q, float* k, uint32_t n, const QkRope& r) {
     OpSpan op(im, [&] { return fmt::format("qk_norm_rope n={}", n); });
     device_op();
     // A tree node turns at its path position, not at its slot.
-    im.check(cuda::qk_norm_rope(q, k, tree ? im.d_tree_pos : d_pos(), n, rope_dev(r), im.stream));
+    const int32_t* pos = tree ? im.d_tree_pos : d_pos();
+    im.check(cuda::qk_norm_rope(q, k, pos, n, rope_dev(r, pos, n), im.stream));
   }
   // One kernel for one sequence's rows into a device cache (rope_kv.h); else the two ops.
   void rope_kv_write(uint32_t il, float* q, float* k, const float* v, uint32_t n, const QkRope& r) {
@@ -257,7 +289,7 @@ struct Ops {
     }
     OpSpan op(im, [&] { return fmt::format("qk_norm_rope_kv n={}", n); });
     device_op();
-    im.check(cuda::qk_norm_rope_kv(q, k, v, d_pos(), n, rope_dev(r), im.kv[map.seq][il].store, im.stream));
+    im.check(cuda::qk_norm_rope_kv(q, k, v, d_pos(), n, rope_dev(r, d_pos(), n), im.kv[map.seq][il].store, im.stream));
   }
   void kv_write(uint32_t il, const float* k, const float* v, uint32_t n) {
     rounded = {};

@@ -140,6 +140,67 @@ TEST_CASE("cuda qk_norm_rope matches the CPU's QK-norm then rope on every head",
   CHECK_FALSE(kc::qk_norm_rope(d.as<float>(), d.as<float>(), dp.as<int32_t>(), 1, bad, nullptr));  // head_dim > 512
 }
 
+TEST_CASE("cuda qk_norm_rope with rope_angles' table gives the bits of its own angles", "[gpu]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (const int64_t hd : {64, 128, 256, 512}) {
+    for (const bool neox : {true, false}) {
+      const int64_t n_tok = 6, n_head = 9, n_head_kv = 3, width = n_head_kv * hd;
+      std::vector<int32_t> pos = {0, 1, 131071, int32_t(rng.next_u64() % 131072), 4097, 7};
+      auto q = random_normal(size_t(n_tok * n_head * hd), rng, 2.0f);
+      auto k = random_normal(size_t(n_tok * width), rng, 2.0f);
+      auto v = random_normal(size_t(n_tok * width), rng, 2.0f);
+      auto qw = random_normal(size_t(hd), rng), kw = random_normal(size_t(hd), rng);
+      std::vector<float> div(size_t(hd / 2));
+      for (auto& d : div) d = 1.0f + 3.0f * rng.uniform();
+      DevBuf qa = to_device(q), qb = to_device(q), ka = to_device(k), kb = to_device(k), dv = to_device(v),
+             dpos = to_device(pos), dqw = to_device(qw), dkw = to_device(kw), ddiv = to_device(div),
+             table(size_t(n_tok * hd) * sizeof(float));
+      CUDA_REQUIRE(cudaMemset(table.as<void>(), 0xff, table.bytes()));  // NaNs where nothing is written
+      kc::QkRopeDev p;
+      p.n_head = n_head, p.n_head_kv = n_head_kv, p.head_dim = hd;
+      p.q_norm = dqw.as<float>(), p.k_norm = dkw.as<float>();
+      p.eps = 1e-6f, p.base = neox ? 1e6f : 1e4f, p.linear_scale = neox ? 1.0f : 8.0f;
+      p.freq_div = neox ? ddiv.as<float>() : nullptr, p.neox = neox;
+      INFO("hd " << hd << " neox " << neox);
+      REQUIRE(kc::rope_angles(dpos.as<int32_t>(), n_tok, p, table.as<float>(), nullptr));
+      // The table holds cos, sin pairs: cos^2 + sin^2 = 1 and pair 0 (angle pos / lin) at the CPU's value.
+      const auto t = table.download<float>(size_t(n_tok * hd));
+      for (int64_t r = 0; r < n_tok; ++r) {
+        const double c = t[size_t(r * hd)], s = t[size_t(r * hd + 1)];
+        CHECK(std::abs(c * c + s * s - 1.0) < 1e-6);
+        const double a = double(float(pos[size_t(r)]) / p.linear_scale) / (neox ? double(div[0]) : 1.0);
+        CHECK(std::abs(c - std::cos(a)) < 1e-6);
+        CHECK(std::abs(s - std::sin(a)) < 1e-6);
+      }
+      REQUIRE(kc::qk_norm_rope(qa.as<float>(), ka.as<float>(), dpos.as<int32_t>(), n_tok, p, nullptr));
+      kc::QkRopeDev pt = p;
+      pt.angles = table.as<float>();
+      REQUIRE(kc::qk_norm_rope(qb.as<float>(), kb.as<float>(), dpos.as<int32_t>(), n_tok, pt, nullptr));
+      CHECK(qa.download<uint8_t>(q.size() * 4) == qb.download<uint8_t>(q.size() * 4));
+      CHECK(ka.download<uint8_t>(k.size() * 4) == kb.download<uint8_t>(k.size() * 4));
+      // The fused KV write too: both forms store the same cache bytes.
+      const int64_t capacity = 8;
+      const size_t cb = kv::kv_row_bytes(GgmlType::Q8_0, uint32_t(width)) * capacity;
+      DevBuf q1 = to_device(q), q2 = to_device(q), k1 = to_device(k), k2 = to_device(k), c1k(cb), c1v(cb), c2k(cb), c2v(cb);
+      for (DevBuf* c : {&c1k, &c1v, &c2k, &c2v}) CUDA_REQUIRE(cudaMemset(c->as<void>(), 0x5a, c->bytes()));
+      const kc::KvStoreDev s1{c1k.as<void>(), c1v.as<void>(), GgmlType::Q8_0, GgmlType::Q8_0, capacity};
+      const kc::KvStoreDev s2{c2k.as<void>(), c2v.as<void>(), GgmlType::Q8_0, GgmlType::Q8_0, capacity};
+      REQUIRE(kc::qk_norm_rope_kv(q1.as<float>(), k1.as<float>(), dv.as<float>(), dpos.as<int32_t>(), n_tok, p, s1, nullptr));
+      REQUIRE(kc::qk_norm_rope_kv(q2.as<float>(), k2.as<float>(), dv.as<float>(), dpos.as<int32_t>(), n_tok, pt, s2, nullptr));
+      CHECK(q1.download<uint8_t>(q.size() * 4) == q2.download<uint8_t>(q.size() * 4));
+      CHECK(c1k.download<uint8_t>(cb) == c2k.download<uint8_t>(cb));
+      CHECK(c1v.download<uint8_t>(cb) == c2v.download<uint8_t>(cb));
+    }
+  }
+  kc::QkRopeDev p;
+  p.n_head = 1, p.n_head_kv = 1, p.head_dim = 64, p.base = 1e4f;
+  DevBuf dp(4);
+  CHECK_FALSE(kc::rope_angles(dp.as<int32_t>(), 1, p, nullptr, nullptr));  // no table
+}
+
 TEST_CASE("cuda qk_norm_rope_kv equals qk_norm_rope then kv_write, bit for bit, for every cache dtype", "[gpu]") {
   if (!have_gpu()) return;
   const uint64_t seed = fresh_seed();
