@@ -28,6 +28,13 @@ void set_gemv_pdl(bool on) {
 namespace strata::kernels::cuda::detail {
 int gpu_gemv_mma_min_cols() { return g_mma_min_cols.load(std::memory_order_relaxed); }
 bool gpu_gemv_pdl() { return g_pdl.load(std::memory_order_relaxed); }
+bool small_kernel_pdl() {
+  static const bool off = [] {
+    const char* env = std::getenv("STRATA_SMALL_PDL");
+    return env && env[0] == '0';
+  }();
+  return !off && gpu_gemv_pdl();
+}
 int gpu_gemv_forced_warps() { return g_warps.load(std::memory_order_relaxed); }
 namespace {
 

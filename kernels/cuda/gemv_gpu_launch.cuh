@@ -8,12 +8,12 @@
 
 #include "kernels/cuda/gemv_gpu_mma.cuh"
 #include "kernels/cuda/gemv_tuning.h"
+#include "kernels/cuda/pdl_launch.cuh"
 
 namespace strata::kernels::cuda::detail {
 
 // The settings of gemv_tuning.h (gemv_gpu.cu holds them).
 int gpu_gemv_mma_min_cols();
-bool gpu_gemv_pdl();
 int gpu_gemv_forced_warps();
 // The default dp4a variant of the table readers (iq_gemv_variant below).
 inline constexpr int kIqGemvVariant = 0;
@@ -27,24 +27,10 @@ bool launch_dequant_gpu_iq(const WeightView& w, int64_t row0, const int32_t* ids
 namespace {
 
 // A launch, with programmatic dependent launch when set_gemv_pdl is on (the kernels pdl_wait()
-// before they read x). Errors are left for cudaGetLastError, as a <<<>>> launch leaves them.
+// before they read x).
 template <class... P, class... A>
 void launch_kernel_smem(void (*kernel)(P...), unsigned grid, unsigned block, size_t smem, cudaStream_t s, A... args) {
-  if (!gpu_gemv_pdl()) {
-    kernel<<<grid, block, smem, s>>>(args...);
-    return;
-  }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(block);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  (void)cudaLaunchKernelEx(&cfg, kernel, args...);
+  launch_pdl(gpu_gemv_pdl(), kernel, dim3(grid), dim3(block), smem, s, args...);
 }
 template <class... P, class... A>
 void launch_kernel(void (*kernel)(P...), unsigned grid, unsigned block, cudaStream_t s, A... args) {

@@ -11,6 +11,7 @@
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/matmul_internal.h"
+#include "kernels/cuda/pdl_launch.cuh"
 
 namespace strata::kernels::cuda {
 namespace {
@@ -144,6 +145,7 @@ __global__ void __launch_bounds__(1024)
     rms_norm_regs_kernel(float* x, const float* __restrict__ w, int64_t n, float eps, float* out, const float* h,
                          bool post, const float* __restrict__ post_w, ActRounding r) {
   detail::pdl_launch_dependents();  // the GEMV after it may start loading weights
+  detail::pdl_wait();                // launched early (pdl_launch.cuh): x and h are the kernel before's
   const int64_t n4 = n / 4, row = int64_t(blockIdx.x) * n;
   float4* x4 = reinterpret_cast<float4*>(x + row);
   const float4* w4 = reinterpret_cast<const float4*>(w);
@@ -232,14 +234,16 @@ bool launch_norm_regs(float* d_x, const float* d_w, int64_t n_vec, int64_t n, fl
   if (n % 32 != 0 || !a16(d_x) || !a16(d_out) || !a16(d_w) || !a16(d_h) || !a16(d_post_w)) return false;
   const unsigned threads = norm_threads(n_vec, n);
   const int64_t per = (n / 4 + threads - 1) / threads;
-  const unsigned grid = unsigned(n_vec);
-  if (per <= 1) rms_norm_regs_kernel<1, kMode><<<grid, threads, 0, s>>>(d_x, d_w, n, eps, d_out, d_h, post, d_post_w, r);
-  else if (per <= 2) rms_norm_regs_kernel<2, kMode><<<grid, threads, 0, s>>>(d_x, d_w, n, eps, d_out, d_h, post, d_post_w, r);
-  else if (per <= 4) rms_norm_regs_kernel<4, kMode><<<grid, threads, 0, s>>>(d_x, d_w, n, eps, d_out, d_h, post, d_post_w, r);
-  else if (per <= 8 && threads <= 256)
-    rms_norm_regs_kernel<8, kMode><<<grid, threads, 0, s>>>(d_x, d_w, n, eps, d_out, d_h, post, d_post_w, r);
-  else return false;
-  return true;
+  const auto run = [&](auto kernel) {
+    detail::launch_pdl(detail::small_kernel_pdl(), kernel, dim3(unsigned(n_vec)), dim3(threads), 0, s, d_x, d_w, n,
+                       eps, d_out, d_h, post, d_post_w, r);
+    return true;
+  };
+  if (per <= 1) return run(rms_norm_regs_kernel<1, kMode>);
+  if (per <= 2) return run(rms_norm_regs_kernel<2, kMode>);
+  if (per <= 4) return run(rms_norm_regs_kernel<4, kMode>);
+  if (per <= 8 && threads <= 256) return run(rms_norm_regs_kernel<8, kMode>);
+  return false;
 }
 
 }  // namespace

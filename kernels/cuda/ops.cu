@@ -17,6 +17,7 @@
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/matmul_internal.h"
+#include "kernels/cuda/pdl_launch.cuh"
 
 namespace strata::kernels::cuda {
 namespace {
@@ -99,6 +100,7 @@ __global__ void gated_mul_kernel(float* gate, const float* __restrict__ up, int6
 template <float (*F)(float, float)>
 __global__ void gated_mul_round_kernel(float* gate, const float* __restrict__ up, int64_t n, ActRounding r) {
   detail::pdl_launch_dependents();  // the down GEMV after it may start loading weights
+  detail::pdl_wait();                // launched early (pdl_launch.cuh): gate is the GEMV's
   const int64_t n4 = n / 4, stride = int64_t(gridDim.x) * blockDim.x;
   float4* g4 = reinterpret_cast<float4*>(gate);
   const float4* u4 = reinterpret_cast<const float4*>(up);
@@ -171,8 +173,8 @@ Status gated_act_round(bool gelu, float* d_gate, const float* d_up, int64_t n, c
   }
   if (n == 0) return Status::ok();
   const unsigned grid = grid_for(n / 4, 256);
-  if (gelu) gated_mul_round_kernel<gelu_tanh_mul1><<<grid, 256, 0, as_stream(s)>>>(d_gate, d_up, n, r);
-  else gated_mul_round_kernel<silu_mul1><<<grid, 256, 0, as_stream(s)>>>(d_gate, d_up, n, r);
+  auto* kernel = gelu ? gated_mul_round_kernel<gelu_tanh_mul1> : gated_mul_round_kernel<silu_mul1>;
+  detail::launch_pdl(detail::small_kernel_pdl(), kernel, dim3(grid), dim3(256), 0, as_stream(s), d_gate, d_up, n, r);
   return launch_status(op);
 }
 

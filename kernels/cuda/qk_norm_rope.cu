@@ -27,6 +27,8 @@
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kv_quant.cuh"
+#include "kernels/cuda/matmul_internal.h"
+#include "kernels/cuda/pdl_launch.cuh"
 #include "kernels/cuda/rope_kv.h"
 
 namespace strata::kernels::cuda {
@@ -69,6 +71,8 @@ __device__ __forceinline__ float2 rope_cos_sin(int32_t pos, int64_t i, const QkR
 
 // Grid n_tok, block head_dim / 2 threads: table[t * half + i] = rope_cos_sin(pos[t], i).
 __global__ void rope_angles_kernel(const int32_t* __restrict__ pos, QkRopeDev p, double base, float2* table) {
+  detail::pdl_launch_dependents();
+  detail::pdl_wait();  // launched early (pdl_launch.cuh)
   const int64_t half = p.head_dim / 2, t = blockIdx.x;
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) table[t * half + i] = rope_cos_sin(pos[t], i, p, base);
 }
@@ -78,6 +82,8 @@ __global__ void rope_angles_kernel(const int32_t* __restrict__ pos, QkRopeDev p,
 __global__ void __launch_bounds__(kWarps * 32)
     qk_norm_rope_kernel(float* q, float* k, const int32_t* __restrict__ pos, QkRopeDev p, double base,
                         const float* __restrict__ v_rows, bool to_cache, KvStoreDev kv) {
+  detail::pdl_launch_dependents();  // the attention after it may be scheduled
+  detail::pdl_wait();                // launched early (pdl_launch.cuh): q, k, v are the GEMVs'
   const int64_t t = blockIdx.x, hd = p.head_dim, half = hd / 2;
   __shared__ float cs[kMaxHeadDim / 2], sn[kMaxHeadDim / 2];
   __shared__ float row[kWarps][kMaxHeadDim];
@@ -161,8 +167,9 @@ Status qk_norm_rope(float* d_q, float* d_k, const int32_t* d_pos, int64_t n_tok,
   STRATA_TRY(check_rope_args("qk_norm_rope", d_q, d_k, d_pos, n_tok, p));
   if (n_tok == 0) return Status::ok();
   const dim3 grid(unsigned(n_tok), unsigned((p.n_head + p.n_head_kv + kWarps - 1) / kWarps));
-  qk_norm_rope_kernel<<<grid, kWarps * 32, 0, static_cast<cudaStream_t>(s)>>>(d_q, d_k, d_pos, p, double(p.base),
-                                                                              nullptr, false, KvStoreDev{});
+  detail::launch_pdl(detail::small_kernel_pdl(), qk_norm_rope_kernel, grid, dim3(kWarps * 32), 0,
+                     static_cast<cudaStream_t>(s), d_q, d_k, d_pos, p, double(p.base),
+                     static_cast<const float*>(nullptr), false, KvStoreDev{});
   return detail::launch_status("qk_norm_rope");
 }
 
@@ -172,8 +179,8 @@ Status rope_angles(const int32_t* d_pos, int64_t n_tok, const QkRopeDev& p, floa
   if (!d_table) return Status::error("rope_angles: null table");
   if (n_tok == 0) return Status::ok();
   const unsigned threads = unsigned(std::min<int64_t>(p.head_dim / 2, 256));
-  rope_angles_kernel<<<unsigned(n_tok), threads, 0, static_cast<cudaStream_t>(s)>>>(
-      d_pos, p, double(p.base), reinterpret_cast<float2*>(d_table));
+  detail::launch_pdl(detail::small_kernel_pdl(), rope_angles_kernel, dim3(unsigned(n_tok)), dim3(threads), 0,
+                     static_cast<cudaStream_t>(s), d_pos, p, double(p.base), reinterpret_cast<float2*>(d_table));
   return detail::launch_status("rope_angles");
 }
 
@@ -195,8 +202,8 @@ Status qk_norm_rope_kv(float* d_q, float* d_k, const float* d_v, const int32_t* 
                          uint32_t(kv.v_dtype), p.head_dim);
   if (n_tok == 0) return Status::ok();
   const dim3 grid(unsigned(n_tok), unsigned((p.n_head + 2 * p.n_head_kv + kWarps - 1) / kWarps));
-  qk_norm_rope_kernel<<<grid, kWarps * 32, 0, static_cast<cudaStream_t>(s)>>>(d_q, d_k, d_pos, p, double(p.base), d_v,
-                                                                              true, kv);
+  detail::launch_pdl(detail::small_kernel_pdl(), qk_norm_rope_kernel, grid, dim3(kWarps * 32), 0,
+                     static_cast<cudaStream_t>(s), d_q, d_k, d_pos, p, double(p.base), d_v, true, kv);
   return detail::launch_status("qk_norm_rope_kv");
 }
 
