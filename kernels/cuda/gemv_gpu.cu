@@ -29,11 +29,11 @@ namespace strata::kernels::cuda::detail {
 int gpu_gemv_mma_min_cols() { return g_mma_min_cols.load(std::memory_order_relaxed); }
 bool gpu_gemv_pdl() { return g_pdl.load(std::memory_order_relaxed); }
 bool small_kernel_pdl() {
-  static const bool off = [] {
+  static const bool on = [] {
     const char* env = std::getenv("STRATA_SMALL_PDL");
-    return env && env[0] == '0';
+    return env && env[0] == '1';
   }();
-  return !off && gpu_gemv_pdl();
+  return on && gpu_gemv_pdl();
 }
 int gpu_gemv_forced_warps() { return g_warps.load(std::memory_order_relaxed); }
 namespace {

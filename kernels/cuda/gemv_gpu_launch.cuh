@@ -131,13 +131,17 @@ void launch_dp4a(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, c
 }
 
 // STRATA_GEMV_ASYNC (read once per process): the K types' 1-2 column GEMV stages its tiles through
-// shared memory (gemv_gpu_async_kernel), an experiment measured against the default (0); the same
-// bits either way. 1: every shape; 2: 8-warp shapes of more than two waves of CTAs (FFN gate/up,
-// the head). R: 4 tiles in flight per warp (dynamic shared memory, W * 4 tiles per CTA).
+// shared memory (gemv_gpu_async_kernel); the same bits either way. 0: never; 1: every shape; 2 (the
+// default): 8-warp shapes of more than two waves of CTAs (FFN gate/up, the head), where it wins.
+// R: 4 tiles in flight per warp (dynamic shared memory, W * 4 tiles per CTA). Measured (H100, 27B
+// Q3_K_M resident, bench decode, alternated pairs): 0: 131.6 / 131.5 tok/s; 2: 134.0 / 134.0 (2
+// with the maximum carveout: 132.9 / 132.9); 1: 131.8 / 131.7. bench kernels, q3_K ffn up / head:
+// 65 / 83% of read with 0, 69 / 95% with 1; it loses on the one-wave Q shape (43 -> 37%) and the
+// 16-warp down shape (66 -> 61%).
 inline int gemv_async_mode() {
   static const int mode = [] {
     const char* e = std::getenv("STRATA_GEMV_ASYNC");
-    return e ? std::atoi(e) : 0;
+    return e ? std::atoi(e) : 2;
   }();
   return mode;
 }
@@ -162,9 +166,10 @@ bool launch_async(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, 
       return true;
     }();
     (void)sized;
+    // STRATA_GEMV_ASYNC_CARVEOUT=1: ask for the maximum shared-memory carveout (slower: above).
     static const bool carve = [] {
       const char* e = std::getenv("STRATA_GEMV_ASYNC_CARVEOUT");
-      return !e || std::atoi(e) != 0;
+      return e && std::atoi(e) != 0;
     }();
     if (carve) max_carveout<kernel>();
     launch_kernel_smem(kernel, unsigned(groups), W * 32, kBytes, s, w.data, w.n_in, w.n_out, x, n_cols, d_y, pdl);

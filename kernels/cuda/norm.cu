@@ -144,8 +144,8 @@ template <int kIt, NormMode kMode>
 __global__ void __launch_bounds__(1024)
     rms_norm_regs_kernel(float* x, const float* __restrict__ w, int64_t n, float eps, float* out, const float* h,
                          bool post, const float* __restrict__ post_w, ActRounding r) {
+  detail::pdl_wait();                // where launched early (pdl_launch.cuh): x and h are the kernel before's
   detail::pdl_launch_dependents();  // the GEMV after it may start loading weights
-  detail::pdl_wait();                // launched early (pdl_launch.cuh): x and h are the kernel before's
   const int64_t n4 = n / 4, row = int64_t(blockIdx.x) * n;
   float4* x4 = reinterpret_cast<float4*>(x + row);
   const float4* w4 = reinterpret_cast<const float4*>(w);

@@ -99,8 +99,8 @@ __global__ void gated_mul_kernel(float* gate, const float* __restrict__ up, int6
 // 32-element block; whole warps loop (round_store4 shuffles), lanes past the end hold zeros.
 template <float (*F)(float, float)>
 __global__ void gated_mul_round_kernel(float* gate, const float* __restrict__ up, int64_t n, ActRounding r) {
+  detail::pdl_wait();                // where launched early (pdl_launch.cuh): gate is the GEMV's
   detail::pdl_launch_dependents();  // the down GEMV after it may start loading weights
-  detail::pdl_wait();                // launched early (pdl_launch.cuh): gate is the GEMV's
   const int64_t n4 = n / 4, stride = int64_t(gridDim.x) * blockDim.x;
   float4* g4 = reinterpret_cast<float4*>(gate);
   const float4* u4 = reinterpret_cast<const float4*>(up);

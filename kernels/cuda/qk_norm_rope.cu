@@ -71,8 +71,8 @@ __device__ __forceinline__ float2 rope_cos_sin(int32_t pos, int64_t i, const QkR
 
 // Grid n_tok, block head_dim / 2 threads: table[t * half + i] = rope_cos_sin(pos[t], i).
 __global__ void rope_angles_kernel(const int32_t* __restrict__ pos, QkRopeDev p, double base, float2* table) {
+  detail::pdl_wait();  // where launched early (pdl_launch.cuh)
   detail::pdl_launch_dependents();
-  detail::pdl_wait();  // launched early (pdl_launch.cuh)
   const int64_t half = p.head_dim / 2, t = blockIdx.x;
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) table[t * half + i] = rope_cos_sin(pos[t], i, p, base);
 }
@@ -82,8 +82,8 @@ __global__ void rope_angles_kernel(const int32_t* __restrict__ pos, QkRopeDev p,
 __global__ void __launch_bounds__(kWarps * 32)
     qk_norm_rope_kernel(float* q, float* k, const int32_t* __restrict__ pos, QkRopeDev p, double base,
                         const float* __restrict__ v_rows, bool to_cache, KvStoreDev kv) {
+  detail::pdl_wait();                // where launched early (pdl_launch.cuh): q, k, v are the GEMVs'
   detail::pdl_launch_dependents();  // the attention after it may be scheduled
-  detail::pdl_wait();                // launched early (pdl_launch.cuh): q, k, v are the GEMVs'
   const int64_t t = blockIdx.x, hd = p.head_dim, half = hd / 2;
   __shared__ float cs[kMaxHeadDim / 2], sn[kMaxHeadDim / 2];
   __shared__ float row[kWarps][kMaxHeadDim];

@@ -181,15 +181,19 @@ TEST_CASE("cuda qk_norm_rope with rope_angles' table gives the bits of its own a
       REQUIRE(kc::qk_norm_rope(qb.as<float>(), kb.as<float>(), dpos.as<int32_t>(), n_tok, pt, nullptr));
       CHECK(qa.download<uint8_t>(q.size() * 4) == qb.download<uint8_t>(q.size() * 4));
       CHECK(ka.download<uint8_t>(k.size() * 4) == kb.download<uint8_t>(k.size() * 4));
-      // The fused KV write too: both forms store the same cache bytes.
+      // The fused KV write too: both forms store the same cache bytes. Positions of distinct slots
+      // (two rows of one slot would race) and the ring's wrap: slots 5, 6, 7, 0, 1, 2.
       const int64_t capacity = 8;
+      const std::vector<int32_t> kv_pos = {5, 6, 7, 8, 9, 130};
+      DevBuf dkv_pos = to_device(kv_pos);
+      REQUIRE(kc::rope_angles(dkv_pos.as<int32_t>(), n_tok, p, table.as<float>(), nullptr));
       const size_t cb = kv::kv_row_bytes(GgmlType::Q8_0, uint32_t(width)) * capacity;
       DevBuf q1 = to_device(q), q2 = to_device(q), k1 = to_device(k), k2 = to_device(k), c1k(cb), c1v(cb), c2k(cb), c2v(cb);
       for (DevBuf* c : {&c1k, &c1v, &c2k, &c2v}) CUDA_REQUIRE(cudaMemset(c->as<void>(), 0x5a, c->bytes()));
       const kc::KvStoreDev s1{c1k.as<void>(), c1v.as<void>(), GgmlType::Q8_0, GgmlType::Q8_0, capacity};
       const kc::KvStoreDev s2{c2k.as<void>(), c2v.as<void>(), GgmlType::Q8_0, GgmlType::Q8_0, capacity};
-      REQUIRE(kc::qk_norm_rope_kv(q1.as<float>(), k1.as<float>(), dv.as<float>(), dpos.as<int32_t>(), n_tok, p, s1, nullptr));
-      REQUIRE(kc::qk_norm_rope_kv(q2.as<float>(), k2.as<float>(), dv.as<float>(), dpos.as<int32_t>(), n_tok, pt, s2, nullptr));
+      REQUIRE(kc::qk_norm_rope_kv(q1.as<float>(), k1.as<float>(), dv.as<float>(), dkv_pos.as<int32_t>(), n_tok, p, s1, nullptr));
+      REQUIRE(kc::qk_norm_rope_kv(q2.as<float>(), k2.as<float>(), dv.as<float>(), dkv_pos.as<int32_t>(), n_tok, pt, s2, nullptr));
       CHECK(q1.download<uint8_t>(q.size() * 4) == q2.download<uint8_t>(q.size() * 4));
       CHECK(c1k.download<uint8_t>(cb) == c2k.download<uint8_t>(cb));
       CHECK(c1v.download<uint8_t>(cb) == c2v.download<uint8_t>(cb));
