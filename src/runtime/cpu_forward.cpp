@@ -145,13 +145,6 @@ Status CpuForward::keep_tree_path(uint32_t pos0, std::span<const uint32_t> path)
   return {};
 }
 
-void CpuForward::set_q8_room(CpuOps& ops) {
-  if (q8_act_.empty()) return;
-  const auto base = reinterpret_cast<uintptr_t>(q8_act_.data());
-  ops.q8_room = reinterpret_cast<void*>((base + 63) / 64 * 64);
-  ops.q8_room_bytes = q8_act_.size() - 64;
-}
-
 void CpuForward::run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map, Logits which, float* logits,
                            const LayerRange* range, bool exact, const TreeRows* tree) {
   CpuOps ops{model_->weights, kv_, pos_, logits, int64_t(model_->spec.hp.n_vocab), range, exact, {}};
@@ -159,7 +152,7 @@ void CpuForward::run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map,
   ops.trace = opt_.trace.get();
   ops.observer = observer_;
   ops.int8 = opt_.cpu_int8;
-  set_q8_room(ops);
+  ops.use_q8_room(q8_act_);
   const ForwardBuffers b{x_.data(), h_.data(), q_.data(), k_.data(), v_.data(), att_.data(), gate_.data(), up_.data()};
   const uint32_t rows = which == Logits::none ? 0 : which == Logits::last ? 1 : n;
   const Layers layers = range ? Layers{range->first, range->end, range->hidden_out != nullptr,
@@ -174,7 +167,7 @@ void CpuForward::run_group(const int32_t* tokens, uint32_t n, uint32_t seq, uint
   ops.trace = opt_.trace.get();
   ops.observer = observer_;
   ops.int8 = opt_.cpu_int8;
-  set_q8_room(ops);
+  ops.use_q8_room(q8_act_);
   const ForwardBuffers b{x_.data(), h_.data(), q_.data(), k_.data(), v_.data(), att_.data(), gate_.data(), up_.data()};
   forward_group(ops, model_->spec, model_->weights, b, x_group_.data(), tokens, n, opt_.ubatch, seq, pos0, head_last);
 }

@@ -100,7 +100,6 @@ class CpuForward final : public Engine {
   // Int8 activations quantised by their producer for the next matmul (CpuOps::q8_room): room for
   // (min(n, kMaxExactRows), max(q_width, n_ff)), 64 bytes of slack for the alignment.
   std::vector<uint8_t> q8_act_;
-  void set_q8_room(CpuOps& ops);
   std::vector<int32_t> pos_;        // per row of a chunk or a layer-major group
   std::vector<float> x_group_;      // (prefill_group_tokens, n_embd) a group's residual streams
   std::vector<uint32_t> row_seqs_;  // eval_batch: per row

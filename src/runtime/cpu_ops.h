@@ -51,6 +51,13 @@ struct CpuOps {
   size_t q8_room_bytes = 0;
   const float* q8_src = nullptr;
   cpu::Q8ActView q8_view = {};
+  // q8_room in `room` (its first 64-byte boundary on; sized 64 bytes more than the codes), if any.
+  void use_q8_room(std::vector<uint8_t>& room) {
+    if (room.size() <= 64) return;
+    const auto base = reinterpret_cast<uintptr_t>(room.data());
+    q8_room = reinterpret_cast<void*>((base + 63) / 64 * 64);
+    q8_room_bytes = room.size() - 64;
+  }
   void* q8_out(int64_t n_in, uint32_t n) const {
     return cpu::q8_act_bytes(n_in, n) <= q8_room_bytes ? q8_room : nullptr;
   }

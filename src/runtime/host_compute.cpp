@@ -61,6 +61,9 @@ Result<std::unique_ptr<HostCompute>> HostCompute::create(const model::ModelSpec&
     h->ffn_h_.resize(m * hp.n_embd);
     h->ffn_gate_.resize(m * hp.n_ff);
     h->ffn_up_.resize(m * hp.n_ff);
+    // Room for the down projection's int8 input, quantised in the gate/up job (CpuOps::gated_matmuls).
+    if (h->int8_ && hp.n_ff % kernels::cpu::kQ8Group == 0)
+      h->ffn_q8_.resize(kernels::cpu::q8_act_bytes(int64_t(hp.n_ff), std::min<size_t>(m, kMaxExactRows)) + 64);
   }
   return h;
 }
@@ -129,6 +132,7 @@ Status HostCompute::ffn(uint32_t il, float* d_x, uint32_t n, cuda::Stream s, con
   STRATA_TRY(enqueue(s, {Kind::ffn, nullptr, n, il}, label, [this, il, n] {
     CpuOps ops{*weights_, no_kv_, no_pos_, nullptr, 0, nullptr, /*exact=*/true, {}};
     ops.int8 = int8_;
+    ops.use_q8_room(ffn_q8_);
     const ForwardBuffers b{in_, ffn_h_.data(), nullptr, nullptr, nullptr, nullptr, ffn_gate_.data(), ffn_up_.data()};
     ffn_rows(ops, *spec_, *weights_, b, il, n);
     add_block_output(ops, *spec_, weights_->layers[il].post_ffw_norm, b, n);

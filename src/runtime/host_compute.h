@@ -138,6 +138,7 @@ class HostCompute {
   uint64_t pinned_bytes_ = 0;
   // An FFN block's scratch (host, pageable: never copied): normed input, gate, up.
   std::vector<float> ffn_h_, ffn_gate_, ffn_up_;
+  std::vector<uint8_t> ffn_q8_;  // CpuOps::q8_room: the gated activation's int8 codes for the down matmul
   // CpuOps wants a KV and positions; an FFN block touches neither.
   std::vector<kv::KvCache> no_kv_;
   std::vector<int32_t> no_pos_;
