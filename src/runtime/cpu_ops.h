@@ -41,6 +41,11 @@ struct CpuOps {
   bool int8 = false;                   // ForwardOptions::cpu_int8
   uint32_t row0 = 0;                   // a group's rows from row0 on are the current chunk (rows_from)
   const TreeRows* tree = nullptr;      // eval_tree: RoPE at each node's depth, attention by its mask
+  // Where set, a head of one row (the matmul of w.output) also takes the maximum of its logits in
+  // its team parts (matmul_q8_max / matmul_dot_max: the same logits) and stores it here, and
+  // head_max_done becomes true: the greedy argmax without a serial pass over the vocabulary.
+  cpu::MaxAt* head_max = nullptr;
+  bool head_max_done = false;
 
   // Int8 activations quantised by the op that produced them, inside its thread-team job (attention,
   // gated_matmuls), for the matmul that reads them next: no serial quantisation pass (and, for the
@@ -117,6 +122,12 @@ struct CpuOps {
     if (observer) observer->on_matmul(m, x, n);
     const bool ready = x == q8_src && q8_view.n == m.n_in && q8_view.n_col == int(n);
     q8_src = nullptr;
+    if (head_max && n == 1 && &m == &w.output && !ready) {
+      // One row: matmul() would take matmul_dot, exact or not.
+      *head_max = int8_rows(m, n) ? cpu::matmul_q8_max(m, x, y) : cpu::matmul_dot_max(m, x, y);
+      head_max_done = true;
+      return;
+    }
     if (int8_rows(m, n)) return ready ? cpu::matmul_q8(m, q8_view, y) : cpu::matmul_q8(m, x, n, y);
     if (exact) cpu::matmul_dot(m, x, n, y);  // per-row identical to n = 1
     else cpu::matmul(m, x, n, y);
