@@ -78,6 +78,23 @@ void matmul_q8_group(const WeightView* const* w, float* const* y, int count, con
   rows_on_team(w, y, kernels, count, q);
 }
 
+MaxAt matmul_q8_max(const WeightView& w, const float* x, float* y) {
+  const Q8ActView q = quantize_q8_input(x, w.n_in, 1);
+  const DotQ8RowsFn kernel = kernel_for(w, q, nullptr);
+  // rows_on_team's parts for one matrix, so every row is computed as matmul_q8 computes it.
+  const RowParts parts(uint64_t(w.n_out) * w.row_bytes, kQ8MaxRows, 1);
+  std::vector<MaxAt> best(size_t(parts.n_parts));
+  team_run(parts.n_parts, [&](int p) {
+    const auto [r0, r1] = parts.rows(p, 0, w);
+    if (r0 >= r1) return;
+    matmul_q8_rows(w, q, y, kernel, r0, r1);
+    best[size_t(p)] = max_at(y, r0, r1);
+  });
+  MaxAt m;
+  for (const MaxAt& b : best) m = max_at_merge(m, b);
+  return m;
+}
+
 void matmul_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, DotQ8RowsFn kernel) {
   const Q8ActView q = quantize_q8_input(x, w.n_in, n_tok);
   matmul_q8(w, q, y, kernel);

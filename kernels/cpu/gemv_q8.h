@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/dot_q8.h"
+#include "kernels/cpu/max_at.h"
 #include "kernels/weight_view.h"
 
 namespace strata::kernels::cpu {
@@ -22,6 +23,11 @@ void matmul_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, Dot
 
 // The same product on activations already quantised (x.n == w.n_in; any x.n_col >= 1).
 void matmul_q8(const WeightView& w, const Q8ActView& x, float* y, DotQ8RowsFn kernel = nullptr);
+
+// matmul_q8 of one column (x: n_in floats), y the same bits, and max_at(y, 0, n_out): each team
+// part takes the maximum of the rows it just wrote (in its cache), the caller merges one candidate
+// per part (the greedy head of a decode step: no serial pass over the vocabulary).
+MaxAt matmul_q8_max(const WeightView& w, const float* x, float* y);
 
 // Several matrices on the same input (Q, K, V; gate, up): the input quantised once and one
 // team job over all their rows, so a decode step hands out work and joins once per group instead of

@@ -17,6 +17,23 @@ namespace {
 
 constexpr int64_t kTileRows = 64;
 
+// Decode-sized: the thread team, rows cut by bytes (one job, no tasks to steal). best: null, or one
+// entry per part for the maximum of its rows (n_tok == 1).
+void dot_rows_on_team(const WeightView& w, const float* x, int64_t n_tok, float* y, std::vector<MaxAt>* best) {
+  const DotFn dot = best_dot(w.type);
+  STRATA_CHECK(dot, "no dot kernel for type {}", ggml_type_info(w.type).name);
+  const RowParts parts(uint64_t(w.n_out) * w.row_bytes, 1, n_tok);
+  if (best) best->assign(size_t(parts.n_parts), MaxAt{});
+  team_run(parts.n_parts, [&](int p) {
+    const auto [r0, r1] = parts.rows(p, 0, w);
+    for (int64_t row = r0; row < r1; ++row) {
+      const uint8_t* wr = w.row(row);
+      for (int64_t t = 0; t < n_tok; ++t) y[t * w.n_out + row] = dot(wr, x + t * w.n_in, w.n_in);
+    }
+    if (best && r0 < r1) (*best)[size_t(p)] = max_at(y, r0, r1);
+  });
+}
+
 }  // namespace
 
 void use_single_threaded_blas() {
@@ -25,17 +42,15 @@ void use_single_threaded_blas() {
 }
 
 void matmul_dot(const WeightView& w, const float* x, int64_t n_tok, float* y) {
-  const DotFn dot = best_dot(w.type);
-  STRATA_CHECK(dot, "no dot kernel for type {}", ggml_type_info(w.type).name);
-  // Decode-sized: the thread team, rows cut by bytes (one job, no tasks to steal).
-  const RowParts parts(uint64_t(w.n_out) * w.row_bytes, 1, n_tok);
-  team_run(parts.n_parts, [&](int p) {
-    const auto [r0, r1] = parts.rows(p, 0, w);
-    for (int64_t row = r0; row < r1; ++row) {
-      const uint8_t* wr = w.row(row);
-      for (int64_t t = 0; t < n_tok; ++t) y[t * w.n_out + row] = dot(wr, x + t * w.n_in, w.n_in);
-    }
-  });
+  dot_rows_on_team(w, x, n_tok, y, nullptr);
+}
+
+MaxAt matmul_dot_max(const WeightView& w, const float* x, float* y) {
+  std::vector<MaxAt> best;
+  dot_rows_on_team(w, x, 1, y, &best);
+  MaxAt m;
+  for (const MaxAt& b : best) m = max_at_merge(m, b);
+  return m;
 }
 
 void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/max_at.h"
 #include "kernels/weight_view.h"
 
 namespace strata::kernels::cpu {
@@ -24,5 +25,8 @@ void use_single_threaded_blas();
 
 // The same product by the dot kernels only, whatever n_tok (the reference for the GEMM path).
 void matmul_dot(const WeightView& w, const float* x, int64_t n_tok, float* y);
+// matmul_dot of one column (x: n_in floats), y the same bits, and max_at(y, 0, n_out) taken by the
+// team parts on the rows they wrote (as matmul_q8_max, gemv_q8.h).
+MaxAt matmul_dot_max(const WeightView& w, const float* x, float* y);
 
 }  // namespace strata::kernels::cpu

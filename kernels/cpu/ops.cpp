@@ -41,21 +41,37 @@ void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out) 
   scale_by(x, w, n, rms_inv(ss, n, eps), out);
 }
 
-void rms_norm_vecs(const float* x, const float* w, int64_t n_vec, int64_t n, float eps, float* out) {
-  constexpr int64_t kSide = 8;
-  for (int64_t v0 = 0; v0 < n_vec; v0 += kSide) {
-    const int64_t nv = std::min(kSide, n_vec - v0);
-    if (nv == 1) {
-      rms_norm(x + v0 * n, w, n, eps, out + v0 * n);
-      continue;
+namespace {
+
+// kSide vectors' sums of squares, each its own chain in element order (rms_norm's), side by side.
+template <int kSide>
+void norm_side(const NormVec* v, int64_t n, float eps) {
+  double ss[kSide] = {};
+  for (int64_t i = 0; i < n; ++i)
+    for (int j = 0; j < kSide; ++j) {
+      const float e = v[j].x[i];
+      ss[j] += double(e) * e;
     }
-    double ss[kSide] = {};
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t v = 0; v < nv; ++v) {
-        const float e = x[(v0 + v) * n + i];
-        ss[v] += double(e) * e;
-      }
-    for (int64_t v = 0; v < nv; ++v) scale_by(x + (v0 + v) * n, w, n, rms_inv(ss[v], n, eps), out + (v0 + v) * n);
+  for (int j = 0; j < kSide; ++j) scale_by(v[j].x, v[j].w, n, rms_inv(ss[j], n, eps), v[j].out);
+}
+
+constexpr int kMaxSide = 8;
+
+}  // namespace
+
+void rms_norm_set(const NormVec* vecs, int64_t count, int64_t n, float eps) {
+  using SideFn = void (*)(const NormVec*, int64_t, float);
+  static constexpr SideFn kSides[kMaxSide] = {norm_side<1>, norm_side<2>, norm_side<3>, norm_side<4>,
+                                              norm_side<5>, norm_side<6>, norm_side<7>, norm_side<8>};
+  for (int64_t v0 = 0; v0 < count; v0 += kMaxSide) kSides[std::min<int64_t>(kMaxSide, count - v0) - 1](vecs + v0, n, eps);
+}
+
+void rms_norm_vecs(const float* x, const float* w, int64_t n_vec, int64_t n, float eps, float* out) {
+  NormVec vecs[kMaxSide];
+  for (int64_t v0 = 0; v0 < n_vec; v0 += kMaxSide) {
+    const int64_t nv = std::min<int64_t>(kMaxSide, n_vec - v0);
+    for (int64_t j = 0; j < nv; ++j) vecs[j] = {x + (v0 + j) * n, w, out + (v0 + j) * n};
+    rms_norm_set(vecs, nv, n, eps);
   }
 }
 

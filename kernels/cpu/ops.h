@@ -14,6 +14,16 @@ void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
 // of up to 8 vectors advance side by side: one chain is bound by the add's latency (~4 cycles an
 // element), and QK-norm's 64-element heads, 10 of them per layer, were a serial part of decode.
 void rms_norm_vecs(const float* x, const float* w, int64_t n_vec, int64_t n, float eps, float* out);
+// One vector of rms_norm_set: out = rms_norm(x, w) (w may be null; out may be x).
+struct NormVec {
+  const float* x;
+  const float* w;
+  float* out;
+};
+// rms_norm of `count` vectors of length n with weights of their own (QK-norm: every Q and K head of
+// a row in one call), bit for bit as rms_norm on each; their chains advance up to 8 side by side,
+// the sums held in registers (the group size is a template argument).
+void rms_norm_set(const NormVec* vecs, int64_t count, int64_t n, float eps);
 
 // RoPE on one head vector (length head_dim) at position `pos` (already divided by any linear
 // scale). theta_i = pos * base^(-2i/head_dim) / freq_div[i] (freq_div may be null).

@@ -216,7 +216,9 @@ int run_bench_decode(BenchDecodeArgs& a) {
     const uint64_t streamed0 = f.streamed_bytes(), disk0 = f.disk_bytes();
     const double host0 = host_s();
     for (uint32_t i = 0; i < a.n_gen; ++i) {
-      const int32_t next = runtime::argmax(logits);
+      // The engine's argmax where it took one with the logits (the CPU engine's head), as generate's
+      // greedy sampler does.
+      const int32_t next = f.last_argmax() >= 0 ? f.last_argmax() : runtime::argmax(logits);
       if (Status s = f.eval(std::span(&next, 1), runtime::Logits::last, logits); !s) {
         log::error("{}", s.message());
         return 1;

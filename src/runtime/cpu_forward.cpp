@@ -65,6 +65,7 @@ CpuForward::CpuForward(std::shared_ptr<const Model> model, ForwardOptions option
 
 Status CpuForward::eval(uint32_t seq, std::span<const int32_t> tokens, Logits which, std::vector<float>& logits) {
   const auto& hp = model_->spec.hp;
+  last_argmax_ = -1;
   STRATA_TRY(seqs_.check_seq(seq));
   tree_.reset();
   if (tokens.empty()) return Status::error("nothing to evaluate (empty token list)");
@@ -73,27 +74,34 @@ Status CpuForward::eval(uint32_t seq, std::span<const int32_t> tokens, Logits wh
   const uint32_t pos0 = n_past(seq);
   logits.resize(which == Logits::all ? tokens.size() * hp.n_vocab : which == Logits::last ? hp.n_vocab : 0);
   const uint32_t group = prefill_group(opt_, tokens.size(), which);
+  kernels::cpu::MaxAt head_max;
+  bool head_max_done = false;
   for (size_t done = 0; done < tokens.size();) {
     const uint32_t n = uint32_t(std::min<size_t>(group ? group : opt_.ubatch, tokens.size() - done));
     const bool last_chunk = done + n == tokens.size();
     const uint32_t p = pos0 + uint32_t(done);
     TraceScope step(opt_.trace.get(), "host", n == 1 ? "decode step" : fmt::format("prefill {} tokens", n));
     if (group) {
-      run_group(tokens.data() + done, n, seq, p, last_chunk && which == Logits::last, logits.data());
+      head_max_done = run_group(tokens.data() + done, n, seq, p, last_chunk && which == Logits::last, logits.data(),
+                                &head_max);
     } else {
       float* out = which == Logits::all ? logits.data() + done * hp.n_vocab : logits.data();
-      run_chunk(tokens.data() + done, n, RowMap{seq, p}, which == Logits::all ? Logits::all : (last_chunk ? which : Logits::none),
-                out, nullptr, false);
+      head_max_done = run_chunk(tokens.data() + done, n, RowMap{seq, p},
+                                which == Logits::all ? Logits::all : (last_chunk ? which : Logits::none), out, nullptr,
+                                false, nullptr, which == Logits::last ? &head_max : nullptr);
     }
     done += n;
   }
   seqs_.append(seq, uint32_t(tokens.size()));
+  // The head ran on the last chunk only; its maximum is runtime::argmax's answer (0 where none).
+  if (which == Logits::last && head_max_done) last_argmax_ = head_max.index < 0 ? 0 : int32_t(head_max.index);
   return {};
 }
 
 Status CpuForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
                                std::vector<float>& logits) {
   auto range = check_layer_range(model_->spec, tokens, pos0, r, seqs_);
+  last_argmax_ = -1;
   if (!range) return range.status();
   tree_.reset();
   const uint32_t n = uint32_t(tokens.size()), n_vocab = model_->spec.hp.n_vocab;
@@ -104,6 +112,7 @@ Status CpuForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, c
 }
 
 Status CpuForward::eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) {
+  last_argmax_ = -1;
   auto pos = check_batch_rows(model_->spec, rows, seqs_, row_seqs_);
   if (!pos) return pos.status();
   tree_.reset();
@@ -119,6 +128,7 @@ Status CpuForward::eval_batch(std::span<const BatchRow> rows, std::vector<float>
 
 Status CpuForward::eval_tree(std::span<const int32_t> tokens, std::span<const int32_t> parents, uint32_t pos0,
                              const LayerRange& r, Logits which, std::vector<float>& logits) {
+  last_argmax_ = -1;
   LayerRange range;
   auto shape = check_tree(model_->spec, tokens, parents, pos0, r, seqs_, range);
   if (!shape) return shape.status();
@@ -145,10 +155,11 @@ Status CpuForward::keep_tree_path(uint32_t pos0, std::span<const uint32_t> path)
   return {};
 }
 
-void CpuForward::run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map, Logits which, float* logits,
-                           const LayerRange* range, bool exact, const TreeRows* tree) {
+bool CpuForward::run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map, Logits which, float* logits,
+                           const LayerRange* range, bool exact, const TreeRows* tree, cpu::MaxAt* head_max) {
   CpuOps ops{model_->weights, kv_, pos_, logits, int64_t(model_->spec.hp.n_vocab), range, exact, {}};
   ops.tree = tree;
+  ops.head_max = head_max;
   ops.trace = opt_.trace.get();
   ops.observer = observer_;
   ops.int8 = opt_.cpu_int8;
@@ -159,17 +170,20 @@ void CpuForward::run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map,
                                        range->skip.empty() ? nullptr : range->skip.data()}
                               : Layers{0, model_->spec.hp.n_layer, false, nullptr};
   forward_chunk(ops, model_->spec, model_->weights, b, tokens, n, map, rows, layers);
+  return ops.head_max_done;
 }
 
-void CpuForward::run_group(const int32_t* tokens, uint32_t n, uint32_t seq, uint32_t pos0, bool head_last,
-                           float* logits) {
+bool CpuForward::run_group(const int32_t* tokens, uint32_t n, uint32_t seq, uint32_t pos0, bool head_last,
+                           float* logits, cpu::MaxAt* head_max) {
   CpuOps ops{model_->weights, kv_, pos_, logits, int64_t(model_->spec.hp.n_vocab), nullptr, false, {}};
   ops.trace = opt_.trace.get();
   ops.observer = observer_;
   ops.int8 = opt_.cpu_int8;
+  ops.head_max = head_max;
   ops.use_q8_room(q8_act_);
   const ForwardBuffers b{x_.data(), h_.data(), q_.data(), k_.data(), v_.data(), att_.data(), gate_.data(), up_.data()};
   forward_group(ops, model_->spec, model_->weights, b, x_group_.data(), tokens, n, opt_.ubatch, seq, pos0, head_last);
+  return ops.head_max_done;
 }
 
 }  // namespace strata::runtime

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/cpu/max_at.h"
 #include "kernels/weight_view.h"
 #include "kv/kv_cache.h"
 #include "kv/sequence_table.h"
@@ -66,6 +67,7 @@ class CpuForward final : public Engine {
     tree_.reset();
   }
   uint64_t kv_bytes_per_seq() const override { return kv_.front().bytes(); }
+  int32_t last_argmax() const override { return last_argmax_; }
   uint32_t n_ctx() const override { return kv_.front().n_ctx(); }
   uint32_t ubatch() const override { return opt_.ubatch; }
   const Model& model() const override { return *model_; }
@@ -80,10 +82,13 @@ class CpuForward final : public Engine {
  private:
   CpuForward(std::shared_ptr<const Model> model, ForwardOptions options, std::vector<kv::KvCache> kv);
   // exact: every matmul by the dot kernels (eval_layers, eval_batch). tree: eval_tree's rows.
-  void run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map, Logits which, float* logits,
-                 const LayerRange* range, bool exact, const TreeRows* tree = nullptr);
+  // head_max: where set, a one-row head's maximum (CpuOps::head_max); returns whether it was taken.
+  bool run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map, Logits which, float* logits,
+                 const LayerRange* range, bool exact, const TreeRows* tree = nullptr,
+                 kernels::cpu::MaxAt* head_max = nullptr);
   // A layer-major group of n tokens of one sequence (ForwardOptions::prefill_group_tokens).
-  void run_group(const int32_t* tokens, uint32_t n, uint32_t seq, uint32_t pos0, bool head_last, float* logits);
+  bool run_group(const int32_t* tokens, uint32_t n, uint32_t seq, uint32_t pos0, bool head_last, float* logits,
+                 kernels::cpu::MaxAt* head_max);
 
   std::shared_ptr<const Model> model_;
   ForwardOptions opt_;
@@ -108,6 +113,7 @@ class CpuForward final : public Engine {
   // every other call that writes KV or moves a length (its slots may no longer hold the tree).
   std::optional<TreeShape> tree_;
   uint32_t tree_pos0_ = 0;
+  int32_t last_argmax_ = -1;  // last_argmax(): set by eval(Logits::last), -1 after every other call
 };
 
 }  // namespace strata::runtime

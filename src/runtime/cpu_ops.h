@@ -41,6 +41,11 @@ struct CpuOps {
   bool int8 = false;                   // ForwardOptions::cpu_int8
   uint32_t row0 = 0;                   // a group's rows from row0 on are the current chunk (rows_from)
   const TreeRows* tree = nullptr;      // eval_tree: RoPE at each node's depth, attention by its mask
+  // Where set, a head of one row (the matmul of w.output) also takes the maximum of its logits in
+  // its team parts (matmul_q8_max / matmul_dot_max: the same logits) and stores it here, and
+  // head_max_done becomes true: the greedy argmax without a serial pass over the vocabulary.
+  cpu::MaxAt* head_max = nullptr;
+  bool head_max_done = false;
 
   // Int8 activations quantised by the op that produced them, inside its thread-team job (attention,
   // gated_matmuls), for the matmul that reads them next: no serial quantisation pass (and, for the
@@ -124,13 +129,27 @@ struct CpuOps {
     if (observer) observer->on_matmul(m, x, n);
     const bool ready = x == q8_src && q8_view.n == m.n_in && q8_view.n_col == int(n);
     q8_src = nullptr;
+    if (head_max && n == 1 && &m == &w.output && !ready) {
+      // One row: matmul() would take matmul_dot, exact or not.
+      *head_max = int8_rows(m, n) ? cpu::matmul_q8_max(m, x, y) : cpu::matmul_dot_max(m, x, y);
+      head_max_done = true;
+      return;
+    }
     if (int8_rows(m, n)) return ready ? cpu::matmul_q8(m, q8_view, y) : cpu::matmul_q8(m, x, n, y);
     if (exact) cpu::matmul_dot(m, x, n, y);  // per-row identical to n = 1
     else cpu::matmul(m, x, n, y);
   }
   void qk_norm_rope(float* q, float* k, uint32_t n, const QkRope& r) {
-    if (r.q_norm) norm(q, r.q_norm, int64_t(n) * r.n_head, r.head_dim, r.eps, q);
-    if (r.k_norm) norm(k, r.k_norm, int64_t(n) * r.n_head_kv, r.head_dim, r.eps, k);
+    // Every Q and K head of the rows in one call: their norms' chains side by side (rms_norm_set),
+    // each head's bits those of norm() on it.
+    norm_vecs.clear();
+    norm_vecs.reserve(size_t(n) * size_t(r.n_head + r.n_head_kv));
+    const int64_t hd = r.head_dim, nq = int64_t(n) * r.n_head, nk = int64_t(n) * r.n_head_kv;
+    if (r.q_norm)
+      for (int64_t h = 0; h < nq; ++h) norm_vecs.push_back({q + h * hd, r.q_norm, q + h * hd});
+    if (r.k_norm)
+      for (int64_t h = 0; h < nk; ++h) norm_vecs.push_back({k + h * hd, r.k_norm, k + h * hd});
+    cpu::rms_norm_set(norm_vecs.data(), int64_t(norm_vecs.size()), hd, r.eps);
     for (uint32_t t = 0; t < n; ++t) {
       // A tree node's position is its depth past pos0; its slot (rows_pos) is its index.
       const int32_t at = tree ? int32_t(tree->pos0 + tree->shape->depth(tree->node0 + t)) : rows_pos()[t];
@@ -140,6 +159,7 @@ struct CpuOps {
       cpu::rope_apply(k + int64_t(t) * r.n_head_kv * r.head_dim, r.n_head_kv, r.head_dim, cs, r.neox);
     }
   }
+  std::vector<cpu::NormVec> norm_vecs = {};  // qk_norm_rope's heads
   RopeAngleCache rope_cache = {};  // a decode step's tables: one per RoPE base, not two per layer
 
   void rope_kv_write(uint32_t il, float* q, float* k, const float* v, uint32_t n, const QkRope& r) {

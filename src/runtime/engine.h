@@ -199,6 +199,11 @@ class Engine {
   // CUDA graphs captured so far (0 where none are). A call that captured one paid a one-time cost
   // on top of its run: timings that fit a cost model skip such calls (spec/speculative_decoder.h).
   virtual uint64_t graph_captures() const { return 0; }
+  // runtime::argmax (sampler.h) of the logits the last call wrote, where that call was an eval()
+  // with Logits::last and the engine took the maximum while computing them (the CPU engine: the
+  // head's thread-team parts each keep the maximum of their rows, so no serial pass over the
+  // vocabulary follows); else -1. For a caller that takes the argmax of those logits unmodified.
+  virtual int32_t last_argmax() const { return -1; }
 };
 
 // For engine implementations: the sequence table (kv/sequence_table.h) of o.n_seq sequences of

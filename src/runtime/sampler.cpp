@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/max_at.h"
+
 namespace strata::runtime {
 
 Status SamplerParams::validate() const {
@@ -16,30 +18,9 @@ Status SamplerParams::validate() const {
 }
 
 int32_t argmax(std::span<const float> logits) {
-  // kLanes independent (max, index) pairs over strided elements, each keeping its first maximum;
-  // then the largest of them, the smallest index among equals.
-  constexpr size_t kLanes = 16;
-  const float* l = logits.data();
-  const size_t n = logits.size();
-  float m[kLanes];
-  int32_t at[kLanes];
-  for (size_t j = 0; j < kLanes; ++j) m[j] = -std::numeric_limits<float>::infinity(), at[j] = -1;
-  size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (size_t j = 0; j < kLanes; ++j) {
-      const bool up = l[i + j] > m[j];
-      m[j] = up ? l[i + j] : m[j];
-      at[j] = up ? int32_t(i + j) : at[j];
-    }
-  }
-  float best_m = -std::numeric_limits<float>::infinity();
-  int32_t best = -1;
-  for (size_t j = 0; j < kLanes; ++j)
-    if (at[j] >= 0 && (best < 0 || m[j] > best_m || (m[j] == best_m && at[j] < best))) best_m = m[j], best = at[j];
-  for (; i < n; ++i)
-    if (l[i] > best_m) best_m = l[i], best = int32_t(i);
-  // A row of -inf only (or all NaN): no lane moved; the first element, as max_element.
-  return best < 0 ? 0 : best;
+  const kernels::cpu::MaxAt m = kernels::cpu::max_at(logits.data(), 0, int64_t(logits.size()));
+  // A row of -inf only (or all NaN): the first element, as max_element.
+  return m.index < 0 ? 0 : int32_t(m.index);
 }
 
 Sampler::Sampler(SamplerParams params, size_t n_vocab) : p_(params), n_vocab_(n_vocab), rng_(params.seed) {}
@@ -51,7 +32,7 @@ void Sampler::accept(int32_t token) {
 }
 
 void Sampler::apply_penalty(std::span<float> logits) const {
-  if (p_.repeat_penalty == 1.0f || recent_.empty()) return;
+  if (!penalises()) return;
   // Each distinct recent token once (CTRL-style: divide positive logits, multiply negative ones).
   std::vector<int32_t> seen(recent_.begin(), recent_.end());
   std::sort(seen.begin(), seen.end());
@@ -116,8 +97,9 @@ std::vector<float> Sampler::distribution(std::span<float> logits) {
   return d;
 }
 
-int32_t Sampler::sample(std::span<float> logits) {
+int32_t Sampler::sample(std::span<float> logits, int32_t known_argmax) {
   if (p_.temperature <= 0.0f) {
+    if (known_argmax >= 0 && !penalises()) return known_argmax;
     apply_penalty(logits);
     return argmax(logits);
   }

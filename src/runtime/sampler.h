@@ -28,8 +28,10 @@ class Sampler {
  public:
   Sampler(SamplerParams params, size_t n_vocab);
 
-  // Picks a token from logits (n_vocab values; modified in place by penalties).
-  int32_t sample(std::span<float> logits);
+  // Picks a token from logits (n_vocab values; modified in place by penalties). known_argmax: -1, or
+  // argmax(logits) as the caller already knows it (Engine::last_argmax): greedy sampling returns
+  // it where no penalty applies, instead of scanning the logits again.
+  int32_t sample(std::span<float> logits, int32_t known_argmax = -1);
   // Records a token of the sequence (prompt or generated) for the repetition penalty.
   void accept(int32_t token);
   const SamplerParams& params() const { return p_; }
@@ -40,6 +42,7 @@ class Sampler {
 
  private:
   void apply_penalty(std::span<float> logits) const;
+  bool penalises() const { return p_.repeat_penalty != 1.0f && !recent_.empty(); }
   struct Candidate { int32_t id; float p; };
   std::vector<Candidate> filtered(std::span<float> logits);
 

@@ -56,6 +56,7 @@ class SequenceView final : public runtime::Engine {
   uint64_t disk_bytes() const override { return e_.disk_bytes(); }
   double host_compute_seconds() const override { return e_.host_compute_seconds(); }
   uint64_t graph_captures() const override { return e_.graph_captures(); }
+  int32_t last_argmax() const override { return e_.last_argmax(); }
 
  private:
   runtime::Engine& e_;

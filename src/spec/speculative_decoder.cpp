@@ -92,7 +92,7 @@ Result<int32_t> SpeculativeDecoder::start(std::span<const int32_t> prompt) {
   engine_.truncate(0);
   STRATA_TRY(engine_.eval(prompt, runtime::Logits::last, logits_));
   history_.assign(prompt.begin(), prompt.end());
-  const int32_t first = sampler_.sample(logits_);
+  const int32_t first = sampler_.sample(logits_, engine_.last_argmax());
   sampler_.accept(first);
   history_.push_back(first);
   return first;
@@ -107,7 +107,7 @@ Status SpeculativeDecoder::plain_step(std::vector<int32_t>& out) {
   ++stats_.plain_steps;
   stats_.plain_s += s;
   if (keep_raw_) raw_logits_ = logits_;
-  const int32_t t = sampler_.sample(logits_);
+  const int32_t t = sampler_.sample(logits_, engine_.last_argmax());
   sampler_.accept(t);
   history_.push_back(t);
   out.push_back(t);

@@ -108,3 +108,30 @@ TEST_CASE("rms_norm_vecs equals rms_norm on each vector bit for bit, in place or
       }
     }
 }
+
+// QK-norm's call: every Q and K head of a row with its own weight (or none), scattered in memory,
+// up to 8 chains side by side: each vector as rms_norm gives it, in place or not, for every count
+// (each group size of the templated chains, and groups past the first).
+TEST_CASE("rms_norm_set equals rms_norm on each vector bit for bit, weights per vector", "[ops]") {
+  Rng rng(17, 4);
+  for (const int64_t count : {1, 2, 3, 5, 8, 9, 10, 16, 21})
+    for (const int64_t n : {64, 256}) {
+      INFO("count " << count << ", n " << n);
+      std::vector<float> x(static_cast<size_t>(count * n)), wq(static_cast<size_t>(n)), wk(wq.size());
+      for (auto& v : x) v = (rng.uniform() * 2.0f - 1.0f) * std::exp2(rng.uniform(-8.0f, 8.0f));
+      for (auto& v : wq) v = rng.uniform() + 0.5f;
+      for (auto& v : wk) v = rng.uniform() + 0.5f;
+      for (const bool in_place : {false, true}) {
+        std::vector<float> want(x.size()), got = in_place ? x : std::vector<float>(x.size(), std::nanf(""));
+        std::vector<NormVec> vecs;
+        // Vectors in reverse order of their storage, weights q, k or none by index.
+        for (int64_t v = count - 1; v >= 0; --v) {
+          const float* w = v % 3 == 0 ? wq.data() : v % 3 == 1 ? wk.data() : nullptr;
+          rms_norm(x.data() + v * n, w, n, 1e-6f, want.data() + v * n);
+          vecs.push_back({in_place ? got.data() + v * n : x.data() + v * n, w, got.data() + v * n});
+        }
+        rms_norm_set(vecs.data(), count, n, 1e-6f);
+        CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+      }
+    }
+}

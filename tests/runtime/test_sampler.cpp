@@ -117,3 +117,20 @@ TEST_CASE("argmax gives the first largest logit, as max_element", "[sampler]") {
     CHECK(runtime::argmax(l) == want);
   }
 }
+
+// A caller's known argmax (Engine::last_argmax) is what greedy sampling returns where no penalty
+// changes the logits; with a penalty, or when sampling, the logits decide.
+TEST_CASE("greedy sampling takes a known argmax only where no penalty applies", "[sampler]") {
+  std::vector<float> l = {0.1f, 2.0f, -1.0f, 1.9f};
+  Sampler greedy({.temperature = 0}, l.size());
+  CHECK(greedy.sample(l, 3) == 3);  // trusted: the caller computed it from these logits
+  CHECK(greedy.sample(l, -1) == 1);
+  Sampler penalised({.temperature = 0, .repeat_penalty = 2.0f}, l.size());
+  CHECK(penalised.sample(l, 1) == 1);  // nothing recent yet: no penalty
+  penalised.accept(1);                 // token 1's logit halves to 1.0: token 3 leads
+  auto copy = l;
+  CHECK(penalised.sample(copy, 1) == 3);
+  Sampler k1({.temperature = 1.0f, .top_k = 1, .top_p = 1.0f, .min_p = 0, .seed = test::fresh_seed()}, l.size());
+  copy = l;
+  CHECK(k1.sample(copy, 3) == 1);
+}
