@@ -190,6 +190,13 @@ Status qk_norm_rope(float* d_q, float* d_k, const int32_t* d_pos, int64_t n_tok,
 // row, d_table (n_tok, head_dim / 2) float pairs; p.angles is ignored. One launch per step and RoPE
 // configuration instead of double pow and sincos in every layer's launch.
 Status rope_angles(const int32_t* d_pos, int64_t n_tok, const QkRopeDev& p, float* d_table, Stream s);
+// The greedy argmax of x[0, n) (n < 2^32) as a key in *d_key (device, 8 bytes, 8-aligned; set to
+// 0 first, on s): argmax_from_key(key) is runtime::argmax's answer for the same values (the first
+// index of the largest value, NaNs passed over, 0 where none is above -inf).
+Status argmax_key(const float* d_x, int64_t n, unsigned long long* d_key, Stream s);
+inline int32_t argmax_from_key(unsigned long long key) {
+  return key == 0 ? 0 : int32_t(0xffffffffu - uint32_t(key & 0xffffffffu));
+}
 // Embedding rows for token ids (dequantised, times scale) into (n_tok, n_embd).
 Status get_rows(const WeightView& table, const int32_t* d_ids, int64_t n_tok, float scale, float* d_out, Stream s);
 

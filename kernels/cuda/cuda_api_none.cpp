@@ -82,6 +82,7 @@ Status gelu_tanh_mul(float*, const float*, int64_t, Stream) { return none("gelu_
 Status add(float*, const float*, int64_t, Stream) { return none("add"); }
 Status rms_norm_add(const float*, const float*, int64_t, int64_t, float, float*, Stream) { return none("rms_norm_add"); }
 Status qk_norm_rope(float*, float*, const int32_t*, int64_t, const QkRopeDev&, Stream) { return none("qk_norm_rope"); }
+Status argmax_key(const float*, int64_t, unsigned long long*, Stream) { return none("argmax"); }
 Status rope_angles(const int32_t*, int64_t, const QkRopeDev&, float*, Stream) { return none("rope_angles"); }
 Status get_rows(const WeightView&, const int32_t*, int64_t, float, float*, Stream) { return none("get_rows"); }
 Status attention_tree_path(const float*, const int32_t*, int64_t, const KvStoreDev&, const AttentionShapeDev&,

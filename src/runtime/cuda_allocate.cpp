@@ -298,10 +298,16 @@ Status CudaForward::allocate() {
   im.host_pos.resize(n_ids);
   // Not fatal: without the staging, logits are copied into the caller's memory directly.
   const uint32_t staged_rows = uint32_t(std::min<size_t>({n, offload::kLogitRows, kMaxExactRows}));
-  if (auto p = cuda::pinned_alloc(size_t(staged_rows) * s.hp.n_vocab * sizeof(float)); p) {
+  // The argmax key after the rows, 64-byte aligned.
+  const size_t key_at = (size_t(staged_rows) * s.hp.n_vocab * sizeof(float) + 63) / 64 * 64;
+  if (auto p = cuda::pinned_alloc(key_at + 64); p) {
     im.pinned_logits = static_cast<float*>(*p);
     im.pinned_logit_rows = staged_rows;
+    im.pinned_key = reinterpret_cast<unsigned long long*>(static_cast<char*>(*p) + key_at);
   }
+  auto key = im.alloc(64, "activations argmax");
+  if (!key) return key.status();
+  im.d_argmax_key = static_cast<unsigned long long*>(*key);
   if (im.host_embed) {
     auto p = cuda::pinned_alloc(n * d * sizeof(float));
     if (!p) return p.status();

@@ -82,6 +82,12 @@ struct CudaForward::Impl {
   // pinned allocation failed: up to kMaxExactRows rows (a decode, draft or verify step).
   float* pinned_logits = nullptr;
   uint32_t pinned_logit_rows = 0;
+  // The greedy argmax of a one-row logits output, taken on the device (Ops::logits_done,
+  // cuda_api.h argmax_key) and copied back with the logits into pinned_key (after the pinned
+  // logits rows); logits_to_host decodes it into `argmax` (-1 for any other copy). Engine::last_argmax.
+  unsigned long long* d_argmax_key = nullptr;
+  unsigned long long* pinned_key = nullptr;
+  int32_t argmax = -1;
   cuda::Workspace ws;
   void* d_cublas_ws = nullptr;
   // Ops::matmuls (cuda_ops.h): the 2nd and 3rd matrices of a group (K and V beside Q, up beside
@@ -159,10 +165,15 @@ struct CudaForward::Impl {
   // half the time of a copy into pageable memory (a 16-row verify moves 16 MiB at 262K vocabulary).
   void logits_to_host(float* dst, const float* src, size_t rows, size_t n_vocab) {
     const size_t bytes = rows * n_vocab * sizeof(float);
+    argmax = -1;
     if (!pinned_logits || rows > pinned_logit_rows) return check(cuda::copy_to_host(dst, src, bytes, stream));
     check(cuda::copy_to_host(pinned_logits, src, bytes, stream));
+    const bool key = rows == 1 && d_argmax_key && pinned_key;
+    if (key) check(cuda::copy_to_host(pinned_key, d_argmax_key, sizeof(*pinned_key), stream));
     check(cuda::synchronize(stream));
-    if (first_error.is_ok()) std::memcpy(dst, pinned_logits, bytes);
+    if (!first_error.is_ok()) return;
+    std::memcpy(dst, pinned_logits, bytes);
+    if (key) argmax = cuda::argmax_from_key(*pinned_key);
   }
   // The weight block being computed (ops outside blocks: embedding, copies) and its tier, so that
   // a device failure names where it happened.

@@ -53,6 +53,7 @@ uint64_t CudaForward::kv_bytes_per_seq() const {
 Status CudaForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
                                 std::vector<float>& logits) {
   const auto& s = model_->spec;
+  last_argmax_ = -1;
   auto range = check_layer_range(s, tokens, pos0, r, seqs_);
   if (!range) return range.status();
   Impl& im = *impl_;
@@ -75,6 +76,7 @@ Status CudaForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, 
 }
 
 Status CudaForward::eval_batch(std::span<const BatchRow> rows, std::vector<float>& logits) {
+  last_argmax_ = -1;
   const auto& s = model_->spec;
   std::vector<uint32_t> seqs;
   auto pos = check_batch_rows(s, rows, seqs_, seqs);
@@ -107,10 +109,12 @@ Status CudaForward::eval(uint32_t seq, std::span<const int32_t> tokens, Logits w
   const uint32_t n_vocab = s.hp.n_vocab;
   STRATA_TRY(seqs_.check_seq(seq));
   if (tokens.empty()) return Status::error("nothing to evaluate (empty token list)");
+  last_argmax_ = -1;
   STRATA_TRY(check_tokens(s, tokens));
   STRATA_TRY(seqs_.check_append(seq, tokens.size()));
   Impl& im = *impl_;
   im.first_error = Status();
+  im.argmax = -1;
   im.tree.reset();
   // cuBLAS's scratch comes from this engine's arena (another engine may have set its own).
   if (Status ws = cuda::set_matmul_workspace(im.d_cublas_ws, cuda::kCublasWorkspaceBytes); !ws)
@@ -149,6 +153,7 @@ Status CudaForward::eval(uint32_t seq, std::span<const int32_t> tokens, Logits w
     done += n;
   }
   seqs_.append(seq, uint32_t(tokens.size()));
+  if (which == Logits::last) last_argmax_ = im.argmax;
   return {};
 }
 

@@ -77,6 +77,7 @@ class CudaForward final : public Engine {
   };
   GraphStats graph_stats() const;
   uint64_t graph_captures() const override { return graph_stats().captures; }
+  int32_t last_argmax() const override { return last_argmax_; }
   // Host seconds spent computing cpu-tier blocks and host-KV attention so far (0 without them).
   double host_compute_seconds() const override;
 
@@ -89,6 +90,7 @@ class CudaForward final : public Engine {
   std::shared_ptr<const Model> model_;
   ForwardOptions opt_;
   kv::SequenceTable seqs_;  // lengths and KV rules of every sequence (storage: Impl::kv)
+  int32_t last_argmax_ = -1;  // last_argmax(): set by eval(Logits::last), -1 after every other call
   uint64_t device_bytes_ = 0;
   std::unique_ptr<Impl> impl_;
 };

@@ -68,6 +68,9 @@ struct Ops {
     im.check(cuda::copy_to_device(im.d_pos, im.host_pos.data(), n * sizeof(int32_t), im.stream));
   }
   void logits_done(uint32_t r0, uint32_t rows) {
+    // One row (a decode step's): its greedy argmax on the device, copied back with the logits.
+    if (rows == 1 && im.d_argmax_key)
+      im.check(cuda::argmax_key(im.d_logits, int64_t(spec.hp.n_vocab), im.d_argmax_key, im.stream));
     if (im.capturing) return;  // copied after the graph launch
     const size_t nv = spec.hp.n_vocab;
     im.logits_to_host(host_logits + r0 * nv, im.d_logits, rows, nv);

@@ -34,6 +34,7 @@ void CudaForward::truncate(uint32_t seq, uint32_t n) {
 
 Status CudaForward::eval_tree(std::span<const int32_t> tokens, std::span<const int32_t> parents, uint32_t pos0,
                               const LayerRange& r, Logits which, std::vector<float>& logits) {
+  last_argmax_ = -1;
   if (!supports_trees()) {
     return Status::error("token trees on the CUDA engine need flash-decoding attention (f16, q8_0 or q4_1 KV; head_dim "
                          "32, 64, 128 or 256) and no host KV (here KV {} / {}, head_dim {}{}); "

@@ -30,6 +30,8 @@ std::vector<float> run(runtime::Engine& e, const std::vector<int32_t>& tokens, b
     Status s = e.eval(std::span(&t, 1), runtime::Logits::last, one);
     INFO((s.is_ok() ? std::string() : s.message()));
     REQUIRE(s.is_ok());
+    // The CUDA engine takes the greedy argmax on the device (cuda_api.h argmax_key): the sampler's.
+    if (e.device_name() == "cuda") CHECK(e.last_argmax() == runtime::argmax(one));
     all.insert(all.end(), one.begin(), one.end());
   }
   return all;
@@ -153,6 +155,7 @@ std::vector<int32_t> greedy(runtime::Engine& e, const std::vector<int32_t>& prom
   REQUIRE(s.is_ok());
   for (int i = 0; i < n; ++i) {
     const int32_t next = runtime::argmax(logits);
+    if (e.device_name() == "cuda") CHECK(e.last_argmax() == next);
     out.push_back(next);
     s = e.eval(std::span(&next, 1), runtime::Logits::last, logits);
     REQUIRE(s.is_ok());

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/ggml_type.h"
@@ -14,6 +15,7 @@
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/rope_kv.h"
 #include "kv/kv_quant.h"
+#include "runtime/sampler.h"
 #include "test_util.h"
 
 namespace {
@@ -138,6 +140,45 @@ TEST_CASE("cuda qk_norm_rope matches the CPU's QK-norm then rope on every head",
   bad.n_head = 1, bad.n_head_kv = 1, bad.head_dim = 1024, bad.base = 1e4f;
   DevBuf d(1024 * 4), dp(4);
   CHECK_FALSE(kc::qk_norm_rope(d.as<float>(), d.as<float>(), dp.as<int32_t>(), 1, bad, nullptr));  // head_dim > 512
+}
+
+TEST_CASE("cuda argmax_key gives the sampler's argmax: first of ties, NaN and -inf passed over, -0 ties +0", "[gpu]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  DevBuf key(8);
+  auto device_argmax = [&](const std::vector<float>& x) {
+    DevBuf dx = to_device(x);
+    REQUIRE(kc::argmax_key(dx.as<float>(), int64_t(x.size()), key.as<unsigned long long>(), nullptr));
+    return kc::argmax_from_key(key.download<unsigned long long>(1)[0]);
+  };
+  for (const size_t n : {size_t(1), size_t(7), size_t(1000), size_t(262144), size_t(300001)}) {
+    for (int trial = 0; trial < 4; ++trial) {
+      auto x = random_normal(n, rng, 3.0f);
+      // Ties of the maximum at random places (the first must win, wherever the blocks split them),
+      // NaNs and -inf scattered, signed zeros.
+      const float top = 50.0f + float(trial);
+      for (int k = 0; k < 3; ++k) x[rng.next_u64() % n] = top;
+      for (int k = 0; k < 5; ++k) x[rng.next_u64() % n] = nan;
+      for (int k = 0; k < 5; ++k) x[rng.next_u64() % n] = -inf;
+      if (trial == 3) {  // all negative but zeros: -0 before +0 (the first wins), the rest below
+        for (auto& v : x) v = -std::abs(v) - 1.0f;
+        x[n / 3] = -0.0f;
+        x[n - 1] = 0.0f;
+      }
+      INFO("n " << n << " trial " << trial);
+      CHECK(device_argmax(x) == runtime::argmax(x));
+    }
+  }
+  CHECK(device_argmax({-inf, -inf, nan}) == 0);  // nothing above -inf: 0, as the sampler
+  CHECK(device_argmax({nan, -inf, 2.0f, inf, inf}) == 3);
+  CHECK(device_argmax({nan, -1e30f}) == runtime::argmax(std::vector<float>{nan, -1e30f}));
+  // A second call resets the key: a smaller maximum afterwards is still found.
+  CHECK(device_argmax({1.0f, 9.0f}) == 1);
+  CHECK(device_argmax({3.0f, 1.0f}) == 0);
+  CHECK_FALSE(kc::argmax_key(nullptr, 4, key.as<unsigned long long>(), nullptr));
 }
 
 TEST_CASE("cuda qk_norm_rope with rope_angles' table gives the bits of its own angles", "[gpu]") {
