@@ -40,7 +40,7 @@ Status rms_norm_round(const float* d_x, const float* d_w, int64_t n_vec, int64_t
 Status add_rms_norm_round(float* d_x, const float* d_h, bool post, const float* d_post_w, const float* d_w,
                           int64_t n_vec, int64_t n, float eps, float* d_out, const ActRounding& r, Stream s);
 
-// attention() (cuda_api.h) and, where its flash-decoding runs split (a combine kernel writes out),
+// attention() (cuda_api.h) and, where its flash-decoding runs split (its merging blocks write out),
 // out's rounding into r; *rounded says whether it was made. r must not overlap ws.
 Status attention_round(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
                        const AttentionShapeDev& s, float* d_out, Workspace ws, const ActRounding& r, bool* rounded,

@@ -448,7 +448,15 @@ size_t attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s, int64_
   if (n_q <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.head_dim <= 0) return 0;
   const int splits = desired_splits(n_q, s, max_keys);
   const size_t tiled = splits > 1 ? size_t(splits) * bytes_per_split(n_q, s) : 0;
-  return std::max(tiled, decode_attention_workspace_bytes(n_q, s, max_keys));
+  const size_t partials = std::max(tiled, decode_attention_workspace_bytes(n_q, s, max_keys));
+  return (partials + 15) / 16 * 16 + kAttentionCounterBytes;  // attention_partial_bytes gives back `partials`
+}
+
+Status attention_workspace_clear(Workspace ws, Stream s) {
+  unsigned* counters = attention_counters(ws);
+  if (!counters) return Status::ok();
+  return detail::cuda_status(cudaMemsetAsync(counters, 0, kAttentionCounterBytes, as_stream(s)),
+                             "attention_workspace_clear");
 }
 
 bool attention_rows_exact(const float* d_q, int64_t n_q, const KvStoreDev& kv, const AttentionShapeDev& s, Workspace ws) {
@@ -555,8 +563,7 @@ Status attention_checked(const float* d_q, const int32_t* d_pos, int64_t n_q, co
   // attention_workspace_bytes for its longest context).
   int splits = desired_splits(n_q, s, int64_t(1) << 40);
   const size_t per = bytes_per_split(n_q, s);
-  if (ws.d_ptr == nullptr) splits = 1;
-  splits = int(std::min<size_t>(size_t(splits), ws.bytes / per));
+  splits = int(std::min<size_t>(size_t(splits), attention_partial_bytes(ws) / per));  // not the decode counters
   if (splits < 2) splits = 1;
   p.n_splits = splits;
   if (splits > 1) {

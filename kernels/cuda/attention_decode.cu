@@ -19,8 +19,16 @@
 // once per key) and a transposed butterfly over the LK lanes, in log2 units (exp2). Each group of
 // LK lanes keeps its own online softmax (running max m, sum l, f32 output acc) over its 4 keys of
 // every tile, so the loop needs no block-wide reduction; at the end the block merges its groups in a fixed order
-// and writes the chunk's (m, l, acc) to the workspace, and combine_kernel merges the chunks of a
-// row in order z = 0, 1, ... (or, unsplit, writes acc / l itself).
+// and, unsplit, writes acc / l itself.
+//
+// Split (one launch, "last block done"): each block writes its chunk's (m, l, acc) to the
+// workspace, fences, and counts itself in on its (row tile, KV head) column's counter; the block
+// that arrives last (count == splits - 1) merges the column's chunks in order z = 0, 1, ... (w_z =
+// 2^(m_z - M), out = sum_z w_z acc_z / sum_z w_z l_z), writes out (and, where asked, its int8
+// rounding, act_round.h) and sets the counter back to 0. A separate combine launch used to do the
+// merge (~4 us per layer of launch and dependency gap on an H100); the arithmetic is its, operation
+// for operation, so the bits are too. The counters live at the end of the workspace
+// (attention_decode.h kDecodeMaxCounters): zero before the first call, and every call leaves them zero.
 //
 // Determinism and batch exactness: no float atomics, every sum in a fixed order with explicitly
 // rounded operations (no contraction choices left to the compiler), and a row's keys, tiles,
@@ -69,6 +77,8 @@ struct DecParams {
   float* out;
   float* part_acc;  // (splits, n_q * n_head, head_dim) when split
   float* part_ml;   // (splits, n_q * n_head, 2): m, l
+  unsigned* counters;  // split: per (row tile, KV head) block column, blocks of it done; 0 between launches
+  ActRounding round;   // split: out's int8 rounding (round.q null: none)
   int n_q, n_head, group, capacity, window;
   int split;  // 0: one block per row tile covers all keys and writes out directly
   int inner_ok;  // a tile's slot offsets (key tile x row bytes) fit in 32 bits
@@ -190,6 +200,10 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
   __shared__ uint64_t row_tree[R];      // tree mask word per row (tree_bits only)
   __shared__ uint8_t k_off[kStages][TK], v_off[kStages][TK];  // slice start within its first unit
 
+  // The GEMV after this kernel may start loading its weights now: launched with PDL, it still
+  // waits (griddepcontrol.wait) for this whole grid, the last blocks' merges included, to complete
+  // before it reads out.
+  detail::pdl_launch_dependents();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = blockIdx.y, z = blockIdx.z;
   const int n_rows = p.n_q * p.group;
@@ -440,6 +454,10 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
   }
   __syncthreads();
   const int64_t n_out_rows = int64_t(p.n_q) * p.n_head;
+  auto out_row = [&](int r) {  // (query, head) row of the block's row r
+    const int gr = row0 + r;
+    return int64_t(gr / p.group) * p.n_head + int64_t(g) * p.group + gr % p.group;
+  };
   for (int e = tid; e < R * HD; e += kThreads) {
     const int r = e / HD, d = e % HD;
     if (!row_live[r]) continue;
@@ -455,8 +473,7 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
         A = __fmaf_rn(w, s_acc[(q * R + r) * HD + d], A);
       }
     }
-    const int gr = row0 + r;
-    const int64_t orow = int64_t(gr / p.group) * p.n_head + int64_t(g) * p.group + gr % p.group;
+    const int64_t orow = out_row(r);
     if (!p.split) {
       p.out[orow * HD + d] = L > 0.0f ? __fdiv_rn(A, L) : 0.0f;
     } else {
@@ -465,50 +482,125 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
       if (d == 0) p.part_ml[prow * 2] = M, p.part_ml[prow * 2 + 1] = L;
     }
   }
-}
+  if (!p.split) return;
 
-// Merges the splits of one (query, head) row in order: out = sum_z w_z acc_z / sum_z w_z l_z,
-// w_z = e^(m_z - M). Block: head_dim threads.
-// Where r.q, also the output's int8 rounding (act_round.h: each warp's 32 dimensions are one block).
-__global__ void decode_combine_kernel(const float* __restrict__ part_acc, const float* __restrict__ part_ml,
-                                      int64_t n_rows, int n_splits, int head_dim, float* __restrict__ out,
-                                      ActRounding r) {
-  detail::pdl_launch_dependents();  // the GEMV after it may start loading weights
-  const int64_t row = blockIdx.x;
-  const int d = threadIdx.x;
-  // The loads of kBatch splits are issued before any is used: a loop that loads and uses one split
-  // per iteration waits one L2 round trip per split (16-32 splits at a 4K-128K context).
-  constexpr int kBatch = 8;
-  float M = -INFINITY;
-  for (int z0 = 0; z0 < n_splits; z0 += kBatch) {
-    float m[kBatch];
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i) m[i] = z0 + i < n_splits ? part_ml[((z0 + i) * n_rows + row) * 2] : -INFINITY;
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i) M = fmaxf(M, m[i]);
-  }
-  float L = 0.0f, A = 0.0f;
-  for (int z0 = 0; z0 < n_splits; z0 += kBatch) {
-    float m[kBatch], l[kBatch], a[kBatch];
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
-      const int z = z0 + i;
-      const bool in = z < n_splits;
-      m[i] = in ? part_ml[(z * n_rows + row) * 2] : -INFINITY;
-      l[i] = in ? part_ml[(z * n_rows + row) * 2 + 1] : 0.0f;
-      a[i] = in ? part_acc[(z * n_rows + row) * head_dim + d] : 0.0f;
-    }
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i) {  // in split order: the sums of one split at a time
-      if (m[i] == -INFINITY) continue;
-      const float w = exp2f(m[i] - M);
-      L = __fmaf_rn(w, l[i], L);
-      A = __fmaf_rn(w, a[i], A);
+  // Last block done. Every thread's partials are made visible device-wide (fence) before thread 0
+  // counts the block in; the block that sees splits - 1 blocks before it fences again (acquire)
+  // and reads the others' partials through L2 (__ldcg: never the non-coherent path, never L1).
+  // The counter is set back to 0 by that block: no other block of this launch touches it again,
+  // and the next launch on the stream (next layer, next call, next replay of a graph) starts only
+  // after this grid completes -- the kernel is never launched with PDL, so launches on one stream
+  // do not overlap. Two launches on one workspace on different streams at once would share
+  // counters (and partials): callers must not do that (one stream per workspace).
+  __shared__ int s_last;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    unsigned* count = p.counters + blockIdx.y * gridDim.x + blockIdx.x;
+    s_last = atomicAdd(count, 1u) == gridDim.z - 1;
+    if (s_last) {
+      atomicExch(count, 0u);
+      __threadfence();
     }
   }
-  const float o = L > 0.0f ? __fdiv_rn(A, L) : 0.0f;
-  out[row * head_dim + d] = o;
-  if (r.q) detail::round_store1(o, row * head_dim + d, r);
+  __syncthreads();
+  if (!s_last) return;
+
+  // The merge: the former combine kernel's operations per element (same order over z, same
+  // explicitly rounded ops). Per live row, one warp finds M = max_z m_z and the weights w_z =
+  // 2^(m_z - M) (-1: chunk z saw no key and is skipped, as m_z == -inf was), and its lane 0 sums
+  // L = sum_z w_z l_z in order z = 0, 1, ... The stages are free (s_ml / s_acc were read above).
+  const int splits = int(gridDim.z);
+  float* s_w = reinterpret_cast<float*>(smem);  // (R, splits)
+  float* s_l = s_w + R * splits;                // (R, splits)
+  float* s_L = s_l + R * splits;                // (R)
+  for (int r = warp; r < R; r += kWarps) {
+    if (!row_live[r]) continue;  // warp-uniform
+    const int64_t orow = out_row(r);
+    float M = -INFINITY;  // max over the non-NaN m_z and -inf, in any order: fmaxf's, as before
+    for (int zz = lane; zz < splits; zz += 32) {
+      const float* ml = p.part_ml + (int64_t(zz) * n_out_rows + orow) * 2;
+      const float mz = __ldcg(ml);
+      s_w[r * splits + zz] = mz;
+      s_l[r * splits + zz] = __ldcg(ml + 1);
+      M = fmaxf(M, mz);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    for (int zz = lane; zz < splits; zz += 32) {
+      const float mz = s_w[r * splits + zz];
+      s_w[r * splits + zz] = mz == -INFINITY ? -1.0f : exp2f(mz - M);  // exp2f >= 0 (or NaN, not skipped)
+    }
+    __syncwarp();
+    if (lane == 0) {
+      float L = 0.0f;
+      for (int zz = 0; zz < splits; ++zz) {
+        const float w = s_w[r * splits + zz];
+        if (w < 0.0f) continue;
+        L = __fmaf_rn(w, s_l[r * splits + zz], L);
+      }
+      s_L[r] = L;
+    }
+  }
+  __syncthreads();
+  // Then A = sum_z w_z acc_z per (row, dim), in order z = 0, 1, ...: each thread 4 consecutive
+  // dims of a row (one 16-byte load per chunk; the workspace is 16-byte aligned, split_fits), NP
+  // such items, loads of kB chunks for all of them issued before any is used (one L2 round trip
+  // per batch: this block alone reads the column's R x splits x head_dim partials). Lanes 8j ..
+  // 8j + 7 of a warp hold one 32-dim block of one row, as round_store4 wants (the same codes as
+  // round_store1's one element per lane: the same operations on the same 32 values).
+  constexpr int NP = R * HD / (4 * kThreads) > 0 ? R * HD / (4 * kThreads) : 1;
+  constexpr int kB = 16 / NP;
+  bool ok[NP];
+  int row[NP];     // the item's row in the block
+  int64_t at[NP];  // its first element in out (and in each chunk's partial acc)
+#pragma unroll
+  for (int j = 0; j < NP; ++j) {
+    const int e0 = (j * kThreads + tid) * 4;
+    row[j] = min(e0 / HD, R - 1);
+    ok[j] = e0 < R * HD && row_live[row[j]];
+    at[j] = out_row(row[j]) * HD + e0 % HD;
+  }
+  float4 A[NP];
+#pragma unroll
+  for (int j = 0; j < NP; ++j) A[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  const int64_t chunk_stride = n_out_rows * HD;
+  for (int z0 = 0; z0 < splits; z0 += kB) {
+    float4 a[NP][kB];
+#pragma unroll
+    for (int j = 0; j < NP; ++j)
+#pragma unroll
+      for (int i = 0; i < kB; ++i)
+        a[j][i] = ok[j] && z0 + i < splits
+                      ? __ldcg(reinterpret_cast<const float4*>(p.part_acc + int64_t(z0 + i) * chunk_stride + at[j]))
+                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int j = 0; j < NP; ++j)
+#pragma unroll
+      for (int i = 0; i < kB; ++i) {
+        if (!ok[j] || z0 + i >= splits) continue;
+        const float w = s_w[row[j] * splits + z0 + i];
+        if (w < 0.0f) continue;
+        A[j].x = __fmaf_rn(w, a[j][i].x, A[j].x);
+        A[j].y = __fmaf_rn(w, a[j][i].y, A[j].y);
+        A[j].z = __fmaf_rn(w, a[j][i].z, A[j].z);
+        A[j].w = __fmaf_rn(w, a[j][i].w, A[j].w);
+      }
+  }
+#pragma unroll
+  for (int j = 0; j < NP; ++j) {
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (ok[j]) {
+      const float L = s_L[row[j]];
+      o.x = L > 0.0f ? __fdiv_rn(A[j].x, L) : 0.0f;
+      o.y = L > 0.0f ? __fdiv_rn(A[j].y, L) : 0.0f;
+      o.z = L > 0.0f ? __fdiv_rn(A[j].z, L) : 0.0f;
+      o.w = L > 0.0f ? __fdiv_rn(A[j].w, L) : 0.0f;
+      float* dst = p.out + at[j];  // out need not be 16-byte aligned
+      dst[0] = o.x, dst[1] = o.y, dst[2] = o.z, dst[3] = o.w;
+    }
+    if (p.round.q) detail::round_store4(o, at[j], ok[j], p.round);  // every lane of the warp
+  }
 }
 
 // ---- host side ----
@@ -588,10 +680,23 @@ int64_t store_splits(const KvStoreDev& kv, const AttentionShapeDev& s) {
 
 }  // namespace
 
+size_t attention_partial_bytes(Workspace ws) {
+  if (!ws.d_ptr || ws.bytes < kAttentionCounterBytes) return 0;
+  return (ws.bytes - kAttentionCounterBytes) & ~size_t(15);
+}
+
+unsigned* attention_counters(Workspace ws) {
+  if (!ws.d_ptr || ws.bytes < kAttentionCounterBytes) return nullptr;
+  return reinterpret_cast<unsigned*>(static_cast<uint8_t*>(ws.d_ptr) + attention_partial_bytes(ws));
+}
+
 bool decode_attention_split_fits(int64_t n_q, const KvStoreDev& kv, const AttentionShapeDev& s, Workspace ws) {
   const int64_t splits = store_splits(kv, s);
   const size_t per_split = size_t(n_q * s.n_head) * size_t(s.head_dim + 2) * sizeof(float);
-  return splits == 1 || (ws.d_ptr != nullptr && ws.bytes >= size_t(splits) * per_split);
+  // Counters: at most one per (query, head) row (a block column holds at least one row). The merge
+  // reads the partials 16 bytes at a time.
+  return splits == 1 || (n_q * s.n_head <= kDecodeMaxCounters && reinterpret_cast<uintptr_t>(ws.d_ptr) % 16 == 0 &&
+                         attention_partial_bytes(ws) >= size_t(splits) * per_split);
 }
 
 bool decode_attention_applies(int64_t n_q, int64_t head_dim, GgmlType k, GgmlType v) {
@@ -651,6 +756,8 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
   if (p.split) {
     p.part_acc = static_cast<float*>(ws.d_ptr);
     p.part_ml = p.part_acc + size_t(splits) * size_t(n_q * s.n_head) * size_t(s.head_dim);
+    p.counters = attention_counters(ws);
+    if (round && round->q) p.round = *round;
   }
   // Per tensor TK * units <= 512 for every format and head_dim (f16: exactly 512), so a tile is
   // at most kMaxUnits copies per thread.
@@ -662,6 +769,8 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
   p.path_tiles = int((rows + R - 1) / R);
   const int64_t tiles = paths ? n_q * p.path_tiles : p.path_tiles;
   if (s.n_head_kv > 65535) return Status::error("decode attention: {} KV heads: grid too large", s.n_head_kv);
+  if (p.split && tiles * s.n_head_kv > kDecodeMaxCounters)  // split_fits bounds it by n_q * n_head
+    return Status::error("decode attention: {} block columns exceed the {} counters", tiles * s.n_head_kv, kDecodeMaxCounters);
   const dim3 grid(unsigned(tiles), unsigned(s.n_head_kv), unsigned(splits));
   auto run = [&]() -> Status {
     switch (s.head_dim) {
@@ -672,12 +781,9 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
       default: return Status::error("decode attention: head_dim {} unsupported", s.head_dim);
     }
   };
-  if (Status status = run(); !status || !p.split) return status;
-  const ActRounding r = round && round->q ? *round : ActRounding{};
-  decode_combine_kernel<<<unsigned(n_q * s.n_head), unsigned(s.head_dim), 0, st>>>(
-      p.part_acc, p.part_ml, n_q * s.n_head, int(splits), int(s.head_dim), d_out, r);
-  if (rounded) *rounded = r.q != nullptr;
-  return detail::launch_status("decode attention (combine)");
+  STRATA_TRY(run());
+  if (rounded) *rounded = p.round.q != nullptr;
+  return Status::ok();
 }
 
 }  // namespace strata::kernels::cuda

@@ -6,7 +6,8 @@
 // bit-identical to the same query run alone, because the keys a row's arithmetic visits, their
 // order and their split into chunks depend only on that row's own position, the window and the
 // store's capacity (never on n_q or the other rows). The one exception: a workspace too small
-// for the split count (decode_attention_workspace_bytes) makes the call run unsplit.
+// for the split count (decode_attention_workspace_bytes), or not 16-byte aligned, makes the call
+// run unsplit.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -39,8 +40,18 @@ STRATA_DECODE_HD inline int64_t decode_chunk_keys(int64_t n) {
   return c;
 }
 
+// Split counters (attention_decode.cu, "last block done"): one per (row tile, KV head) block
+// column of a split call, kAttentionCounterBytes (cuda_api.h) at the end of the workspace. They are
+// zero before a workspace's first call (attention_workspace_clear) and every call leaves them zero.
+// Their place depends only on ws, never on the call's shape, so calls of any shape (and the tiled
+// kernel, whose partials also stop short of them) share one workspace.
+inline constexpr int64_t kDecodeMaxCounters = int64_t(kAttentionCounterBytes / sizeof(unsigned));
+// Bytes of ws before the counters, for partial results (0: no room for the counters).
+size_t attention_partial_bytes(Workspace ws);
+unsigned* attention_counters(Workspace ws);  // null where ws has no room for them
+
 bool decode_attention_applies(int64_t n_q, int64_t head_dim, GgmlType k, GgmlType v);
-// Workspace for calls of up to n_q queries over stores of up to max_keys slots.
+// Partial results (not the counters) of calls of up to n_q queries over stores of up to max_keys slots.
 size_t decode_attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s, int64_t max_keys);
 // Whether a call of n_q queries runs split (the workspace holds the splits its store needs).
 bool decode_attention_split_fits(int64_t n_q, const KvStoreDev& kv, const AttentionShapeDev& s, Workspace ws);
@@ -48,7 +59,8 @@ bool decode_attention_split_fits(int64_t n_q, const KvStoreDev& kv, const Attent
 // path: optional (attention_tree.h TreePathDev, n_q == 1); it changes only where keys are read.
 // tree: optional (attention_tree.h); it only removes keys, so a row alone with its own
 // mask word still equals its row of the call. round: optional (act_round.h); where the call runs
-// split, the combine kernel also rounds out into it and sets *rounded (else *rounded = false).
+// split, the merging blocks also round out into it and set *rounded (else *rounded = false).
+// One launch per call; calls on one workspace must be on one stream (they share its counters).
 Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
                         const AttentionShapeDev& s, float* d_out, Workspace ws, cudaStream_t st,
                         const TreeMaskDev* tree = nullptr, const ActRounding* round = nullptr,

@@ -227,7 +227,15 @@ enum class AttentionKernel { best, tiled };
 // run alone (flash-decoding applies and ws holds its splits): a verify pass may then run its
 // queries in one call and still equal decode steps.
 bool attention_rows_exact(const float* d_q, int64_t n_q, const KvStoreDev& kv, const AttentionShapeDev& s, Workspace ws);
+// ws (16-byte aligned, or flash-decoding runs unsplit): partial results from its start, and
+// flash-decoding's split counters in its last kAttentionCounterBytes (from a 16-byte boundary).
+// The counters are state kept between calls: zero them once before a workspace's first call
+// (attention_workspace_clear, or cudaMemset the whole workspace at allocation); every call leaves
+// them zero. Nothing else may write them, and calls sharing a workspace must be on one stream.
+// attention_workspace_bytes counts them.
+inline constexpr size_t kAttentionCounterBytes = 64 * 1024;
 size_t attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s, int64_t max_keys);
+Status attention_workspace_clear(Workspace ws, Stream s);  // zeroes its counters (on s)
 Status attention(const float* d_q, const int32_t* d_pos, int64_t n_q, const KvStoreDev& kv,
                  const AttentionShapeDev& s, float* d_out, Workspace ws, Stream s_,
                  AttentionKernel kernel = AttentionKernel::best);

@@ -90,6 +90,7 @@ Status attention_tree_path(const float*, const int32_t*, int64_t, const KvStoreD
   return none("attention_tree_path");
 }
 size_t attention_workspace_bytes(int64_t, const AttentionShapeDev&, int64_t) { return 0; }
+Status attention_workspace_clear(Workspace, Stream) { return none("attention_workspace_clear"); }
 bool attention_rows_exact(const float*, int64_t, const KvStoreDev&, const AttentionShapeDev&, Workspace) { return false; }
 Status attention(const float*, const int32_t*, int64_t, const KvStoreDev&, const AttentionShapeDev&, float*, Workspace,
                  Stream, AttentionKernel) {

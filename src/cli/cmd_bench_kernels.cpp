@@ -329,6 +329,7 @@ Result<nlohmann::json> bench_attention(uint32_t ctx, GgmlType kv_type, const Ben
     auto w = mem.alloc(ws_bytes);
     if (!w) return w.status();
     ws = *w;
+    STRATA_TRY(cuda::attention_workspace_clear({ws, ws_bytes}, nullptr));  // its counters start at zero
   }
   const cuda::KvStoreDev store{*k, *v, kv_type, kv_type, int64_t(ctx)};
   auto time = [&](cuda::AttentionKernel kernel) {
@@ -386,6 +387,7 @@ Result<nlohmann::json> bench_prefill_attention(uint32_t ctx, uint32_t n_q, GgmlT
     auto w = mem.alloc(ws_bytes);
     if (!w) return w.status();
     ws = *w;
+    STRATA_TRY(cuda::attention_workspace_clear({ws, ws_bytes}, nullptr));  // its counters start at zero
   }
   const cuda::KvStoreDev store{*k, *v, kv_type, kv_type, int64_t(ctx)};
   auto time = [&](cuda::AttentionKernel kernel, int iters) {

@@ -327,17 +327,24 @@ Status CudaForward::allocate() {
                  cuda::workspace_bytes_for_gemv(im.dev.output, gemv_cols)});
   const cuda::AttentionShapeDev shape{s.hp.n_head, s.hp.n_head_kv, hd, 0, s.attention_scale};
   // The attention's scratch starts past the rounding of its output for the output matrix
-  // (Ops::attention: the combine kernel writes it where that matrix's GEMV reads it).
+  // (Ops::attention: the attention kernel writes it where that matrix's GEMV reads it).
   if (im.fused_rounding) {
     for (const auto& l : im.dev.layers)
       im.att_round_bytes = std::max(im.att_round_bytes, cuda::workspace_bytes_for_gemv(l.wo, gemv_cols));
     im.att_round_bytes = (im.att_round_bytes + 255) / 256 * 256;
   }
-  ws = std::max(ws, im.att_round_bytes + cuda::attention_workspace_bytes(int64_t(n), shape, opt_.n_ctx));
-  if (ws) {
-    auto p = im.alloc(ws, "scratch kernels");
+  // The attention's counters (cuda_api.h kAttentionCounterBytes) end its scratch and stay out of
+  // every other kernel's view: ws = [0, ws), counters = [ws, ws + counter bytes), zeroed here once.
+  const size_t att = cuda::attention_workspace_bytes(int64_t(n), shape, opt_.n_ctx);
+  const size_t counters = cuda::kAttentionCounterBytes;
+  if (att >= counters) ws = std::max(ws, im.att_round_bytes + (att - counters));
+  ws = (ws + 15) / 16 * 16;  // att_round_bytes too: the counters start where attention_partial_bytes puts them
+  {
+    auto p = im.alloc(ws + counters, "scratch kernels");
     if (!p) return p.status();
     im.ws = {*p, ws};
+    im.att_ws_bytes = ws + counters - im.att_round_bytes;
+    STRATA_TRY(cuda::memset_device(*p, 0, ws + counters, im.stream));
   }
   auto cws = im.alloc(cuda::kCublasWorkspaceBytes, "scratch cublas");
   if (!cws) return cws.status();

@@ -103,8 +103,12 @@ struct CudaForward::Impl {
   // STRATA_FUSED_ROUNDING=0: the GEMV's own quantiser does it (the same bits, one more kernel).
   bool fused_rounding = true;
   // With fused rounding, ws's first att_round_bytes hold the attention output's rounding for the
-  // output matrix and the attention's own scratch follows (Ops::att_ws).
+  // output matrix and the attention's own scratch follows (Ops::att_ws): att_ws_bytes from there,
+  // past the end of ws by the attention's split counters (cuda_api.h kAttentionCounterBytes), which
+  // no other kernel may write: they are zeroed once at allocation and every attention call leaves
+  // them zero. Only im.stream runs attention (side streams run matmuls on ws, never the counters).
   size_t att_round_bytes = 0;
+  size_t att_ws_bytes = 0;
   std::vector<Side> side;
   cuda::Event fork = nullptr;
   // Steps of at most kMaxExactRows rows (decode, draft, verify, batched decode) as CUDA graphs, one

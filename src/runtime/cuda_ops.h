@@ -314,9 +314,11 @@ struct Ops {
     }
   }
   // The attention's scratch: past the rounding of its output (every call alike, so that the
-  // kernel's split count, and with it a row's bits, never depends on the path).
+  // kernel's split count, and with it a row's bits, never depends on the path), through the end of
+  // ws and the attention's counters after it (cuda_engine_state.h att_ws_bytes).
   cuda::Workspace att_ws() const {
-    return {static_cast<uint8_t*>(im.ws.d_ptr) + im.att_round_bytes, im.ws.bytes - im.att_round_bytes};
+    if (!im.ws.d_ptr) return {};
+    return {static_cast<uint8_t*>(im.ws.d_ptr) + im.att_round_bytes, im.att_ws_bytes};
   }
   void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out,
                  const kernels::WeightView* next = nullptr) {
@@ -340,8 +342,8 @@ struct Ops {
       return;
     }
     // One call, unless this is a verify pass (range) whose rows must equal decode steps and the
-    // kernel does not promise that for a multi-query call. Where it runs split, its combine kernel
-    // rounds the output for `next` (the rounding fits before ws).
+    // kernel does not promise that for a multi-query call. Where it runs split, its merging blocks
+    // round the output for `next` (the rounding fits before ws).
     if (!map.batched() && (!range || cuda::attention_rows_exact(q, n, im.kv[map.seq][il].store, shape, ws))) {
       const int64_t width = s.n_head * s.head_dim;
       cuda::ActRounding r = rounding_for(next, width, n);

@@ -4,7 +4,8 @@
 // wrap, key counts that are no multiple of the 256-key split or the key tile, and long contexts
 // (33000 keys: 17 chunks of 2048), and q4/q8 stores far from zero. Also: a row of a k-query call
 // is bit-identical to the query run alone (verification == decode), the same call twice gives the
-// same bits, and an unsplit call (no workspace) is still right. Skips without a GPU.
+// same bits, calls of other shapes on one workspace (eager and graph replays) do not disturb the
+// split merge, and an unsplit call (no workspace) is still right. Skips without a GPU.
 //
 // Tolerance: as test_cuda_attention.cpp's f32 kernel (exact f32 products of the same decoded K/V
 // values, different summation orders): |gpu - cpu| <= 2e-5 + 1e-3 |cpu|; q * 3 makes the softmax
@@ -15,6 +16,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include <fmt/format.h>
@@ -24,6 +26,7 @@
 #include "cuda_test_util.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cuda/act_round.h"
+#include "kernels/cuda/attention_decode.h"
 #include "kernels/cuda/cuda_api.h"
 #include "kv/kv_quant.h"
 #include "test_util.h"
@@ -79,9 +82,10 @@ struct Fixture {
     const int32_t max_pos = *std::max_element(c.pos.begin(), c.pos.end());
     const size_t ws_bytes = workspace ? kc::attention_workspace_bytes(int64_t(n), s, std::max<int64_t>(c.capacity, max_pos + 1)) : 0;
     DevBuf ws(ws_bytes);
-    ws.poison();
-    REQUIRE(kc::attention(dq.as<float>(), dpos.as<int32_t>(), int64_t(n), kv, s, dout.as<float>(),
-                          kc::Workspace{ws_bytes ? ws.as<void>() : nullptr, ws_bytes}, nullptr));
+    ws.poison();  // partials unwritten by the kernel fail; the counters must start at zero
+    const kc::Workspace w{ws_bytes ? ws.as<void>() : nullptr, ws_bytes};
+    REQUIRE(kc::attention_workspace_clear(w, nullptr));
+    REQUIRE(kc::attention(dq.as<float>(), dpos.as<int32_t>(), int64_t(n), kv, s, dout.as<float>(), w, nullptr));
     return dout.download<float>(qs.size());
   }
 
@@ -240,7 +244,86 @@ TEST_CASE("decode attention: q4 and q8 stores with values far from zero match th
   }
 }
 
-// The combine kernel's rounding of the output for the next matrix (act_round.h attention_round):
+// A split call merges its chunks in the block that finishes last in each (row tile, KV head)
+// column, counted on a counter at the end of the workspace that every call leaves at zero
+// (attention_decode.cu). Calls of different head dims, query counts, groups, windows, KV types and
+// split counts on one shared workspace, back to back without synchronising, then the same
+// sequence captured as a CUDA graph and replayed three times: every output has the bits of the
+// call on a fresh workspace (a counter left nonzero would skip or misplace a merge: poisoned or
+// stale outputs), and the counters end at zero.
+TEST_CASE("decode attention: split calls sharing one workspace give the same bits, eagerly and in graph replays",
+          "[gpu][attention]") {
+  if (!have_gpu()) return;
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  std::vector<std::unique_ptr<Fixture>> fs;
+  auto add = [&](int64_t hd, int64_t group, int64_t window, GgmlType kt, GgmlType vt, int64_t n_q, int32_t last) {
+    fs.push_back(std::make_unique<Fixture>(make_case(hd, group, window, kt, vt, n_q, last, rng), rng));
+  };
+  add(128, 2, 0, GgmlType::F16, GgmlType::F16, 1, 5000 + int32_t(rng.next_u64() % 1000));          // 20 splits
+  add(64, 4, 700, GgmlType::Q8_0, GgmlType::Q8_0, 8, 9000 + int32_t(rng.next_u64() % 1000));       // window: 4
+  add(256, 1, 0, GgmlType::Q4_1, GgmlType::Q4_1, 64, 3000 + int32_t(rng.next_u64() % 1000));       // 12, 8 row tiles
+  add(32, 8, 0, GgmlType::Q8_0, GgmlType::Q4_1, 2, 40000 + int32_t(rng.next_u64() % 1000));        // 32
+  struct Call {
+    Fixture* f;
+    DevBuf dq, dpos, dout;
+  };
+  std::vector<Call> calls;
+  std::vector<std::vector<float>> fresh;
+  size_t ws_bytes = 0;
+  for (const int i : {0, 1, 2, 3, 0, 2}) {  // the first and third again, after other shapes
+    Fixture& f = *fs[size_t(i)];
+    calls.push_back({&f, to_device(f.q), to_device(f.c.pos), DevBuf(f.q.size() * 4)});
+    const int32_t max_pos = *std::max_element(f.c.pos.begin(), f.c.pos.end());
+    ws_bytes = std::max(ws_bytes, kc::attention_workspace_bytes(int64_t(f.c.pos.size()), f.s,
+                                                                std::max<int64_t>(f.c.capacity, max_pos + 1)));
+    fresh.push_back(f.gpu(0, f.c.pos.size()));
+    INFO(f.describe());
+    check_decode_attention_close(fresh.back(), f.reference());
+  }
+  DevBuf ws(ws_bytes);
+  ws.poison();
+  const kc::Workspace w{ws.as<void>(), ws_bytes};
+  REQUIRE(kc::attention_workspace_clear(w, nullptr));
+  auto issue = [&](cudaStream_t st) {
+    for (Call& c : calls)
+      REQUIRE(kc::attention(c.dq.as<float>(), c.dpos.as<int32_t>(), int64_t(c.f->c.pos.size()), c.f->kv, c.f->s,
+                            c.dout.as<float>(), w, st));
+  };
+  auto check = [&](const char* what) {
+    for (size_t i = 0; i < calls.size(); ++i) {
+      INFO(what << ": call " << i << ": " << calls[i].f->describe());
+      const std::vector<float> got = calls[i].dout.download<float>(fresh[i].size());
+      REQUIRE(std::memcmp(got.data(), fresh[i].data(), got.size() * 4) == 0);
+    }
+  };
+  for (int rep = 0; rep < 2; ++rep) {
+    for (Call& c : calls) c.dout.poison();
+    issue(nullptr);
+    check("eager");
+  }
+  cudaStream_t st = nullptr;
+  CUDA_REQUIRE(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  REQUIRE(kc::capture_begin(st));
+  issue(st);
+  auto graph = kc::capture_end(st);
+  REQUIRE(graph);
+  for (int rep = 0; rep < 3; ++rep) {
+    for (Call& c : calls) CUDA_REQUIRE(cudaMemsetAsync(c.dout.as<void>(), 0xff, c.dout.bytes(), st));
+    REQUIRE(kc::graph_launch(*graph, st));
+    CUDA_REQUIRE(cudaStreamSynchronize(st));
+    check("graph replay");
+  }
+  kc::graph_destroy(*graph);
+  CUDA_REQUIRE(cudaStreamDestroy(st));
+  std::vector<uint32_t> counters(kc::kAttentionCounterBytes / 4, 1);
+  REQUIRE(kc::attention_counters(w) != nullptr);
+  CUDA_REQUIRE(cudaMemcpy(counters.data(), kc::attention_counters(w), kc::kAttentionCounterBytes, cudaMemcpyDeviceToHost));
+  CHECK(std::all_of(counters.begin(), counters.end(), [](uint32_t v) { return v == 0; }));
+}
+
+// The merging blocks' rounding of the output for the next matrix (act_round.h attention_round):
 // the output unchanged, and exactly the codes the GEMV's own quantiser makes of it.
 TEST_CASE("decode attention rounding its output: same output, the quantiser's codes bit for bit", "[gpu][attention]") {
   if (!have_gpu()) return;
@@ -269,6 +352,8 @@ TEST_CASE("decode attention rounding its output: same output, the quantiser's co
         DevBuf dq = to_device(f.q), dpos = to_device(f.c.pos), out(size_t(n) * 4);
         const size_t ws_bytes = kc::attention_workspace_bytes(n_q, f.s, f.c.capacity);
         DevBuf ws(ws_bytes);
+        ws.poison();
+        REQUIRE(kc::attention_workspace_clear({ws.as<void>(), ws_bytes}, nullptr));
         bool made = false;
         REQUIRE(kc::attention_round(dq.as<float>(), dpos.as<int32_t>(), n_q, f.kv, f.s, out.as<float>(),
                                     {ws.as<void>(), ws_bytes}, ra, &made, nullptr));

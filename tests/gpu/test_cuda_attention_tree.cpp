@@ -89,15 +89,16 @@ std::vector<float> gpu_run(const TreeCase& c, size_t first, size_t n, const std:
   const kc::AttentionShapeDev s = c.shape();
   const size_t ws_bytes = kc::attention_workspace_bytes(int64_t(n), s, c.capacity);
   DevBuf ws(ws_bytes);
-  ws.poison();
+  ws.poison();  // partials unwritten by the kernel fail; the counters must start at zero
+  const kc::Workspace w{ws_bytes ? ws.as<void>() : nullptr, ws_bytes};
+  REQUIRE(kc::attention_workspace_clear(w, nullptr));
   const kc::KvStoreDev kv{dk.as<void>(), dv.as<void>(), c.type, c.type, c.capacity};
   std::vector<uint64_t> words;
   if (bits) words.assign(bits->begin() + long(first), bits->begin() + long(first + n));
   DevBuf dbits(std::max<size_t>(words.size(), 1) * 8);
   if (bits) CUDA_REQUIRE(cudaMemcpy(dbits.as<void>(), words.data(), words.size() * 8, cudaMemcpyHostToDevice));
   const kc::TreeMaskDev tree{bits ? dbits.as<uint64_t>() : nullptr, c.first};
-  REQUIRE(kc::attention_tree(dq.as<float>(), dpos.as<int32_t>(), int64_t(n), kv, s, tree, dout.as<float>(),
-                             kc::Workspace{ws_bytes ? ws.as<void>() : nullptr, ws_bytes}, nullptr));
+  REQUIRE(kc::attention_tree(dq.as<float>(), dpos.as<int32_t>(), int64_t(n), kv, s, tree, dout.as<float>(), w, nullptr));
   return dout.download<float>(qs.size());
 }
 
@@ -178,7 +179,9 @@ TEST_CASE("decode attention: tree paths in one call equal one call per node, bit
       const kc::AttentionShapeDev s = c.shape();
       const size_t ws_bytes = kc::attention_workspace_bytes(n, s, c.capacity);
       DevBuf ws(ws_bytes);
+      ws.poison();
       const kc::Workspace w{ws_bytes ? ws.as<void>() : nullptr, ws_bytes};
+      REQUIRE(kc::attention_workspace_clear(w, nullptr));
       const kc::KvStoreDev kv{dk.as<void>(), dv.as<void>(), c.type, c.type, c.capacity};
       REQUIRE(kc::attention_tree_path(dq.as<float>(), dpos.as<int32_t>(), n, kv, s,
                                       {dslots.as<int32_t>(), dn.as<int32_t>(), kStride}, dall.as<float>(), w, nullptr));
