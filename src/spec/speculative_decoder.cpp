@@ -13,8 +13,6 @@
 namespace strata::spec {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 constexpr uint32_t kMaxNgram = 4;
 constexpr uint32_t kProbeAfterRounds = 32;
@@ -99,10 +97,10 @@ Result<int32_t> SpeculativeDecoder::start(std::span<const int32_t> prompt) {
 }
 
 Status SpeculativeDecoder::plain_step(std::vector<int32_t>& out) {
-  const auto t0 = Clock::now();
+  const double t0 = now();
   const uint64_t g0 = engine_.graph_captures();
   STRATA_TRY(engine_.eval(std::span(&history_.back(), 1), runtime::Logits::last, logits_));
-  const double s = seconds_since(t0);
+  const double s = now() - t0;
   if (steady(g0)) plain_cost_.observe(1, s);
   ++stats_.plain_steps;
   stats_.plain_s += s;
@@ -112,6 +110,10 @@ Status SpeculativeDecoder::plain_step(std::vector<int32_t>& out) {
   history_.push_back(t);
   out.push_back(t);
   return {};
+}
+
+double SpeculativeDecoder::steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 double SpeculativeDecoder::t_plain() const {
@@ -249,10 +251,10 @@ Status SpeculativeDecoder::verify(int drafter, const Draft& d, std::vector<int32
                                   .hidden_in = d.verify_from > 0 ? d.hidden.data() : nullptr,
                                   .hidden_out = nullptr,
                                   .skip = {}};
-  const auto t0 = Clock::now();
+  const double t0 = now();
   const uint64_t g0 = engine_.graph_captures();
   STRATA_TRY(engine_.eval_layers(rows, pos, range, runtime::Logits::all, logits_));
-  const double s = seconds_since(t0);
+  const double s = now() - t0;
   if (steady(g0)) (d.verify_from > 0 ? verify_cost_early_ : verify_cost_full_).observe(n, s);
   ++stats_.verify_passes;
   stats_.verify_rows += n;
@@ -361,10 +363,10 @@ Status SpeculativeDecoder::tree_round(int drafter, uint32_t max_depth, std::vect
     plan = plan.prefix(std::max(explore ? 2 * n : n, std::min(2u, plan.size())));
   }
   auto& ds = stats_.drafters[size_t(drafter)];
-  const auto td = Clock::now();
+  const double td = now();
   const uint64_t g0 = engine_.graph_captures();
   STRATA_TRY(drafters_[size_t(drafter)]->propose_tree(history_, plan, tree_));
-  const double s = seconds_since(td);
+  const double s = now() - td;
   ds.draft_s += s;
   ds.steps += tree_.engine_steps;
   // The early-exit drafter's passes, or a replay drafter's cost drafter's (real passes, simulated
@@ -397,10 +399,10 @@ Status SpeculativeDecoder::verify_tree(int drafter, const TreeDraft& t, std::vec
                                   .hidden_in = t.verify_from > 0 ? t.hidden.data() : nullptr,
                                   .hidden_out = nullptr,
                                   .skip = {}};
-  const auto t0 = Clock::now();
+  const double t0 = now();
   const uint64_t g0 = engine_.graph_captures();
   STRATA_TRY(engine_.eval_tree(t.tokens, t.parents, pos, range, runtime::Logits::all, logits_));
-  const double s = seconds_since(t0);
+  const double s = now() - t0;
   if (steady(g0)) (t.verify_from > 0 ? verify_cost_early_ : verify_cost_full_).observe(n, s);
   ++stats_.verify_passes;
   stats_.verify_rows += n;
@@ -454,7 +456,7 @@ Status SpeculativeDecoder::verify_tree(int drafter, const TreeDraft& t, std::vec
 
 Status SpeculativeDecoder::step(uint32_t max_new, std::vector<int32_t>& out) {
   if (max_new == 0) return {};
-  const auto t0 = Clock::now();
+  const double t0 = now();
   const size_t before = out.size();
   const uint32_t pos = engine_.n_past(), n_ctx = engine_.n_ctx();
   if (pos >= n_ctx) return Status::error("context full ({} tokens)", n_ctx);
@@ -469,7 +471,7 @@ Status SpeculativeDecoder::step(uint32_t max_new, std::vector<int32_t>& out) {
     STRATA_TRY(tree_round(c.drafter, c.k, out));
   } else {
     auto& ds = stats_.drafters[size_t(c.drafter)];
-    const auto td = Clock::now();
+    const double td = now();
     const uint64_t g0 = engine_.graph_captures();
     round_short_lookup_ = c.drafter == lookup_ && c.short_match;
     if (c.drafter == lookup_) {
@@ -479,7 +481,7 @@ Status SpeculativeDecoder::step(uint32_t max_new, std::vector<int32_t>& out) {
       if (c.drafter == subset_) pick_subset_arm(c.k);
       STRATA_TRY(drafters_[size_t(c.drafter)]->propose(history_, c.k, draft_));
     }
-    const double s = seconds_since(td);
+    const double s = now() - td;
     ds.draft_s += s;
     ds.steps += draft_.engine_steps;
     const bool timed = draft_.engine_steps && steady(g0);
@@ -496,7 +498,7 @@ Status SpeculativeDecoder::step(uint32_t max_new, std::vector<int32_t>& out) {
     else STRATA_TRY(verify(c.drafter, draft_, out));
   }
   stats_.tokens += out.size() - before;
-  stats_.decode_s += seconds_since(t0);
+  stats_.decode_s += now() - t0;
   if (subset_ >= 0) {
     const uint32_t k = std::max(1u, cfg_.draft_max);
     stats_.drafters[size_t(subset_)].chosen = chooser_->arm(chooser_->best(k, t_verify_full(k + 1), t_plain())).label;

@@ -40,6 +40,7 @@
 // Not thread-safe; one sequence. The engine and sampler must outlive the decoder.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -129,6 +130,9 @@ class SpeculativeDecoder {
   // change them in place), of every token it emitted: row i (n_vocab floats) is the distribution
   // the step's i-th token was drawn or verified from (the server's logprobs).
   void keep_raw_logits(bool keep) { keep_raw_ = keep; }
+  // The clock that times passes for auto's costs (seconds; default the steady clock). Tests give a
+  // modelled one so that the choices follow modelled costs, not a loaded machine's timings.
+  void set_clock(std::function<double()> seconds) { clock_ = std::move(seconds); }
   std::span<const float> raw_logits() const { return raw_logits_; }
 
   const SpecStats& stats() const { return stats_; }
@@ -207,6 +211,9 @@ class SpeculativeDecoder {
   static constexpr uint32_t kTreeExploreInterval = 8;
   std::vector<int32_t> history_;
   std::vector<float> logits_;
+  std::function<double()> clock_;
+  double now() const { return clock_ ? clock_() : steady_seconds(); }
+  static double steady_seconds();
   bool keep_raw_ = false;
   std::vector<float> raw_logits_;  // keep_raw_: the last step's rows, one per emitted token
   Draft draft_;

@@ -69,6 +69,47 @@ struct ReplaySetup {
   }
 };
 
+// An engine whose passes advance a modelled clock: 10 ms per pass over all layers plus 30% per
+// extra row, scaled by the layers run. The decoder timed by it (SpeculativeDecoder::set_clock)
+// chooses by these costs, whatever the load on the machine running the test.
+class ModelledCostEngine final : public runtime::Engine {
+ public:
+  explicit ModelledCostEngine(runtime::Engine& e) : e_(e) {}
+  double seconds() const { return t_; }
+  using Engine::eval;
+  using Engine::n_past;
+  using Engine::truncate;
+  Status eval(uint32_t seq, std::span<const int32_t> tokens, runtime::Logits which,
+              std::vector<float>& logits) override {
+    pass(tokens.size(), 1.0);
+    return e_.eval(seq, tokens, which, logits);
+  }
+  Status eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const runtime::LayerRange& r,
+                     runtime::Logits which, std::vector<float>& logits) override {
+    const double L = e_.model().spec.hp.n_layer, end = r.end ? r.end : L;
+    pass(tokens.size(), (end - r.first) / L);
+    return e_.eval_layers(tokens, pos0, r, which, logits);
+  }
+  Status eval_batch(std::span<const runtime::BatchRow> rows, std::vector<float>& logits) override {
+    pass(rows.size(), 1.0);
+    return e_.eval_batch(rows, logits);
+  }
+  uint32_t n_seq() const override { return e_.n_seq(); }
+  uint32_t n_past(uint32_t seq) const override { return e_.n_past(seq); }
+  void truncate(uint32_t seq, uint32_t n) override { e_.truncate(seq, n); }
+  uint64_t kv_bytes_per_seq() const override { return e_.kv_bytes_per_seq(); }
+  uint32_t n_ctx() const override { return e_.n_ctx(); }
+  uint32_t ubatch() const override { return e_.ubatch(); }
+  const runtime::Model& model() const override { return e_.model(); }
+  std::string_view device_name() const override { return e_.device_name(); }
+  int32_t last_argmax() const override { return e_.last_argmax(); }
+
+ private:
+  void pass(size_t rows, double layer_share) { t_ += 0.010 * (1.0 + 0.3 * (double(rows) - 1.0)) * layer_share; }
+  runtime::Engine& e_;
+  double t_ = 0;
+};
+
 }  // namespace
 
 TEST_CASE("replay through the speculative decoder: plain greedy text at every acceptance", "[spec]") {
@@ -117,7 +158,9 @@ TEST_CASE("replay through the speculative decoder: plain greedy text at every ac
 TEST_CASE("replay with auto's policy backs off to plain steps at acceptance 0, same text", "[spec]") {
   const uint32_t n = 80;
   ReplaySetup rs(n);
-  auto& e = *rs.engine;
+  // Costs modelled, not measured (a verify of k + 1 rows: 1 + 0.3 k plain steps), so the back-off
+  // below does not depend on this machine's load.
+  ModelledCostEngine e(*rs.engine);
   const auto &prompt = rs.prompt, &plain = rs.plain, &ref = rs.ref;
   auto run = [&](double a, bool adaptive) {
     runtime::Sampler sampler(test::greedy_params(), e.model().spec.hp.n_vocab);
@@ -125,6 +168,7 @@ TEST_CASE("replay with auto's policy backs off to plain steps at acceptance 0, s
     auto drafter = std::make_unique<spec::ReplayDrafter>(ref, a, 9, e.model().spec.hp.n_vocab);
     auto dec = spec::SpeculativeDecoder::create_with(e, sampler, 6, std::move(drafter), 0, true, adaptive);
     REQUIRE(dec.is_ok());
+    (*dec)->set_clock([&e] { return e.seconds(); });
     auto first = (*dec)->start(prompt);
     REQUIRE(first.is_ok());
     std::vector<int32_t> out{*first};
