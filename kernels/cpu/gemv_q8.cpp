@@ -90,9 +90,7 @@ MaxAt matmul_q8_max(const WeightView& w, const float* x, float* y) {
     matmul_q8_rows(w, q, y, kernel, r0, r1);
     best[size_t(p)] = max_at(y, r0, r1);
   });
-  MaxAt m;
-  for (const MaxAt& b : best) m = max_at_merge(m, b);
-  return m;
+  return max_at_merge(best);
 }
 
 void matmul_q8(const WeightView& w, const float* x, int64_t n_tok, float* y, DotQ8RowsFn kernel) {

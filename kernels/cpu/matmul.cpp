@@ -48,9 +48,7 @@ void matmul_dot(const WeightView& w, const float* x, int64_t n_tok, float* y) {
 MaxAt matmul_dot_max(const WeightView& w, const float* x, float* y) {
   std::vector<MaxAt> best;
   dot_rows_on_team(w, x, 1, y, &best);
-  MaxAt m;
-  for (const MaxAt& b : best) m = max_at_merge(m, b);
-  return m;
+  return max_at_merge(best);
 }
 
 void matmul(const WeightView& w, const float* x, int64_t n_tok, float* y) {

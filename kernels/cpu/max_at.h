@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <span>
 
 namespace strata::kernels::cpu {
 
@@ -27,6 +28,12 @@ inline MaxAt max_at_merge(MaxAt a, MaxAt b) {
   if (a.index < 0) return b;
   if (b.index < 0) return a;
   return b.value > a.value || (b.value == a.value && b.index < a.index) ? b : a;
+}
+// The candidate of the union of disjoint ranges (a team job's parts).
+inline MaxAt max_at_merge(std::span<const MaxAt> parts) {
+  MaxAt m;
+  for (const MaxAt& p : parts) m = max_at_merge(m, p);
+  return m;
 }
 
 }  // namespace strata::kernels::cpu

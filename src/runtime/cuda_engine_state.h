@@ -82,7 +82,7 @@ struct CudaForward::Impl {
   // pinned allocation failed: up to kMaxExactRows rows (a decode, draft or verify step).
   float* pinned_logits = nullptr;
   uint32_t pinned_logit_rows = 0;
-  // The greedy argmax of a one-row logits output, taken on the device (Ops::logits_done,
+  // The greedy argmax of a decode step's logits, taken on the device (Ops::takes_argmax,
   // cuda_api.h argmax_key) and copied back with the logits into pinned_key (after the pinned
   // logits rows); logits_to_host decodes it into `argmax` (-1 for any other copy). Engine::last_argmax.
   unsigned long long* d_argmax_key = nullptr;
@@ -167,12 +167,13 @@ struct CudaForward::Impl {
   // `rows` logits rows from the device to the caller's (pageable) memory, waiting for them. Rows
   // that fit go through pinned_logits: a pinned copy at full PCIe speed plus a host copy take about
   // half the time of a copy into pageable memory (a 16-row verify moves 16 MiB at 262K vocabulary).
-  void logits_to_host(float* dst, const float* src, size_t rows, size_t n_vocab) {
+  // with_argmax: the step took its argmax key (Ops::takes_argmax), copied and decoded here too.
+  void logits_to_host(float* dst, const float* src, size_t rows, size_t n_vocab, bool with_argmax) {
     const size_t bytes = rows * n_vocab * sizeof(float);
     argmax = -1;
     if (!pinned_logits || rows > pinned_logit_rows) return check(cuda::copy_to_host(dst, src, bytes, stream));
     check(cuda::copy_to_host(pinned_logits, src, bytes, stream));
-    const bool key = rows == 1 && d_argmax_key && pinned_key;
+    const bool key = with_argmax && pinned_key;
     if (key) check(cuda::copy_to_host(pinned_key, d_argmax_key, sizeof(*pinned_key), stream));
     check(cuda::synchronize(stream));
     if (!first_error.is_ok()) return;

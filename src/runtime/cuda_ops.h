@@ -67,13 +67,16 @@ struct Ops {
     im.check(cuda::copy_to_device(im.d_tokens, tokens, n * sizeof(int32_t), im.stream));
     im.check(cuda::copy_to_device(im.d_pos, im.host_pos.data(), n * sizeof(int32_t), im.stream));
   }
+  // Whether the greedy argmax of these logits is taken on the device (Engine::last_argmax): one
+  // row of an eval() (a decode step), not a draft, verify or tree pass (range), whose callers read
+  // the logits themselves.
+  bool takes_argmax(uint32_t rows) const { return rows == 1 && !range && im.d_argmax_key; }
   void logits_done(uint32_t r0, uint32_t rows) {
-    // One row (a decode step's): its greedy argmax on the device, copied back with the logits.
-    if (rows == 1 && im.d_argmax_key)
+    if (takes_argmax(rows))
       im.check(cuda::argmax_key(im.d_logits, int64_t(spec.hp.n_vocab), im.d_argmax_key, im.stream));
     if (im.capturing) return;  // copied after the graph launch
     const size_t nv = spec.hp.n_vocab;
-    im.logits_to_host(host_logits + r0 * nv, im.d_logits, rows, nv);
+    im.logits_to_host(host_logits + r0 * nv, im.d_logits, rows, nv, takes_argmax(rows));
   }
 
   // The store blocks a chunk running layers L (and the head when `head`) acquires, in order.

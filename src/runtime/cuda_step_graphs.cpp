@@ -115,7 +115,7 @@ bool run_step_graph(CudaForward::Impl& im, Ops& ops, const model::ModelSpec& s, 
   if (im.store) im.check(im.store->graph_launched(schedule, warm));
 
   // Outputs, outside the graph.
-  if (rows > 0) im.logits_to_host(ops.host_logits, im.d_logits, rows, s.hp.n_vocab);
+  if (rows > 0) im.logits_to_host(ops.host_logits, im.d_logits, rows, s.hp.n_vocab, ops.takes_argmax(rows));
   if (L.store_hidden) im.check(cuda::copy_to_host(ops.range->hidden_out, im.buf.x, hidden_bytes, im.stream));
   return true;
 }

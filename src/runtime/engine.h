@@ -201,8 +201,9 @@ class Engine {
   virtual uint64_t graph_captures() const { return 0; }
   // runtime::argmax (sampler.h) of the logits the last call wrote, where that call was an eval()
   // with Logits::last and the engine took the maximum while computing them (the CPU engine: the
-  // head's thread-team parts each keep the maximum of their rows, so no serial pass over the
-  // vocabulary follows); else -1. For a caller that takes the argmax of those logits unmodified.
+  // head's thread-team parts each keep the maximum of their rows; the CUDA engine: a kernel in the
+  // step, its answer copied back with the logits), so no serial pass over the vocabulary follows;
+  // else -1. For a caller that takes the argmax of those logits unmodified.
   virtual int32_t last_argmax() const { return -1; }
 };
 
