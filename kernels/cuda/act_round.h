@@ -50,4 +50,16 @@ Status attention_round(const float* d_q, const int32_t* d_pos, int64_t n_q, cons
 // where r.q, the result's rounding into r.
 Status gated_act_round(bool gelu, float* d_gate, const float* d_up, int64_t n, const ActRounding& r, Stream s);
 
+// The FFN's gate and up GEMVs of one column in one kernel (gemv_gated.cu): d_out = act(W_gate x) *
+// (W_up x), silu or gelu_tanh, and where next.q, d_out's rounding for the down matrix into next.
+// x's rounding must be in ws already (as matmul(..., reuse_act = true) reads it: the norm before
+// makes it); next must not overlap it. The bits of matmul(gate), matmul(up), gated_act_round.
+// d_counters: kGatedCounterBytes of device memory, zero before the call and zero again after it;
+// calls that share them must be on one stream. gated_gemv_applies says where it runs: one column,
+// gate and up of one K type (q3_K, q4_K, q5_K) in the GPU layout, same shape, n_out % 32 == 0.
+inline constexpr size_t kGatedCounterBytes = 16 * 1024;  // one counter per 32 outputs: n_ff <= 131072
+bool gated_gemv_applies(const WeightView& gate, const WeightView& up, int n_cols);
+Status gated_gemv(bool gelu, const WeightView& gate, const WeightView& up, int n_cols, float* d_out, Workspace ws,
+                  const ActRounding& next, unsigned* d_counters, Stream s);
+
 }  // namespace strata::kernels::cuda

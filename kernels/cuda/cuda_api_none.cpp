@@ -73,6 +73,10 @@ Status qk_norm_rope_kv(float*, float*, const float*, const int32_t*, int64_t, co
   return none("qk_norm_rope_kv");
 }
 Status gated_act_round(bool, float*, const float*, int64_t, const ActRounding&, Stream) { return none("gated_act_round"); }
+bool gated_gemv_applies(const WeightView&, const WeightView&, int) { return false; }
+Status gated_gemv(bool, const WeightView&, const WeightView&, int, float*, Workspace, const ActRounding&, unsigned*, Stream) {
+  return none("gated_gemv");
+}
 Status rms_norm(const float*, const float*, int64_t, int64_t, float, float*, Stream) { return none("rms_norm"); }
 Status rope(float*, const int32_t*, int64_t, int64_t, int64_t, float, float, const float*, bool, Stream) {
   return none("rope");

@@ -16,6 +16,7 @@
 #include "kernels/cuda/act_round.h"
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/gated_act.cuh"
 #include "kernels/cuda/matmul_internal.h"
 #include "kernels/cuda/pdl_launch.cuh"
 
@@ -66,13 +67,8 @@ __global__ void rope_kernel(float* x, const int32_t* __restrict__ pos, int64_t n
 
 // ---- gated activations and add ----
 
-__device__ __forceinline__ float silu_mul1(float g, float u) {
-  return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
-}
-__device__ __forceinline__ float gelu_tanh_mul1(float g, float u) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * u;
-}
+using detail::gelu_tanh_mul1;
+using detail::silu_mul1;
 
 // gate[i] = f(gate[i], up[i]); four elements per 16-byte load where both are 16-byte aligned (a
 // 4096-token prefill chunk's FFN is 88M elements: scalar loads reached ~half of device read). The

@@ -308,6 +308,12 @@ Status CudaForward::allocate() {
   auto key = im.alloc(64, "activations argmax");
   if (!key) return key.status();
   im.d_argmax_key = static_cast<unsigned long long*>(*key);
+  if (const char* env = std::getenv("STRATA_GATED_GEMV"); !(env && std::string(env) == "0")) {
+    auto c = im.alloc(cuda::kGatedCounterBytes, "activations gated counters");
+    if (!c) return c.status();
+    STRATA_TRY(cuda::memset_device(*c, 0, cuda::kGatedCounterBytes, im.stream));
+    im.d_gated_counters = static_cast<unsigned*>(*c);
+  }
   if (im.host_embed) {
     auto p = cuda::pinned_alloc(n * d * sizeof(float));
     if (!p) return p.status();

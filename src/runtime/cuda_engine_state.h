@@ -88,6 +88,10 @@ struct CudaForward::Impl {
   unsigned long long* d_argmax_key = nullptr;
   unsigned long long* pinned_key = nullptr;
   int32_t argmax = -1;
+  // The fused gate/up GEMV's per-block counters (act_round.h gated_gemv, kGatedCounterBytes, zero
+  // between calls); null with STRATA_GATED_GEMV=0, where gate, up and the activation run as three
+  // ops (the same bits: an A/B switch).
+  unsigned* d_gated_counters = nullptr;
   cuda::Workspace ws;
   void* d_cublas_ws = nullptr;
   // Ops::matmuls (cuda_ops.h): the 2nd and 3rd matrices of a group (K and V beside Q, up beside

@@ -51,7 +51,13 @@ struct Ops {
     int64_t n_in = 0;
     uint32_t n = 0;
     int key = 0;
+    size_t ws_offset = 0;  // where in ws (0, or past x's rounding: gated_matmuls writes the down input's there)
   } rounded = {};
+  // The workspace whose start holds rounded's rounding.
+  cuda::Workspace rounded_ws() const {
+    if (rounded.ws_offset == 0) return im.ws;
+    return {static_cast<uint8_t*>(im.ws.d_ptr) + rounded.ws_offset, im.ws.bytes - rounded.ws_offset};
+  }
 
   // Before every device op: it may change the activations the host copied for a cpu-tier matmul,
   // and the workspace or the input of the rounded activations.
@@ -216,10 +222,12 @@ struct Ops {
     }
     const int key = cuda::matmul_act_key(w, int(n), im.ws);
     const bool reuse = key != 0 && rounded.key == key && rounded.x == x && rounded.n_in == w.n_in && rounded.n == n;
+    const cuda::Workspace ws = reuse ? rounded_ws() : im.ws;
+    const size_t ws_offset = reuse ? rounded.ws_offset : 0;
     device_op();
     OpSpan op(im, [&] { return fmt::format("matmul {} {}x{} n={}", ggml_type_info(w.type).name, w.n_in, w.n_out, n); });
-    im.check(cuda::matmul(w, x, int(n), y, im.ws, im.stream, reuse));
-    if (key != 0 && y != x) rounded = {x, w.n_in, n, key};
+    im.check(cuda::matmul(w, x, int(n), y, ws, im.stream, reuse));
+    if (key != 0 && y != x) rounded = {x, w.n_in, n, key, ws_offset};
   }
   // Matrices of one input side by side (cuda_engine_state.h "Side"): x rounded once on the main
   // stream (or already, by the norm before), then matrices 1.. on the side streams after a fork
@@ -238,7 +246,7 @@ struct Ops {
       return;
     }
     const int64_t n_in = jobs[0].w->n_in;
-    if (!(rounded.key == key && rounded.x == x && rounded.n_in == n_in && rounded.n == n)) {
+    if (!(rounded.key == key && rounded.x == x && rounded.n_in == n_in && rounded.n == n && rounded.ws_offset == 0)) {
       device_op();
       im.check(cuda::round_act(x, n_in * n, cuda::act_rounding(*jobs[0].w, int(n), im.ws), im.stream));
       rounded = {x, n_in, n, key};
@@ -252,6 +260,34 @@ struct Ops {
     }
     matmul(*jobs[0].w, x, n, jobs[0].y);
     for (int j = 1; j < count; ++j) im.check(cuda::stream_wait(im.stream, im.side[size_t(j - 1)].join));
+  }
+  // FFN gate and up of a one-row step in one kernel with the activation and the down matrix's
+  // rounding (act_round.h gated_gemv; forward_pass.h gated_matmuls): one kernel instead of two side
+  // by side and the activation after them. The down input's rounding goes past x's in ws (x's is
+  // still being read while it is written), and `rounded` says where. False (nothing run) where it
+  // does not apply: the caller runs matmuls and gated_act, which give the same bits.
+  bool gated_matmuls(model::FfnActivation act, const MatmulJob* gate_up, const float* x, uint32_t n,
+                     const kernels::WeightView* next) {
+    if (!im.d_gated_counters || n != 1 || !next || !im.ws.d_ptr) return false;
+    const kernels::WeightView &gate = *gate_up[0].w, &up = *gate_up[1].w;
+    if (im.host && (im.host_view.count(&gate) || im.host_view.count(&up))) return false;
+    if (!cuda::gated_gemv_applies(gate, up, int(n))) return false;
+    const int key = cuda::matmul_act_key(gate, int(n), im.ws);
+    if (key == 0) return false;
+    const size_t offset = (cuda::workspace_bytes_for_gemv(gate, int(n)) + 255) / 256 * 256;
+    const bool rounds_next = im.fused_rounding && next->n_in == gate.n_out &&
+                             offset + cuda::workspace_bytes_for_gemv(*next, int(n)) <= im.ws.bytes;
+    const bool have_x = rounded.key == key && rounded.x == x && rounded.n_in == gate.n_in && rounded.n == n &&
+                        rounded.ws_offset == 0;
+    device_op();
+    OpSpan op(im, [&] { return fmt::format("gated_gemv {} {}x{}", ggml_type_info(gate.type).name, gate.n_in, gate.n_out); });
+    if (!have_x) im.check(cuda::round_act(x, gate.n_in * n, cuda::act_rounding(gate, int(n), im.ws), im.stream));
+    const cuda::Workspace after{static_cast<uint8_t*>(im.ws.d_ptr) + offset, im.ws.bytes - offset};
+    const cuda::ActRounding r = rounds_next ? cuda::act_rounding(*next, int(n), after) : cuda::ActRounding{};
+    im.check(cuda::gated_gemv(act == model::FfnActivation::gelu_tanh, gate, up, int(n), gate_up[0].y, im.ws, r,
+                              im.d_gated_counters, im.stream));
+    if (r.q) rounded = {gate_up[0].y, next->n_in, n, r.key, offset};
+    return true;
   }
   // The kernels' form of r for rows at positions pos (device) of this chunk. For a step-sized
   // chunk its angles come from a table (cuda_api.h rope_angles) that the first layer of each RoPE

@@ -1,0 +1,189 @@
+// The FFN's gate and up matrices of one column in one kernel, with the gated activation and the
+// down matrix's int8 rounding on the way out (act_round.h gated_gemv). Why: a decode step ran them
+// as gate GEMV || up GEMV (two streams) -> gated_act_round, i.e. one more kernel boundary per layer
+// on the critical path, two launches of ~2700 CTAs for a 27B each with its own ramp and tail, and
+// every warp loading the same activations twice. Here a CTA takes the same 8 rows of both matrices:
+// each warp stages its gate and up tiles of a chunk through a shared-memory ring (cp.async, as
+// gemv_gpu_async_kernel), loads the chunk's activations once and adds both terms.
+//
+// Same bits as the three ops: per matrix the arithmetic and order of gemv_gpu_kernel (gemv_gpu.cuh
+// gemv_tile_add, W warps per CTA as gemv_warps picks for the shape, partials summed in warp order),
+// the activation by the same device function as the element-wise kernel (gated_act.cuh), and the
+// rounding by round_store4 on the same floats. The rounding needs whole 32-element blocks, i.e. 4
+// CTAs' rows: each CTA publishes its 8 outputs (store, __threadfence, then a per-block counter),
+// and the block's last CTA rounds the 32 floats and resets the counter (the attention kernel's
+// "last block done", attention_decode.cu).
+#include <algorithm>
+
+#include "kernels/cuda/act_round.cuh"
+#include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/gated_act.cuh"
+#include "kernels/cuda/gemv_gpu_launch.cuh"
+
+namespace strata::kernels::cuda {
+namespace detail {
+namespace {
+
+// One chunk of gate and of up for column 0: gemv_tile_add's terms for each reader, the activations
+// loaded once.
+template <class D>
+__device__ __forceinline__ void gemv_tile_add_pair(D& ra, D& rb, const ActGpu& xc, int64_t n_in, int t, float& acc_a,
+                                                   float& acc_b) {
+  constexpr int S = D::kSubs;
+  uint32_t xw[S][2];
+  float dx[2];
+  int sx[4] = {0, 0, 0, 0};
+  load_act<D>(xc, 0, n_in, 0, t, xw, dx, sx);
+  const auto add = [&](D& r, float& acc) {
+    if constexpr (!D::kLaneScales) r.finish();
+    uint32_t b[S][2];
+#pragma unroll
+    for (int j = 0; j < S; ++j) b[j][0] = r.codes(j, 0), b[j][1] = r.codes(j, 1);
+    const OwnScales<D> o(r, t);
+    float v = lane_term<D>(r, o, b, xw, dx, sx);
+    v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+    acc = __fadd_rn(acc, v);
+  };
+  add(ra, acc_a);
+  add(rb, acc_b);
+}
+
+// Tile pairs in flight per warp: R = 2 pairs, the 4 tiles of the separate kernels' ring.
+constexpr int kGatedRing = 2;
+
+template <class D, int W, int R, bool kGelu>
+__global__ void __launch_bounds__(W * 32, 4 * 8 / W)
+    gemv_gated_kernel(const uint8_t* __restrict__ wg, const uint8_t* __restrict__ wu, int64_t n_in, int64_t n_out,
+                      ActGpu x, float* __restrict__ out, ActRounding next, unsigned* __restrict__ counters, bool pdl) {
+  static_assert(!HasTable<D>::value && D::kTile % 16 == 0 && D::kSubs == 8 && R >= 1);
+  extern __shared__ __align__(16) uint8_t gated_ring[];  // [W][R][2][kTile]
+  auto ring = reinterpret_cast<uint8_t (*)[R][2][D::kTile]>(gated_ring);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int64_t n_chunks = n_in / D::kChunk, G = blockIdx.x;
+  const int n_mine = warp < n_chunks ? int((n_chunks - warp + W - 1) / W) : 0;
+  const uint64_t first = uint64_t(G) * uint64_t(n_chunks) * D::kTile + uint64_t(warp) * D::kTile;
+  // Tile pair k of this warp (chunk warp + k W) into slot k % R; one commit group per pair, empty
+  // past the last, so that wait_group<R - 1> always means "pair k has landed".
+  auto issue = [&](int k) {
+    if (k < n_mine) {
+      const uint64_t src = first + uint64_t(k) * W * D::kTile;
+#pragma unroll
+      for (int o = lane * 16; o < D::kTile; o += 32 * 16) {
+        gemv_cp_async16(ring[warp][k % R][0] + o, wg + src + o);
+        gemv_cp_async16(ring[warp][k % R][1] + o, wu + src + o);
+      }
+    }
+    gemv_cp_async_commit();
+  };
+#pragma unroll
+  for (int k = 0; k < R; ++k) issue(k);
+  if (pdl) pdl_wait();
+  pdl_launch_dependents();
+  float acc_g = 0.0f, acc_u = 0.0f;
+  constexpr int S = D::kSubs;
+  ActGpu xc{x.q + int64_t(warp) * D::kChunk, x.d + int64_t(warp) * S, x.s16 + int64_t(warp) * 2 * S};
+  for (int k = 0; k < n_mine; ++k, xc.q += W * D::kChunk, xc.d += W * S, xc.s16 += W * 2 * S) {
+    gemv_cp_async_wait<R - 1>();
+    __syncwarp();  // every lane's copies of pair k have landed
+    D rg, ru;
+    rg.load_raw(SmemTile{ring[warp][k % R][0]}, lane, g);
+    ru.load_raw(SmemTile{ring[warp][k % R][1]}, lane, g);
+    gemv_tile_add_pair<D>(rg, ru, xc, n_in, t, acc_g, acc_u);
+    __syncwarp();  // every lane is done with slot k % R: refill it, R pairs ahead
+    issue(k + R);
+  }
+  // The warps' partials in warp order (gemv_store_rows' sums), then act(gate) * up.
+  __shared__ float red[W][2][8];
+  __shared__ bool rounds_block;
+  if (t == 0) red[warp][0][g] = acc_g, red[warp][1][g] = acc_u;
+  __syncthreads();
+  const int64_t row = G * 8 + threadIdx.x;
+  if (threadIdx.x < 8 && row < n_out) {
+    float vg = 0.0f, vu = 0.0f;
+#pragma unroll
+    for (int k = 0; k < W; ++k) vg = __fadd_rn(vg, red[k][0][threadIdx.x]), vu = __fadd_rn(vu, red[k][1][threadIdx.x]);
+    out[row] = kGelu ? gelu_tanh_mul1(vg, vu) : silu_mul1(vg, vu);
+    __threadfence();  // the row is visible before the counter below says so
+  }
+  if (!next.q) return;
+  // n_out % 32 == 0 (gated_gemv checks): every 32-element block has 4 row groups.
+  const int64_t blk = G >> 2;
+  __syncthreads();
+  if (threadIdx.x == 0) rounds_block = atomicAdd(&counters[blk], 1u) == 3u;
+  __syncthreads();
+  if (!rounds_block || warp != 0) return;
+  __threadfence();
+  const int64_t e = blk * 32 + 4 * (lane & 7);
+  // L2 loads (ld.global.cg): the other CTAs' rows, never a stale L1 line.
+  const float4 v = lane < 8 ? __ldcg(reinterpret_cast<const float4*>(out + e)) : make_float4(0.f, 0.f, 0.f, 0.f);
+  round_store4(v, e, lane < 8, next);
+  if (lane == 0) counters[blk] = 0u;  // for the next call (stream order: after this kernel)
+}
+
+template <class D, int W, bool kGelu>
+void launch_gated(const WeightView& gate, const WeightView& up, const ActGpu& x, float* out, const ActRounding& next,
+                  unsigned* counters, cudaStream_t s) {
+  constexpr auto kernel = gemv_gated_kernel<D, W, kGatedRing, kGelu>;
+  constexpr int kBytes = W * kGatedRing * 2 * D::kTile;
+  static const bool sized = [] {
+    (void)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+    (void)cudaGetLastError();
+    return true;
+  }();
+  (void)sized;
+  launch_kernel_smem(kernel, unsigned((gate.n_out + 7) / 8), W * 32, kBytes, s, gate.data, up.data, gate.n_in,
+                     gate.n_out, x, out, next, counters, gpu_gemv_pdl());
+}
+
+template <class D>
+void launch_gated_type(bool gelu, const WeightView& gate, const WeightView& up, const ActGpu& x, float* out,
+                       const ActRounding& next, unsigned* counters, cudaStream_t s) {
+  // The split of the separate GEMV (gemv_warps: a function of the shape), so the same sums.
+  const bool w16 = gemv_warps(gate, D::kChunk) == 16;
+  if (gelu) {
+    w16 ? launch_gated<D, 16, true>(gate, up, x, out, next, counters, s)
+        : launch_gated<D, 8, true>(gate, up, x, out, next, counters, s);
+  } else {
+    w16 ? launch_gated<D, 16, false>(gate, up, x, out, next, counters, s)
+        : launch_gated<D, 8, false>(gate, up, x, out, next, counters, s);
+  }
+}
+
+}  // namespace
+}  // namespace detail
+
+bool gated_gemv_applies(const WeightView& gate, const WeightView& up, int n_cols) {
+  const bool type_ok = gate.type == GgmlType::Q3_K || gate.type == GgmlType::Q4_K || gate.type == GgmlType::Q5_K;
+  return n_cols == 1 && type_ok && gate.type == up.type && gate.layout == WeightLayout::kGpu &&
+         up.layout == WeightLayout::kGpu && gate.n_in == up.n_in && gate.n_out == up.n_out && gate.n_in > 0 &&
+         gate.n_in % 256 == 0 && gate.n_out > 0 && gate.n_out % 32 == 0 &&
+         gate.n_out / 32 <= int64_t(kGatedCounterBytes / sizeof(unsigned)) && gate.data && up.data;
+}
+
+Status gated_gemv(bool gelu, const WeightView& gate, const WeightView& up, int n_cols, float* d_out, Workspace ws,
+                  const ActRounding& next, unsigned* d_counters, Stream s) {
+  if (!gated_gemv_applies(gate, up, n_cols))
+    return Status::error("gated_gemv: gate {} x {} and up {} x {} ({} columns) are not a pair it computes", gate.n_in,
+                         gate.n_out, up.n_in, up.n_out, n_cols);
+  if (!d_out || !d_counters) return Status::error("gated_gemv: null output or counters");
+  const ActRounding x = act_rounding(gate, n_cols, ws);
+  if (!x.q) return Status::error("gated_gemv: the workspace holds no rounding of x for this matrix");
+  if (next.q) {
+    // The down matrix's rounding must not overlap x's (other CTAs still read x while it is written).
+    const auto* lo = reinterpret_cast<const char*>(ws.d_ptr);
+    const auto* at = reinterpret_cast<const char*>(next.q);
+    if (at >= lo && at < lo + workspace_bytes_for_gemv(gate, n_cols))
+      return Status::error("gated_gemv: the rounding of the output overlaps the rounding of x");
+  }
+  const detail::ActGpu ax{x.q, x.d, x.s16};
+  const cudaStream_t st = cudaStream_t(s);
+  switch (gate.type) {
+    case GgmlType::Q3_K: detail::launch_gated_type<detail::GpuQ3K>(gelu, gate, up, ax, d_out, next, d_counters, st); break;
+    case GgmlType::Q4_K: detail::launch_gated_type<detail::GpuQ4K>(gelu, gate, up, ax, d_out, next, d_counters, st); break;
+    default: detail::launch_gated_type<detail::GpuQ5K>(gelu, gate, up, ax, d_out, next, d_counters, st); break;
+  }
+  return detail::launch_status(gelu ? "gated_gemv gelu" : "gated_gemv silu");
+}
+
+}  // namespace strata::kernels::cuda
