@@ -25,10 +25,13 @@ def main():
     gemv = [i for i, r in enumerate(rows) if 'gemv' in r[2]]
     head_grid = max(rows[i][3] for i in gemv)
     heads = [i for i in gemv if rows[i][3] == head_grid]
-    if len(heads) < 2:
+    # A head may run in parts (launches within a few kernels of each other): a step ends at the
+    # last part of its group.
+    ends = [h for k, h in enumerate(heads) if k + 1 == len(heads) or heads[k + 1] - h > 5]
+    if len(ends) < 2:
         sys.exit('fewer than two head GEMVs: no whole step in the trace')
-    step = rows[heads[-2] + 1: heads[-1] + 1]
-    t0, t1 = rows[heads[-2]][1], step[-1][1]
+    step = rows[ends[-2] + 1: ends[-1] + 1]
+    t0, t1 = rows[ends[-2]][1], step[-1][1]
     busy, idle_before = 0.0, collections.Counter()
     cur_end = t0
     for s, e, name, _, _ in step:
