@@ -9,4 +9,10 @@ namespace strata::kernels::cuda {
 // per-shape choice: a column's output then never depends on the column count.
 void set_gemv_warps(int warps);
 
+// How the fused gate/up GEMV (act_round.h gated_gemv, gemv_gated.cu) shares a CTA between the two
+// matrices: 0 = split (twice the warps, half on each matrix, 4 tiles ahead; the default), 1 = pair
+// (each warp on both, 2 tile pairs ahead), 2 = pair, 3 pairs ahead. The same bits every way.
+// STRATA_GATED_VARIANT in the environment sets the initial value.
+void set_gated_gemv_variant(int variant);
+
 }  // namespace strata::kernels::cuda

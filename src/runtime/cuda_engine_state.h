@@ -89,8 +89,8 @@ struct CudaForward::Impl {
   unsigned long long* pinned_key = nullptr;
   int32_t argmax = -1;
   // The fused gate/up GEMV's per-block counters (act_round.h gated_gemv, kGatedCounterBytes, zero
-  // between calls); null with STRATA_GATED_GEMV=0, where gate, up and the activation run as three
-  // ops (the same bits: an A/B switch).
+  // between calls); null unless STRATA_GATED_GEMV=1 (cuda_allocate.cpp says why), and then gate,
+  // up and the activation run as three ops (the same bits: an A/B switch).
   unsigned* d_gated_counters = nullptr;
   cuda::Workspace ws;
   void* d_cublas_ws = nullptr;

@@ -1,7 +1,8 @@
 // The fused FFN gate/up GEMV (kernels/cuda/act_round.h gated_gemv) against the three ops it
 // replaces (gemv of gate, gemv of up, both reading x's rounding; gated_act_round with the down
 // matrix's rounding): the same floats and the same int8 codes, scales and sums, bit for bit, for
-// every type it takes, both activations, both warp splits (8 and 16 per CTA), with programmatic
+// every type it takes, both activations, both warp splits (8 and 16 per CTA), every way of sharing
+// a CTA between the matrices (gemv_tuning.h set_gated_gemv_variant), with programmatic
 // dependent launch on and off, on several calls that share the counters (each call must leave
 // them zero). Outputs and roundings are poisoned first, so anything the fused kernel fails to
 // write fails the comparison. Also: where it does not apply, and bad arguments.
@@ -97,11 +98,13 @@ TEST_CASE("cuda gated_gemv equals gate and up GEMVs then gated_act_round, bit fo
       const size_t ws_bytes = offset + kc::workspace_bytes_for_gemv(down, 1);
       for (const int warps : {8, 16}) {
         kc::set_gemv_warps(warps);
+        for (const int variant : {0, 1, 2}) {
+        kc::set_gated_gemv_variant(variant);
         for (const bool pdl : {false, true}) {
           kc::set_gemv_pdl(pdl);
           for (const bool gelu : {false, true}) {
             INFO("type " << ggml_type_info(t).name << " " << sh.n_in << " x " << sh.n_out << " warps " << warps
-                         << " pdl " << pdl << " gelu " << gelu);
+                         << " variant " << variant << " pdl " << pdl << " gelu " << gelu);
             const auto x = random_normal(size_t(sh.n_in), rng, 2.0f);
             DevBuf dx = to_device(x), ws_a(ws_bytes), ws_b(ws_bytes), g_a(size_t(sh.n_out) * 4),
                    u_a(size_t(sh.n_out) * 4), g_b(size_t(sh.n_out) * 4);
@@ -145,9 +148,11 @@ TEST_CASE("cuda gated_gemv equals gate and up GEMVs then gated_act_round, bit fo
             CHECK(differing(got.data(), want.data(), got.size(), 4) == 0);
           }
         }
+        }
       }
     }
   }
+  kc::set_gated_gemv_variant(0);
   kc::set_gemv_warps(0);
   kc::set_gemv_pdl(false);
 }
