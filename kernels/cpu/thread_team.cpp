@@ -58,6 +58,33 @@ T wait_change(const std::atomic<T>& a, T old, std::chrono::microseconds spin) {
   return v;
 }
 
+// The caller's wait in a job of phases: until `fin` differs from `fin_old` (the job's end; returns
+// false) or `gen` from `gen_old` (a phase the caller should help with; returns true). Polls as
+// wait_change does; its sleep is on `fin` alone (a phase published while the caller sleeps is left
+// to the workers).
+bool wait_end_or_phase(const std::atomic<uint32_t>& fin, uint32_t fin_old, const std::atomic<uint32_t>& gen,
+                       uint32_t gen_old, std::chrono::microseconds spin) {
+  auto ended = [&] { return fin.load(std::memory_order_acquire) != fin_old; };
+  auto phase = [&] { return gen.load(std::memory_order_acquire) != gen_old; };
+  if (ended()) return false;
+  if (phase()) return true;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto pause_until = t0 + std::min(spin, kPausePoll), until = t0 + spin;
+  for (int i = 1;; ++i) {
+    cpu_relax();
+    if (ended()) return false;
+    if (phase()) return true;
+    if (i % 64 == 0 && std::chrono::steady_clock::now() >= pause_until) break;
+  }
+  while (std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();
+    if (ended()) return false;
+    if (phase()) return true;
+  }
+  while (!ended()) fin.wait(fin_old, std::memory_order_acquire);
+  return false;
+}
+
 // Sets t_in_task for a scope (the caller's share of a job, a serial fallback).
 struct TaskScope {
   TaskScope() { t_in_task = true; }
@@ -224,16 +251,20 @@ void ThreadTeam::run_phases(const Phase* phases, int n_phases, PartRef after) {
     for (int t = 0; t < size_; ++t) clocks_[size_t(t)].reset();
   phases_ = phases, n_phases_ = n_phases, after_ = after;
   const uint32_t finished = finished_.load(std::memory_order_acquire);
+  uint32_t gen = generation_.load(std::memory_order_acquire);
   int64_t publish_ns = 0;
   {
     TaskScope scope;
     advance(0);  // phase 0's step here, then its parts published
     if (clocks_) publish_ns = team_profile::now_ns();
     work(0);
+    // Until the job's last step has returned (not every worker: one that never woke, preempted or
+    // asleep, delays nothing), the caller helps with each phase a worker publishes.
+    while (wait_end_or_phase(finished_, finished, generation_, gen, spin_)) {
+      gen = generation_.load(std::memory_order_acquire);
+      work(0);
+    }
   }
-  // The job's last step returned, not every worker: one that never woke (preempted, asleep) delays
-  // nothing.
-  for (uint32_t f = finished_.load(std::memory_order_acquire); f == finished;) f = wait_change(finished_, f, spin_);
   if (clocks_) team_profile::record({total_parts, size_, enter_ns, publish_ns, team_profile::now_ns(), clocks_.get()});
 }
 
