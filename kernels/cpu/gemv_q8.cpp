@@ -69,6 +69,16 @@ void Q8RowsJob::part(int p) const {
   }
 }
 
+void Q8RowsJob::prefetch(int p0, int p1) const {
+  for (int j = 0; j < count; ++j) {
+    const int64_t r0 = parts.rows(p0, offset[j], *w[j]).first, r1 = parts.rows(p1 - 1, offset[j], *w[j]).second;
+    if (r0 >= r1) continue;
+    const uint8_t* a = w[j]->row(r0);
+    const uint8_t* b = w[j]->row(r1);
+    for (const uint8_t* c = a; c < b; c += 64) __builtin_prefetch(c, 0, 2);
+  }
+}
+
 Q8ActView quantize_q8_input(const float* x, int64_t n_in, int64_t n_tok) {
   return quantize_q8_act(x, n_in, n_tok, act_scratch(n_in, n_tok));
 }

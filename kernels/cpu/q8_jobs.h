@@ -37,6 +37,9 @@ struct Q8RowsJob {
   Q8RowsJob(const WeightView* const* w, float* const* y, int count, const Q8ActView& x);
   int n_parts() const { return parts.n_parts; }
   void part(int p) const;
+  // Asks for the rows of parts [p0, p1) in the L2 cache (prefetch hints: nothing computed, nothing
+  // waited for), so that a thread idle before this job's phase can start its reads early.
+  void prefetch(int p0, int p1) const;
 };
 
 // gated_ffn_q8's parts: rows [r0, r1) of gate and up in whole kQ8Group groups, act, and the

@@ -322,6 +322,15 @@ uint64_t min_part_bytes() {
   return bytes;
 }
 
+int parts_per_thread() {
+  static const int n = [] {
+    const char* e = std::getenv("STRATA_TEAM_PARTS_PER_THREAD");
+    const long v = e ? std::atol(e) : 1;
+    return int(std::clamp<long>(v, 1, 8));
+  }();
+  return n;
+}
+
 int team_threads() {
   // The enclosing arena's size (a tbb::task_arena) capped by the global limit (-t sets a
   // tbb::global_control, which an arena's max_concurrency does not reflect).

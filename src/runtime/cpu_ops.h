@@ -267,7 +267,17 @@ struct CpuOps {
       norm(b.x, l.ffn_norm, n, d, eps, b.h);
       cpu::quantize_q8_act(b.h, g.n_in, n, const_cast<int8_t*>(in.q));
     };
-    auto gate_up_part = [&](int p) { gate_up.part(p); };
+    // STRATA_FFN_PREFETCH=1: a gate/up part then asks for the down rows of the parts the same thread
+    // is likely to own in the next phase (the same share of the part list), so they stream in while
+    // it waits for the phase's last part. Hints only: the same bits either way.
+    const int n_gu = gate_up.n_parts(), n_down = down_job.n_parts();
+    auto gate_up_part = [&](int p) {
+      gate_up.part(p);
+      if (ffn_prefetch()) {
+        const int q0 = int(int64_t(p) * n_down / n_gu), q1 = int(int64_t(p + 1) * n_down / n_gu);
+        if (q0 < q1) down_job.prefetch(q0, q1);
+      }
+    };
     auto down_part = [&](int p) { down_job.part(p); };
     auto output = [&] {
       if (s.post_norms) norm_add(b.x, b.h, l.post_ffw_norm, n, d, eps);
@@ -279,6 +289,13 @@ struct CpuOps {
     cpu::team_run_phases(phases, 2, cpu::part_ref(output));
     q8_src = nullptr;
     return true;
+  }
+  static bool ffn_prefetch() {
+    static const bool on = [] {
+      const char* e = std::getenv("STRATA_FFN_PREFETCH");
+      return e && std::string_view(e) == "1";
+    }();
+    return on;
   }
   static bool phases_enabled() {
     static const bool on = [] {

@@ -2,7 +2,8 @@
 # The CPU engine's decode of a small model on a many-core host: tok/s against the host-read roofline
 # with the FFN block as one team job of phases (default) and as per-op jobs (STRATA_CPU_PHASES=0),
 # the part size swept (STRATA_TEAM_MIN_PART_KB), and where the team's time goes
-# (STRATA_TEAM_PROFILE=1: per call site, the serial gap before a job, wake, tail, efficiency).
+# (STRATA_TEAM_PROFILE=1: per call site, the serial gap before a job, wake, tail, efficiency), and
+# parts per thread (STRATA_TEAM_PARTS_PER_THREAD) x the FFN block's down prefetch (STRATA_FFN_PREFETCH).
 # usage: tools/bench/cpu_team_sweep.sh [strata binary] [model] [threads...]   (defaults: build-cpu/strata,
 # models/strata-tiny-q4_k.gguf, 8 16). Prints to stdout; takes a few minutes.
 set -u
@@ -20,6 +21,14 @@ for T in $THREADS; do
   done
   MODE=int8
   for KB in 8 32 64; do echo -n "t=$T int8 phases=1 min_part_kb=$KB: "; bench STRATA_TEAM_MIN_PART_KB=$KB; done
+  # More parts than threads (late threads' parts taken by early ones) and the down rows prefetched
+  # during the gate/up phase's tail; both leave results unchanged.
+  for R in 1 2; do
+    for PPT in 1 2 4; do for PF in 0 1; do
+      echo -n "t=$T int8 phases=1 parts_per_thread=$PPT ffn_prefetch=$PF: "
+      bench STRATA_TEAM_PARTS_PER_THREAD=$PPT STRATA_FFN_PREFETCH=$PF
+    done; done
+  done
 done
 T=$(echo $THREADS | awk '{print $NF}'); MODE=int8
 for P in 1 0; do
