@@ -2,9 +2,15 @@
 // down matrix's int8 rounding on the way out (act_round.h gated_gemv). Why: a decode step ran them
 // as gate GEMV || up GEMV (two streams) -> gated_act_round, i.e. one more kernel boundary per layer
 // on the critical path, two launches of ~2700 CTAs for a 27B each with its own ramp and tail, and
-// every warp loading the same activations twice. Here a CTA takes the same 8 rows of both matrices:
-// each warp stages its gate and up tiles of a chunk through a shared-memory ring (cp.async, as
-// gemv_gpu_async_kernel), loads the chunk's activations once and adds both terms.
+// every warp loading the same activations twice. Here a CTA takes the same 8 rows of both matrices
+// (the ways to share it: gated_gemv_variant below).
+//
+// Measured slower than the separate kernels in every form, so the engine leaves it off
+// (STRATA_GATED_GEMV=1 turns it on): H100, 27B Q3_K_M resident, bench decode, same binary,
+// alternated: separate 132.4 tok/s; split 117.4-119.1; pair 2 ahead 125.4-126.0; pair 3 ahead
+// 126.9-127.1. ncu: a pair launch 51-53 us for both matrices (0.52 issued warps per scheduler, 1.2
+// eligible), a separate ring kernel 25.7 us (0.71, 2.06), a split launch 61.9 us. So it is slower
+// per byte even alone, and the kernel boundary it removes does not pay for that.
 //
 // Same bits as the three ops: per matrix the arithmetic and order of gemv_gpu_kernel (gemv_gpu.cuh
 // gemv_tile_add, W warps per CTA as gemv_warps picks for the shape, partials summed in warp order),
@@ -28,11 +34,11 @@ namespace {
 // STRATA_GATED_VARIANT sets the initial value (gemv_tuning.h set_gated_gemv_variant).
 std::atomic<int> g_gated_variant{[] {
   const char* env = std::getenv("STRATA_GATED_VARIANT");
-  return env ? std::atoi(env) : 0;
+  return env ? std::atoi(env) : 2;
 }()};
 int gated_gemv_variant() { return g_gated_variant.load(std::memory_order_relaxed); }
 }  // namespace
-void set_gated_gemv_variant(int v) { g_gated_variant.store(v >= 0 && v <= 2 ? v : 0); }
+void set_gated_gemv_variant(int v) { g_gated_variant.store(v >= 0 && v <= 2 ? v : 2); }
 
 namespace detail {
 namespace {
@@ -98,9 +104,10 @@ __global__ void __launch_bounds__((kSplit ? 2 : 1) * W * 32, (kSplit ? 2 : 4) * 
 #pragma unroll
   for (int k = 0; k < R; ++k) issue(k);
   if (pdl) pdl_wait();
-  // The down GEMV after this kernel is launched early (PDL) once every CTA has triggered: not at
-  // the start (its CTAs would wait on SM slots this kernel's later waves need: measured slower),
-  // but when each CTA's loop is done, so that its weight loads fill this kernel's tail.
+  // The down GEMV after this kernel is launched early (PDL) once every CTA has triggered: here
+  // when each CTA's loop is done (its weight loads may then fill this kernel's tail), not at the
+  // start, where its CTAs could hold SM slots this kernel's later waves need. Measured: no
+  // difference either way (H100, 27B: split 117.4 late vs 119.1 early, pair 3 ahead 127.0 vs 127.0).
   if (!kLateTrigger) pdl_launch_dependents();
   float acc_a = 0.0f, acc_b = 0.0f;  // split: this warp's matrix in acc_a; pair: gate, up
   constexpr int S = D::kSubs;

@@ -10,8 +10,9 @@ namespace strata::kernels::cuda {
 void set_gemv_warps(int warps);
 
 // How the fused gate/up GEMV (act_round.h gated_gemv, gemv_gated.cu) shares a CTA between the two
-// matrices: 0 = split (twice the warps, half on each matrix, 4 tiles ahead; the default), 1 = pair
-// (each warp on both, 2 tile pairs ahead), 2 = pair, 3 pairs ahead. The same bits every way.
+// matrices: 0 = split (twice the warps, half on each matrix, 4 tiles ahead), 1 = pair
+// (each warp on both, 2 tile pairs ahead), 2 = pair, 3 pairs ahead (the default: the least slow of
+// the three on an H100, gemv_gated.cu). The same bits every way.
 // STRATA_GATED_VARIANT in the environment sets the initial value.
 void set_gated_gemv_variant(int variant);
 

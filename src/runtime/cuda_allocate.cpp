@@ -308,9 +308,8 @@ Status CudaForward::allocate() {
   auto key = im.alloc(64, "activations argmax");
   if (!key) return key.status();
   im.d_argmax_key = static_cast<unsigned long long*>(*key);
-  // STRATA_GATED_GEMV=1: the fused gate/up GEMV (cuda_ops.h gated_matmuls). Off by default: its
-  // first form (each warp on both matrices, 2 tile pairs ahead) decoded the 27B at 125.5 tok/s
-  // against 131.8 for the separate kernels (H100); the other forms (gemv_tuning.h) are unmeasured.
+  // STRATA_GATED_GEMV=1: the fused gate/up GEMV (cuda_ops.h gated_matmuls). Off by default:
+  // slower than the separate kernels in every form measured (gemv_gated.cu has the figures).
   if (const char* env = std::getenv("STRATA_GATED_GEMV"); env && std::string(env) == "1") {
     auto c = im.alloc(cuda::kGatedCounterBytes, "activations gated counters");
     if (!c) return c.status();

@@ -152,7 +152,7 @@ TEST_CASE("cuda gated_gemv equals gate and up GEMVs then gated_act_round, bit fo
       }
     }
   }
-  kc::set_gated_gemv_variant(0);
+  kc::set_gated_gemv_variant(2);
   kc::set_gemv_warps(0);
   kc::set_gemv_pdl(false);
 }
