@@ -10,6 +10,7 @@
 
 #include "core/ggml_type.h"
 #include "core/rng.h"
+#include "act_round_test_util.h"
 #include "cuda_test_util.h"
 #include "kernels/cuda/act_round.h"
 #include "kernels/cuda/cuda_api.h"
@@ -28,27 +29,6 @@ kernels::WeightView matrix_view(const DevBuf& any, GgmlType type, kernels::Weigh
   w.type = type, w.n_in = n_in, w.n_out = 256, w.layout = layout;
   w.row_bytes = ggml_row_bytes(type, uint64_t(n_in));
   return w;
-}
-
-struct Rounded {
-  std::vector<int8_t> q;
-  std::vector<float> d;
-  std::vector<int> s16;
-};
-
-Rounded download(const kc::ActRounding& r, int64_t n) {
-  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  Rounded out{std::vector<int8_t>(size_t(n)), std::vector<float>(size_t(n / 32)), std::vector<int>(size_t(n / 16))};
-  REQUIRE(cudaMemcpy(out.q.data(), r.q, out.q.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
-  REQUIRE(cudaMemcpy(out.d.data(), r.d, out.d.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
-  REQUIRE(cudaMemcpy(out.s16.data(), r.s16, out.s16.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
-  return out;
-}
-
-void check_same(const Rounded& a, const Rounded& b) {
-  CHECK(std::memcmp(a.q.data(), b.q.data(), a.q.size()) == 0);
-  CHECK(std::memcmp(a.d.data(), b.d.data(), a.d.size() * 4) == 0);
-  CHECK(std::memcmp(a.s16.data(), b.s16.data(), a.s16.size() * 4) == 0);
 }
 
 // Two poisoned workspaces and the rounding matmul(w, ..., n_cols) would make in each: one for the

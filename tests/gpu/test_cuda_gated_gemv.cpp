@@ -13,6 +13,7 @@
 
 #include "core/ggml_type.h"
 #include "core/rng.h"
+#include "act_round_test_util.h"
 #include "cuda_test_util.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "kernels/cuda/act_round.h"
@@ -51,20 +52,6 @@ struct GpuMatrix {
     view = kernels::gpu_layout_view(buf.as<uint8_t>(), t, n_in, n_out);
   }
 };
-
-struct Rounded {
-  std::vector<int8_t> q;
-  std::vector<float> d;
-  std::vector<int> s16;
-};
-Rounded download(const kc::ActRounding& r, int64_t n) {
-  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  Rounded out{std::vector<int8_t>(size_t(n)), std::vector<float>(size_t(n / 32)), std::vector<int>(size_t(n / 16))};
-  REQUIRE(cudaMemcpy(out.q.data(), r.q, out.q.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
-  REQUIRE(cudaMemcpy(out.d.data(), r.d, out.d.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
-  REQUIRE(cudaMemcpy(out.s16.data(), r.s16, out.s16.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
-  return out;
-}
 
 int differing(const void* a, const void* b, size_t n, size_t elem) {
   int k = 0;
