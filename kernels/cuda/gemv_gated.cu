@@ -194,16 +194,6 @@ template <class D>
 int gated_smem_bytes(int variant, int w) {
   return 2 * w * (variant == 1 ? 2 : variant == 2 ? 3 : 4) * D::kTile;
 }
-// The device's opt-in shared memory per CTA (cached per device ordinal).
-int smem_per_block_optin() {
-  static std::atomic<int> cached[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
-  int n = cached[dev].load(std::memory_order_relaxed);
-  if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess)
-    cached[dev].store(n);
-  return n;
-}
 // The variant to run: the chosen one where its ring fits the device's shared memory, else the
 // smallest (a 16-warp q5_K split needs 180 KB: an sm_86 CTA gets at most 99 KB); -1 where none fits.
 template <class D>

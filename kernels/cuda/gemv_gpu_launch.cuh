@@ -37,26 +37,20 @@ void launch_kernel(void (*kernel)(P...), unsigned grid, unsigned block, cudaStre
   launch_kernel_smem(kernel, grid, block, 0, s, args...);
 }
 
-// Streaming multiprocessors of the current device (cached per device ordinal).
-int sm_count() {
+// A device attribute of the current device, cached per device ordinal (0 where the query fails).
+template <cudaDeviceAttr A>
+int cached_device_attribute() {
   static std::atomic<int> cached[64] = {};
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
   int n = cached[dev].load(std::memory_order_relaxed);
-  if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess) cached[dev].store(n);
+  if (n == 0 && cudaDeviceGetAttribute(&n, A, dev) == cudaSuccess) cached[dev].store(n);
   return n;
 }
-
-// Shared memory per SM of the current device (cached per device ordinal).
-int smem_per_sm() {
-  static std::atomic<int> cached[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
-  int n = cached[dev].load(std::memory_order_relaxed);
-  if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) == cudaSuccess)
-    cached[dev].store(n);
-  return n;
-}
+// Streaming multiprocessors, shared memory per SM, and the opt-in shared memory per CTA.
+int sm_count() { return cached_device_attribute<cudaDevAttrMultiProcessorCount>(); }
+int smem_per_sm() { return cached_device_attribute<cudaDevAttrMaxSharedMemoryPerMultiprocessor>(); }
+int smem_per_block_optin() { return cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(); }
 
 // CTAs for `units` row groups (or MMA pairs): one each, or for table readers (HasTable) at most as
 // many as the GPU holds at once -- kCtasPerSm (the kernel's launch bound) where the shared memory
