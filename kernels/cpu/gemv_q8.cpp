@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "core/status.h"
-#include "kernels/cpu/q8_jobs.h"
 #include "kernels/cpu/team_parts.h"
 
 namespace strata::kernels::cpu {
@@ -40,44 +39,22 @@ void* act_scratch(int64_t n_in, int64_t n_tok) {
   return reinterpret_cast<void*>((base + 63) / 64 * 64);
 }
 
-// y[j] = W[j] x for `count` matrices on one input, one team job for all of them (Q8RowsJob).
-void rows_on_team(const WeightView* const* w, float* const* y, int count, const Q8ActView& x) {
-  const Q8RowsJob job(w, y, count, x);
-  static constexpr const char* kLabels[] = {"gemv_q8", "gemv_q8", "gemv_q8 x2", "gemv_q8 x3", "gemv_q8 x4"};
-  const team_profile::Label label(kLabels[std::min(count, 4)]);
-  team_run(job.n_parts(), [&](int p) { job.part(p); });
+// y[j] = W[j] x for `count` matrices on one input: their rows, concatenated, cut into the thread
+// team's parts by bytes (RowParts) at whole kQ8MaxRows groups, one team job for all of them.
+void rows_on_team(const WeightView* const* w, float* const* y, const DotQ8RowsFn* kernels, int count,
+                  const Q8ActView& x) {
+  uint64_t offset[kMaxQ8Group + 1] = {0};
+  for (int j = 0; j < count; ++j) offset[j + 1] = offset[j] + uint64_t(w[j]->n_out) * w[j]->row_bytes;
+  const RowParts parts(offset[count], kQ8MaxRows, x.n_col);
+  team_run(parts.n_parts, [&](int p) {
+    for (int j = 0; j < count; ++j) {
+      const auto [r0, r1] = parts.rows(p, offset[j], *w[j]);
+      if (r0 < r1) matmul_q8_rows(*w[j], x, y[j], kernels[j], r0, r1);
+    }
+  });
 }
 
 }  // namespace
-
-Q8ActView q8_input_layout(int64_t n_in, int64_t n_tok) { return q8_act_layout(n_in, n_tok, act_scratch(n_in, n_tok)); }
-
-Q8RowsJob::Q8RowsJob(const WeightView* const* ws, float* const* ys, int n, const Q8ActView& xv)
-    : count(n), x(xv), parts(0, kQ8MaxRows, xv.n_col) {
-  STRATA_CHECK(count >= 1 && count <= kMaxQ8Group, "Q8RowsJob: {} matrices (1 to {})", count, kMaxQ8Group);
-  for (int j = 0; j < count; ++j) {
-    w[j] = ws[j], y[j] = ys[j], kernel[j] = kernel_for(*ws[j], x, nullptr);
-    offset[j + 1] = offset[j] + uint64_t(ws[j]->n_out) * ws[j]->row_bytes;
-  }
-  parts = RowParts(offset[count], kQ8MaxRows, x.n_col);
-}
-
-void Q8RowsJob::part(int p) const {
-  for (int j = 0; j < count; ++j) {
-    const auto [r0, r1] = parts.rows(p, offset[j], *w[j]);
-    if (r0 < r1) matmul_q8_rows(*w[j], x, y[j], kernel[j], r0, r1);
-  }
-}
-
-void Q8RowsJob::prefetch(int p0, int p1) const {
-  for (int j = 0; j < count; ++j) {
-    const int64_t r0 = parts.rows(p0, offset[j], *w[j]).first, r1 = parts.rows(p1 - 1, offset[j], *w[j]).second;
-    if (r0 >= r1) continue;
-    const uint8_t* a = w[j]->row(r0);
-    const uint8_t* b = w[j]->row(r1);
-    for (const uint8_t* c = a; c < b; c += 64) __builtin_prefetch(c, 0, 2);
-  }
-}
 
 Q8ActView quantize_q8_input(const float* x, int64_t n_in, int64_t n_tok) {
   return quantize_q8_act(x, n_in, n_tok, act_scratch(n_in, n_tok));
@@ -86,15 +63,9 @@ Q8ActView quantize_q8_input(const float* x, int64_t n_in, int64_t n_tok) {
 DotQ8RowsFn q8_kernel_for(const WeightView& w, const Q8ActView& x) { return kernel_for(w, x, nullptr); }
 
 void matmul_q8(const WeightView& w, const Q8ActView& x, float* y, DotQ8RowsFn kernel) {
-  const WeightView* ws[1] = {&w};
-  if (!kernel) return rows_on_team(ws, &y, 1, x);
-  // A chosen kernel (tests, benches): the same parts.
   kernel = kernel_for(w, x, kernel);
-  const RowParts parts(uint64_t(w.n_out) * w.row_bytes, kQ8MaxRows, x.n_col);
-  team_run(parts.n_parts, [&](int p) {
-    const auto [r0, r1] = parts.rows(p, 0, w);
-    if (r0 < r1) matmul_q8_rows(w, x, y, kernel, r0, r1);
-  });
+  const WeightView* ws[1] = {&w};
+  rows_on_team(ws, &y, &kernel, 1, x);
 }
 
 void matmul_q8_group(const WeightView* const* w, float* const* y, int count, const float* x, int64_t n_tok) {
@@ -102,7 +73,9 @@ void matmul_q8_group(const WeightView* const* w, float* const* y, int count, con
   for (int j = 1; j < count; ++j)
     STRATA_CHECK(w[j]->n_in == w[0]->n_in, "matmul_q8_group: rows of {} and of {}", w[0]->n_in, w[j]->n_in);
   const Q8ActView q = quantize_q8_input(x, w[0]->n_in, n_tok);
-  rows_on_team(w, y, count, q);
+  DotQ8RowsFn kernels[kMaxQ8Group];
+  for (int j = 0; j < count; ++j) kernels[j] = kernel_for(*w[j], q, nullptr);
+  rows_on_team(w, y, kernels, count, q);
 }
 
 MaxAt matmul_q8_max(const WeightView& w, const float* x, float* y) {
@@ -111,7 +84,6 @@ MaxAt matmul_q8_max(const WeightView& w, const float* x, float* y) {
   // rows_on_team's parts for one matrix, so every row is computed as matmul_q8 computes it.
   const RowParts parts(uint64_t(w.n_out) * w.row_bytes, kQ8MaxRows, 1);
   std::vector<MaxAt> best(size_t(parts.n_parts));
-  const team_profile::Label label("gemv_q8 max");
   team_run(parts.n_parts, [&](int p) {
     const auto [r0, r1] = parts.rows(p, 0, w);
     if (r0 >= r1) return;

@@ -15,21 +15,10 @@ namespace strata::kernels::cpu {
 // cache-line round trips and the barrier: about a microsecond), so small ops use fewer threads.
 inline constexpr uint64_t kMinPartBytes = 16384;
 
-// kMinPartBytes, or STRATA_TEAM_MIN_PART_KB (read once): for sweeping the trade-off on a many-core
-// host (fewer threads on a small matrix: less hand-over, less bandwidth). Results do not depend on
-// it (every op's parts compute disjoint outputs alike however they are cut).
-uint64_t min_part_bytes();
-
-// Parts an op may have per team thread: 1, or STRATA_TEAM_PARTS_PER_THREAD (read once, 1..8). More
-// parts than threads let the threads that finish first take a late one's (each thread's own parts
-// are consecutive; thread_team.h), at the cost of more claims. For sweeping on a many-core host;
-// results do not depend on it, as for min_part_bytes.
-int parts_per_thread();
-
 // Parts for an op reading `bytes` in at most `max_parts` independent pieces.
 inline int part_count(uint64_t bytes, int64_t max_parts = INT64_MAX) {
-  const int64_t by_size = int64_t(std::max<uint64_t>(1, bytes / min_part_bytes()));
-  return int(std::max<int64_t>(1, std::min<int64_t>({by_size, max_parts, int64_t(team_threads()) * parts_per_thread()})));
+  const int64_t by_size = int64_t(std::max<uint64_t>(1, bytes / kMinPartBytes));
+  return int(std::max<int64_t>(1, std::min<int64_t>({by_size, max_parts, team_threads()})));
 }
 
 // The rows of one or several matrices, concatenated (matrix j from byte offset_j), cut into

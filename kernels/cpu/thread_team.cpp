@@ -15,8 +15,6 @@
 #endif
 
 #include "core/status.h"
-#include "kernels/cpu/team_parts.h"
-#include "kernels/cpu/team_profile.h"
 
 namespace strata::kernels::cpu {
 
@@ -58,33 +56,6 @@ T wait_change(const std::atomic<T>& a, T old, std::chrono::microseconds spin) {
   return v;
 }
 
-// The caller's wait in a job of phases: until `fin` differs from `fin_old` (the job's end; returns
-// false) or `gen` from `gen_old` (a phase the caller should help with; returns true). Polls as
-// wait_change does; its sleep is on `fin` alone (a phase published while the caller sleeps is left
-// to the workers).
-bool wait_end_or_phase(const std::atomic<uint32_t>& fin, uint32_t fin_old, const std::atomic<uint32_t>& gen,
-                       uint32_t gen_old, std::chrono::microseconds spin) {
-  auto ended = [&] { return fin.load(std::memory_order_acquire) != fin_old; };
-  auto phase = [&] { return gen.load(std::memory_order_acquire) != gen_old; };
-  if (ended()) return false;
-  if (phase()) return true;
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto pause_until = t0 + std::min(spin, kPausePoll), until = t0 + spin;
-  for (int i = 1;; ++i) {
-    cpu_relax();
-    if (ended()) return false;
-    if (phase()) return true;
-    if (i % 64 == 0 && std::chrono::steady_clock::now() >= pause_until) break;
-  }
-  while (std::chrono::steady_clock::now() < until) {
-    std::this_thread::yield();
-    if (ended()) return false;
-    if (phase()) return true;
-  }
-  while (!ended()) fin.wait(fin_old, std::memory_order_acquire);
-  return false;
-}
-
 // Sets t_in_task for a scope (the caller's share of a job, a serial fallback).
 struct TaskScope {
   TaskScope() { t_in_task = true; }
@@ -98,31 +69,12 @@ void run_serial(int n_parts, ThreadTeam::PartRef fn) noexcept {
   for (int p = 0; p < n_parts; ++p) fn.call(fn.ctx, p);
 }
 
-// A job of phases in order on the calling thread.
-void run_phases_serial(const ThreadTeam::Phase* phases, int n_phases, ThreadTeam::PartRef after) noexcept {
-  TaskScope scope;
-  for (int i = 0; i < n_phases; ++i) {
-    if (phases[i].before.call) phases[i].before.call(phases[i].before.ctx, 0);
-    for (int p = 0; p < phases[i].n_parts; ++p) phases[i].part.call(phases[i].part.ctx, p);
-  }
-  if (after.call) after.call(after.ctx, 0);
-}
-
-// run_serial, recorded as a job of one thread where STRATA_TEAM_PROFILE is on.
-void run_serial_profiled(int n_parts, ThreadTeam::PartRef fn) noexcept {
-  if (n_parts <= 0 || !team_profile::enabled()) return run_serial(n_parts, fn);
-  const int64_t enter_ns = team_profile::now_ns();
-  run_serial(n_parts, fn);
-  team_profile::record({n_parts, 1, enter_ns, enter_ns, team_profile::now_ns(), nullptr});
-}
-
 }  // namespace
 
 bool in_team_task() { return t_in_task; }
 
 ThreadTeam::ThreadTeam(int n_threads, std::chrono::microseconds spin)
     : size_(n_threads), spin_(spin), slots_(new Slot[size_t(std::max(1, n_threads))]) {
-  if (team_profile::enabled()) clocks_.reset(new team_profile::PartClock[size_t(std::max(1, n_threads))]);
   STRATA_CHECK(n_threads >= 1, "ThreadTeam: {} threads", n_threads);
   workers_.reserve(size_t(n_threads - 1));
   for (int t = 1; t < n_threads; ++t) workers_.emplace_back([this, t] { worker(t); });
@@ -148,15 +100,10 @@ constexpr uint64_t pack(int end, int next) { return uint64_t(uint32_t(end)) << 3
 }  // namespace
 
 void ThreadTeam::work(int thread) noexcept {
-  while (work_once(thread)) {
-  }
-}
-
-bool ThreadTeam::work_once(int thread) noexcept {
   // Own parts first, then the others' from the next thread on. A valid claim (next < end) keeps
-  // its phase alive until this thread counts the part done, so fn_, n_parts_ and phase_ read after
-  // it are that phase's, whichever job this thread thought it was serving (the slot's release
-  // store and this acquire-RMW order them).
+  // its job alive until this thread counts the part done, so fn_ and n_parts_ read after it are
+  // that job's, whichever job this thread thought it was serving (the slot's release store and
+  // this acquire-RMW order them).
   for (int k = 0; k < size_; ++k) {
     std::atomic<uint64_t>& slot = slots_[size_t((thread + k) % size_)].next;
     for (;;) {
@@ -169,49 +116,12 @@ bool ThreadTeam::work_once(int thread) noexcept {
       if (p >= end) break;
       const PartRef fn = fn_;
       const int n_parts = n_parts_;
-      if (clocks_) {
-        const int64_t t0 = team_profile::now_ns();
-        fn.call(fn.ctx, p);
-        clocks_[size_t(thread)].add(t0, team_profile::now_ns());
-      } else {
-        fn.call(fn.ctx, p);
-      }
-      // The phase's last part: this thread runs the next serial step and publishes the next phase
-      // (or ends the job), then scans again from its own slot. seq_cst: see advance.
-      if (done_.fetch_add(1) + 1 == n_parts) {
-        advance(phase_ + 1);
-        return true;
-      }
+      fn.call(fn.ctx, p);
+      // seq_cst: the caller's sleep (atomic::wait) and this notify must not miss each other.
+      if (done_.fetch_add(1) + 1 == n_parts) done_.notify_one();
       if (p + 1 == end) break;  // that was the slot's last part
     }
   }
-  return false;
-}
-
-void ThreadTeam::publish(int phase) noexcept {
-  // The previous phase's parts are all done and its slots exhausted: nothing reads these now.
-  phase_ = phase;
-  fn_ = phases_[phase].part;
-  n_parts_ = phases_[phase].n_parts;
-  done_.store(0, std::memory_order_relaxed);
-  for (int t = 0; t < size_; ++t) {
-    const auto [p0, p1] = parts_of(t, size_, n_parts_);
-    slots_[size_t(t)].next.store(pack(p1, p0), std::memory_order_release);
-  }
-  generation_.fetch_add(1);  // seq_cst: wakes pollers; see wait_change for sleepers
-  generation_.notify_all();
-}
-
-void ThreadTeam::advance(int phase) noexcept {
-  for (; phase < n_phases_; ++phase) {
-    const Phase& ph = phases_[phase];
-    if (ph.before.call) ph.before.call(ph.before.ctx, 0);
-    if (ph.n_parts > 0) return publish(phase);
-  }
-  if (after_.call) after_.call(after_.ctx, 0);
-  // seq_cst: the caller's sleep (atomic::wait) and this notify must not miss each other.
-  finished_.fetch_add(1);
-  finished_.notify_one();
 }
 
 void ThreadTeam::worker(int thread) {
@@ -227,45 +137,24 @@ void ThreadTeam::worker(int thread) {
 void ThreadTeam::run_ref(int n_parts, PartRef fn) {
   STRATA_CHECK(!t_in_task, "ThreadTeam::run from inside a team task (nested parallel jobs are not supported)");
   if (n_parts <= 0) return;
-  if (size_ == 1 || n_parts == 1) {
-    const int64_t enter_ns = clocks_ ? team_profile::now_ns() : 0;
-    run_serial(n_parts, fn);
-    if (clocks_) team_profile::record({n_parts, 1, enter_ns, enter_ns, team_profile::now_ns(), nullptr});
-    return;
+  if (size_ == 1 || n_parts == 1) return run_serial(n_parts, fn);
+  // The previous job's parts are all done and its slots exhausted: nothing reads these now.
+  fn_ = fn;
+  n_parts_ = n_parts;
+  done_.store(0, std::memory_order_relaxed);
+  for (int t = 0; t < size_; ++t) {
+    const auto [p0, p1] = parts_of(t, size_, n_parts);
+    slots_[size_t(t)].next.store(pack(p1, p0), std::memory_order_release);
   }
-  single_ = Phase{n_parts, fn, {nullptr, nullptr}};
-  run_phases(&single_, 1);
-}
-
-void ThreadTeam::run_phases(const Phase* phases, int n_phases, PartRef after) {
-  STRATA_CHECK(!t_in_task, "ThreadTeam::run_phases from inside a team task (nested parallel jobs are not supported)");
-  const int64_t enter_ns = clocks_ ? team_profile::now_ns() : 0;
-  int total_parts = 0;
-  for (int i = 0; i < n_phases; ++i) total_parts += std::max(0, phases[i].n_parts);
-  if (size_ == 1) {
-    run_phases_serial(phases, n_phases, after);
-    if (clocks_) team_profile::record({total_parts, 1, enter_ns, enter_ns, team_profile::now_ns(), nullptr});
-    return;
-  }
-  if (clocks_)
-    for (int t = 0; t < size_; ++t) clocks_[size_t(t)].reset();
-  phases_ = phases, n_phases_ = n_phases, after_ = after;
-  const uint32_t finished = finished_.load(std::memory_order_acquire);
-  uint32_t gen = generation_.load(std::memory_order_acquire);
-  int64_t publish_ns = 0;
+  generation_.fetch_add(1);  // seq_cst: wakes pollers; see wait_change for sleepers
+  generation_.notify_all();
   {
     TaskScope scope;
-    advance(0);  // phase 0's step here, then its parts published
-    if (clocks_) publish_ns = team_profile::now_ns();
     work(0);
-    // Until the job's last step has returned (not every worker: one that never woke, preempted or
-    // asleep, delays nothing), the caller helps with each phase a worker publishes.
-    while (wait_end_or_phase(finished_, finished, generation_, gen, spin_)) {
-      gen = generation_.load(std::memory_order_acquire);
-      work(0);
-    }
   }
-  if (clocks_) team_profile::record({total_parts, size_, enter_ns, publish_ns, team_profile::now_ns(), clocks_.get()});
+  // The parts done, not every worker: one that never woke (preempted, asleep) delays nothing.
+  for (int done = done_.load(std::memory_order_acquire); done != n_parts;)
+    done = wait_change(done_, done, spin_);
 }
 
 // ---- The process-wide team -------------------------------------------------------------------
@@ -287,49 +176,7 @@ SharedTeam& shared_team() {
   return s;
 }
 
-// STRATA_THREAD_TEAM=0: the same parts through a oneTBB parallel_for per job, as before the team
-// (same results; for same-binary timing comparisons).
-bool use_tbb() {
-  static const bool on = [] {
-    const char* e = std::getenv("STRATA_THREAD_TEAM");
-    return e && std::string_view(e) == "0";
-  }();
-  return on;
-}
-
-// The team, sized for team_threads() (rebuilt where that changed). s.mutex held.
-ThreadTeam& current_team(SharedTeam& s) {
-  if (SharedTeam::forked_child) {
-    (void)s.team.release();  // the parent's workers do not exist here; nothing to join
-    SharedTeam::forked_child = false;
-  }
-  const int want = team_threads();
-  if (!s.team || s.team->size() != want) {
-    s.team.reset();
-    s.team = std::make_unique<ThreadTeam>(want);
-  }
-  return *s.team;
-}
-
 }  // namespace
-
-uint64_t min_part_bytes() {
-  static const uint64_t bytes = [] {
-    const char* e = std::getenv("STRATA_TEAM_MIN_PART_KB");
-    const long kb = e ? std::atol(e) : 0;
-    return kb > 0 ? uint64_t(kb) * 1024 : kMinPartBytes;
-  }();
-  return bytes;
-}
-
-int parts_per_thread() {
-  static const int n = [] {
-    const char* e = std::getenv("STRATA_TEAM_PARTS_PER_THREAD");
-    const long v = e ? std::atol(e) : 1;
-    return int(std::clamp<long>(v, 1, 8));
-  }();
-  return n;
-}
 
 int team_threads() {
   // The enclosing arena's size (a tbb::task_arena) capped by the global limit (-t sets a
@@ -340,10 +187,14 @@ int team_threads() {
 
 void team_run_ref(int n_parts, ThreadTeam::PartRef fn) {
   STRATA_CHECK(!t_in_task, "team_run from inside a team task (nested parallel jobs are not supported)");
-  if (n_parts <= 1) return run_serial_profiled(n_parts, fn);
+  if (n_parts <= 1) return run_serial(n_parts, fn);
   // STRATA_THREAD_TEAM=0: the same parts through a oneTBB parallel_for per job, as before the team
   // (same results; for same-binary timing comparisons).
-  if (use_tbb()) {
+  static const bool use_tbb = [] {
+    const char* e = std::getenv("STRATA_THREAD_TEAM");
+    return e && std::string_view(e) == "0";
+  }();
+  if (use_tbb) {
     tbb::parallel_for(0, n_parts, [&](int p) {
       TaskScope scope;
       fn.call(fn.ctx, p);
@@ -352,27 +203,17 @@ void team_run_ref(int n_parts, ThreadTeam::PartRef fn) {
   }
   SharedTeam& s = shared_team();
   std::unique_lock lock(s.mutex, std::try_to_lock);
-  if (!lock) return run_serial_profiled(n_parts, fn);  // another thread's job holds the team: run alone
-  current_team(s).run_ref(n_parts, fn);
-}
-
-void team_run_phases(const ThreadTeam::Phase* phases, int n_phases, ThreadTeam::PartRef after) {
-  STRATA_CHECK(!t_in_task, "team_run_phases from inside a team task (nested parallel jobs are not supported)");
-  SharedTeam& s = shared_team();
-  std::unique_lock lock(s.mutex, std::try_to_lock);
-  if (!lock || use_tbb() || team_threads() == 1) {
-    // Serially, in order (a busy team, one thread, or STRATA_THREAD_TEAM=0: same results).
-    const int64_t enter_ns = team_profile::enabled() ? team_profile::now_ns() : 0;
-    run_phases_serial(phases, n_phases, after);
-    if (team_profile::enabled()) {
-      int total = 0;
-      for (int i = 0; i < n_phases; ++i) total += phases[i].n_parts;
-      team_profile::record({total, 1, enter_ns, enter_ns, team_profile::now_ns(), nullptr});
-    }
-    return;
+  if (!lock) return run_serial(n_parts, fn);  // another thread's job holds the team: run alone
+  if (SharedTeam::forked_child) {
+    (void)s.team.release();  // the parent's workers do not exist here; nothing to join
+    SharedTeam::forked_child = false;
   }
-  ThreadTeam& team = current_team(s);
-  team.run_phases(phases, n_phases, after);
+  const int want = team_threads();
+  if (!s.team || s.team->size() != want) {
+    s.team.reset();
+    s.team = std::make_unique<ThreadTeam>(want);
+  }
+  s.team->run_ref(n_parts, fn);
 }
 
 }  // namespace strata::kernels::cpu

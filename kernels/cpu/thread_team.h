@@ -40,8 +40,6 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cpu/team_profile.h"
-
 namespace strata::kernels::cpu {
 
 class ThreadTeam {
@@ -79,29 +77,9 @@ class ThreadTeam {
   };
   void run_ref(int n_parts, PartRef fn);
 
-  // A job of phases, for a chain of ops with serial steps between them (a decode step's matmuls,
-  // with the norm and the activations' quantisation between): in order, for each phase, `before`
-  // (if set) runs once, then its n_parts parts (>= 0) as run() runs them; after the last phase,
-  // `after` (if set) runs once; returns when it has. A serial step runs on the thread that finished
-  // the previous phase's last part (phase 0's `before` on the caller), which then publishes the next
-  // phase itself: no round trip through the caller and no second wake-up per op. Serial steps are
-  // called with part 0, inside the job (they must not call run() or team_run() either, and must not
-  // throw). The ordering is that of run() called once per phase with the steps between: every step
-  // and part of phase i happens-before every step and part of phase i + 1. Safety as run(): a thread
-  // delays a phase by at most the part or step it is in; idle threads claim the others' parts.
-  struct Phase {
-    int n_parts = 0;
-    PartRef part = {nullptr, nullptr};
-    PartRef before = {nullptr, nullptr};
-  };
-  void run_phases(const Phase* phases, int n_phases, PartRef after = {nullptr, nullptr});
-
  private:
   void worker(int thread);
   void work(int thread) noexcept;  // own parts, then the others' unclaimed ones
-  bool work_once(int thread) noexcept;  // true: this thread published another phase (scan again)
-  void advance(int phase) noexcept;  // serial steps from `phase` on, up to a phase with parts (published)
-  void publish(int phase) noexcept;
 
   struct alignas(64) Slot {
     std::atomic<uint64_t> next{0};  // a thread's parts: end << 32 | next unclaimed (see work())
@@ -111,22 +89,13 @@ class ThreadTeam {
   std::chrono::microseconds spin_;
   std::unique_ptr<Slot[]> slots_;  // one per thread
   std::vector<std::thread> workers_;
-  std::unique_ptr<team_profile::PartClock[]> clocks_;  // one per thread where STRATA_TEAM_PROFILE is on
   // The job: written by run() while no valid part can be claimed, read by a thread after it has
   // claimed one (the slots' release stores and the claim's acquire order them).
   PartRef fn_{nullptr, nullptr};
   int n_parts_ = 0;
-  // The phases of the job (run_ref: one), the published one, and the final step. Written by run_phases
-  // and by the thread that finished a phase (publish), before the slots' release stores.
-  const Phase* phases_ = nullptr;
-  int n_phases_ = 0;
-  int phase_ = 0;
-  PartRef after_{nullptr, nullptr};
-  Phase single_;  // run_ref's phase
   std::atomic<bool> stop_{false};
   alignas(64) std::atomic<uint32_t> generation_{0};  // bumped by run() to wake the workers
-  alignas(64) std::atomic<int> done_{0};             // parts of the published phase done
-  alignas(64) std::atomic<uint32_t> finished_{0};    // bumped when a job's last step has returned
+  alignas(64) std::atomic<int> done_{0};             // parts of the job done
 };
 
 // True on a thread that is running a part of a team job (workers always; a caller during run()).
@@ -144,19 +113,6 @@ void team_run(int n_parts, Fn&& fn);
 
 // Implementation detail of team_run.
 void team_run_ref(int n_parts, ThreadTeam::PartRef fn);
-
-// ThreadTeam::run_phases on the process-wide team, as team_run runs one job (serially, in order,
-// where the team is busy or has one thread).
-void team_run_phases(const ThreadTeam::Phase* phases, int n_phases, ThreadTeam::PartRef after = {nullptr, nullptr});
-
-// A PartRef to a callable that outlives its use (a serial step ignores the part index).
-template <typename Fn>
-ThreadTeam::PartRef part_ref(Fn& fn) {
-  if constexpr (std::is_invocable_v<Fn&, int>)
-    return {static_cast<void*>(&fn), [](void* f, int p) { (*static_cast<Fn*>(f))(p); }};
-  else
-    return {static_cast<void*>(&fn), [](void* f, int) { (*static_cast<Fn*>(f))(); }};
-}
 
 template <typename Fn>
 void team_run(int n_parts, Fn&& fn) {

@@ -5,8 +5,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 #include <cstdint>
 #include <vector>
 
@@ -18,8 +16,6 @@
 #include "kernels/cpu/gemv_q8.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/q8_jobs.h"
-#include "kernels/cpu/thread_team.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "kv/kv_cache.h"
 #include "runtime/cpu_forward.h"
@@ -240,69 +236,6 @@ struct CpuOps {
     q8_view = cpu::gated_ffn_q8(g, u, fn, x, n, gate_up[0].y, gate_up[1].y, out_q8);
     q8_src = gate_up[0].y;
     return true;
-  }
-  // The whole FFN block of int8 decode rows as one team job of phases (thread_team.h): input norm
-  // and quantisation, gate/up + activation + the down input's codes, down, then the residual add
-  // (post-norm first where the architecture has it), the serial steps run by the thread that
-  // finished the phase before, instead of three round trips through this thread. The same kernels
-  // on the same parts as ffn_rows + add_block_output take (gated_matmuls, matmul, norm_add): the
-  // same bits. False, nothing done, where that path would not be int8 throughout (or an observer
-  // watches the matmuls, or STRATA_CPU_PHASES=0: the per-op jobs, for timing comparisons).
-  bool ffn_block_job(const model::ModelSpec& s, const model::LayerWeights& l, const ForwardBuffers& b, uint32_t n) {
-    const kernels::WeightView &g = l.ffn_gate, &u = l.ffn_up, &down = l.ffn_down;
-    const int64_t n_ff = g.n_out, d = s.hp.n_embd;
-    void* out_q8 = phases_enabled() && !observer && int8_rows(g, n) && int8_rows(u, n) && int8_rows(down, n) &&
-                           u.n_out == n_ff && u.n_in == g.n_in && down.n_in == n_ff && n_ff % cpu::kQ8Group == 0
-                       ? q8_out(n_ff, n) : nullptr;
-    if (!out_q8) return false;
-    const float eps = s.hp.rms_eps;
-    const cpu::GatedActFn fn =
-        s.activation == model::FfnActivation::gelu_tanh ? cpu::gelu_tanh_mul_range : cpu::silu_mul_range;
-    const cpu::Q8ActView in = cpu::q8_input_layout(g.n_in, n);
-    const cpu::GatedFfnQ8Job gate_up(g, u, fn, in, n, b.gate, b.up, out_q8);
-    const kernels::WeightView* ws[1] = {&down};
-    float* ys[1] = {b.h};
-    const cpu::Q8RowsJob down_job(ws, ys, 1, gate_up.out);
-    auto input = [&] {
-      norm(b.x, l.ffn_norm, n, d, eps, b.h);
-      cpu::quantize_q8_act(b.h, g.n_in, n, const_cast<int8_t*>(in.q));
-    };
-    // STRATA_FFN_PREFETCH=1: a gate/up part then asks for the down rows of the parts the same thread
-    // is likely to own in the next phase (the same share of the part list), so they stream in while
-    // it waits for the phase's last part. Hints only: the same bits either way.
-    const int n_gu = gate_up.n_parts(), n_down = down_job.n_parts();
-    auto gate_up_part = [&](int p) {
-      gate_up.part(p);
-      if (ffn_prefetch()) {
-        const int q0 = int(int64_t(p) * n_down / n_gu), q1 = int(int64_t(p + 1) * n_down / n_gu);
-        if (q0 < q1) down_job.prefetch(q0, q1);
-      }
-    };
-    auto down_part = [&](int p) { down_job.part(p); };
-    auto output = [&] {
-      if (s.post_norms) norm_add(b.x, b.h, l.post_ffw_norm, n, d, eps);
-      else add(b.x, b.h, int64_t(n) * d);
-    };
-    const cpu::ThreadTeam::Phase phases[2] = {{gate_up.n_parts(), cpu::part_ref(gate_up_part), cpu::part_ref(input)},
-                                              {down_job.n_parts(), cpu::part_ref(down_part)}};
-    const cpu::team_profile::Label label("ffn block");
-    cpu::team_run_phases(phases, 2, cpu::part_ref(output));
-    q8_src = nullptr;
-    return true;
-  }
-  static bool ffn_prefetch() {
-    static const bool on = [] {
-      const char* e = std::getenv("STRATA_FFN_PREFETCH");
-      return e && std::string_view(e) == "1";
-    }();
-    return on;
-  }
-  static bool phases_enabled() {
-    static const bool on = [] {
-      const char* e = std::getenv("STRATA_CPU_PHASES");
-      return !(e && std::string_view(e) == "0");
-    }();
-    return on;
   }
   void gated_act(model::FfnActivation act, float* gate, const float* up, int64_t count,
                  const kernels::WeightView* /*next*/ = nullptr) {

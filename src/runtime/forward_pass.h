@@ -222,14 +222,6 @@ void ffn_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w
       return;
     }
   }
-  // Optional: bool ffn_block_job(s, layer, b, n) computes the whole block with its residual add
-  // (the CPU engine's int8 decode rows: one thread-team job), or returns false having done nothing.
-  if constexpr (requires { ops.ffn_block_job(s, w.layers[il], b, n); }) {
-    if (!carry.pending && ops.ffn_block_job(s, w.layers[il], b, n)) {
-      ops.end_block(Block::ffn, il);
-      return;
-    }
-  }
   ffn_rows(ops, s, w, b, il, n, &carry);
   if (ops.fuses_residual(Block::ffn, il)) finish_block(carry, w.layers[il].post_ffw_norm);
   else add_block_output(ops, s, w.layers[il].post_ffw_norm, b, n);
