@@ -108,6 +108,7 @@ void attention_typed(const float* q, const int32_t* pos, int64_t n_q, const KvSt
   if (pool.size() < size_t(n_parts)) pool.resize(size_t(n_parts));
   const int64_t row = s.n_head * s.head_dim;
   const Q8ActView q8 = out_q8 ? q8_act_layout(row, n_q, out_q8) : Q8ActView{};
+  const team_profile::Label label("attention");
   team_run(n_parts, [&](int p) {
     Scratch& scratch = pool[size_t(p)];
     for (int64_t idx = items * p / n_parts; idx < items * (p + 1) / n_parts; ++idx) {

@@ -20,6 +20,7 @@ Q8ActView gated_ffn_q8(const WeightView& gate, const WeightView& up, GatedActFn 
   const int64_t groups = n_ff / kQ8Group;
   const uint64_t bytes = uint64_t(n_ff) * (gate.row_bytes + up.row_bytes) * uint64_t(n_tok);
   const int n_parts = part_count(bytes, groups);
+  const team_profile::Label label("gated_ffn_q8");
   team_run(n_parts, [&](int p) {
     const int64_t r0 = groups * p / n_parts * kQ8Group, r1 = groups * (p + 1) / n_parts * kQ8Group;
     matmul_q8_rows(gate, in, gate_y, gate_kernel, r0, r1);

@@ -46,6 +46,8 @@ void rows_on_team(const WeightView* const* w, float* const* y, const DotQ8RowsFn
   uint64_t offset[kMaxQ8Group + 1] = {0};
   for (int j = 0; j < count; ++j) offset[j + 1] = offset[j] + uint64_t(w[j]->n_out) * w[j]->row_bytes;
   const RowParts parts(offset[count], kQ8MaxRows, x.n_col);
+  static constexpr const char* kLabels[] = {"gemv_q8", "gemv_q8", "gemv_q8 x2", "gemv_q8 x3", "gemv_q8 x4"};
+  const team_profile::Label label(kLabels[std::min(count, 4)]);
   team_run(parts.n_parts, [&](int p) {
     for (int j = 0; j < count; ++j) {
       const auto [r0, r1] = parts.rows(p, offset[j], *w[j]);
@@ -84,6 +86,7 @@ MaxAt matmul_q8_max(const WeightView& w, const float* x, float* y) {
   // rows_on_team's parts for one matrix, so every row is computed as matmul_q8 computes it.
   const RowParts parts(uint64_t(w.n_out) * w.row_bytes, kQ8MaxRows, 1);
   std::vector<MaxAt> best(size_t(parts.n_parts));
+  const team_profile::Label label("gemv_q8 max");
   team_run(parts.n_parts, [&](int p) {
     const auto [r0, r1] = parts.rows(p, 0, w);
     if (r0 >= r1) return;

@@ -24,6 +24,7 @@ void dot_rows_on_team(const WeightView& w, const float* x, int64_t n_tok, float*
   STRATA_CHECK(dot, "no dot kernel for type {}", ggml_type_info(w.type).name);
   const RowParts parts(uint64_t(w.n_out) * w.row_bytes, 1, n_tok);
   if (best) best->assign(size_t(parts.n_parts), MaxAt{});
+  const team_profile::Label label("dot_rows");
   team_run(parts.n_parts, [&](int p) {
     const auto [r0, r1] = parts.rows(p, 0, w);
     for (int64_t row = r0; row < r1; ++row) {

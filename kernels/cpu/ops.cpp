@@ -19,6 +19,7 @@ constexpr int64_t kMinActElems = 256;
 template <typename Fn>
 void elementwise(int64_t n, Fn fn) {
   const int parts = int(std::clamp<int64_t>(n / kMinActElems, 1, team_threads()));
+  const team_profile::Label label("elementwise");
   team_run(parts, [&](int p) { fn(n * p / parts, n * (p + 1) / parts); });
 }
 

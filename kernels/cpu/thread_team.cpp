@@ -15,6 +15,7 @@
 #endif
 
 #include "core/status.h"
+#include "kernels/cpu/team_profile.h"
 
 namespace strata::kernels::cpu {
 
@@ -69,12 +70,21 @@ void run_serial(int n_parts, ThreadTeam::PartRef fn) noexcept {
   for (int p = 0; p < n_parts; ++p) fn.call(fn.ctx, p);
 }
 
+// run_serial, recorded as a job of one thread where STRATA_TEAM_PROFILE is on.
+void run_serial_profiled(int n_parts, ThreadTeam::PartRef fn) noexcept {
+  if (n_parts <= 0 || !team_profile::enabled()) return run_serial(n_parts, fn);
+  const int64_t enter_ns = team_profile::now_ns();
+  run_serial(n_parts, fn);
+  team_profile::record({n_parts, 1, enter_ns, enter_ns, team_profile::now_ns(), nullptr});
+}
+
 }  // namespace
 
 bool in_team_task() { return t_in_task; }
 
 ThreadTeam::ThreadTeam(int n_threads, std::chrono::microseconds spin)
     : size_(n_threads), spin_(spin), slots_(new Slot[size_t(std::max(1, n_threads))]) {
+  if (team_profile::enabled()) clocks_.reset(new team_profile::PartClock[size_t(std::max(1, n_threads))]);
   STRATA_CHECK(n_threads >= 1, "ThreadTeam: {} threads", n_threads);
   workers_.reserve(size_t(n_threads - 1));
   for (int t = 1; t < n_threads; ++t) workers_.emplace_back([this, t] { worker(t); });
@@ -116,7 +126,13 @@ void ThreadTeam::work(int thread) noexcept {
       if (p >= end) break;
       const PartRef fn = fn_;
       const int n_parts = n_parts_;
-      fn.call(fn.ctx, p);
+      if (clocks_) {
+        const int64_t t0 = team_profile::now_ns();
+        fn.call(fn.ctx, p);
+        clocks_[size_t(thread)].add(t0, team_profile::now_ns());
+      } else {
+        fn.call(fn.ctx, p);
+      }
       // seq_cst: the caller's sleep (atomic::wait) and this notify must not miss each other.
       if (done_.fetch_add(1) + 1 == n_parts) done_.notify_one();
       if (p + 1 == end) break;  // that was the slot's last part
@@ -137,7 +153,14 @@ void ThreadTeam::worker(int thread) {
 void ThreadTeam::run_ref(int n_parts, PartRef fn) {
   STRATA_CHECK(!t_in_task, "ThreadTeam::run from inside a team task (nested parallel jobs are not supported)");
   if (n_parts <= 0) return;
-  if (size_ == 1 || n_parts == 1) return run_serial(n_parts, fn);
+  const int64_t enter_ns = clocks_ ? team_profile::now_ns() : 0;
+  if (size_ == 1 || n_parts == 1) {
+    run_serial(n_parts, fn);
+    if (clocks_) team_profile::record({n_parts, 1, enter_ns, enter_ns, team_profile::now_ns(), nullptr});
+    return;
+  }
+  if (clocks_)
+    for (int t = 0; t < size_; ++t) clocks_[size_t(t)].reset();
   // The previous job's parts are all done and its slots exhausted: nothing reads these now.
   fn_ = fn;
   n_parts_ = n_parts;
@@ -148,6 +171,7 @@ void ThreadTeam::run_ref(int n_parts, PartRef fn) {
   }
   generation_.fetch_add(1);  // seq_cst: wakes pollers; see wait_change for sleepers
   generation_.notify_all();
+  const int64_t publish_ns = clocks_ ? team_profile::now_ns() : 0;
   {
     TaskScope scope;
     work(0);
@@ -155,6 +179,7 @@ void ThreadTeam::run_ref(int n_parts, PartRef fn) {
   // The parts done, not every worker: one that never woke (preempted, asleep) delays nothing.
   for (int done = done_.load(std::memory_order_acquire); done != n_parts;)
     done = wait_change(done_, done, spin_);
+  if (clocks_) team_profile::record({n_parts, size_, enter_ns, publish_ns, team_profile::now_ns(), clocks_.get()});
 }
 
 // ---- The process-wide team -------------------------------------------------------------------
@@ -187,7 +212,7 @@ int team_threads() {
 
 void team_run_ref(int n_parts, ThreadTeam::PartRef fn) {
   STRATA_CHECK(!t_in_task, "team_run from inside a team task (nested parallel jobs are not supported)");
-  if (n_parts <= 1) return run_serial(n_parts, fn);
+  if (n_parts <= 1) return run_serial_profiled(n_parts, fn);
   // STRATA_THREAD_TEAM=0: the same parts through a oneTBB parallel_for per job, as before the team
   // (same results; for same-binary timing comparisons).
   static const bool use_tbb = [] {
@@ -203,7 +228,7 @@ void team_run_ref(int n_parts, ThreadTeam::PartRef fn) {
   }
   SharedTeam& s = shared_team();
   std::unique_lock lock(s.mutex, std::try_to_lock);
-  if (!lock) return run_serial(n_parts, fn);  // another thread's job holds the team: run alone
+  if (!lock) return run_serial_profiled(n_parts, fn);  // another thread's job holds the team: run alone
   if (SharedTeam::forked_child) {
     (void)s.team.release();  // the parent's workers do not exist here; nothing to join
     SharedTeam::forked_child = false;

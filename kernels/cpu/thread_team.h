@@ -40,6 +40,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/team_profile.h"
+
 namespace strata::kernels::cpu {
 
 class ThreadTeam {
@@ -89,6 +91,7 @@ class ThreadTeam {
   std::chrono::microseconds spin_;
   std::unique_ptr<Slot[]> slots_;  // one per thread
   std::vector<std::thread> workers_;
+  std::unique_ptr<team_profile::PartClock[]> clocks_;  // one per thread where STRATA_TEAM_PROFILE is on
   // The job: written by run() while no valid part can be claimed, read by a thread after it has
   // claimed one (the slots' release stores and the claim's acquire order them).
   PartRef fn_{nullptr, nullptr};
