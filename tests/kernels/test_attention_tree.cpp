@@ -4,6 +4,7 @@
 // it sees changes (so the mask removes exactly the keys whose bit is clear).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "core/rng.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_tree.h"
+#include "kernels/cpu/quant_kernels.h"
 
 namespace {
 
@@ -74,5 +76,60 @@ TEST_CASE("CPU attention: a tree query ignores the new keys outside its mask and
     const bool seen = (bits[3] >> j) & 1u;
     INFO("new key " << j);
     CHECK((std::memcmp(moved.data() + 3 * row, base.data() + 3 * row, row * 4) == 0) == !seen);
+  }
+}
+
+namespace {
+
+// attention.h's per-query arithmetic written out plainly (this file has no -mfma: each multiply
+// and add rounds alone): q.k by best_dot(F32) times the scale, the max, expf, the denominator in
+// double, out = 0 + p * v key by key. Ring store of `cap` slots, window `win` (0: none).
+void plain_attention(const float* q, int32_t pos, const float* k, const float* v, int64_t cap, int64_t win,
+                     float scale, float* out) {
+  const DotFn dot = best_dot(GgmlType::F32);
+  const int64_t lo = win > 0 ? std::max<int64_t>(0, pos - win + 1) : 0, n = pos - lo + 1;
+  for (int64_t h = 0; h < kHeads; ++h) {
+    const int64_t kvh = h / (kHeads / kHeadsKv);
+    std::vector<float> s(static_cast<size_t>(n));
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) {
+      s[j] = dot(k + ((lo + j) % cap) * kWidth + kvh * kHd, q + h * kHd, kHd) * scale;
+      mx = std::max(mx, s[j]);
+    }
+    double den = 0;
+    for (int64_t j = 0; j < n; ++j) s[j] = std::exp(s[j] - mx), den += s[j];
+    const float inv = float(1.0 / den);
+    float* o = out + h * kHd;
+    std::fill(o, o + kHd, 0.0f);
+    for (int64_t j = 0; j < n; ++j) {
+      const float p = s[j] * inv;
+      const float* vr = v + ((lo + j) % cap) * kWidth + kvh * kHd;
+      for (int64_t d = 0; d < kHd; ++d) {
+        const float pv = p * vr[d];
+        o[d] = o[d] + pv;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// The f32 store's SIMD head kernel (attention_head.h) must keep the plain loop's bits: the CPU
+// engine's exact mode is the reference other backends are held to.
+TEST_CASE("CPU attention: f32 KV decode equals the plain per-key loop bit for bit, through a ring", "[attention]") {
+  Rng rng(7);
+  for (const int64_t win : {int64_t(0), int64_t(40)}) {
+    const int64_t cap = win ? win + 8 : 300;
+    const std::vector<float> k = random_values(size_t(cap * kWidth), rng), v = random_values(size_t(cap * kWidth), rng);
+    const std::vector<float> q = random_values(size_t(kHeads * kHd), rng);
+    const KvStore kv{k.data(), v.data(), GgmlType::F32, GgmlType::F32, cap};
+    const AttentionShape shape{kHeads, kHeadsKv, kHd, win, 0.125f};
+    for (const int32_t pos : {0, 1, 37, 47, 113, 250}) {
+      std::vector<float> got(size_t(kHeads * kHd), NAN), want(got.size());
+      attention(q.data(), &pos, 1, kv, shape, got.data());
+      plain_attention(q.data(), pos, k.data(), v.data(), cap, win, 0.125f, want.data());
+      INFO("window " << win << " pos " << pos);
+      CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+    }
   }
 }
