@@ -153,12 +153,8 @@ void ThreadTeam::worker(int thread) {
 void ThreadTeam::run_ref(int n_parts, PartRef fn) {
   STRATA_CHECK(!t_in_task, "ThreadTeam::run from inside a team task (nested parallel jobs are not supported)");
   if (n_parts <= 0) return;
+  if (size_ == 1 || n_parts == 1) return run_serial_profiled(n_parts, fn);
   const int64_t enter_ns = clocks_ ? team_profile::now_ns() : 0;
-  if (size_ == 1 || n_parts == 1) {
-    run_serial(n_parts, fn);
-    if (clocks_) team_profile::record({n_parts, 1, enter_ns, enter_ns, team_profile::now_ns(), nullptr});
-    return;
-  }
   if (clocks_)
     for (int t = 0; t < size_; ++t) clocks_[size_t(t)].reset();
   // The previous job's parts are all done and its slots exhausted: nothing reads these now.
