@@ -10,24 +10,13 @@
 #include <cmath>
 
 #include "kernels/cpu/attention_head.h"
+#include "kernels/cpu/dot_float_avx512.h"
 
 namespace strata::kernels::cpu {
 namespace {
 
-// dot_f32_avx512 (dot_avx512.cpp's dot_float_row) for one row: four accumulators over 64-value
-// steps, 16-value steps into the first, summed (a0 + a1) + (a2 + a3); no masked tail (n % 16 == 0).
-inline float dot_f32(const float* row, const float* x, int64_t n) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(row + i), _mm512_loadu_ps(x + i), a0);
-    a1 = _mm512_fmadd_ps(_mm512_loadu_ps(row + i + 16), _mm512_loadu_ps(x + i + 16), a1);
-    a2 = _mm512_fmadd_ps(_mm512_loadu_ps(row + i + 32), _mm512_loadu_ps(x + i + 32), a2);
-    a3 = _mm512_fmadd_ps(_mm512_loadu_ps(row + i + 48), _mm512_loadu_ps(x + i + 48), a3);
-  }
-  for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(row + i), _mm512_loadu_ps(x + i), a0);
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-}
+// q.k: dot_f32_avx512's arithmetic (dot_float_avx512.h), its bits.
+inline float dot_f32(const float* row, const float* x, int64_t n) { return dot_float_row(row, x, n, load16_f32); }
 
 // out[c .. c + 16 * N) = sum over keys in order of p_j * v_j, from +0, in N registers.
 template <int N>

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cpu/dot_float_avx512.h"
 #include "kernels/cpu/quant/blocks.h"
 #include "kernels/cpu/quant/type_kernels.h"
 
@@ -57,28 +58,7 @@ inline __m512 ld(const float* x) { return _mm512_loadu_ps(x); }
 inline __m512i splat(int v) { return _mm512_set1_epi32(v); }
 inline __m512 bcast(float v) { return _mm512_set1_ps(v); }
 
-// ---- float rows -------------------------------------------------------------------------------
-// n is any count here (block size 1): 64-wide main loop, 16-wide, then one masked step.
-
-// Load16(row, i, mask) -> 16 floats of row[i..i+15] (masked-off lanes zero, not read).
-template <typename Load16>
-inline float dot_float_row(const void* row, const float* x, int64_t n, Load16 load16) {
-  const __mmask16 all = 0xffff;
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    a0 = _mm512_fmadd_ps(load16(row, i, all), ld(x + i), a0);
-    a1 = _mm512_fmadd_ps(load16(row, i + 16, all), ld(x + i + 16), a1);
-    a2 = _mm512_fmadd_ps(load16(row, i + 32, all), ld(x + i + 32), a2);
-    a3 = _mm512_fmadd_ps(load16(row, i + 48, all), ld(x + i + 48), a3);
-  }
-  for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(load16(row, i, all), ld(x + i), a0);
-  if (i < n) {
-    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
-    a1 = _mm512_fmadd_ps(load16(row, i, m), _mm512_maskz_loadu_ps(m, x + i), a1);
-  }
-  return hsum(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-}
+// ---- float rows: dot_float_avx512.h ----------------------------------------------------------
 
 // ---- legacy 32-element blocks ---------------------------------------------------------------
 // Lane l of u8x16(qs) holds qs[l]: its low nibble is element l, its high nibble element 16 + l.
@@ -360,9 +340,7 @@ float dot_q6_k_impl(const u8* row, const float* x, int64_t n) {
 // ---- exported kernels -------------------------------------------------------------------------
 
 float dot_f32_avx512(const void* row, const float* x, int64_t n) {
-  return dot_float_row(row, x, n, [](const void* r, int64_t i, __mmask16 m) {
-    return _mm512_maskz_loadu_ps(m, static_cast<const float*>(r) + i);
-  });
+  return dot_float_row(row, x, n, load16_f32);
 }
 
 float dot_f16_avx512(const void* row, const float* x, int64_t n) {
