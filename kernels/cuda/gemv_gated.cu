@@ -169,12 +169,7 @@ void launch_gated(const WeightView& gate, const WeightView& up, const ActGpu& x,
                   unsigned* counters, cudaStream_t s) {
   constexpr auto kernel = gemv_gated_kernel<D, W, R, kGelu, kSplit>;
   constexpr int kBytes = 2 * W * R * D::kTile;  // split: 2W warps x 1 tile; pair: W warps x 2 tiles
-  static const bool sized = [] {
-    (void)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
-    (void)cudaGetLastError();
-    return true;
-  }();
-  (void)sized;
+  allow_dynamic_smem<kernel, kBytes>();
   launch_kernel_smem(kernel, unsigned((gate.n_out + 7) / 8), (kSplit ? 2 : 1) * W * 32, kBytes, s, gate.data, up.data,
                      gate.n_in, gate.n_out, x, out, next, counters, gpu_gemv_pdl());
 }

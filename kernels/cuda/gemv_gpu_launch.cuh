@@ -116,6 +116,17 @@ void max_carveout() {
   (void)once;
 }
 
+// Lets the kernel take kBytes of dynamic shared memory (above the 48 KiB default), once.
+template <auto kKernel, int kBytes>
+void allow_dynamic_smem() {
+  static const bool once = [] {
+    (void)cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+    (void)cudaGetLastError();
+    return true;
+  }();
+  (void)once;
+}
+
 template <class D, int NC, int W, int kMinBlocks, bool kPipe>
 void launch_dp4a(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s, bool pdl) {
   constexpr auto kernel = gemv_gpu_kernel<D, NC, W, kMinBlocks, kPipe>;
@@ -154,12 +165,7 @@ bool launch_async(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, 
     if (gemv_async_mode() == 2 && (W != 8 || groups <= int64_t(2) * 4 * std::max(sm_count(), 1))) return false;
     constexpr auto kernel = gemv_gpu_async_kernel<D, NC, W, kAsyncRing>;
     constexpr int kBytes = W * kAsyncRing * D::kTile;
-    static const bool sized = [] {
-      (void)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
-      (void)cudaGetLastError();
-      return true;
-    }();
-    (void)sized;
+    allow_dynamic_smem<kernel, kBytes>();
     // STRATA_GEMV_ASYNC_CARVEOUT=1: ask for the maximum shared-memory carveout (slower: above).
     static const bool carve = [] {
       const char* e = std::getenv("STRATA_GEMV_ASYNC_CARVEOUT");
