@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "kernels/cuda/cuda_api.h"
 #include "kernels/cuda/cuda_check.cuh"
@@ -21,27 +20,23 @@ namespace {
 
 using detail::launch_status;
 
-// Small chunks and one warp per CTA spread the requests over most SMs (12 MB: 3072 chunks, 96 CTAs).
-constexpr uint64_t kPrefetchChunk = 4 << 10;
-constexpr int kPrefetchThreads = 32;
+constexpr uint64_t kPrefetchChunk = 16 << 10;
+constexpr int kPrefetchThreads = 128;
 
 struct Ranges {
   const uint8_t* p[kMaxPrefetchRanges];
   uint64_t bytes[kMaxPrefetchRanges];
   uint64_t chunk_end[kMaxPrefetchRanges];  // cumulative chunk counts
   int count;
-  bool lines;  // one prefetch per line even where bulk prefetches exist (STRATA_L2_PREFETCH_LINES=1)
 };
 
-__device__ __forceinline__ void prefetch_chunk(const uint8_t* at, uint64_t n, bool lines) {
+__device__ __forceinline__ void prefetch_chunk(const uint8_t* at, uint64_t n) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (!lines) {
-    const uint32_t n16 = uint32_t(n & ~uint64_t(15));  // bulk sizes are multiples of 16 (a hint may miss a tail)
-    if (n16) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(at), "r"(n16) : "memory");
-    return;
-  }
+  const uint32_t n16 = uint32_t(n & ~uint64_t(15));  // bulk sizes are multiples of 16 (a hint may miss a tail)
+  if (n16) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(at), "r"(n16) : "memory");
+#else
+  for (uint64_t o = 0; o < n; o += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(at + o));
 #endif
-  for (uint64_t o = 0; o < n; o += 128) asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(at + o));
 }
 
 // One thread per chunk (grid-stride); chunk k of the concatenated ranges.
@@ -53,7 +48,7 @@ __global__ void __launch_bounds__(kPrefetchThreads) prefetch_l2_kernel(Ranges r)
     const uint64_t c = k - (i ? r.chunk_end[i - 1] : 0);
     const uint64_t off = c * kPrefetchChunk;
     const uint64_t left = r.bytes[i] - off;
-    prefetch_chunk(r.p[i] + off, left < kPrefetchChunk ? left : kPrefetchChunk, r.lines);
+    prefetch_chunk(r.p[i] + off, left < kPrefetchChunk ? left : kPrefetchChunk);
   }
 }
 
@@ -61,12 +56,7 @@ __global__ void __launch_bounds__(kPrefetchThreads) prefetch_l2_kernel(Ranges r)
 
 Status prefetch_l2(const PrefetchRange* ranges, int count, Stream s) {
   if (count < 0 || count > kMaxPrefetchRanges) return Status::error("prefetch_l2: {} ranges (at most {})", count, kMaxPrefetchRanges);
-  static const bool lines = [] {
-    const char* e = std::getenv("STRATA_L2_PREFETCH_LINES");
-    return e && std::atoi(e) != 0;
-  }();
   Ranges r = {};
-  r.lines = lines;
   uint64_t chunks = 0;
   for (int i = 0; i < count; ++i) {
     if (!ranges[i].d_p || ranges[i].bytes == 0) continue;
@@ -78,7 +68,7 @@ Status prefetch_l2(const PrefetchRange* ranges, int count, Stream s) {
     ++r.count;
   }
   if (chunks == 0) return Status::ok();
-  const uint64_t blocks = std::min<uint64_t>((chunks + kPrefetchThreads - 1) / kPrefetchThreads, 2048);
+  const uint64_t blocks = std::min<uint64_t>((chunks + kPrefetchThreads - 1) / kPrefetchThreads, 1024);
   prefetch_l2_kernel<<<unsigned(blocks), kPrefetchThreads, 0, static_cast<cudaStream_t>(s)>>>(r);
   return launch_status("prefetch_l2");
 }

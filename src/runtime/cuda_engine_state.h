@@ -123,7 +123,6 @@ struct CudaForward::Impl {
   cuda::Event prefetch_fork = nullptr;
   uint64_t l2_prefetch_bytes = 0;
   bool prefetch_pending = false;
-  uint64_t l2_prefetches = 0;  // CudaForward::l2_prefetches
   // Steps of at most kMaxExactRows rows (decode, draft, verify, batched decode) as CUDA graphs, one
   // per StepShape (cuda_step_graphs.cpp), captured at a shape's first step. Inputs (tokens,
   // positions, the residual stream entering a layer range, gathered embedding rows) are copied

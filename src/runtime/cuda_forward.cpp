@@ -45,7 +45,6 @@ double CudaForward::host_compute_seconds() const { return impl_->host ? impl_->h
 uint64_t CudaForward::disk_bytes() const { return impl_->store ? impl_->store->stats().disk_bytes : 0; }
 
 CudaForward::GraphStats CudaForward::graph_stats() const { return impl_->graph_stats; }
-uint64_t CudaForward::l2_prefetches() const { return impl_->l2_prefetches; }
 
 uint64_t CudaForward::kv_bytes_per_seq() const {
   return runtime::kv_bytes_per_seq(model_->spec, opt_.n_ctx, opt_.ubatch, opt_.k_type, opt_.v_type);

@@ -76,8 +76,6 @@ class CudaForward final : public Engine {
     uint64_t captures = 0, launches = 0;
   };
   GraphStats graph_stats() const;
-  // L2 prefetches of weights enqueued or captured so far (Ops::prefetch; STRATA_L2_PREFETCH).
-  uint64_t l2_prefetches() const;
   uint64_t graph_captures() const override { return graph_stats().captures; }
   int32_t last_argmax() const override { return last_argmax_; }
   // Host seconds spent computing cpu-tier blocks and host-KV attention so far (0 without them).

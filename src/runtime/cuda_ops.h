@@ -247,7 +247,6 @@ struct Ops {
     im.check(cuda::prefetch_l2(r, count, im.prefetch.stream));
     im.check(cuda::event_record(im.prefetch.join, im.prefetch.stream));
     im.prefetch_pending = true;
-    ++im.l2_prefetches;
   }
   void join_prefetch() {
     if (!im.prefetch_pending) return;

@@ -428,28 +428,3 @@ TEST_CASE("cuda ops reject bad arguments with a Status", "[gpu]") {
   REQUIRE_FALSE(st);
   CHECK(st.message().find("get_rows") != std::string::npos);
 }
-
-TEST_CASE("cuda prefetch_l2 takes ragged ranges, leaves memory as it was, and refuses bad arguments", "[gpu]") {
-  if (!have_gpu()) return;
-  std::vector<uint8_t> bytes((3u << 20) + 4099);
-  Rng rng(7);
-  for (auto& b : bytes) b = uint8_t(rng.next_u64());
-  DevBuf d = to_device(bytes);
-  const uint8_t* p = d.as<uint8_t>();
-  // Four ranges: a multi-chunk one with a ragged end, one shorter than 16 bytes, an empty one, and
-  // one overlapping the first.
-  const kc::PrefetchRange r[4] = {{p, bytes.size()}, {p + 4096, 15}, {p + 8192, 0}, {p + 65536, 1u << 20}};
-  Status s = kc::prefetch_l2(r, 4, nullptr);
-  INFO(s.message());
-  REQUIRE(s.is_ok());
-  CHECK(d.download<uint8_t>(bytes.size()) == bytes);
-  CHECK(kc::prefetch_l2(r, 0, nullptr).is_ok());
-  const kc::PrefetchRange five[5] = {};
-  const Status many = kc::prefetch_l2(five, 5, nullptr);
-  CHECK(!many.is_ok());
-  CHECK(many.message().find("ranges") != std::string::npos);
-  const kc::PrefetchRange odd{p + 1, 64};
-  const Status misaligned = kc::prefetch_l2(&odd, 1, nullptr);
-  CHECK(!misaligned.is_ok());
-  CHECK(misaligned.message().find("aligned") != std::string::npos);
-}
