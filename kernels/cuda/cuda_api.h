@@ -167,15 +167,6 @@ Status rope(float* d_x, const int32_t* d_pos, int64_t n_tok, int64_t n_heads, in
 Status silu_mul(float* d_gate, const float* d_up, int64_t n, Stream s);
 Status gelu_tanh_mul(float* d_gate, const float* d_up, int64_t n, Stream s);
 Status add(float* d_x, const float* d_y, int64_t n, Stream s);
-// Asks L2 for the given byte ranges of device memory (prefetch_l2.cu): a hint, nothing waits for
-// the data; the kernel only issues the requests, over many CTAs, and ends in a few microseconds.
-// The engine fetches the next GEMVs' weights this way while the small kernels before them run.
-inline constexpr int kMaxPrefetchRanges = 4;
-struct PrefetchRange {
-  const void* d_p = nullptr;  // 16-byte aligned
-  uint64_t bytes = 0;
-};
-Status prefetch_l2(const PrefetchRange* ranges, int count, Stream s);
 // d_x += rms_norm(d_h) * d_w for each of n_vec vectors: a post-norm and the residual add in one
 // kernel, with exactly the roundings of rms_norm into a buffer followed by add. d_h != d_x.
 Status rms_norm_add(const float* d_h, const float* d_w, int64_t n_vec, int64_t n, float eps, float* d_x, Stream s);

@@ -85,7 +85,6 @@ Status rope(float*, const int32_t*, int64_t, int64_t, int64_t, float, float, con
 Status silu_mul(float*, const float*, int64_t, Stream) { return none("silu_mul"); }
 Status gelu_tanh_mul(float*, const float*, int64_t, Stream) { return none("gelu_tanh_mul"); }
 Status add(float*, const float*, int64_t, Stream) { return none("add"); }
-Status prefetch_l2(const PrefetchRange*, int, Stream) { return none("prefetch_l2"); }
 Status rms_norm_add(const float*, const float*, int64_t, int64_t, float, float*, Stream) { return none("rms_norm_add"); }
 Status qk_norm_rope(float*, float*, const int32_t*, int64_t, const QkRopeDev&, Stream) { return none("qk_norm_rope"); }
 Status argmax_key(const float*, int64_t, unsigned long long*, Stream) { return none("argmax"); }

@@ -54,26 +54,6 @@ void allocate_side_streams(CudaForward::Impl& im) {
   }
 }
 
-// The L2 prefetch stream (cuda_engine_state.h "prefetch"): STRATA_L2_PREFETCH=MiB of weights asked
-// into L2 per gap between GEMVs; off by default and under --trace (a trace wants its kernels in order).
-void allocate_prefetch_stream(CudaForward::Impl& im) {
-  const char* env = std::getenv("STRATA_L2_PREFETCH");
-  const long mib = env ? std::atol(env) : 0;
-  if (mib <= 0 || im.timeline) return;
-  auto st = cuda::stream_create();
-  auto join = cuda::event_create();
-  auto fork = cuda::event_create();
-  if (!st || !join || !fork) {
-    if (st) cuda::stream_destroy(*st);
-    if (join) cuda::event_destroy(*join);
-    if (fork) cuda::event_destroy(*fork);
-    return;
-  }
-  im.prefetch = {*st, *join};
-  im.prefetch_fork = *fork;
-  im.l2_prefetch_bytes = uint64_t(mib) << 20;
-}
-
 }  // namespace
 
 Status CudaForward::allocate() {
@@ -417,7 +397,6 @@ Status CudaForward::allocate() {
     }
   }
   allocate_side_streams(im);
-  allocate_prefetch_stream(im);
   auto loaded = offload::load_weights(model_->file, loads, *im.pinned, im.stream, opt_.trace.get());
   if (!loaded) return loaded.status();
   // Small loads (tests, the tiny model) take milliseconds whatever the rate: not worth a line.

@@ -115,14 +115,6 @@ struct CudaForward::Impl {
   size_t att_ws_bytes = 0;
   std::vector<Side> side;
   cuda::Event fork = nullptr;
-  // Ops::prefetch (cuda_ops.h): the next GEMVs' first l2_prefetch_bytes of weights are asked into
-  // L2 (cuda::prefetch_l2) from this stream, forked after the GEMV before them (prefetch_fork) and
-  // joined by the next GEMV (prefetch_pending until then), so that they arrive while the small
-  // kernels between leave DRAM idle. l2_prefetch_bytes 0: off (STRATA_L2_PREFETCH=MiB per gap).
-  Side prefetch;
-  cuda::Event prefetch_fork = nullptr;
-  uint64_t l2_prefetch_bytes = 0;
-  bool prefetch_pending = false;
   // Steps of at most kMaxExactRows rows (decode, draft, verify, batched decode) as CUDA graphs, one
   // per StepShape (cuda_step_graphs.cpp), captured at a shape's first step. Inputs (tokens,
   // positions, the residual stream entering a layer range, gathered embedding rows) are copied
@@ -173,9 +165,6 @@ struct CudaForward::Impl {
       if (sd.join) cuda::event_destroy(sd.join);
     }
     if (fork) cuda::event_destroy(fork);
-    if (prefetch.stream) cuda::stream_destroy(prefetch.stream);
-    if (prefetch.join) cuda::event_destroy(prefetch.join);
-    if (prefetch_fork) cuda::event_destroy(prefetch_fork);
     if (stream) cuda::stream_destroy(stream);
   }
   Result<void*> alloc(size_t bytes, const std::string& what) { return arena->alloc(bytes, what); }

@@ -5,7 +5,6 @@
 
 #include <array>
 #include <functional>
-#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -13,7 +12,6 @@
 #include "kernels/cuda/act_round.h"
 #include "kernels/cuda/attention_tree.h"
 #include "kernels/cuda/rope_kv.h"
-#include "kernels/gpu_layout.h"
 #include "kernels/cpu/quant_kernels.h"
 #include "offload/cost_model.h"
 #include "runtime/cuda_engine_state.h"
@@ -80,7 +78,6 @@ struct Ops {
   // the logits themselves.
   bool takes_argmax(uint32_t rows) const { return rows == 1 && !range && im.d_argmax_key; }
   void logits_done(uint32_t r0, uint32_t rows) {
-    join_prefetch();
     if (takes_argmax(rows))
       im.check(cuda::argmax_key(im.d_logits, int64_t(spec.hp.n_vocab), im.d_argmax_key, im.stream));
     if (im.capturing) return;  // copied after the graph launch
@@ -174,7 +171,6 @@ struct Ops {
     im.check(cuda::copy_to_device(x, range->hidden_in, size_t(n) * spec.hp.n_embd * sizeof(float), im.stream));
   }
   void store_hidden(const float* x, uint32_t n) {
-    join_prefetch();
     if (im.capturing) return;
     im.check(cuda::copy_to_host(range->hidden_out, x, size_t(n) * spec.hp.n_embd * sizeof(float), im.stream));
   }
@@ -216,45 +212,10 @@ struct Ops {
   // a prefill chunk runs it on the GPU through the ring.
   bool ffn_on_host(uint32_t il) const { return im.host && !im.cpu_blocks_on_gpu && im.is_cpu(Block::ffn, il); }
   void host_ffn(uint32_t il, float* x, uint32_t n) {
-    join_prefetch();
     device_op();
     im.check(im.host->ffn(il, x, n, im.stream, block_name));
   }
-  // forward_pass.h prefetch: the first im.l2_prefetch_bytes of `next`'s weights (shared in
-  // proportion to their sizes: their GEMVs run side by side, each from its first row group) asked
-  // into L2 from the prefetch stream, forked here, after the GEMV just enqueued; the next GEMV joins
-  // it (join_prefetch). Only for GEMV-sized steps, and never for a matrix computed on the host.
-  void prefetch(std::initializer_list<const kernels::WeightView*> next, uint32_t n) {
-    if (!im.prefetch.stream || n > uint32_t(cuda::kMaxGemvCols)) return;
-    cuda::PrefetchRange r[cuda::kMaxPrefetchRanges];
-    int count = 0;
-    uint64_t total = 0;
-    for (const kernels::WeightView* w : next) {
-      if (!w || !w->data || count == cuda::kMaxPrefetchRanges) continue;
-      if (im.host && im.host_view.find(w) != im.host_view.end()) continue;
-      const uint64_t gpu = w->layout == kernels::WeightLayout::kGpu
-                               ? kernels::gpu_layout_bytes(w->type, w->n_in, w->n_out) : 0;
-      r[count++] = {w->data, gpu ? gpu : w->row_bytes * uint64_t(w->n_out)};
-      total += r[count - 1].bytes;
-    }
-    if (total == 0) return;
-    for (int i = 0; i < count; ++i)
-      if (total > im.l2_prefetch_bytes)
-        r[i].bytes = uint64_t(double(r[i].bytes) * double(im.l2_prefetch_bytes) / double(total)) / 16 * 16;
-    join_prefetch();
-    im.check(cuda::event_record(im.prefetch_fork, im.stream));
-    im.check(cuda::stream_wait(im.prefetch.stream, im.prefetch_fork));
-    im.check(cuda::prefetch_l2(r, count, im.prefetch.stream));
-    im.check(cuda::event_record(im.prefetch.join, im.prefetch.stream));
-    im.prefetch_pending = true;
-  }
-  void join_prefetch() {
-    if (!im.prefetch_pending) return;
-    im.prefetch_pending = false;
-    im.check(cuda::stream_wait(im.stream, im.prefetch.join));
-  }
   void matmul(const kernels::WeightView& w, const float* x, uint32_t n, float* y) {
-    join_prefetch();
     if (im.host && !im.cpu_blocks_on_gpu) {
       if (auto it = im.host_view.find(&w); it != im.host_view.end())
         return im.check(im.host->matmul(*it->second, x, n, y, im.stream, block_name));
@@ -275,7 +236,6 @@ struct Ops {
   // rounds x the same way into ws (GEMV rows, <= kMaxGemvCols), and never where a matrix is
   // computed on the host.
   void matmuls(const MatmulJob* jobs, int count, const float* x, uint32_t n) {
-    join_prefetch();
     const int key = cuda::matmul_act_key(*jobs[0].w, int(n), im.ws);
     bool side = count >= 2 && count - 1 <= int(im.side.size()) && n >= 1 && n <= uint32_t(cuda::kMaxGemvCols) && key > 0;
     for (int j = 0; side && j < count; ++j)
@@ -309,7 +269,6 @@ struct Ops {
   bool gated_matmuls(model::FfnActivation act, const MatmulJob* gate_up, const float* x, uint32_t n,
                      const kernels::WeightView* next) {
     if (!im.d_gated_counters || n != 1 || !next || !im.ws.d_ptr) return false;
-    join_prefetch();
     const kernels::WeightView &gate = *gate_up[0].w, &up = *gate_up[1].w;
     if (im.host && (im.host_view.count(&gate) || im.host_view.count(&up))) return false;
     if (!cuda::gated_gemv_applies(gate, up, int(n))) return false;

@@ -42,15 +42,11 @@
 //                          // first with post_w where non-null (norm_add), then norm(x, w, ..., out,
 //                          // next); out may be h
 //   uint32_t logit_rows(); float* logits(uint32_t r0); void logits_done(uint32_t r0, uint32_t rows);
-//   optional: void prefetch(std::initializer_list<const kernels::WeightView*> next, uint32_t n);
-//                          // the matrices the chunk multiplies after the small ops that follow:
-//                          // a GPU may start fetching their weights now (see prefetch below)
 // and the buffers below, each sized for `ubatch` tokens.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
 #include <string>
 
 #include "kernels/cpu/attention.h"
@@ -126,15 +122,6 @@ struct PendingOutput {
   const float* post_norm = nullptr;  // its post-norm weight (architectures with post-norms)
 };
 
-// Tells the policy which matrices come after the small ops that follow (norms, RoPE, attention,
-// the gated activation), where it has a use for it (Ops::prefetch, optional): a GPU fetches their
-// first bytes into L2 meanwhile, while those ops leave DRAM idle. Called after the block's
-// begin_block, so a streamed block's weights are in place.
-template <typename Ops>
-void prefetch(Ops& ops, std::initializer_list<const kernels::WeightView*> next, uint32_t n) {
-  if constexpr (requires { ops.prefetch(next, n); }) ops.prefetch(next, n);
-}
-
 // A block's input: b.h = norm(b.x) * w for the matrix `next`, after adding the pending output.
 template <typename Ops>
 void block_input(Ops& ops, const model::ModelSpec& s, const ForwardBuffers& b, const float* w,
@@ -156,11 +143,9 @@ void attention_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeigh
   const auto& l = w.layers[il];
   const int64_t hd = s.hp.n_embd_head;
   const float eps = s.hp.rms_eps;
-  prefetch(ops, {&l.wq, &l.wk, &l.wv}, n);
   block_input(ops, s, b, l.attn_norm, &l.wq, n, carry);
   const MatmulJob qkv[3] = {{&l.wq, b.q}, {&l.wk, b.k}, {&l.wv, b.v}};
   ops.matmuls(qkv, 3, b.h, n);
-  prefetch(ops, {&l.wo}, n);
   QkRope r;
   r.n_head = s.hp.n_head, r.n_head_kv = s.hp.n_head_kv, r.head_dim = hd;
   if (s.qk_norm) r.q_norm = l.q_norm, r.k_norm = l.k_norm;
@@ -179,10 +164,9 @@ template <typename Ops>
 void gated_matmuls(Ops& ops, model::FfnActivation act, const MatmulJob* gate_up, const float* x, uint32_t n,
                    int64_t n_ff, const kernels::WeightView* next) {
   if constexpr (requires { ops.gated_matmuls(act, gate_up, x, n, next); }) {
-    if (ops.gated_matmuls(act, gate_up, x, n, next)) return prefetch(ops, {next}, n);
+    if (ops.gated_matmuls(act, gate_up, x, n, next)) return;
   }
   ops.matmuls(gate_up, 2, x, n);
-  prefetch(ops, {next}, n);
   ops.gated_act(act, gate_up[0].y, gate_up[1].y, int64_t(n) * n_ff, next);
 }
 
@@ -191,7 +175,6 @@ template <typename Ops>
 void ffn_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
               uint32_t il, uint32_t n, PendingOutput* carry = nullptr) {
   const auto& l = w.layers[il];
-  prefetch(ops, {&l.ffn_gate, &l.ffn_up}, n);
   block_input(ops, s, b, l.ffn_norm, &l.ffn_gate, n, carry);
   const MatmulJob gate_up[2] = {{&l.ffn_gate, b.gate}, {&l.ffn_up, b.up}};
   gated_matmuls(ops, s.activation, gate_up, b.h, n, s.hp.n_ff, &l.ffn_down);
