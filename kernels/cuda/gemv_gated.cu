@@ -73,7 +73,7 @@ __device__ __forceinline__ void gemv_tile_add_pair(D& ra, D& rb, const ActGpu& x
 //   gemv_gpu_async_kernel (R tiles ahead); a CTA lives as long as one of the separate kernels'.
 // - pair: W warps, each on both matrices' tiles of its chunks (R tile pairs ahead), the activations
 //   loaded once per chunk for both; a CTA does twice the separate kernels' work.
-template <class D, int W, int R, bool kGelu, bool kSplit, bool kLateTrigger = true>
+template <class D, int W, int R, bool kGelu, bool kSplit>
 __global__ void __launch_bounds__((kSplit ? 2 : 1) * W * 32, (kSplit ? 2 : 4) * 8 / W)
     gemv_gated_kernel(const uint8_t* __restrict__ wg, const uint8_t* __restrict__ wu, int64_t n_in, int64_t n_out,
                       ActGpu x, float* __restrict__ out, ActRounding next, unsigned* __restrict__ counters, bool pdl) {
@@ -104,11 +104,6 @@ __global__ void __launch_bounds__((kSplit ? 2 : 1) * W * 32, (kSplit ? 2 : 4) * 
 #pragma unroll
   for (int k = 0; k < R; ++k) issue(k);
   if (pdl) pdl_wait();
-  // The down GEMV after this kernel is launched early (PDL) once every CTA has triggered: here
-  // when each CTA's loop is done (its weight loads may then fill this kernel's tail), not at the
-  // start, where its CTAs could hold SM slots this kernel's later waves need. Measured: no
-  // difference either way (H100, 27B: split 117.4 late vs 119.1 early, pair 3 ahead 127.0 vs 127.0).
-  if (!kLateTrigger) pdl_launch_dependents();
   float acc_a = 0.0f, acc_b = 0.0f;  // split: this warp's matrix in acc_a; pair: gate, up
   constexpr int S = D::kSubs;
   ActGpu xc{x.q + int64_t(warp) * D::kChunk, x.d + int64_t(warp) * S, x.s16 + int64_t(warp) * 2 * S};
@@ -129,7 +124,11 @@ __global__ void __launch_bounds__((kSplit ? 2 : 1) * W * 32, (kSplit ? 2 : 4) * 
     __syncwarp();  // every lane is done with slot k % R: refill it, R ahead
     issue(k + R);
   }
-  if (kLateTrigger) pdl_launch_dependents();
+  // The down GEMV after this kernel is launched early (PDL) once every CTA has triggered: here,
+  // when each CTA's loop is done (its weight loads may then fill this kernel's tail), rather than
+  // at the start, where its CTAs could hold SM slots this kernel's later waves need. Measured: no
+  // difference either way (H100, 27B: split 117.4 late vs 119.1 early, pair 3 ahead 127.0 vs 127.0).
+  pdl_launch_dependents();
   // The warps' partials in warp order (gemv_store_rows' sums), then act(gate) * up.
   __shared__ float red[2][W][8];
   __shared__ bool rounds_block;
