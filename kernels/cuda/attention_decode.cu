@@ -48,6 +48,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 
 #include "kernels/cuda/act_round.cuh"
 #include "kernels/cuda/attention_decode.h"
@@ -92,6 +93,7 @@ struct DecParams {
   const int32_t* path_slots;
   const int32_t* path_n;  // on the device, per query
   int path_stride, path_tiles;
+  int min_chunk;    // decode_min_chunk_keys(head_dim)
   float scale_log2;  // scale / ln 2: scores in log2 units (exp2 is one instruction)
 };
 
@@ -221,7 +223,7 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
       const int64_t vis_lo = p.window > 0 && pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
       int64_t s_lo = vis_lo, s_hi = pos;
       if (p.split) {
-        const int64_t c = decode_chunk_keys(pos - vis_lo + 1);
+        const int64_t c = decode_chunk_keys(pos - vis_lo + 1, p.min_chunk);
         const int64_t start = (vis_lo / c + z) * c;
         s_lo = start > vis_lo ? start : vis_lo;
         s_hi = start + c - 1 < pos ? start + c - 1 : pos;
@@ -667,18 +669,28 @@ Status launch_rows(const DecParams& p, dim3 grid, int R, cudaStream_t st) {
 }
 
 // Splits a grid must hold for rows of a store: at most kDecodeTargetSplits, at most
-// ceil(n / kDecodeMinChunk) for n visible keys, one more where a window's range starts unaligned.
-int64_t grid_splits(int64_t max_visible, bool windowed) {
+// ceil(n / min chunk) for n visible keys, one more where a window's range starts unaligned.
+int64_t grid_splits(int64_t max_visible, bool windowed, int64_t head_dim) {
   const int64_t n = std::max<int64_t>(max_visible, 1);
-  return std::min(kDecodeTargetSplits, (n + kDecodeMinChunk - 1) / kDecodeMinChunk) + (windowed ? 1 : 0);
+  const int64_t c = decode_min_chunk_keys(head_dim);
+  return std::min(kDecodeTargetSplits, (n + c - 1) / c) + (windowed ? 1 : 0);
 }
 
 int64_t store_splits(const KvStoreDev& kv, const AttentionShapeDev& s) {
   const int64_t max_visible = s.window > 0 ? std::min(s.window, kv.capacity) : kv.capacity;
-  return grid_splits(max_visible, s.window > 0);
+  return grid_splits(max_visible, s.window > 0, s.head_dim);
 }
 
 }  // namespace
+
+int64_t decode_min_chunk_keys(int64_t head_dim) {
+  static const int64_t chosen = [] {
+    const char* e = std::getenv("STRATA_ATTN_MIN_CHUNK");
+    const int64_t v = e ? std::atoll(e) : 0;
+    return v >= 16 && v <= 4096 && (v & (v - 1)) == 0 ? v : kDecodeMinChunk;
+  }();
+  return std::max<int64_t>(chosen, 4096 / std::max<int64_t>(head_dim, 1));
+}
 
 size_t attention_partial_bytes(Workspace ws) {
   if (!ws.d_ptr || ws.bytes < kAttentionCounterBytes) return 0;
@@ -709,7 +721,7 @@ size_t decode_attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s,
   const int64_t nq = std::min(n_q, kDecodeMaxQueries);
   if (nq <= 0 || s.n_head <= 0 || s.head_dim <= 0) return 0;
   // Windowed or not: the engine sizes one workspace for all layers with window 0.
-  const int64_t z = grid_splits(max_keys, true);
+  const int64_t z = grid_splits(max_keys, true, s.head_dim);
   return size_t(z) * size_t(nq * s.n_head) * size_t(s.head_dim + 2) * sizeof(float);
 }
 
@@ -742,6 +754,7 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
   p.capacity = int(kv.capacity);
   p.window = int(std::min<int64_t>(s.window, 0x7fffffff));
   p.scale_log2 = s.scale * 1.4426950408889634f;
+  p.min_chunk = int(decode_min_chunk_keys(s.head_dim));
   p.inner_ok = (4096 / s.head_dim) * std::max(p.k_row_bytes, p.v_row_bytes) <= 0x7fffffff;
   if (tree && tree->d_bits) p.tree_bits = tree->d_bits, p.tree_first = tree->first;
   const bool paths = path && path->d_slots;

@@ -24,9 +24,9 @@ namespace strata::kernels::cuda {
 
 inline constexpr int64_t kDecodeMaxQueries = 64;
 
-// Split size for a row that sees n keys: the smallest power-of-two multiple of 256 keys that
-// splits n into at most 32 chunks. Chunk z of the row covers absolute positions
-// [(floor(lo / C) + z) C, (floor(lo / C) + z + 1) C) intersected with its visible keys [lo, pos].
+// Split size for a row that sees n keys: the smallest power-of-two multiple of the smallest chunk
+// (decode_min_chunk_keys) that splits n into at most 32 chunks. Chunk z of the row covers absolute
+// positions [(floor(lo / C) + z) C, (floor(lo / C) + z + 1) C) intersected with its visible keys [lo, pos].
 inline constexpr int64_t kDecodeMinChunk = 256;
 inline constexpr int64_t kDecodeTargetSplits = 32;
 #ifdef __CUDACC__
@@ -34,11 +34,16 @@ inline constexpr int64_t kDecodeTargetSplits = 32;
 #else
 #define STRATA_DECODE_HD
 #endif
-STRATA_DECODE_HD inline int64_t decode_chunk_keys(int64_t n) {
-  int64_t c = kDecodeMinChunk;
+STRATA_DECODE_HD inline int64_t decode_chunk_keys(int64_t n, int64_t min_chunk) {
+  int64_t c = min_chunk;
   while ((n + c - 1) / c > kDecodeTargetSplits) c *= 2;
   return c;
 }
+
+// The smallest chunk for a head size: kDecodeMinChunk, or STRATA_ATTN_MIN_CHUNK (a power of two,
+// read once per process; a tuning knob for benchmarks), never less than one tile (4096 / head_dim
+// keys). Fixed per process, so a row's chunks still depend only on its own position.
+int64_t decode_min_chunk_keys(int64_t head_dim);
 
 // Split counters (attention_decode.cu, "last block done"): one per (row tile, KV head) block
 // column of a split call, kAttentionCounterBytes (cuda_api.h) at the end of the workspace. They are
