@@ -8,7 +8,7 @@
 // head maps to g (row r = query r / group, head g * group + r % group); a block takes R <= 8
 // consecutive rows, so all the query heads of a GQA group (and several queries) share each KV
 // load. blockIdx.z picks chunk z of every row's keys (decode_chunk_keys: <= 32 chunks of a
-// power-of-two multiple of 256 keys, aligned to absolute positions); the block walks the union of
+// power-of-two multiple of 64 keys, aligned to absolute positions); the block walks the union of
 // its rows' chunk-z ranges in tiles of TK = 4096 / head_dim keys.
 //
 // Loads: each key's head slice is copied raw (the 16-byte-aligned span around it) into a

@@ -27,7 +27,14 @@ inline constexpr int64_t kDecodeMaxQueries = 64;
 // Split size for a row that sees n keys: the smallest power-of-two multiple of the smallest chunk
 // (decode_min_chunk_keys) that splits n into at most 32 chunks. Chunk z of the row covers absolute
 // positions [(floor(lo / C) + z) C, (floor(lo / C) + z + 1) C) intersected with its visible keys [lo, pos].
-inline constexpr int64_t kDecodeMinChunk = 256;
+// 64 keys (2 tiles at head_dim 128) rather than 256: at short context a block walked its chunk's
+// tiles one after another (~2 us of issue-bound work per tile), and at ~600 keys only 3 chunks per
+// KV head were busy (48 blocks on 132 SMs); the decode attention was 1.22 of a 7.57 ms step
+// (ablation, README). Measured (H100, 27B Q3_K_M resident, bench decode -c 4096 -p 512 -n 64,
+// alternated twice in one call): min chunk 256 131.5 / 131.3 tok/s, 32 134.3 / 134.3; with 64 (and
+// two GEMV experiments that measured neutral) 135.8 / 136.0 against 134.6 / 134.8 with 32. From
+// 8K keys on the 32-split cap sets the chunk, so long contexts are unchanged.
+inline constexpr int64_t kDecodeMinChunk = 64;
 inline constexpr int64_t kDecodeTargetSplits = 32;
 #ifdef __CUDACC__
 #define STRATA_DECODE_HD __host__ __device__

@@ -122,13 +122,6 @@ size_t workspace_bytes_for_gemv(const WeightView& w, int n_cols);
 // x, n_in, n_cols and key leave the same activations there, so the second may pass reuse_act =
 // true when nothing else has written ws in between (then it only launches the GEMV).
 int gemv_act_key(const WeightView& w, int n_cols, Workspace ws);
-// y_i = W_i x for count <= 3 GPU-layout matrices of one input, one column, in one launch (Q and K;
-// FFN gate and up): each y_i gets gemv(W_i)'s bits (every CTA runs the code of its matrix's own
-// launch). Applies where the matrices share a type (K types, q8_0), n_in and warp count and ws
-// holds their activations; x must already be rounded there (round_act with act_rounding(W_0, 1,
-// ws), as for reuse_act). Grouping saves a launch and lets the matrices' CTAs share waves.
-bool gemv_group_applies(const WeightView* const* w, int count, Workspace ws);
-Status gemv_group(const WeightView* const* w, float* const* d_y, int count, Workspace ws, Stream s);
 // Weights in the GPU layout (w.layout == kGpu, kernels/gpu_layout.h: q3_K q4_K q5_K q6_K q8_0)
 // need the workspace (int8 activations, lane-ordered); few columns run on __dp4a, more on int8
 // tensor cores (mma.sync). Both kernels compute every column with the same integer sums and the

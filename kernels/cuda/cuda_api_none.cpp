@@ -46,8 +46,6 @@ Status gemv(const WeightView&, const float*, int, float*, Stream) { return none(
 Status gemv(const WeightView&, const float*, int, float*, Workspace, Stream, bool) { return none("gemv"); }
 int gemv_act_key(const WeightView&, int, Workspace) { return 0; }
 size_t workspace_bytes_for_gemv(const WeightView&, int) { return 0; }
-bool gemv_group_applies(const WeightView* const*, int, Workspace) { return false; }
-Status gemv_group(const WeightView* const*, float* const*, int, Workspace, Stream) { return none("gemv_group"); }
 void set_gemv_mma_min_cols(int) {}
 void set_gemv_pdl(bool) {}
 void set_gemv_warps(int) {}

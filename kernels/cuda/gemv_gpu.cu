@@ -36,13 +36,6 @@ bool small_kernel_pdl() {
   return on && gpu_gemv_pdl();
 }
 int gpu_gemv_forced_warps() { return g_warps.load(std::memory_order_relaxed); }
-int64_t gpu_gemv_w16_min_groups() {
-  static const int64_t v = [] {
-    const char* env = std::getenv("STRATA_GEMV_W16_MIN_GROUPS");
-    return env ? int64_t(std::atoll(env)) : int64_t(0);
-  }();
-  return v;
-}
 namespace {
 
 template <typename Out>
@@ -68,28 +61,6 @@ bool launch_gemv_gpu(const WeightView& w, const ActGpu& x, int n_cols, float* d_
     case GgmlType::Q6_K: launch<GpuQ6K>(w, x, n_cols, d_y, s); return true;
     case GgmlType::Q8_0: launch<GpuQ8_0>(w, x, n_cols, d_y, s); return true;
     default: return launch_gemv_gpu_iq(w, x, n_cols, d_y, s);
-  }
-}
-
-bool gemv_gpu_group_fits(const WeightView* const* w, int count) {
-  switch (w[0]->type) {
-    case GgmlType::Q3_K: return gemv_group_fits<GpuQ3K>(w, count);
-    case GgmlType::Q4_K: return gemv_group_fits<GpuQ4K>(w, count);
-    case GgmlType::Q5_K: return gemv_group_fits<GpuQ5K>(w, count);
-    case GgmlType::Q6_K: return gemv_group_fits<GpuQ6K>(w, count);
-    case GgmlType::Q8_0: return gemv_group_fits<GpuQ8_0>(w, count);
-    default: return false;  // the i-quants' table readers run persistent CTAs over one matrix
-  }
-}
-
-bool launch_gemv_gpu_group(const WeightView* const* w, float* const* d_y, int count, const ActGpu& x, cudaStream_t s) {
-  switch (w[0]->type) {
-    case GgmlType::Q3_K: launch_group<GpuQ3K>(w, d_y, count, x, s); return true;
-    case GgmlType::Q4_K: launch_group<GpuQ4K>(w, d_y, count, x, s); return true;
-    case GgmlType::Q5_K: launch_group<GpuQ5K>(w, d_y, count, x, s); return true;
-    case GgmlType::Q6_K: launch_group<GpuQ6K>(w, d_y, count, x, s); return true;
-    case GgmlType::Q8_0: launch_group<GpuQ8_0>(w, d_y, count, x, s); return true;
-    default: return false;
   }
 }
 

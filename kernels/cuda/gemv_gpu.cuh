@@ -469,58 +469,24 @@ __device__ __forceinline__ void gemv_store_rows(const float (&acc)[NC], int64_t 
   }
 }
 
-// The matrices of one dp4a launch (gemv_gpu_kernel, gemv_gpu_async_kernel): one, or up to
-// kGemvGroupMax of one type, one n_in and one warp count (cuda_api.h gemv_group: Q and K, gate and
-// up side by side in one grid). CTA b takes row group b - first[i] of matrix i, first[i] <= b <
-// first[i + 1], and runs exactly the code a launch of matrix i alone runs for that row group, so
-// each matrix gets its own launch's bits. Table readers (persistent CTAs) take one matrix only.
-constexpr int kGemvGroupMax = 3;
-struct GemvMats {
-  const uint8_t* w[kGemvGroupMax];
-  float* y[kGemvGroupMax];
-  int64_t n_out[kGemvGroupMax];
-  int64_t first[kGemvGroupMax];  // first row group (CTA) of each matrix; first[0] = 0
-  int count;
-};
-inline GemvMats gemv_one(const uint8_t* w, int64_t n_out, float* y) {
-  GemvMats m{};
-  m.w[0] = w, m.y[0] = y, m.n_out[0] = n_out, m.count = 1;
-  return m;
-}
-struct GemvPick {
-  const uint8_t* w;
-  float* y;
-  int64_t n_out, G;  // the matrix's rows and the CTA's row group within it
-};
-__device__ __forceinline__ GemvPick gemv_pick(const GemvMats& m, int64_t b) {
-  int i = 0;
-#pragma unroll
-  for (int k = 1; k < kGemvGroupMax; ++k)
-    if (k < m.count && b >= m.first[k]) i = k;
-  return {m.w[i], m.y[i], m.n_out[i], b - m.first[i]};
-}
-
 constexpr int kGpuGemvPrefetch = 2;
 template <class D, int NC, int W, int kMinBlocks = (NC <= 2 ? 4 : 2) * 8 / W, bool kPipe = false>
-__global__ void __launch_bounds__(W * 32, kMinBlocks) gemv_gpu_kernel(GemvMats mats, int64_t n_in, ActGpu x,
-                                                                      int n_cols, bool pdl) {
+__global__ void __launch_bounds__(W * 32, kMinBlocks) gemv_gpu_kernel(const uint8_t* __restrict__ w, int64_t n_in,
+                                                                      int64_t n_out, ActGpu x, int n_cols,
+                                                                      float* __restrict__ y, bool pdl) {
   constexpr int S = D::kSubs;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const GemvPick pick = gemv_pick(mats, blockIdx.x);
-  const uint8_t* __restrict__ w = pick.w;
-  float* __restrict__ y = pick.y;
-  const int64_t n_out = pick.n_out;
   const int64_t n_chunks = n_in / D::kChunk, n_groups = (n_out + 7) / 8;
   gpu_table_fill<D>();  // table readers: once per CTA, before the loop over row groups
   if (pdl) {
-    const uint8_t* first = w + uint64_t(pick.G) * uint64_t(n_chunks) * D::kTile;
+    const uint8_t* first = w + uint64_t(blockIdx.x) * uint64_t(n_chunks) * D::kTile;
     for (int64_t ch = warp, k = 0; ch < n_chunks && k < kGpuGemvPrefetch; ch += W, ++k)
       if (lane * 128 < D::kTile) asm volatile("prefetch.global.L2 [%0];" ::"l"(first + ch * D::kTile + lane * 128));
     pdl_wait();
   }
   pdl_launch_dependents();
   // One row group per CTA; table readers: row groups blockIdx.x, + gridDim.x, ... (persistent).
-  for (int64_t G = pick.G;;) {
+  for (int64_t G = blockIdx.x;;) {
     const uint8_t* group = w + uint64_t(G) * uint64_t(n_chunks) * D::kTile;
     float acc[NC];
 #pragma unroll
@@ -570,17 +536,14 @@ __device__ __forceinline__ void gemv_cp_async_wait() {
 }
 template <class D, int NC, int W, int R>
 __global__ void __launch_bounds__(W * 32, (NC <= 2 ? 4 : 2) * 8 / W)
-    gemv_gpu_async_kernel(GemvMats mats, int64_t n_in, ActGpu x, int n_cols, bool pdl) {
+    gemv_gpu_async_kernel(const uint8_t* __restrict__ w, int64_t n_in, int64_t n_out, ActGpu x, int n_cols,
+                          float* __restrict__ y, bool pdl) {
   static_assert(!HasTable<D>::value && D::kTile % 16 == 0 && R >= 1);
   constexpr int S = D::kSubs;
   extern __shared__ __align__(16) uint8_t gemv_ring[];  // [W][R][kTile]: W * R * kTile bytes (the launch's)
   auto ring = reinterpret_cast<uint8_t (*)[R][D::kTile]>(gemv_ring);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const GemvPick pick = gemv_pick(mats, blockIdx.x);
-  const uint8_t* __restrict__ w = pick.w;
-  float* __restrict__ y = pick.y;
-  const int64_t n_out = pick.n_out;
-  const int64_t n_chunks = n_in / D::kChunk, G = pick.G;
+  const int64_t n_chunks = n_in / D::kChunk, G = blockIdx.x;
   const int n_mine = warp < n_chunks ? int((n_chunks - warp + W - 1) / W) : 0;
   const uint8_t* first = w + uint64_t(G) * uint64_t(n_chunks) * D::kTile + int64_t(warp) * D::kTile;
   // Tile k of this warp (chunk warp + k W) into slot k % R: one commit group per tile, empty past

@@ -15,7 +15,6 @@ namespace strata::kernels::cuda::detail {
 // The settings of gemv_tuning.h (gemv_gpu.cu holds them).
 int gpu_gemv_mma_min_cols();
 int gpu_gemv_forced_warps();
-int64_t gpu_gemv_w16_min_groups();
 // The default dp4a variant of the table readers (iq_gemv_variant below).
 inline constexpr int kIqGemvVariant = 0;
 // The i-quants' instantiations (gemv_gpu_iq.cu); false when the type is not one of them.
@@ -80,7 +79,6 @@ int gemv_warps(int64_t n_chunks, int64_t n_groups) {
     const int64_t slots = sms * (32 / warps);
     return (n_groups + slots - 1) / slots * ((n_chunks + warps - 1) / warps);
   };
-  if (n_groups < gpu_gemv_w16_min_groups()) return 8;
   return steps(16) < steps(8) ? 16 : 8;
 }
 
@@ -129,19 +127,12 @@ void allow_dynamic_smem() {
   (void)once;
 }
 
-// One dp4a launch's rows: the matrices (one, or a gemv_group's), their row groups in all, the
-// shared n_in and the warp count (gemv_warps of each matrix alone; a group's agree).
-struct RowsLaunch {
-  GemvMats mats;
-  int64_t groups, n_in;
-  int warps;
-};
-
 template <class D, int NC, int W, int kMinBlocks, bool kPipe>
-void launch_dp4a(const RowsLaunch& r, const ActGpu& x, int n_cols, cudaStream_t s, bool pdl) {
+void launch_dp4a(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s, bool pdl) {
   constexpr auto kernel = gemv_gpu_kernel<D, NC, W, kMinBlocks, kPipe>;
   if constexpr (HasTable<D>::value) max_carveout<kernel>();
-  launch_kernel(kernel, grid_for<D, kMinBlocks>(r.groups, W * NC * 8 * 4), W * 32, s, r.mats, r.n_in, x, n_cols, pdl);
+  launch_kernel(kernel, grid_for<D, kMinBlocks>((w.n_out + 7) / 8, W * NC * 8 * 4), W * 32, s, w.data, w.n_in,
+                w.n_out, x, n_cols, d_y, pdl);
 }
 
 // STRATA_GEMV_ASYNC (read once per process): the K types' 1-2 column GEMV stages its tiles through
@@ -166,11 +157,12 @@ struct LoadsFromSmem<D, std::void_t<decltype(std::declval<D&>().load_raw(SmemTil
     : std::true_type {};
 constexpr int kAsyncRing = 4;
 template <class D, int NC, int W>
-bool launch_async(const RowsLaunch& r, const ActGpu& x, int n_cols, cudaStream_t s, bool pdl) {
+bool launch_async(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s, bool pdl) {
   if constexpr (HasTable<D>::value || NC > 2 || !LoadsFromSmem<D>::value) {
     return false;
   } else {
-    if (gemv_async_mode() == 2 && (W != 8 || r.groups <= int64_t(2) * 4 * std::max(sm_count(), 1))) return false;
+    const int64_t groups = (w.n_out + 7) / 8;
+    if (gemv_async_mode() == 2 && (W != 8 || groups <= int64_t(2) * 4 * std::max(sm_count(), 1))) return false;
     constexpr auto kernel = gemv_gpu_async_kernel<D, NC, W, kAsyncRing>;
     constexpr int kBytes = W * kAsyncRing * D::kTile;
     allow_dynamic_smem<kernel, kBytes>();
@@ -180,66 +172,42 @@ bool launch_async(const RowsLaunch& r, const ActGpu& x, int n_cols, cudaStream_t
       return e && std::atoi(e) != 0;
     }();
     if (carve) max_carveout<kernel>();
-    launch_kernel_smem(kernel, unsigned(r.groups), W * 32, kBytes, s, r.mats, r.n_in, x, n_cols, pdl);
+    launch_kernel_smem(kernel, unsigned(groups), W * 32, kBytes, s, w.data, w.n_in, w.n_out, x, n_cols, d_y, pdl);
     return true;
   }
-}
-
-template <class D, int NC>
-void launch_rows(const RowsLaunch& r, const ActGpu& x, int n_cols, cudaStream_t s) {
-  const bool pdl = gpu_gemv_pdl();
-  const bool w16 = r.warps == 16;
-  if constexpr (HasTable<D>::value && NC <= 2) {
-    switch (iq_gemv_variant()) {
-      case 1:
-        return w16 ? launch_dp4a<D, NC, 16, 2, true>(r, x, n_cols, s, pdl) : launch_dp4a<D, NC, 8, 4, true>(r, x, n_cols, s, pdl);
-      case 2:
-        return w16 ? launch_dp4a<D, NC, 16, 1, true>(r, x, n_cols, s, pdl) : launch_dp4a<D, NC, 8, 2, true>(r, x, n_cols, s, pdl);
-      default: break;
-    }
-  }
-  constexpr int kCtas8 = NC <= 2 ? 4 : 2;  // gemv_gpu_kernel's launch bound at 8 warps (half at 16)
-  if constexpr (!HasTable<D>::value) {
-    if (gemv_async_mode() != 0) {
-      const bool done = w16 ? launch_async<D, NC, 16>(r, x, n_cols, s, pdl) : launch_async<D, NC, 8>(r, x, n_cols, s, pdl);
-      if (done) return;
-    }
-  }
-  if (w16) launch_dp4a<D, NC, 16, kCtas8 / 2, false>(r, x, n_cols, s, pdl);
-  else launch_dp4a<D, NC, 8, kCtas8, false>(r, x, n_cols, s, pdl);
 }
 
 template <class D, int NC>
 void launch_nc(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s) {
-  const RowsLaunch r{gemv_one(w.data, w.n_out, d_y), (w.n_out + 7) / 8, w.n_in, gemv_warps(w, D::kChunk)};
-  launch_rows<D, NC>(r, x, n_cols, s);
-}
-
-// Up to kGemvGroupMax matrices of one K type, one n_in and one warp count, one column, in one
-// launch (cuda_api.h gemv_group; the caller checked gemv_group_fits).
-template <class D>
-bool gemv_group_fits(const WeightView* const* w, int count) {
+  const int64_t groups = (w.n_out + 7) / 8;
+  const bool pdl = gpu_gemv_pdl();
+  if constexpr (HasTable<D>::value && NC <= 2) {
+    const bool w16 = gemv_warps(w, D::kChunk) == 16;
+    switch (iq_gemv_variant()) {
+      case 1:
+        return w16 ? launch_dp4a<D, NC, 16, 2, true>(w, x, n_cols, d_y, s, pdl)
+                   : launch_dp4a<D, NC, 8, 4, true>(w, x, n_cols, d_y, s, pdl);
+      case 2:
+        return w16 ? launch_dp4a<D, NC, 16, 1, true>(w, x, n_cols, d_y, s, pdl)
+                   : launch_dp4a<D, NC, 8, 2, true>(w, x, n_cols, d_y, s, pdl);
+      default: break;
+    }
+  }
   if constexpr (HasTable<D>::value) {
-    return false;
-  } else {
-    if (count < 1 || count > kGemvGroupMax) return false;
-    const int warps = gemv_warps(*w[0], D::kChunk);
-    for (int i = 1; i < count; ++i)
-      if (w[i]->n_in != w[0]->n_in || gemv_warps(*w[i], D::kChunk) != warps) return false;
-    return true;
+    return gemv_warps(w, D::kChunk) == 16 ? launch_dp4a<D, NC, 16, (NC <= 2 ? 4 : 2) / 2, false>(w, x, n_cols, d_y, s, pdl)
+                                           : launch_dp4a<D, NC, 8, (NC <= 2 ? 4 : 2), false>(w, x, n_cols, d_y, s, pdl);
   }
-}
-template <class D>
-void launch_group(const WeightView* const* w, float* const* d_y, int count, const ActGpu& x, cudaStream_t s) {
-  RowsLaunch r{};
-  r.n_in = w[0]->n_in;
-  r.warps = gemv_warps(*w[0], D::kChunk);
-  r.mats.count = count;
-  for (int i = 0; i < count; ++i) {
-    r.mats.w[i] = w[i]->data, r.mats.y[i] = d_y[i], r.mats.n_out[i] = w[i]->n_out, r.mats.first[i] = r.groups;
-    r.groups += (w[i]->n_out + 7) / 8;
+  constexpr int kCtas8 = NC <= 2 ? 4 : 2;  // gemv_gpu_kernel's launch bound at 8 warps (half at 16)
+  if (gemv_async_mode() != 0) {
+    const bool done = gemv_warps(w, D::kChunk) == 16 ? launch_async<D, NC, 16>(w, x, n_cols, d_y, s, pdl)
+                                                      : launch_async<D, NC, 8>(w, x, n_cols, d_y, s, pdl);
+    if (done) return;
   }
-  launch_rows<D, 1>(r, x, 1, s);
+  if (gemv_warps(w, D::kChunk) == 16)
+    launch_kernel(gemv_gpu_kernel<D, NC, 16>, grid_for<D, kCtas8 / 2>(groups, 16 * NC * 8 * 4), 16 * 32, s, w.data,
+                  w.n_in, w.n_out, x, n_cols, d_y, pdl);
+  else launch_kernel(gemv_gpu_kernel<D, NC, 8>, grid_for<D, kCtas8>(groups, 8 * NC * 8 * 4), 8 * 32, s, w.data, w.n_in,
+                     w.n_out, x, n_cols, d_y, pdl);
 }
 
 // The MMA kernel compiled for 1, 2, 8, 16, 32 or 64 columns (the smallest that holds n_cols).

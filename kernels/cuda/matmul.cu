@@ -336,27 +336,6 @@ Status gemv(const WeightView& w, const float* d_x, int n_cols, float* d_y, Works
   return launch_status_lazy(op);
 }
 
-bool gemv_group_applies(const WeightView* const* w, int count, Workspace ws) {
-  if (!w || count < 1 || count > 3) return false;
-  const int key = gemv_act_key(*w[0], 1, ws);
-  if (key == 0 || !is_gpu_layout(*w[0])) return false;
-  for (int i = 0; i < count; ++i)
-    if (!w[i] || w[i]->type != w[0]->type || !is_gpu_layout(*w[i]) || gemv_act_key(*w[i], 1, ws) != key ||
-        !validate_weights_fast(*w[i]))
-      return false;
-  return detail::gemv_gpu_group_fits(w, count);
-}
-
-Status gemv_group(const WeightView* const* w, float* const* d_y, int count, Workspace ws, Stream s) {
-  if (!gemv_group_applies(w, count, ws)) return Status::error("gemv_group: these {} matrices cannot share a launch", count);
-  for (int i = 0; i < count; ++i)
-    if (!d_y || !d_y[i]) return Status::error("gemv_group: null output pointer");
-  const ActRounding r = gemv_rounding(*w[0], 1, ws);
-  if (!detail::launch_gemv_gpu_group(w, d_y, count, detail::ActGpu{r.q, r.d, r.s16}, cudaStream_t(s)))
-    return Status::error("gemv_group: no CUDA kernel for {}", ggml_type_info(w[0]->type).name);
-  return launch_status("gemv_group");
-}
-
 Status matmul(const WeightView& w, const float* d_x, int n_cols, float* d_y, Workspace ws, Stream s, bool reuse_act) {
   // Up to 16 columns (the engine's kMaxExactRows): prefill chunks of 17..64 rows keep the f16 GEMM's
   // accuracy (the int8 rounding of the activations fails the testdata models' prefill logit bound).

@@ -68,10 +68,6 @@ struct ActGpu {
 };
 // GPU-layout (kernels/gpu_layout.h) GEMV and decoders (gemv_gpu.cu); false when the type is not repacked.
 bool launch_gemv_gpu(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s);
-// cuda_api.h gemv_group's kernel side: whether the matrices can share a launch (one K type or
-// q8_0, one n_in, one warp count), and the launch (one column).
-bool gemv_gpu_group_fits(const WeightView* const* w, int count);
-bool launch_gemv_gpu_group(const WeightView* const* w, float* const* d_y, int count, const ActGpu& x, cudaStream_t s);
 bool launch_dequant_gpu_f32(const WeightView& w, int64_t row0, const int32_t* ids, int64_t n_rows, float scale,
                             float* d_out, cudaStream_t s);
 bool launch_dequant_gpu_f16(const WeightView& w, int64_t row0, int64_t n_rows, void* d_out, cudaStream_t s);

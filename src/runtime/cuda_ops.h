@@ -3,9 +3,7 @@
 // the host), and what a CUDA-graph capture leaves out (host copies of inputs and outputs).
 #pragma once
 
-#include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -253,44 +251,15 @@ struct Ops {
       im.check(cuda::round_act(x, n_in * n, cuda::act_rounding(*jobs[0].w, int(n), im.ws), im.stream));
       rounded = {x, n_in, n, key};
     }
-    // One launch for job 0 and the jobs of its type where they can share one (cuda_api.h
-    // gemv_group: Q and K, gate and up), the others on side streams; else job 0 alone.
-    const kernels::WeightView* group[3] = {jobs[0].w};
-    float* group_y[3] = {jobs[0].y};
-    bool grouped[3] = {true, false, false};
-    int n_group = 1;
-    if (n == 1 && gemv_group_on()) {
-      for (int j = 1; j < count; ++j)
-        if (jobs[j].w->type == jobs[0].w->type) group[n_group] = jobs[j].w, group_y[n_group++] = jobs[j].y, grouped[j] = true;
-      if (n_group > 1 && !cuda::gemv_group_applies(group, n_group, im.ws)) n_group = 1, grouped[1] = grouped[2] = false;
-    }
-    int beside[3], n_beside = 0;
-    for (int j = 1; j < count; ++j)
-      if (!grouped[j]) beside[n_beside++] = j;
-    if (n_beside > 0) im.check(cuda::event_record(im.fork, im.stream));
-    for (int i = 0; i < n_beside; ++i) {
-      const CudaForward::Impl::Side& sd = im.side[size_t(i)];
-      const MatmulJob& job = jobs[beside[i]];
+    im.check(cuda::event_record(im.fork, im.stream));
+    for (int j = 1; j < count; ++j) {
+      const CudaForward::Impl::Side& sd = im.side[size_t(j - 1)];
       im.check(cuda::stream_wait(sd.stream, im.fork));
-      im.check(cuda::matmul(*job.w, x, int(n), job.y, im.ws, sd.stream, true));
+      im.check(cuda::matmul(*jobs[j].w, x, int(n), jobs[j].y, im.ws, sd.stream, true));
       im.check(cuda::event_record(sd.join, sd.stream));
     }
-    if (n_group > 1) {
-      device_op();
-      OpSpan op(im, [&] { return fmt::format("gemv_group {} x{} n_in {}", ggml_type_info(group[0]->type).name, n_group, n_in); });
-      im.check(cuda::gemv_group(group, group_y, n_group, im.ws, im.stream));
-    } else {
-      matmul(*jobs[0].w, x, n, jobs[0].y);
-    }
-    for (int i = 0; i < n_beside; ++i) im.check(cuda::stream_wait(im.stream, im.side[size_t(i)].join));
-  }
-  // STRATA_GEMV_GROUP=1 (read once): matmuls groups matrices of one type into one GEMV launch.
-  static bool gemv_group_on() {
-    static const bool on = [] {
-      const char* e = std::getenv("STRATA_GEMV_GROUP");
-      return e && e[0] == '1';
-    }();
-    return on;
+    matmul(*jobs[0].w, x, n, jobs[0].y);
+    for (int j = 1; j < count; ++j) im.check(cuda::stream_wait(im.stream, im.side[size_t(j - 1)].join));
   }
   // FFN gate and up of a one-row step in one kernel with the activation and the down matrix's
   // rounding (act_round.h gated_gemv; forward_pass.h gated_matmuls): one kernel instead of two side
