@@ -10,10 +10,9 @@
 
 #include <catch2/catch.hpp>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "core/ggml_type.h"
@@ -34,18 +33,23 @@ inline std::vector<uint8_t> random_kv_store(GgmlType t, int64_t capacity, int64_
   return buf;
 }
 
-// A store's slots as f32 rows (every KV format decodes exactly to floats), or their magnitudes.
-inline std::vector<uint8_t> kv_store_f32(GgmlType t, const std::vector<uint8_t>& store, int64_t capacity, int64_t width,
-                                         bool magnitudes) {
-  const size_t row = kv::kv_row_bytes(t, uint32_t(width));
-  std::vector<float> f(size_t(capacity * width));
-  for (int64_t slot = 0; slot < capacity; ++slot)
-    kv::kv_dequantize_row(t, store.data() + size_t(slot) * row, f.data() + size_t(slot * width), uint32_t(width));
-  if (magnitudes)
-    for (float& x : f) x = std::abs(x);
-  std::vector<uint8_t> bytes(f.size() * 4);
-  std::memcpy(bytes.data(), f.data(), bytes.size());
-  return bytes;
+// The stores as f32 rows (every KV format decodes exactly to floats), V as magnitudes |v|: the CPU
+// attention over them gives m = sum_j p_j |v_j| per output (the same p: K is the same values).
+struct MagnitudeKv {
+  std::vector<float> k, v;
+};
+inline MagnitudeKv magnitude_kv(GgmlType kt, const std::vector<uint8_t>& k, GgmlType vt, const std::vector<uint8_t>& v,
+                                int64_t capacity, int64_t width) {
+  auto decode = [&](GgmlType t, const std::vector<uint8_t>& store) {
+    const size_t row = kv::kv_row_bytes(t, uint32_t(width));
+    std::vector<float> f(size_t(capacity * width));
+    for (int64_t slot = 0; slot < capacity; ++slot)
+      kv::kv_dequantize_row(t, store.data() + size_t(slot) * row, f.data() + size_t(slot * width), uint32_t(width));
+    return f;
+  };
+  MagnitudeKv m{decode(kt, k), decode(vt, v)};
+  for (float& x : m.v) x = std::abs(x);
+  return m;
 }
 
 // The CPU's outputs and, per output, m = sum_j p_j |v_j| (the same attention over |V|).

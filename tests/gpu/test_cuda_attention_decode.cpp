@@ -8,8 +8,8 @@
 // split merge, and an unsplit call (no workspace) is still right. Skips without a GPU.
 //
 // Tolerance: as test_cuda_attention.cpp's f32 kernel (exact f32 products of the same decoded K/V
-// values, different summation orders): |gpu - cpu| <= 2e-5 + 1e-3 sum p |v| (attention_test_util.h); q * 3 makes the softmax
-// peaked, so one wrong key, slot or chunk merge moves outputs by ~1e-2 or more.
+// values, different summation orders): |gpu - cpu| <= 2e-5 + 1e-3 sum p |v| (attention_test_util.h);
+// q * 3 makes the softmax peaked, so one wrong key, slot or chunk merge moves outputs by ~1e-2 or more.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -94,8 +94,8 @@ struct Fixture {
     const cpu::AttentionShape cs{n_head, c.n_head_kv, c.head_dim, c.window, s.scale};
     const cpu::KvStore ckv{k.data(), v.data(), c.k_dtype, c.v_dtype, c.capacity};
     cpu::attention(q.data(), c.pos.data(), int64_t(c.pos.size()), ckv, cs, ref.out.data());
-    const auto kf = kv_store_f32(c.k_dtype, k, c.capacity, width, false), vm = kv_store_f32(c.v_dtype, v, c.capacity, width, true);
-    const cpu::KvStore mkv{kf.data(), vm.data(), GgmlType::F32, GgmlType::F32, c.capacity};
+    const MagnitudeKv m = magnitude_kv(c.k_dtype, k, c.v_dtype, v, c.capacity, width);
+    const cpu::KvStore mkv{m.k.data(), m.v.data(), GgmlType::F32, GgmlType::F32, c.capacity};
     cpu::attention(q.data(), c.pos.data(), int64_t(c.pos.size()), mkv, cs, ref.magnitude.data());
     return ref;
   }

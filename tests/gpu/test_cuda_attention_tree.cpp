@@ -5,7 +5,8 @@
 // its own mask word is bit-identical to its row of the call, and the chain mask (every token sees
 // all earlier new tokens) gives the bits of the call without a mask. Skips without a GPU.
 //
-// Tolerance: as test_cuda_attention_decode.cpp, |gpu - cpu| <= 2e-5 + 1e-3 sum p |v| (attention_test_util.h).
+// Tolerance: as test_cuda_attention_decode.cpp, |gpu - cpu| <= 2e-5 + 1e-3 sum p |v|
+// (attention_test_util.h).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -108,9 +109,8 @@ AttentionRef cpu_run(const TreeCase& c) {
   const cpu::AttentionShape cs{c.n_head, c.n_head_kv, c.head_dim, c.window, 1.0f / std::sqrt(float(c.head_dim))};
   const cpu::TreeMask tree{c.bits.data(), c.first};
   cpu::attention_tree(c.q.data(), c.pos.data(), int64_t(c.pos.size()), ckv, cs, tree, ref.out.data());
-  const int64_t width = c.n_head_kv * c.head_dim;
-  const auto kf = kv_store_f32(c.type, c.k, c.capacity, width, false), vm = kv_store_f32(c.type, c.v, c.capacity, width, true);
-  const cpu::KvStore mkv{kf.data(), vm.data(), GgmlType::F32, GgmlType::F32, c.capacity};
+  const MagnitudeKv m = magnitude_kv(c.type, c.k, c.type, c.v, c.capacity, c.n_head_kv * c.head_dim);
+  const cpu::KvStore mkv{m.k.data(), m.v.data(), GgmlType::F32, GgmlType::F32, c.capacity};
   cpu::attention_tree(c.q.data(), c.pos.data(), int64_t(c.pos.size()), mkv, cs, tree, ref.magnitude.data());
   return ref;
 }
