@@ -53,11 +53,16 @@ double gemv_read_fraction(GgmlType t) {
     case GgmlType::Q5_K: return 0.63;
     case GgmlType::Q6_K: return 0.66;
     case GgmlType::Q8_0: return 0.77;
-    // The i-quants (GGUF layout; no GPU layout for them yet): iq3_xxs, iq3_s and iq4_xs measured
-    // (eager; iq3_s by the M13 run, 22-26%), the other grid types assumed like iq3_xxs.
-    case GgmlType::IQ3_XXS: case GgmlType::IQ3_S: case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS:
-    case GgmlType::IQ2_S: case GgmlType::IQ1_S: case GgmlType::IQ1_M: return 0.25;
-    case GgmlType::IQ4_XS: case GgmlType::IQ4_NL: return 0.33;
+    // The i-quants with a GPU layout (kernels/gpu_layout.h): the same bench in a graph, H200,
+    // 2026-12-03, ffn up / down: iq3_xxs 32 / 33%, iq3_s 38 / 37%, iq4_xs 62 / 58% (their decode,
+    // grid lookups and signs, makes them instruction-bound at HBM rates); iq4_nl (q8_0's 32-element
+    // tiles) assumed like iq4_xs. The grid types without one (GGUF layout) measured 25% as
+    // iq3_xxs did in that layout, and are assumed so.
+    case GgmlType::IQ3_XXS: return 0.32;
+    case GgmlType::IQ3_S: return 0.38;
+    case GgmlType::IQ4_XS: case GgmlType::IQ4_NL: return 0.60;
+    case GgmlType::IQ2_XXS: case GgmlType::IQ2_XS: case GgmlType::IQ2_S: case GgmlType::IQ1_S:
+    case GgmlType::IQ1_M: return 0.25;
     default: return 0.5;  // kGemvReadOther: f16/bf16/f32 and the legacy types, not measured
   }
 }
