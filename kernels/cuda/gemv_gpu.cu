@@ -14,8 +14,13 @@ std::atomic<int> g_warps{[] {
   const char* env = std::getenv("STRATA_GEMV_WARPS");
   return env ? std::atoi(env) : 0;
 }()};
+std::atomic<int> g_mma_persist_from{[] {
+  const char* env = std::getenv("STRATA_GEMV_MMA_PERSIST");
+  return env ? std::max(0, std::atoi(env)) : 0;
+}()};
 }  // namespace
 void set_gemv_warps(int warps) { g_warps.store(warps == 8 || warps == 16 ? warps : 0); }
+void set_gemv_mma_persist_from(int n_cols) { g_mma_persist_from.store(std::max(0, n_cols)); }
 void set_gemv_mma_min_cols(int n) { g_mma_min_cols.store(n < 1 ? 1 : n); }
 void set_gemv_pdl(bool on) {
   int dev = 0, major = 0;
@@ -35,6 +40,7 @@ bool small_kernel_pdl() {
   }();
   return on && gpu_gemv_pdl();
 }
+int gpu_gemv_mma_persist_from() { return g_mma_persist_from.load(std::memory_order_relaxed); }
 int gpu_gemv_forced_warps() { return g_warps.load(std::memory_order_relaxed); }
 namespace {
 

@@ -15,6 +15,7 @@ namespace strata::kernels::cuda::detail {
 // The settings of gemv_tuning.h (gemv_gpu.cu holds them).
 int gpu_gemv_mma_min_cols();
 int gpu_gemv_forced_warps();
+int gpu_gemv_mma_persist_from();  // set_gemv_mma_persist_from: from this many columns; 0: never
 // The default dp4a variant of the table readers (iq_gemv_variant below).
 inline constexpr int kIqGemvVariant = 0;
 // The i-quants' instantiations (gemv_gpu_iq.cu); false when the type is not one of them.
@@ -210,6 +211,17 @@ void launch_nc(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cud
                      w.n_out, x, n_cols, d_y, pdl);
 }
 
+// The MMA kernel's grid: table readers' (grid_for), persistent where asked, else one CTA per pair.
+template <class D, int kCtasPerSm>
+unsigned gemv_mma_grid(int64_t pairs, int n_cols, size_t other_smem_bytes) {
+  if constexpr (!HasTable<D>::value) {
+    const int from = gpu_gemv_mma_persist_from();
+    if (from > 0 && n_cols >= from)
+      return unsigned(std::min<int64_t>(pairs, int64_t(kCtasPerSm) * std::max(sm_count(), 1)));
+  }
+  return grid_for<D, kCtasPerSm>(pairs, other_smem_bytes);
+}
+
 // The MMA kernel compiled for 1, 2, 8, 16, 32 or 64 columns (the smallest that holds n_cols).
 template <class D>
 void launch_mma(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s) {
@@ -223,11 +235,11 @@ void launch_mma(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cu
       else max_carveout<gemv_gpu_mma_kernel<D, NC, 8>>();
     }
     if (w16)
-      launch_kernel(gemv_gpu_mma_kernel<D, NC, 16>, grid_for<D, 1>(pairs, 16 * 32 * 4 * 4), 16 * 32, s, w.data, w.n_in,
-                    w.n_out, x, n_cols, d_y);
-    else
-      launch_kernel(gemv_gpu_mma_kernel<D, NC, 8>, grid_for<D, NC <= 16 ? 2 : 1>(pairs, 8 * 32 * 4 * 4), 8 * 32, s,
+      launch_kernel(gemv_gpu_mma_kernel<D, NC, 16>, gemv_mma_grid<D, 1>(pairs, n_cols, 16 * 32 * 4 * 4), 16 * 32, s,
                     w.data, w.n_in, w.n_out, x, n_cols, d_y);
+    else
+      launch_kernel(gemv_gpu_mma_kernel<D, NC, 8>, gemv_mma_grid<D, NC <= 16 ? 2 : 1>(pairs, n_cols, 8 * 32 * 4 * 4),
+                    8 * 32, s, w.data, w.n_in, w.n_out, x, n_cols, d_y);
   };
   if (n_cols <= 1) go(std::integral_constant<int, 1>{});
   else if (n_cols <= 2) go(std::integral_constant<int, 2>{});

@@ -197,7 +197,9 @@ __global__ void __launch_bounds__(W * 32, NC <= 16 && W == 8 ? 2 : 1)
   gpu_table_fill<D>();  // table readers: once per CTA, before the loop over row-group pairs
   pdl_wait();  // launched with programmatic dependent launch: x is written by the kernel before
   pdl_launch_dependents();
-  // One pair of row groups per CTA; table readers: pairs blockIdx.x, + gridDim.x, ... (persistent).
+  // Pairs blockIdx.x, + gridDim.x, ...: one per CTA where the grid has a CTA per pair; persistent
+  // grids (table readers; STRATA_GEMV_MMA_PERSIST for the others) walk several, each re-reading the
+  // same activations, which then come from the SM's L1 instead of L2 (gemv_gpu_launch.cuh).
   for (int64_t pair = blockIdx.x;;) {
     const int64_t G0 = pair * 2;
     // Past the last group: read the last one again (its sums are never stored: rows >= n_out).
@@ -270,7 +272,8 @@ __global__ void __launch_bounds__(W * 32, NC <= 16 && W == 8 ? 2 : 1)
         }
       }
     }
-    if constexpr (!HasTable<D>::value) break;
+    // Grids of one CTA per pair end here; persistent grids (table readers, and the K types' where
+    // gemv_mma_grid says so) take the next pair.
     pair += gridDim.x;
     if (pair * 2 >= n_groups) break;
     __syncthreads();  // red is written again

@@ -281,7 +281,9 @@ TEST_CASE("cuda gemv on the GPU layout: a column's output does not depend on the
   kc::set_gemv_warps(warps);
   for (GgmlType t : kRepacked) {
     const int64_t c = kernels::gpu_layout_chunk(t);
-    for (const auto& [n_in, n_out] : {std::pair<int64_t, int64_t>{3 * c, 13}, {5376, 40}}) {
+    // 8456 rows: more pairs of row groups (529) than an H100 or H200 holds CTAs of the MMA kernel at
+    // once (2 x 132), so a persistent grid (set_gemv_mma_persist_from) walks several per CTA.
+    for (const auto& [n_in, n_out] : {std::pair<int64_t, int64_t>{3 * c, 13}, {5376, 40}, {c, 8456}}) {
       INFO("warps " << warps << " type " << ggml_type_info(t).name << " n_in " << n_in << " n_out " << n_out);
       const HostWeights w = make_weights(t, n_in, n_out, rng);
       std::vector<uint8_t> packed(kernels::gpu_layout_bytes(t, n_in, n_out));
@@ -302,18 +304,24 @@ TEST_CASE("cuda gemv on the GPU layout: a column's output does not depend on the
         return y;
       };
       kc::set_gemv_mma_min_cols(1);
+      kc::set_gemv_mma_persist_from(0);
       const std::vector<float> all = run(kMax);
-      for (int mma_min : {1, kc::kGemvMmaFromCols, kc::kMaxGpuGemvCols + 1}) {
-        INFO("mma from " << mma_min << " columns");
-        kc::set_gemv_mma_min_cols(mma_min);
-        for (int n_cols : {1, 2, 3, 8, 9, 16, 17, 33}) {
-          INFO("n_cols " << n_cols);
-          const std::vector<float> y = run(n_cols);
-          int differ = 0;
-          for (size_t i = 0; i < y.size(); ++i) differ += std::memcmp(&y[i], &all[i], 4) != 0;
-          CHECK(differ == 0);
+      for (int persist_from : {0, 1}) {  // one CTA per pair of row groups; a persistent grid
+        INFO("persistent MMA grid from " << persist_from << " columns");
+        kc::set_gemv_mma_persist_from(persist_from);
+        for (int mma_min : {1, kc::kGemvMmaFromCols, kc::kMaxGpuGemvCols + 1}) {
+          INFO("mma from " << mma_min << " columns");
+          kc::set_gemv_mma_min_cols(mma_min);
+          for (int n_cols : {1, 2, 3, 8, 9, 16, 17, 33}) {
+            INFO("n_cols " << n_cols);
+            const std::vector<float> y = run(n_cols);
+            int differ = 0;
+            for (size_t i = 0; i < y.size(); ++i) differ += std::memcmp(&y[i], &all[i], 4) != 0;
+            CHECK(differ == 0);
+          }
         }
       }
+      kc::set_gemv_mma_persist_from(0);
       kc::set_gemv_mma_min_cols(kc::kGemvMmaFromCols);
     }
   }
