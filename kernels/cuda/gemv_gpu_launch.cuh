@@ -211,6 +211,17 @@ void launch_nc(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cud
                      w.n_out, x, n_cols, d_y, pdl);
 }
 
+// STRATA_GEMV_MMA16_ONE_CTA=1 (read once per process; an experiment): the 16-column MMA kernel at
+// 8 warps runs one CTA per SM with 255 registers instead of two with 128, which spill
+// (gemv_gpu_mma_kernel kMinBlocks). The same bits either way.
+inline bool gemv_mma16_one_cta() {
+  static const bool on = [] {
+    const char* e = std::getenv("STRATA_GEMV_MMA16_ONE_CTA");
+    return e && std::atoi(e) != 0;
+  }();
+  return on;
+}
+
 // The MMA kernel's grid: table readers' (grid_for), persistent where asked, else one CTA per pair.
 template <class D, int kCtasPerSm>
 unsigned gemv_mma_grid(int64_t pairs, int n_cols, size_t other_smem_bytes) {
@@ -236,6 +247,9 @@ void launch_mma(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cu
     }
     if (w16)
       launch_kernel(gemv_gpu_mma_kernel<D, NC, 16>, gemv_mma_grid<D, 1>(pairs, n_cols, 16 * 32 * 4 * 4), 16 * 32, s,
+                    w.data, w.n_in, w.n_out, x, n_cols, d_y);
+    else if (NC == 16 && gemv_mma16_one_cta())
+      launch_kernel(gemv_gpu_mma_kernel<D, NC, 8, 1>, gemv_mma_grid<D, 1>(pairs, n_cols, 8 * 32 * 4 * 4), 8 * 32, s,
                     w.data, w.n_in, w.n_out, x, n_cols, d_y);
     else
       launch_kernel(gemv_gpu_mma_kernel<D, NC, 8>, gemv_mma_grid<D, NC <= 16 ? 2 : 1>(pairs, n_cols, 8 * 32 * 4 * 4),
