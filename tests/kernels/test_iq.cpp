@@ -2,12 +2,14 @@
 // STRATA_TEST_SEED to replay): every row is wired, the scalar dot equals the exact dot of the
 // decoded row, fill_random has the requested statistics and is deterministic, and the grid tables
 // hold ggml-common.h's values at spot entries. (Bit-exact decoding against ggml is in
-// test_quant_reference.cpp; SIMD dots against the scalar ones in test_dot.cpp.)
+// test_quant_reference.cpp; SIMD dots against the scalar ones in test_dot.cpp.) best_dot honours
+// the CPU and the STRATA_CPU cap.
 #include <catch2/catch.hpp>
 
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,27 @@ TEST_CASE("iq: every i-quant has a kernel row", "[quant][iq]") {
     CHECK(best_dot(t) != nullptr);
     CHECK(best_dequantize(t) == k->dequantize);
     CHECK(ggml_type_info(t).has_cpu_kernels);
+  }
+}
+
+// best_dot takes the highest ISA that has a kernel and that this CPU (under the STRATA_CPU cap)
+// supports; every i-quant but IQ1_S has an AVX-512 dot, and STRATA_CPU=avx2 / scalar must keep it
+// off (ctest also runs this under those caps).
+TEST_CASE("iq: best_dot is the highest supported ISA's kernel", "[quant][iq][dot]") {
+  const char* cap = std::getenv("STRATA_CPU");
+  const std::string cap_s = cap ? cap : "";
+  for (const GgmlType t : kIqTypes) {
+    INFO(type_name(t) << " cap '" << cap_s << "'");
+    const QuantKernels& k = *quant_kernels(t);
+    CHECK(k.dot[int(Isa::avx2)] != nullptr);
+    CHECK((k.dot[int(Isa::avx512)] != nullptr) == (t != GgmlType::IQ1_S));
+    DotFn want = k.dot[int(Isa::scalar)];
+    for (int isa = 1; isa < kIsaCount; ++isa) {
+      if (k.dot[isa] && isa_supported(Isa(isa))) want = k.dot[isa];
+    }
+    CHECK(best_dot(t) == want);
+    if (cap_s == "avx2" && isa_supported(Isa::avx2)) CHECK(best_dot(t) == k.dot[int(Isa::avx2)]);
+    if (cap_s == "scalar") CHECK(best_dot(t) == k.dot[int(Isa::scalar)]);
   }
 }
 
