@@ -245,11 +245,13 @@ void launch_mma(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cu
       if (w16) max_carveout<gemv_gpu_mma_kernel<D, NC, 16>>();
       else max_carveout<gemv_gpu_mma_kernel<D, NC, 8>>();
     }
+    if constexpr (NC == 16) {
+      if (!w16 && gemv_mma16_one_cta())
+        return launch_kernel(gemv_gpu_mma_kernel<D, NC, 8, 1>, gemv_mma_grid<D, 1>(pairs, n_cols, 8 * 32 * 4 * 4),
+                             8 * 32, s, w.data, w.n_in, w.n_out, x, n_cols, d_y);
+    }
     if (w16)
       launch_kernel(gemv_gpu_mma_kernel<D, NC, 16>, gemv_mma_grid<D, 1>(pairs, n_cols, 16 * 32 * 4 * 4), 16 * 32, s,
-                    w.data, w.n_in, w.n_out, x, n_cols, d_y);
-    else if (NC == 16 && gemv_mma16_one_cta())
-      launch_kernel(gemv_gpu_mma_kernel<D, NC, 8, 1>, gemv_mma_grid<D, 1>(pairs, n_cols, 8 * 32 * 4 * 4), 8 * 32, s,
                     w.data, w.n_in, w.n_out, x, n_cols, d_y);
     else
       launch_kernel(gemv_gpu_mma_kernel<D, NC, 8>, gemv_mma_grid<D, NC <= 16 ? 2 : 1>(pairs, n_cols, 8 * 32 * 4 * 4),
