@@ -49,6 +49,7 @@ size_t workspace_bytes_for_gemv(const WeightView&, int) { return 0; }
 void set_gemv_mma_min_cols(int) {}
 void set_gemv_pdl(bool) {}
 void set_gemv_warps(int) {}
+void set_gemv_mma_persist_from(int) {}
 void set_gated_gemv_variant(int) {}
 size_t workspace_bytes_for_gemm(const WeightView&, int) { return 0; }
 Status gemm(const WeightView&, const float*, int, float*, Workspace, Stream, bool) { return none("gemm"); }
