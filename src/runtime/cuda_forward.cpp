@@ -43,6 +43,17 @@ const gguf::TensorInfo* CudaForward::unsupported_tensor(const Model& model) {
 uint64_t CudaForward::streamed_bytes() const { return impl_->store ? impl_->store->stats().bytes_copied : 0; }
 double CudaForward::host_compute_seconds() const { return impl_->host ? impl_->host->compute_seconds() : 0.0; }
 uint64_t CudaForward::disk_bytes() const { return impl_->store ? impl_->store->stats().disk_bytes : 0; }
+std::vector<uint8_t> CudaForward::non_resident_layers() const {
+  const offload::Placement& pl = opt_.placement;
+  const uint32_t n_layer = model_->spec.hp.n_layer;
+  std::vector<uint8_t> out(n_layer, 0);
+  bool any = false;
+  for (uint32_t il = 0; il < n_layer; ++il) {
+    out[il] = pl.tier(model::Block::attention, il) != offload::Tier::gpu || pl.tier(model::Block::ffn, il) != offload::Tier::gpu;
+    any = any || out[il];
+  }
+  return any ? out : std::vector<uint8_t>{};
+}
 
 CudaForward::GraphStats CudaForward::graph_stats() const { return impl_->graph_stats; }
 

@@ -192,6 +192,11 @@ class Engine {
   virtual uint64_t vram_peak_bytes() const { return 0; }
   // Weight bytes copied host -> device by streaming so far (0 when everything is resident).
   virtual uint64_t streamed_bytes() const { return 0; }
+  // Per layer, 1 where a weight block of the layer is not in VRAM (streamed, read from disk or
+  // computed on the CPU: the placement's tiers), else 0; empty where every layer is resident or
+  // the engine has no placement (the CPU engine). A drafter that skips these layers moves no
+  // weight bytes (spec/subset_chooser.h).
+  virtual std::vector<uint8_t> non_resident_layers() const { return {}; }
   // Of those, the bytes read from the model file by the disk tier.
   virtual uint64_t disk_bytes() const { return 0; }
   // Host seconds spent computing cpu-tier blocks and host-KV attention so far (0 without them).

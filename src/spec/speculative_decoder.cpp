@@ -69,7 +69,11 @@ SpeculativeDecoder::SpeculativeDecoder(runtime::Engine& engine, runtime::Sampler
   const uint32_t n_layer = engine_.model().spec.hp.n_layer;
   if (cfg_.mode == SpecMode::subset || (cfg_.mode == SpecMode::automatic && n_layer >= 3)) {
     const double fixed[] = {cfg_.skip_ratio};
-    auto arms = cfg_.skip_ratio > 0 ? subset_candidates(n_layer, fixed) : subset_candidates(n_layer, kDefaultSkipRatios);
+    // Under a VRAM budget every candidate skips the layers whose weights are not resident, so that
+    // a draft step copies nothing over PCIe (the first candidate skips exactly those).
+    const std::vector<uint8_t> must_skip = engine_.non_resident_layers();
+    auto arms = cfg_.skip_ratio > 0 ? subset_candidates(n_layer, fixed, must_skip)
+                                    : subset_candidates(n_layer, kDefaultSkipRatios, must_skip);
     subset_ = int(drafters_.size());
     drafters_.push_back(std::make_unique<LayerSubset>(engine_, cfg_.min_confidence));
     chooser_ = std::make_unique<SubsetChooser>(std::move(arms), sampler.params().seed);

@@ -7,6 +7,35 @@
 
 namespace strata::spec {
 
+namespace {
+
+// The layers a skip set skips, as "2,4,6".
+std::string layer_list(const std::vector<uint8_t>& skip) {
+  std::string out;
+  for (size_t il = 0; il < skip.size(); ++il) {
+    if (!skip[il]) continue;
+    if (!out.empty()) out += ',';
+    out += std::to_string(il);
+  }
+  return out;
+}
+
+// s with the layers of must_skip skipped too (labelled "+ non-resident"); false when it would run
+// no layer at all.
+bool add_must_skip(SkipSet& s, std::span<const uint8_t> must_skip) {
+  bool added = false;
+  uint32_t run = 0;
+  for (size_t il = 0; il < s.skip.size(); ++il) {
+    if (must_skip[il] && !s.skip[il]) s.skip[il] = 1, added = true;
+    run += s.skip[il] ? 0 : 1;
+  }
+  s.layers_run = run;
+  if (added) s.label = fmt::format("{} + non-resident: skip {}", s.label.substr(0, s.label.find(':')), layer_list(s.skip));
+  return run > 0;
+}
+
+}  // namespace
+
 SkipSet make_skip_set(uint32_t n_layer, double ratio, SkipPattern pattern) {
   const uint32_t middle = n_layer - 2;
   const uint32_t s = std::clamp<uint32_t>(uint32_t(std::lround(ratio * middle)), 1, middle);
@@ -21,17 +50,13 @@ SkipSet make_skip_set(uint32_t n_layer, double ratio, SkipPattern pattern) {
     const uint32_t start = pattern == SkipPattern::mid ? 1 + (middle - s) / 2 : n_layer - 1 - s;
     for (uint32_t i = 0; i < s; ++i) out.skip[start + i] = 1;
   }
-  std::string layers;
-  for (uint32_t il = 0; il < n_layer; ++il) {
-    if (!out.skip[il]) continue;
-    layers += (layers.empty() ? "" : ",") + std::to_string(il);
-  }
   out.layers_run = n_layer - s;
-  out.label = fmt::format("{} {:.2f}: skip {}", name, ratio, layers);
+  out.label = fmt::format("{} {:.2f}: skip {}", name, ratio, layer_list(out.skip));
   return out;
 }
 
-std::vector<SkipSet> subset_candidates(uint32_t n_layer, std::span<const double> ratios) {
+std::vector<SkipSet> subset_candidates(uint32_t n_layer, std::span<const double> ratios,
+                                       std::span<const uint8_t> must_skip) {
   std::vector<SkipSet> out;
   auto add = [&](SkipSet s) {
     for (const auto& o : out)
@@ -39,9 +64,24 @@ std::vector<SkipSet> subset_candidates(uint32_t n_layer, std::span<const double>
     out.push_back(std::move(s));
   };
   if (ratios.empty() || n_layer < 3) return out;
-  add(make_skip_set(n_layer, ratios[ratios.size() / 2], SkipPattern::alt));  // the default
+  const bool restrict = must_skip.size() == n_layer &&
+                        std::any_of(must_skip.begin(), must_skip.end(), [](uint8_t m) { return m != 0; });
+  if (restrict) {
+    SkipSet resident;
+    resident.skip.assign(must_skip.begin(), must_skip.end());
+    for (auto& m : resident.skip) m = m ? 1 : 0;
+    resident.layers_run = uint32_t(std::count(resident.skip.begin(), resident.skip.end(), 0));
+    resident.label = fmt::format("resident: skip {}", layer_list(resident.skip));
+    if (resident.layers_run > 0) add(std::move(resident));
+  }
+  auto add_pattern = [&](double r, SkipPattern p) {
+    SkipSet s = make_skip_set(n_layer, r, p);
+    if (!restrict || add_must_skip(s, must_skip)) add(std::move(s));
+  };
+  add_pattern(ratios[ratios.size() / 2], SkipPattern::alt);  // the default (after "resident")
   for (double r : ratios)
-    for (SkipPattern p : {SkipPattern::alt, SkipPattern::mid, SkipPattern::late}) add(make_skip_set(n_layer, r, p));
+    for (SkipPattern p : {SkipPattern::alt, SkipPattern::mid, SkipPattern::late}) add_pattern(r, p);
+  if (restrict && out.empty()) return subset_candidates(n_layer, ratios);
   return out;
 }
 

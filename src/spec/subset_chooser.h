@@ -8,8 +8,8 @@
 //   alt   evenly spaced ("every other" at r = 0.5),
 //   mid   one contiguous block centred in the middle,
 //   late  one contiguous block ending just before the last layer.
-// Duplicate masks (small models) are dropped. All layers are candidates for now; a plan that
-// streams some layers would restrict the candidates to the resident ones.
+// Duplicate masks (small models) are dropped. Where the engine's placement keeps some layers out of
+// VRAM, every candidate skips those too (subset_candidates' must_skip).
 //
 // Policy (deterministic given the seed and the observations):
 //   value(arm) = expected_tokens(a_arm, k) / (k * t_step(arm) + t_verify(k + 1))
@@ -47,7 +47,13 @@ enum class SkipPattern { alt, mid, late };
 SkipSet make_skip_set(uint32_t n_layer, double ratio, SkipPattern pattern);
 
 // The ratios x patterns above, deduplicated; the first is the default (alt at the middle ratio).
-std::vector<SkipSet> subset_candidates(uint32_t n_layer, std::span<const double> ratios);
+// must_skip (empty, or one entry per layer, 1 = not resident: a weight block of the layer streams,
+// comes from disk or runs on the CPU, runtime::Engine::non_resident_layers): every candidate also
+// skips those layers, so that a draft step moves no weight bytes over PCIe (M12's "resident"
+// drafter), and the first candidate ("resident") skips exactly them. Candidates that would run no
+// layer are dropped; where nothing is left, the unrestricted candidates are returned.
+std::vector<SkipSet> subset_candidates(uint32_t n_layer, std::span<const double> ratios,
+                                       std::span<const uint8_t> must_skip = {});
 
 inline constexpr double kDefaultSkipRatios[] = {0.25, 0.4, 0.5};
 

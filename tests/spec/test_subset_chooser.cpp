@@ -59,6 +59,44 @@ TEST_CASE("subset candidates: patterns, ratios, first and last layers always run
   CHECK(spec::subset_candidates(12, fixed).size() == 3);
 }
 
+TEST_CASE("subset candidates under a VRAM budget skip every non-resident layer", "[spec]") {
+  using V = std::vector<int>;
+  // 12 layers, the last three streamed (as a plan that keeps the early layers resident).
+  std::vector<uint8_t> must(12, 0);
+  must[9] = must[10] = must[11] = 1;
+  const auto c = spec::subset_candidates(12, spec::kDefaultSkipRatios, must);
+  REQUIRE(!c.empty());
+  CHECK(c[0].label == "resident: skip 9,10,11");
+  CHECK(skipped(c[0]) == V{9, 10, 11});
+  CHECK(c[0].layers_run == 9);
+  for (size_t i = 0; i < c.size(); ++i) {
+    INFO(c[i].label);
+    REQUIRE(c[i].skip.size() == 12);
+    CHECK((c[i].skip[9] && c[i].skip[10] && c[i].skip[11]));
+    CHECK(c[i].skip.front() == 0);
+    CHECK(c[i].layers_run == 12 - skipped(c[i]).size());
+    for (size_t j = 0; j < i; ++j) CHECK(c[j].skip != c[i].skip);
+  }
+  // The default pattern follows "resident", with the streamed layers added to its own.
+  REQUIRE(c.size() >= 2);
+  CHECK(c[1].label == "alt 0.40 + non-resident: skip 2,4,7,9,10,11");
+  // Patterns that overlap once the streamed layers are added collapse into one (no two alike,
+  // above); none runs no layer at all.
+  for (const auto& s : c) CHECK(s.layers_run > 0);
+
+  // Every layer streamed: no candidate could run a layer, so the unrestricted ones come back
+  // (drafts then stream weights, as before).
+  const std::vector<uint8_t> all(12, 1);
+  const auto u = spec::subset_candidates(12, spec::kDefaultSkipRatios, all);
+  const auto plain = spec::subset_candidates(12, spec::kDefaultSkipRatios);
+  REQUIRE(u.size() == plain.size());
+  for (size_t i = 0; i < u.size(); ++i) CHECK(u[i].skip == plain[i].skip);
+  // All resident (or no placement): the unrestricted candidates.
+  const auto none = spec::subset_candidates(12, spec::kDefaultSkipRatios, std::vector<uint8_t>(12, 0));
+  REQUIRE(none.size() == plain.size());
+  CHECK(none[0].label == plain[0].label);
+}
+
 TEST_CASE("subset chooser settles on the best skip set from synthetic observations", "[spec]") {
   // 12 layers, k = 6 drafts, a verify pass costs 3 full steps, a step 0.1 ms per layer + 0.2 ms
   // for the head. True acceptances favour one mid-ratio set that is neither the default nor the
