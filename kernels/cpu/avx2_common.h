@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/unaligned_load.h"
+
 // Small constant-trip loops must be fully unrolled (-O2 does not), so that shift counts are
 // immediates and arrays of vectors stay in registers.
 #define STRATA_UNROLL _Pragma("GCC unroll 16")
@@ -22,17 +24,6 @@ inline float hsum(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
-}
-
-inline uint16_t load_u16(const void* p) {
-  uint16_t v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-inline uint32_t load_u32(const void* p) {
-  uint32_t v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
 }
 
 }  // namespace

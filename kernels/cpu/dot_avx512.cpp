@@ -9,42 +9,16 @@
 // ISA hygiene as in dot_avx2.cpp: nothing here may instantiate an inline function or template
 // shared with other translation units (the linker could keep this file's AVX-512 copy for every
 // caller). Helpers are in an anonymous namespace; f16 scales go through F16C.
-// GCC 12 flags the deliberate self-initialised placeholder inside its own AVX-512 intrinsics
-// (_mm512_undefined_*) as (maybe-)uninitialized once they are inlined; the warning is spurious.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-
 #include <cstddef>
-#include <cstdint>
 #include <type_traits>
 
+#include "kernels/cpu/avx512_common.h"
 #include "kernels/cpu/dot_float_avx512.h"
 #include "kernels/cpu/quant/blocks.h"
 #include "kernels/cpu/quant/type_kernels.h"
 
-// Small constant-trip loops below must be fully unrolled (-O2 does not), so that shift counts are
-// immediates and arrays of vectors stay in registers.
-#define STRATA_UNROLL _Pragma("GCC unroll 16")
-
 namespace strata::kernels::cpu {
 namespace {
-
-using u8 = uint8_t;
-
-inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
-
-inline uint16_t load_u16(const u8* p) {
-  uint16_t v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-inline uint32_t load_u32(const u8* p) {
-  uint32_t v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-inline float load_f16(const u8* p) { return _cvtsh_ss(load_u16(p)); }
 
 // 16 bytes at p -> 16 int32 lanes, zero- or sign-extended.
 inline __m512i u8x16(const u8* p) {
@@ -54,9 +28,7 @@ inline __m512i i8x16(const u8* p) {
   return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 inline __m512 to_f32(__m512i v) { return _mm512_cvtepi32_ps(v); }
-inline __m512 ld(const float* x) { return _mm512_loadu_ps(x); }
 inline __m512i splat(int v) { return _mm512_set1_epi32(v); }
-inline __m512 bcast(float v) { return _mm512_set1_ps(v); }
 
 // ---- float rows: dot_float_avx512.h ----------------------------------------------------------
 

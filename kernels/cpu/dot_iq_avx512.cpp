@@ -11,33 +11,15 @@
 // value plus the group's delta is the weight (delta per 16 lanes picked by a mask blend for IQ1_M).
 // IQ4: the 16 levels are a 16-float table indexed by the nibbles with vpermps (no convert).
 // IQ1_S has no kernel here: see quant_table.cpp.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 and _mm512_undefined_*, as dot_avx512.cpp
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-
 #include <cstddef>
-#include <cstdint>
 
+#include "kernels/cpu/avx512_common.h"
 #include "kernels/cpu/quant/blocks.h"
 #include "kernels/cpu/quant/iq_grids.h"
 #include "kernels/cpu/quant/type_kernels.h"
 
-// Small constant-trip loops must be fully unrolled (-O2 does not).
-#define STRATA_UNROLL _Pragma("GCC unroll 16")
-
 namespace strata::kernels::cpu {
 namespace {
-
-using u8 = uint8_t;
-
-inline float f16(uint16_t h) { return _cvtsh_ss(h); }
-inline __m512 ld(const float* x) { return _mm512_loadu_ps(x); }
-inline __m512 bcast(float v) { return _mm512_set1_ps(v); }
-inline uint32_t load_u32(const void* p) {
-  uint32_t v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
 
 // 16 signed bytes -> 16 f32 lanes.
 inline __m512 i8_f32(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
