@@ -24,15 +24,28 @@ namespace {
 // 16 signed bytes -> 16 f32 lanes.
 inline __m512 i8_f32(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
 
-// Two grid entries of 8 magnitudes, byte j negated where bit j of signs is set, as f32 lanes.
-inline __m512 grid16(uint64_t g0, uint64_t g1, unsigned signs) {
-  const __m128i g = _mm_set_epi64x(int64_t(g1), int64_t(g0));
+// 16 magnitude bytes, byte j negated where bit j of signs is set, as f32 lanes.
+inline __m512 signed16(__m128i g, unsigned signs) {
   return i8_f32(_mm_mask_sub_epi8(g, __mmask16(signs), _mm_setzero_si128(), g));
 }
-// Four IQ3 grid entries of 4 magnitudes, signed as grid16.
+// Two grid entries of 8 magnitudes / four IQ3 grid entries of 4, signed as signed16.
+inline __m512 grid16(uint64_t g0, uint64_t g1, unsigned signs) {
+  return signed16(_mm_set_epi64x(int64_t(g1), int64_t(g0)), signs);
+}
 inline __m512 grid16_u32(uint32_t g0, uint32_t g1, uint32_t g2, uint32_t g3, unsigned signs) {
-  const __m128i g = _mm_setr_epi32(int(g0), int(g1), int(g2), int(g3));
-  return i8_f32(_mm_mask_sub_epi8(g, __mmask16(signs), _mm_setzero_si128(), g));
+  return signed16(_mm_setr_epi32(int(g0), int(g1), int(g2), int(g3)), signs);
+}
+// IQ2_XXS / IQ3_XXS: the 16 sign bits of groups 2k, 2k + 1 of a sub-block, from the ksigns indices
+// (7 bits each) at bits 14k and 14k + 7 of its meta word.
+inline unsigned meta_signs16(uint32_t meta, int k) {
+  const auto& ks = kKsignsIq2xs.v;
+  return ks[(meta >> (14 * k)) & 127] | (unsigned(ks[(meta >> (14 * k + 7)) & 127]) << 8);
+}
+// IQ2_XS / IQ2_S: a sub-block's two 16-element products, each scaled by d (0.5 + its nibble of sc)
+// into its own accumulator.
+inline void add_scaled_halves(__m512& acc0, __m512& acc1, float d, unsigned sc, __m512 s0, __m512 s1) {
+  acc0 = _mm512_fmadd_ps(bcast(d * (0.5f + float(sc & 15))), s0, acc0);
+  acc1 = _mm512_fmadd_ps(bcast(d * (0.5f + float(sc >> 4))), s1, acc1);
 }
 
 float dot_iq2_xxs(const BlockIQ2_XXS* b, const float* x, int64_t nb) {
@@ -43,9 +56,7 @@ float dot_iq2_xxs(const BlockIQ2_XXS* b, const float* x, int64_t nb) {
     for (int ib = 0; ib < 8; ++ib) {
       const uint32_t idx = load_u32(b[i].qs + 4 * ib), meta = load_u32(b[i].qs + 4 * ib + 2);
       const auto& grid = kIq2xxsGrid.v;
-      const auto& ks = kKsignsIq2xs.v;
-      const unsigned s01 = ks[meta & 127] | (unsigned(ks[(meta >> 7) & 127]) << 8);
-      const unsigned s23 = ks[(meta >> 14) & 127] | (unsigned(ks[(meta >> 21) & 127]) << 8);
+      const unsigned s01 = meta_signs16(meta, 0), s23 = meta_signs16(meta, 1);
       const float* xb = x + 32 * ib;
       __m512 s = _mm512_mul_ps(grid16(grid[idx & 255], grid[(idx >> 8) & 255], s01), ld(xb));
       s = _mm512_fmadd_ps(grid16(grid[(idx >> 16) & 255], grid[idx >> 24], s23), ld(xb + 16), s);
@@ -53,7 +64,7 @@ float dot_iq2_xxs(const BlockIQ2_XXS* b, const float* x, int64_t nb) {
       acc = _mm512_fmadd_ps(bcast(d * (0.5f + float(meta >> 28))), s, acc);
     }
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  return hsum(_mm512_add_ps(acc0, acc1));
 }
 
 float dot_iq2_xs(const BlockIQ2_XS* b, const float* x, int64_t nb) {
@@ -71,11 +82,10 @@ float dot_iq2_xs(const BlockIQ2_XS* b, const float* x, int64_t nb) {
           grid16(grid[q[0] & 511], grid[q[1] & 511], ks[q[0] >> 9] | (unsigned(ks[q[1] >> 9]) << 8)), ld(xb));
       const __m512 s1 = _mm512_mul_ps(
           grid16(grid[q[2] & 511], grid[q[3] & 511], ks[q[2] >> 9] | (unsigned(ks[q[3] >> 9]) << 8)), ld(xb + 16));
-      acc0 = _mm512_fmadd_ps(bcast(d * (0.5f + float(sc & 15))), s0, acc0);
-      acc1 = _mm512_fmadd_ps(bcast(d * (0.5f + float(sc >> 4))), s1, acc1);
+      add_scaled_halves(acc0, acc1, d, sc, s0, s1);
     }
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  return hsum(_mm512_add_ps(acc0, acc1));
 }
 
 float dot_iq2_s(const BlockIQ2_S* b, const float* x, int64_t nb) {
@@ -94,11 +104,10 @@ float dot_iq2_s(const BlockIQ2_S* b, const float* x, int64_t nb) {
       const unsigned sc = b[i].scales[ib];
       const __m512 s0 = _mm512_mul_ps(grid16(grid[index(0)], grid[index(1)], sg & 0xffff), ld(xb));
       const __m512 s1 = _mm512_mul_ps(grid16(grid[index(2)], grid[index(3)], sg >> 16), ld(xb + 16));
-      acc0 = _mm512_fmadd_ps(bcast(d * (0.5f + float(sc & 15))), s0, acc0);
-      acc1 = _mm512_fmadd_ps(bcast(d * (0.5f + float(sc >> 4))), s1, acc1);
+      add_scaled_halves(acc0, acc1, d, sc, s0, s1);
     }
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  return hsum(_mm512_add_ps(acc0, acc1));
 }
 
 float dot_iq3_xxs(const BlockIQ3_XXS* b, const float* x, int64_t nb) {
@@ -111,9 +120,7 @@ float dot_iq3_xxs(const BlockIQ3_XXS* b, const float* x, int64_t nb) {
       const u8* qs = b[i].qs + 8 * ib;
       const uint32_t meta = load_u32(meta_bytes + 4 * ib);
       const auto& grid = kIq3xxsGrid.v;
-      const auto& ks = kKsignsIq2xs.v;
-      const unsigned s01 = ks[meta & 127] | (unsigned(ks[(meta >> 7) & 127]) << 8);
-      const unsigned s23 = ks[(meta >> 14) & 127] | (unsigned(ks[(meta >> 21) & 127]) << 8);
+      const unsigned s01 = meta_signs16(meta, 0), s23 = meta_signs16(meta, 1);
       const float* xb = x + 32 * ib;
       __m512 s = _mm512_mul_ps(grid16_u32(grid[qs[0]], grid[qs[1]], grid[qs[2]], grid[qs[3]], s01), ld(xb));
       s = _mm512_fmadd_ps(grid16_u32(grid[qs[4]], grid[qs[5]], grid[qs[6]], grid[qs[7]], s23), ld(xb + 16), s);
@@ -121,7 +128,7 @@ float dot_iq3_xxs(const BlockIQ3_XXS* b, const float* x, int64_t nb) {
       acc = _mm512_fmadd_ps(bcast(d * (0.5f + float(meta >> 28))), s, acc);
     }
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  return hsum(_mm512_add_ps(acc0, acc1));
 }
 
 float dot_iq3_s(const BlockIQ3_S* b, const float* x, int64_t nb) {
@@ -143,7 +150,7 @@ float dot_iq3_s(const BlockIQ3_S* b, const float* x, int64_t nb) {
       acc = _mm512_fmadd_ps(bcast(d * float(1 + 2 * sc)), s, acc);
     }
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  return hsum(_mm512_add_ps(acc0, acc1));
 }
 
 // Two IQ1 grid entries (signed bytes) as f32 lanes.
@@ -177,7 +184,7 @@ float dot_iq1_m(const BlockIQ1_M* b, const float* x, int64_t nb) {
       }
     }
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  return hsum(_mm512_add_ps(acc0, acc1));
 }
 
 // sum over 32 elements of level(q) * x, q = the nibbles of 16 bytes (low: elements 0-15, high:
@@ -224,7 +231,7 @@ float dot_iq4_nl_avx512(const void* row, const float* x, int64_t n) {
     acc1 = _mm512_fmadd_ps(bcast(f16(b[i + 1].d)), iq4_32(b[i + 1].qs, x + (i + 1) * kQK, levels), acc1);
   }
   if (i < nb) acc0 = _mm512_fmadd_ps(bcast(f16(b[i].d)), iq4_32(b[i].qs, x + i * kQK, levels), acc0);
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  return hsum(_mm512_add_ps(acc0, acc1));
 }
 
 float dot_iq4_xs_avx512(const void* row, const float* x, int64_t n) {
@@ -240,7 +247,7 @@ float dot_iq4_xs_avx512(const void* row, const float* x, int64_t n) {
       acc = _mm512_fmadd_ps(bcast(d * float(ls - 32)), iq4_32(b[i].qs + 16 * ib, x + 32 * ib, levels), acc);
     }
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  return hsum(_mm512_add_ps(acc0, acc1));
 }
 
 }  // namespace strata::kernels::cpu
