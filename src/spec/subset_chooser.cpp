@@ -66,13 +66,13 @@ std::vector<SkipSet> subset_candidates(uint32_t n_layer, std::span<const double>
   if (ratios.empty() || n_layer < 3) return out;
   const bool restrict = must_skip.size() == n_layer &&
                         std::any_of(must_skip.begin(), must_skip.end(), [](uint8_t m) { return m != 0; });
-  if (restrict) {
+  if (restrict) {  // "resident": nothing skipped but the non-resident layers
     SkipSet resident;
-    resident.skip.assign(must_skip.begin(), must_skip.end());
-    for (auto& m : resident.skip) m = m ? 1 : 0;
-    resident.layers_run = uint32_t(std::count(resident.skip.begin(), resident.skip.end(), 0));
-    resident.label = fmt::format("resident: skip {}", layer_list(resident.skip));
-    if (resident.layers_run > 0) add(std::move(resident));
+    resident.skip.assign(n_layer, 0);
+    if (add_must_skip(resident, must_skip)) {
+      resident.label = "resident: skip " + layer_list(resident.skip);
+      add(std::move(resident));
+    }
   }
   auto add_pattern = [&](double r, SkipPattern p) {
     SkipSet s = make_skip_set(n_layer, r, p);
