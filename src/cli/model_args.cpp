@@ -14,7 +14,8 @@ CLI::Option* ModelArgs::add_spec_to(CLI::App* sub, bool default_by_plan) {
   std::string help =
       "Self-speculative decoding: none | early:d=N (layers [0,N) draft; early:d=N,tree=B: token trees of up "
       "to B children per node, greedy or sampled; CPU engine, and CUDA with f16/q8_0/q4_1 KV) | subset[:skip=R] (draft "
-      "with middle layers skipped, skip set chosen online; R fixes the skipped fraction) | lookup (n-gram in prompt "
+      "with middle layers skipped, skip set chosen online; R fixes the skipped fraction) | shadow[:TYPE] (draft with every "
+      "layer from low-bit copies of its matrices, made at start-up; TYPE default q2_k; CPU engine) | lookup (n-gram in prompt "
       "and history) | auto (all three, adaptive draft length, plain steps where drafts lose)";
   if (default_by_plan)
     help += ". Default: auto where the plan predicts a gain for free drafts at acceptance 0.3 (where a verify pass of "

@@ -100,14 +100,22 @@ Status CpuForward::eval(uint32_t seq, std::span<const int32_t> tokens, Logits wh
 
 Status CpuForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
                                std::vector<float>& logits) {
-  auto range = check_layer_range(model_->spec, tokens, pos0, r, seqs_);
+  auto range = check_layer_range(model_->spec, tokens, pos0, r, seqs_, shadow_.has_value());
   last_argmax_ = -1;
   if (!range) return range.status();
   tree_.reset();
   const uint32_t n = uint32_t(tokens.size()), n_vocab = model_->spec.hp.n_vocab;
   logits.resize(which == Logits::all ? n * n_vocab : which == Logits::last ? n_vocab : 0);
   run_chunk(tokens.data(), n, RowMap{0, pos0}, which, logits.data(), &*range, true);
-  seqs_.wrote(0, pos0, n, range->end == model_->spec.hp.n_layer && range->skip.empty());
+  seqs_.wrote(0, pos0, n, completes_positions(*range, model_->spec.hp.n_layer));
+  return {};
+}
+
+Status CpuForward::make_shadow(GgmlType type) {
+  if (shadow_ && shadow_->type == type) return {};
+  auto made = make_shadow_weights(model_->weights, model_->spec, type);
+  if (!made) return made.status();
+  shadow_ = std::move(*made);
   return {};
 }
 
@@ -157,7 +165,8 @@ Status CpuForward::keep_tree_path(uint32_t pos0, std::span<const uint32_t> path)
 
 bool CpuForward::run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map, Logits which, float* logits,
                            const LayerRange* range, bool exact, const TreeRows* tree, cpu::MaxAt* head_max) {
-  CpuOps ops{model_->weights, kv_, pos_, logits, int64_t(model_->spec.hp.n_vocab), range, exact, {}};
+  const model::ModelWeights& w = range && range->shadow ? shadow_->weights : model_->weights;
+  CpuOps ops{w, kv_, pos_, logits, int64_t(model_->spec.hp.n_vocab), range, exact, {}};
   ops.tree = tree;
   ops.head_max = head_max;
   ops.trace = opt_.trace.get();
@@ -169,7 +178,7 @@ bool CpuForward::run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map,
   const Layers layers = range ? Layers{range->first, range->end, range->hidden_out != nullptr,
                                        range->skip.empty() ? nullptr : range->skip.data()}
                               : Layers{0, model_->spec.hp.n_layer, false, nullptr};
-  forward_chunk(ops, model_->spec, model_->weights, b, tokens, n, map, rows, layers);
+  forward_chunk(ops, model_->spec, w, b, tokens, n, map, rows, layers);
   return ops.head_max_done;
 }
 

@@ -22,6 +22,7 @@
 #include "kv/sequence_table.h"
 #include "runtime/engine.h"
 #include "runtime/model.h"
+#include "runtime/shadow_weights.h"
 #include "runtime/token_tree.h"
 
 namespace strata::runtime {
@@ -60,6 +61,11 @@ class CpuForward final : public Engine {
                    const LayerRange& r, Logits which, std::vector<float>& logits) override;
   Status keep_tree_path(uint32_t pos0, std::span<const uint32_t> path) override;
   bool supports_trees() const override { return true; }
+  Status make_shadow(GgmlType type) override;
+  std::optional<GgmlType> shadow_type() const override {
+    return shadow_ ? std::optional<GgmlType>(shadow_->type) : std::nullopt;
+  }
+  uint64_t shadow_bytes() const override { return shadow_ ? shadow_->bytes : 0; }
   uint32_t n_seq() const override { return seqs_.n_seq(); }
   uint32_t n_past(uint32_t seq) const override { return seqs_.length(seq); }
   void truncate(uint32_t seq, uint32_t n) override {
@@ -91,6 +97,7 @@ class CpuForward final : public Engine {
                  kernels::cpu::MaxAt* head_max);
 
   std::shared_ptr<const Model> model_;
+  std::optional<ShadowWeights> shadow_;  // make_shadow's copies, for LayerRange::shadow
   ForwardOptions opt_;
   kv::SequenceTable seqs_;       // lengths and KV rules of every sequence
   std::vector<kv::KvCache> kv_;  // per sequence: the storage

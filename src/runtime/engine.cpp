@@ -30,7 +30,7 @@ kv::SequenceTable sequence_table(const model::ModelSpec& spec, const ForwardOpti
 }
 
 Result<LayerRange> check_layer_range(const model::ModelSpec& spec, std::span<const int32_t> tokens, uint32_t pos0,
-                                     const LayerRange& r, const kv::SequenceTable& seqs) {
+                                     const LayerRange& r, const kv::SequenceTable& seqs, bool has_shadow) {
   const uint32_t n_layer = spec.hp.n_layer, ubatch = seqs.margin();
   LayerRange out = r;
   if (out.end == 0) out.end = n_layer;
@@ -39,6 +39,7 @@ Result<LayerRange> check_layer_range(const model::ModelSpec& spec, std::span<con
   if (!out.skip.empty() && out.skip.size() != n_layer)
     return Status::error("skip mask has {} entries; the model has {} layers", out.skip.size(), n_layer);
   if (std::ranges::none_of(out.skip, [](uint8_t s) { return s != 0; })) out.skip = {};
+  if (out.shadow && !has_shadow) return Status::error("a shadow layer range needs shadow weights (make_shadow)");
   if (out.first > 0 && !out.hidden_in)
     return Status::error("layer range starting at layer {} needs the residual stream entering it", out.first);
   if (tokens.empty() || tokens.size() > std::min(kMaxExactRows, ubatch))
@@ -60,6 +61,7 @@ Result<TreeShape> check_tree(const model::ModelSpec& spec, std::span<const int32
     return Status::error("eval_tree: the tree must start at n_past ({}), not at position {}", seqs.length(0), pos0);
   if (std::ranges::any_of(r.skip, [](uint8_t s) { return s != 0; }))
     return Status::error("eval_tree takes no skip mask (a layer-subset draft verifies as a chain)");
+  if (r.shadow) return Status::error("eval_tree takes no shadow range (a shadow draft verifies as a chain)");
   const uint32_t node0 = uint32_t(parents.size() - tokens.size());
   auto checked = check_layer_range(spec, tokens, pos0 + node0, r, seqs);
   if (!checked) return checked.status();
@@ -70,6 +72,11 @@ Result<TreeShape> check_tree(const model::ModelSpec& spec, std::span<const int32
 Status Engine::eval_tree(std::span<const int32_t>, std::span<const int32_t>, uint32_t, const LayerRange&, Logits,
                          std::vector<float>&) {
   return Status::error("token trees are not supported by the {} engine (it verifies chains only)", device_name());
+}
+
+Status Engine::make_shadow(GgmlType type) {
+  return Status::error("the {} engine keeps no shadow weights (cannot draft with {} copies)", device_name(),
+                       ggml_type_info(type).name);
 }
 
 Status Engine::keep_tree_path(uint32_t, std::span<const uint32_t>) {

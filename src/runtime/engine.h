@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -101,6 +102,10 @@ struct LayerRange {
   float* hidden_out = nullptr;       // (n, n_embd) host memory, optional: the stream leaving end - 1
   // Empty, or one entry per model layer: nonzero skips that layer. An all-zero mask is no mask.
   std::span<const uint8_t> skip = {};
+  // Run the layers' low-bit shadow matrices (Engine::make_shadow) instead of the model's: a shadow
+  // draft (SubSpec). Its KV and residual stream are the shadow's, so, as with a skip mask, n_past
+  // does not move and the positions it drafted must be verified from layer 0.
+  bool shadow = false;
 };
 
 // One row of a batched step: the next token of sequence `seq`. Its position is n_past(seq), plus
@@ -157,6 +162,17 @@ class Engine {
   // path's nodes were run through every layer. Errors (nothing changes): no tree evaluated at pos0,
   // a path that is not a chain of ancestors from a root, an engine without trees.
   virtual Status keep_tree_path(uint32_t pos0, std::span<const uint32_t> path);
+  // ---- low-bit shadow weights (M12: drafting with every layer, SubSpec-style) ----
+  // Requantises every layer's matrices to `type` from their exact decode and keeps the copies
+  // beside the model's, for eval_layers calls with LayerRange::shadow (norms, the embedding and
+  // the head stay the model's). Calling it again with the same type does nothing; another type
+  // replaces the copies. Errors: a type strata cannot quantise to, an engine without shadows.
+  virtual Status make_shadow(GgmlType type);
+  // The shadow's type; empty where make_shadow has not run.
+  virtual std::optional<GgmlType> shadow_type() const { return std::nullopt; }
+  // Bytes the shadow copies take (0 without).
+  virtual uint64_t shadow_bytes() const { return 0; }
+
   // Whether eval_tree / keep_tree_path work here (the CPU engine; the CUDA engine with
   // flash-decoding KV and no host compute, CudaForward::supports_trees). Where not, the
   // speculative decoder verifies chains.
@@ -220,10 +236,15 @@ kv::SequenceTable sequence_table(const model::ModelSpec& spec, const ForwardOpti
 Status check_tokens(const model::ModelSpec& spec, std::span<const int32_t> tokens);
 
 // For engine implementations: checks eval_layers' arguments (the errors listed there; the KV ones
-// are sequence 0's, from the table); returns the range with `end` resolved (0 -> n_layer) and an
-// all-zero skip mask cleared.
+// are sequence 0's, from the table; a shadow range where has_shadow is false); returns the range
+// with `end` resolved (0 -> n_layer) and an all-zero skip mask cleared.
 Result<LayerRange> check_layer_range(const model::ModelSpec& spec, std::span<const int32_t> tokens, uint32_t pos0,
-                                     const LayerRange& r, const kv::SequenceTable& seqs);
+                                     const LayerRange& r, const kv::SequenceTable& seqs, bool has_shadow = false);
+// Whether a checked range's pass completes its positions in every layer with the model's own
+// weights, so that n_past moves (eval_layers' rule).
+inline bool completes_positions(const LayerRange& checked, uint32_t n_layer) {
+  return checked.end == n_layer && checked.skip.empty() && !checked.shadow;
+}
 
 // For engine implementations: checks eval_tree's arguments (the errors listed there) and returns
 // the tree's shape; `range` receives the layer range with `end` resolved.

@@ -14,6 +14,7 @@ std::string SpecConfig::text() const {
     case SpecMode::lookup: return "lookup";
     case SpecMode::early: return "early:d=" + std::to_string(depth) + (tree ? ",tree=" + std::to_string(tree) : "");
     case SpecMode::subset: return skip_ratio > 0 ? fmt::format("subset:skip={:g}", skip_ratio) : "subset";
+    case SpecMode::shadow: return fmt::format("shadow:{}", ggml_type_info(shadow_type).name);
     case SpecMode::automatic: return "auto:d=" + std::to_string(depth);
     case SpecMode::replay: return "replay";
   }
@@ -35,8 +36,17 @@ Result<SpecConfig> parse_spec(std::string_view text, uint32_t draft_max, uint32_
   else if (mode == "early") c.mode = SpecMode::early;
   else if (mode == "auto") c.mode = SpecMode::automatic;
   else if (mode == "subset") c.mode = SpecMode::subset;
+  else if (mode == "shadow") c.mode = SpecMode::shadow;
   else
-    return Status::error("--spec '{}': expected none, early:d=N, subset[:skip=R], lookup or auto", text);
+    return Status::error("--spec '{}': expected none, early:d=N, subset[:skip=R], shadow[:TYPE], lookup or auto", text);
+  if (c.mode == SpecMode::shadow) {
+    if (!arg.empty()) {
+      const auto type = ggml_type_from_name(arg);
+      if (!type) return Status::error("--spec '{}': unknown shadow type '{}' (e.g. shadow:q2_k)", text, arg);
+      c.shadow_type = *type;
+    }
+    return c;
+  }
   const bool takes_depth = c.mode == SpecMode::early || c.mode == SpecMode::automatic;
   if (c.mode == SpecMode::subset) {
     if (n_layer < 3)

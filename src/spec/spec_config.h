@@ -5,12 +5,13 @@
 #include <string>
 #include <string_view>
 
+#include "core/ggml_type.h"
 #include "core/status.h"
 
 namespace strata::spec {
 
 // replay: `strata bench spec --replay` only (spec/replay.h; parse_spec never yields it).
-enum class SpecMode { none, early, subset, lookup, automatic, replay };
+enum class SpecMode { none, early, subset, shadow, lookup, automatic, replay };
 
 struct SpecConfig {
   SpecMode mode = SpecMode::none;
@@ -21,6 +22,11 @@ struct SpecConfig {
   // Layer subset: the fraction of the middle layers skipped; 0 lets the chooser pick among
   // kDefaultSkipRatios (subset_chooser.h). auto uses the chooser's candidates.
   double skip_ratio = 0;
+  // Shadow drafts (spec/shadow_draft.h): the type of the low-bit copies of every layer's matrices.
+  // q2_K by default: every row length of the supported models divides into its 256-element
+  // blocks, it has int8 CPU and GPU kernels, and it needs no importance matrix (IQ2_XS without
+  // one loses far more, iq_quant.h).
+  GgmlType shadow_type = GgmlType::Q2_K;
   // Token trees (early exit, greedy or sampled): at most this many children per node, up to
   // kMaxExactRows nodes with the pending token, depth <= draft_max, shape from the measured
   // acceptance per (depth, rank) (tree_plan.h). 0: chains. Engines without trees
@@ -36,7 +42,8 @@ struct SpecConfig {
   // measured acceptance and costs (`bench spec --replay-policy auto`: whether auto backs off at
   // low acceptance).
   bool replay_auto = false;
-  // as given to --spec: "none", "early:d=8", "early:d=8,tree=2", "subset", "subset:skip=0.5", "lookup", "auto:d=8"
+  // as given to --spec: "none", "early:d=8", "early:d=8,tree=2", "subset", "subset:skip=0.5",
+  // "shadow:q2_K", "lookup", "auto:d=8"
   std::string text() const;
 };
 
@@ -44,9 +51,11 @@ struct SpecConfig {
 // training puts an exit there; strata-tiny's is after layer 8 of 12).
 uint32_t default_depth(uint32_t n_layer);
 
-// "none" | "early[:d=N][,tree=B]" (or "early:tree=B") | "subset[:skip=R]" | "lookup" | "auto[:d=N]".
+// "none" | "early[:d=N][,tree=B]" (or "early:tree=B") | "subset[:skip=R]" | "shadow[:TYPE]" | "lookup" |
+// "auto[:d=N]". TYPE: a GGML type strata quantises to (q2_k, q3_k, iq3_xxs, ...).
 // Errors are one line naming the flag: unknown mode, d outside [1, n_layer), B outside [1, 8],
-// R outside (0, 1), subset on a model of fewer than 3 layers (it keeps the first and last),
+// R outside (0, 1), subset on a model of fewer than 3 layers (it keeps the first and last), an
+// unknown shadow type,
 // draft_max outside [1, 15].
 Result<SpecConfig> parse_spec(std::string_view text, uint32_t draft_max, uint32_t n_layer);
 

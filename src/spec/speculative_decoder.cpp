@@ -9,6 +9,7 @@
 #include "spec/early_exit.h"
 #include "spec/layer_subset.h"
 #include "spec/prompt_lookup.h"
+#include "spec/shadow_draft.h"
 
 namespace strata::spec {
 namespace {
@@ -30,6 +31,10 @@ Result<std::unique_ptr<SpeculativeDecoder>> SpeculativeDecoder::create(runtime::
     return Status::error("--spec subset needs a model of at least 3 layers (it has {})", n_layer);
   if (config.mode != SpecMode::none && (config.draft_max < 1 || config.draft_max >= runtime::kMaxExactRows))
     return Status::error("--draft-max must be in [1, {}] (got {})", runtime::kMaxExactRows - 1, config.draft_max);
+  if (config.mode == SpecMode::shadow) {
+    const Status made = engine.make_shadow(config.shadow_type);
+    if (!made.is_ok()) return Status::error("--spec {}: {}", config.text(), made.message());
+  }
   return std::unique_ptr<SpeculativeDecoder>(new SpeculativeDecoder(engine, sampler, config));
 }
 
@@ -77,6 +82,10 @@ SpeculativeDecoder::SpeculativeDecoder(runtime::Engine& engine, runtime::Sampler
     subset_ = int(drafters_.size());
     drafters_.push_back(std::make_unique<LayerSubset>(engine_, cfg_.min_confidence));
     chooser_ = std::make_unique<SubsetChooser>(std::move(arms), sampler.params().seed);
+  }
+  if (cfg_.mode == SpecMode::shadow) {
+    shadow_ = int(drafters_.size());
+    drafters_.push_back(std::make_unique<ShadowDraft>(engine_, cfg_.min_confidence));
   }
   if (cfg_.tree > 0) shaper_ = std::make_unique<TreeShaper>(cfg_.tree);
   if (cfg_.mode == SpecMode::replay && cfg_.tree > 0) stats_.spec += fmt::format(",tree={}", cfg_.tree);
@@ -156,6 +165,7 @@ SpeculativeDecoder::Choice SpeculativeDecoder::choose(uint32_t k_max) {
   if (cfg_.mode == SpecMode::early) return {early_, k_max, {}};
   if (cfg_.mode == SpecMode::replay) return cfg_.replay_auto ? choose_replay(k_max) : Choice{0, k_max, {}};
   if (cfg_.mode == SpecMode::subset) return {subset_, k_max, {}};
+  if (cfg_.mode == SpecMode::shadow) return {shadow_, k_max, {}};
   std::vector<int32_t> cont;
   uint32_t matched_n = 0;
   if (lookup_ >= 0) cont = lookup_continuation(history_, k_max, kMaxNgram, 1, &matched_n);

@@ -36,6 +36,9 @@
 //
 // `subset` drafts k = draft_max tokens each round (fewer when the draft's head is unsure) with
 // the skip set the chooser picks (subset_chooser.h: candidates, exploration budget, settling).
+// `shadow[:TYPE]` drafts draft_max tokens each round with every layer's low-bit copy
+// (shadow_draft.h; create() makes the engine's copies, an error where the engine keeps none),
+// verification from layer 0.
 //
 // Not thread-safe; one sequence. The engine and sampler must outlive the decoder.
 #pragma once
@@ -182,7 +185,7 @@ class SpeculativeDecoder {
   SpecConfig cfg_;
   Rng rng_;
   std::vector<std::unique_ptr<Drafter>> drafters_;
-  int early_ = -1, lookup_ = -1, subset_ = -1;  // indices into drafters_
+  int early_ = -1, lookup_ = -1, subset_ = -1, shadow_ = -1;  // indices into drafters_
   std::unique_ptr<SubsetChooser> chooser_;        // when subset_ >= 0
   size_t subset_arm_ = 0;                         // the skip set of the current subset round
   std::vector<AcceptanceEstimate> accept_;

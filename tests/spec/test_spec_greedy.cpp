@@ -4,6 +4,7 @@
 // early-exit drafter relies on, the prompt-lookup matcher and --spec parsing.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 
@@ -52,8 +53,13 @@ TEST_CASE("spec flag parsing: modes, default depth and one-line errors", "[spec]
   CHECK(spec::parse_spec("subset:d=3", 8, 12).message().find("expected subset:skip=R") != std::string::npos);
   CHECK(spec::parse_spec("subset:skip=0.5x", 8, 12).message().find("expected subset:skip=R") != std::string::npos);
   CHECK(spec::parse_spec("subset", 8, 2).message().find("at least 3 layers") != std::string::npos);
-  CHECK(spec::parse_spec("medusa", 8, 12).message().find("expected none, early:d=N, subset[:skip=R], lookup or auto") !=
-        std::string::npos);
+  CHECK(spec::parse_spec("shadow", 8, 12)->shadow_type == GgmlType::Q2_K);
+  CHECK(spec::parse_spec("shadow", 8, 12)->text() == "shadow:q2_K");
+  CHECK(spec::parse_spec("shadow:Q3_K", 8, 12)->shadow_type == GgmlType::Q3_K);
+  CHECK(spec::parse_spec("shadow:q5_x", 8, 12).message().find("unknown shadow type 'q5_x'") != std::string::npos);
+  CHECK(spec::parse_spec("medusa", 8, 12)
+            .message()
+            .find("expected none, early:d=N, subset[:skip=R], shadow[:TYPE], lookup or auto") != std::string::npos);
   CHECK(spec::parse_spec("lookup:d=3", 8, 12).message().find("takes no argument") != std::string::npos);
   CHECK(spec::parse_spec("lookup", 0, 12).message().find("--draft-max must be in [1, 15]") != std::string::npos);
   CHECK(spec::parse_spec("lookup", 16, 12).message().find("--draft-max") != std::string::npos);
@@ -181,8 +187,53 @@ TEST_CASE("eval_layers with a skip mask: no skips is the full pass, skipping lay
             .find("skip mask has") != std::string::npos);
 }
 
+TEST_CASE("eval_layers on shadow weights: a draft that moves no position, overwritten by the full pass", "[spec]") {
+  const std::string path = test::small_spec_model(21, GgmlType::Q8_0);
+  auto ref = cpu_engine(path, 64, 16);
+  auto e = cpu_engine(path, 64, 16);
+  const std::vector<int32_t> prompt = {1, 17, 40, 200, 9, 33, 12};
+  const std::vector<int32_t> next = {33, 34, 35, 36};
+  const runtime::LayerRange shadow{.first = 0, .end = 0, .hidden_in = nullptr, .hidden_out = nullptr, .skip = {}, .shadow = true};
+  std::vector<float> want, got;
+  REQUIRE(ref->eval(prompt, runtime::Logits::last, want).is_ok());
+  REQUIRE(e->eval(prompt, runtime::Logits::last, got).is_ok());
+  const uint32_t pos = e->n_past();
+  // No shadow yet: refused, nothing written.
+  CHECK(e->eval_layers(next, pos, shadow, runtime::Logits::all, got).message().find("needs shadow weights") !=
+        std::string::npos);
+  CHECK(!e->shadow_type());
+  // Rows of 64 elements are no Q5_K blocks: nothing to requantise, refused.
+  CHECK(e->make_shadow(GgmlType::Q5_K).message().find("no layer matrix has rows of whole q5_K blocks") !=
+        std::string::npos);
+  REQUIRE(e->make_shadow(GgmlType::Q4_1).is_ok());
+  CHECK(e->shadow_type() == GgmlType::Q4_1);
+  CHECK(e->shadow_bytes() > 0);
+  REQUIRE(ref->eval_layers(next, pos, {}, runtime::Logits::all, want).is_ok());
+  REQUIRE(e->eval_layers(next, pos, shadow, runtime::Logits::all, got).is_ok());
+  CHECK(e->n_past() == pos);  // a shadow pass is a draft
+  REQUIRE(got.size() == want.size());
+  CHECK(got != want);  // other weights, other logits
+  double max_diff = 0, max_ref = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    max_diff = std::max(max_diff, double(std::abs(got[i] - want[i]))), max_ref = std::max(max_ref, double(std::abs(want[i])));
+  CHECK(max_diff < 0.5 * max_ref);  // but close: q4_1 copies of q8_0 weights
+  // The full pass from layer 0 overwrites the shadow's KV: the reference's logits bit for bit.
+  REQUIRE(e->eval_layers(next, pos, {}, runtime::Logits::all, got).is_ok());
+  CHECK(got == want);
+  CHECK(e->n_past() == pos + next.size());
+  // Trees take no shadow range.
+  const std::vector<int32_t> parents = {-1};
+  CHECK(e->eval_tree(std::span(next).first(1), parents, e->n_past(), shadow, runtime::Logits::all, got)
+            .message()
+            .find("no shadow range") != std::string::npos);
+  // A type strata cannot quantise to.
+  CHECK(e->make_shadow(GgmlType::I8).message().find("cannot quantise to") != std::string::npos);
+}
+
 TEST_CASE("greedy speculative decoding equals plain greedy decoding on synthetic models", "[spec]") {
-  const std::vector<std::string> modes = {"lookup", "early:d=1", "early:d=3", "subset", "subset:skip=0.5", "auto:d=2"};
+  // shadow:q4_1: the models' 64-element rows are whole blocks of 32 (q2_K's 256 would keep them).
+  const std::vector<std::string> modes = {"lookup", "early:d=1", "early:d=3", "subset", "subset:skip=0.5", "auto:d=2",
+                                          "shadow:q4_1"};
   std::map<std::string, std::pair<uint64_t, uint64_t>> accepted_drafted;
   for (auto [seed, type] : {std::pair{11u, GgmlType::Q8_0}, std::pair{12u, GgmlType::F32}, std::pair{13u, GgmlType::Q4_0}}) {
     const std::string path = test::small_spec_model(seed, type);
@@ -233,7 +284,7 @@ TEST_CASE("greedy speculative decoding equals plain greedy decoding on strata-ti
                            "Summary:"}) {
     const auto prompt = tok->encode(text, true, false);
     const auto want = test::generate(*e, prompt, 32, config("none", 8, n_layer), test::greedy_params());
-    for (const char* m : {"lookup", "early:d=4", "subset", "auto"}) {
+    for (const char* m : {"lookup", "early:d=4", "subset", "shadow", "auto"}) {
       INFO(text << " | " << m);
       spec::SpecStats st;
       CHECK(test::generate(*e, prompt, 32, config(m, 8, n_layer), test::greedy_params(), &st) == want);
