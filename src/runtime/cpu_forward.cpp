@@ -107,7 +107,7 @@ Status CpuForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, c
   const uint32_t n = uint32_t(tokens.size()), n_vocab = model_->spec.hp.n_vocab;
   logits.resize(which == Logits::all ? n * n_vocab : which == Logits::last ? n_vocab : 0);
   run_chunk(tokens.data(), n, RowMap{0, pos0}, which, logits.data(), &*range, true);
-  seqs_.wrote(0, pos0, n, range->end == model_->spec.hp.n_layer && range->skip.empty());
+  seqs_.wrote(0, pos0, n, range->end == model_->spec.hp.n_layer && range->skip.empty() && !range->window.on());
   return {};
 }
 
@@ -167,7 +167,7 @@ bool CpuForward::run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map,
   const ForwardBuffers b{x_.data(), h_.data(), q_.data(), k_.data(), v_.data(), att_.data(), gate_.data(), up_.data()};
   const uint32_t rows = which == Logits::none ? 0 : which == Logits::last ? 1 : n;
   const Layers layers = range ? Layers{range->first, range->end, range->hidden_out != nullptr,
-                                       range->skip.empty() ? nullptr : range->skip.data()}
+                                       range->skip.empty() ? nullptr : range->skip.data(), range->window}
                               : Layers{0, model_->spec.hp.n_layer, false, nullptr};
   forward_chunk(ops, model_->spec, model_->weights, b, tokens, n, map, rows, layers);
   return ops.head_max_done;
