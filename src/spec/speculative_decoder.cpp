@@ -388,7 +388,7 @@ Status SpeculativeDecoder::tree_round(int drafter, uint32_t max_depth, std::vect
   const double s = now() - td;
   ds.draft_s += s;
   ds.steps += tree_.engine_steps;
-  if (tree_.windowed) ++ds.windowed_rounds;
+  if (tree_.windowed && tree_.tokens.size() > 1) ++ds.windowed_rounds;  // verified (else a plain step)
   // The early-exit drafter's passes, or a replay drafter's cost drafter's (real passes, simulated
   // tokens): without them a replayed tree would be sized from the prior's level cost.
   const bool timed = (drafter == early_ || cfg_.mode == SpecMode::replay) && steady(g0);
@@ -504,7 +504,7 @@ Status SpeculativeDecoder::step(uint32_t max_new, std::vector<int32_t>& out) {
     const double s = now() - td;
     ds.draft_s += s;
     ds.steps += draft_.engine_steps;
-    if (draft_.windowed) ++ds.windowed_rounds;
+    if (draft_.windowed && !draft_.tokens.empty()) ++ds.windowed_rounds;  // verified (else a plain step)
     const bool timed = draft_.engine_steps && steady(g0);
     // The early-exit drafter's passes, or a replay's cost drafter's (choose_replay weighs them).
     if (timed && (c.drafter == early_ || cfg_.mode == SpecMode::replay))
@@ -578,7 +578,7 @@ std::string SpecStats::summary() const {
                      d.steps ? 1e3 * d.draft_s / double(d.steps) : 0.0,
                      d.rounds ? 1e3 * d.verify_s / double(d.rounds) : 0.0);
     if (!d.chosen.empty()) s += fmt::format("; best skip set {}", d.chosen);
-    if (d.windowed_rounds) s += fmt::format("; {} rounds drafted through the window", d.windowed_rounds);
+    if (d.windowed_rounds) s += fmt::format("; {} of the rounds drafted through the window", d.windowed_rounds);
     if (d.tree_rounds)
       s += fmt::format("; {} token trees of {:.1f} nodes", d.tree_rounds, double(d.tree_nodes) / double(d.tree_rounds));
     if (d.by_depth.max_depth())

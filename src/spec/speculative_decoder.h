@@ -85,7 +85,7 @@ struct DrafterStats {
   DepthStats by_depth = {};         // acceptance per draft depth (depth_stats.h)
   std::vector<ArmStats> arms = {};  // layer subset: per skip set
   std::string chosen = {};         // layer subset: the skip set rated best at the end
-  uint64_t windowed_rounds = 0;    // rounds drafted through the draft window (verified from layer 0)
+  uint64_t windowed_rounds = 0;    // of `rounds`, those drafted through the draft window (verified from layer 0)
   double acceptance() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
   double tokens_per_verify() const { return rounds ? double(tokens) / double(rounds) : 0.0; }
   double mean_accepted() const { return rounds ? double(accepted) / double(rounds) : 0.0; }  // per verify pass
