@@ -66,23 +66,23 @@ template <typename KR, typename VR>
 void attend_one(const float* q, int32_t pos, const KR& K, const VR& V, int64_t capacity, int64_t kv_head,
                 const AttentionShape& s, const TreeRow& tree, bool avx512, Scratch& scratch, float* out) {
   const int64_t hd = s.head_dim;
-  const int64_t lo = s.window > 0 ? std::max<int64_t>(0, int64_t(pos) - s.window + 1) : 0;
-  const int64_t n = int64_t(pos) - lo + 1;
+  const KeySpan span = KeySpan::of(pos, s);
+  const int64_t n = span.n;
   auto& scores = scratch.scores;
   scores.resize(size_t(n));
   if constexpr (std::is_same_v<KR, F32Reader> && std::is_same_v<VR, F32Reader>) {
-    if (avx512) return attend_head_f32_avx512(q, K.slices, V.slices, capacity, kv_head, lo, n, s.scale, tree,
+    if (avx512) return attend_head_f32_avx512(q, K.slices, V.slices, capacity, kv_head, span, s.scale, tree,
                                               scores.data(), out);
   }
   scratch.row.resize(size_t(hd));
-  // Slots by a ring counter, not (lo + j) % capacity per key: a 64-bit division is 40-90 cycles on
-  // Skylake/Cascade Lake cores, two per key were most of a short context's time there.
-  const int64_t first_slot = lo % capacity;
+  // Slots by a ring counter (KeySpan::next_slot), not key % capacity per key: a 64-bit division is
+  // 40-90 cycles on Skylake/Cascade Lake cores, two per key were most of a short context's time there.
+  const int64_t first_slot = span.first_slot(capacity);
   float max_score = -INFINITY;
   for (int64_t j = 0, slot = first_slot; j < n; ++j) {
-    scores[j] = tree.sees(lo + j) ? K.dot(slot, kv_head, q) * s.scale : -INFINITY;
+    scores[j] = tree.sees(span.key(j)) ? K.dot(slot, kv_head, q) * s.scale : -INFINITY;
     max_score = std::max(max_score, scores[j]);
-    if (++slot == capacity) slot = 0;
+    slot = span.next_slot(j, slot, capacity);
   }
   double denom = 0;
   for (int64_t j = 0; j < n; ++j) {
@@ -93,7 +93,7 @@ void attend_one(const float* q, int32_t pos, const KR& K, const VR& V, int64_t c
   std::fill(out, out + hd, 0.0f);
   for (int64_t j = 0, slot = first_slot; j < n; ++j) {
     V.axpy(slot, kv_head, scores[j] * inv, out, scratch.row.data());
-    if (++slot == capacity) slot = 0;
+    slot = span.next_slot(j, slot, capacity);
   }
 }
 
@@ -112,7 +112,7 @@ void attention_typed(const float* q, const int32_t* pos, int64_t n_q, const KvSt
   // decide how many threads are worth waking (decode: every head reads pos + 1 keys).
   const int64_t items = n_q * s.n_head;
   int64_t keys = 0;
-  for (int64_t i = 0; i < n_q; ++i) keys += s.window > 0 ? std::min<int64_t>(pos[i] + 1, s.window) : pos[i] + 1;
+  for (int64_t i = 0; i < n_q; ++i) keys += KeySpan::of(pos[i], s).n;
   const uint64_t slice_bytes = ggml_row_bytes(kv.k_dtype, uint64_t(s.head_dim)) + ggml_row_bytes(kv.v_dtype, uint64_t(s.head_dim));
   const int n_parts = part_count(uint64_t(keys) * uint64_t(s.n_head) * slice_bytes, items);
   if (pool.size() < size_t(n_parts)) pool.resize(size_t(n_parts));
@@ -150,6 +150,12 @@ void attention_masked(const float* q, const int32_t* pos, int64_t n_q, const KvS
                "attention: KV types {}/{} with head_dim {}", ggml_type_info(kv.k_dtype).name,
                ggml_type_info(kv.v_dtype).name, s.head_dim);
   STRATA_CHECK(!out_q8 || s.head_dim % kQ8Group == 0, "attention: int8 output with head_dim {}", s.head_dim);
+  STRATA_CHECK(s.sinks >= 0 && (s.sinks == 0 || s.window > 0), "attention: {} sinks with window {}", s.sinks,
+               s.window);
+  // Sinks are the first positions' own entries: a ring that wrapped has overwritten them.
+  for (int64_t i = 0; s.sinks > 0 && i < n_q; ++i)
+    STRATA_CHECK(pos[i] < kv.capacity, "attention: sinks over a store of {} slots at position {} (a ring)",
+                 kv.capacity, pos[i]);
   if (kv.k_dtype == GgmlType::F32) return attention_v<F32Reader>(q, pos, n_q, kv, s, out, tree, out_q8);
   return attention_v<DecodingReader>(q, pos, n_q, kv, s, out, tree, out_q8);
 }

@@ -6,7 +6,11 @@
 // Q4_1; head_dim % 32 == 0, so a head's slice is whole blocks). K and V types are independent.
 // Quantised entries are decoded per key while attending (no dequantised copy of the store).
 // Query i (at position pos[i]) attends keys j with j <= pos[i] and, when window > 0,
-// j > pos[i] - window; all those entries must be present in the store (the caller's contract).
+// j > pos[i] - window, plus, when sinks > 0 too, the attention sinks j < sinks (StreamingLLM: a
+// drafter's window over a full-attention layer, runtime/draft_window.h). All those entries must be
+// present in the store (the caller's contract): sinks need a store that never wraps (capacity >
+// every query's position), checked. Keys are visited in increasing position whatever the
+// visible set, so a row equals the plain computation over exactly its visible keys.
 // The (query, head) pairs are split over the CPU thread team (thread_team.h): callable from any
 // thread, not from inside a team task.
 #pragma once
@@ -29,6 +33,7 @@ struct AttentionShape {
   int64_t n_head = 0, n_head_kv = 0, head_dim = 0;
   int64_t window = 0;  // 0: full causal
   float scale = 1.0f;  // applied to q.k
+  int64_t sinks = 0;   // with window > 0: keys [0, sinks) stay visible too; 0: none
 };
 
 // q: (n_q, n_head, head_dim); out: (n_q, n_head, head_dim); pos: n_q positions.

@@ -20,32 +20,32 @@ inline float dot_f32(const float* row, const float* x, int64_t n) { return dot_f
 
 // out[c .. c + 16 * N) = sum over keys in order of p_j * v_j, from +0, in N registers.
 template <int N>
-void weighted_sum(const KvSlices& v, int64_t capacity, int64_t kv_head, int64_t first_slot, int64_t n,
-                  const float* p, float inv, int64_t c, float* out) {
+void weighted_sum(const KvSlices& v, int64_t capacity, int64_t kv_head, const KeySpan& span, const float* p,
+                  float inv, int64_t c, float* out) {
   __m512 acc[N];
   for (int r = 0; r < N; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t j = 0, slot = first_slot; j < n; ++j) {
+  for (int64_t j = 0, slot = span.first_slot(capacity); j < span.n; ++j) {
     const float* row = reinterpret_cast<const float*>(v.at(slot, kv_head)) + c;
     const __m512 pj = _mm512_set1_ps(p[j] * inv);
     for (int r = 0; r < N; ++r) acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(pj, _mm512_loadu_ps(row + 16 * r)));
-    if (++slot == capacity) slot = 0;
+    slot = span.next_slot(j, slot, capacity);
   }
   for (int r = 0; r < N; ++r) _mm512_storeu_ps(out + c + 16 * r, acc[r]);
 }
 
-// Scaled q.k of keys lo .. lo + n - 1 into scores; their max. HD: head_dim where the compiler
+// Scaled q.k of the span's keys into scores; their max. HD: head_dim where the compiler
 // should see it (a common size: the dot's loops unrolled), else 0 and k.head_dim.
 template <int64_t HD>
-float key_scores(const float* q, const KvSlices& k, int64_t capacity, int64_t kv_head, int64_t lo, int64_t n,
+float key_scores(const float* q, const KvSlices& k, int64_t capacity, int64_t kv_head, const KeySpan& span,
                  float scale, const TreeRow& tree, float* scores) {
   const int64_t hd = HD ? HD : k.head_dim;
   float max_score = -INFINITY;
-  for (int64_t j = 0, slot = lo % capacity; j < n; ++j) {
-    scores[j] = tree.sees(lo + j)
+  for (int64_t j = 0, slot = span.first_slot(capacity); j < span.n; ++j) {
+    scores[j] = tree.sees(span.key(j))
                     ? dot_f32(reinterpret_cast<const float*>(k.at(slot, kv_head)), q, hd) * scale
                     : -INFINITY;
     max_score = std::max(max_score, scores[j]);
-    if (++slot == capacity) slot = 0;
+    slot = span.next_slot(j, slot, capacity);
   }
   return max_score;
 }
@@ -53,22 +53,21 @@ float key_scores(const float* q, const KvSlices& k, int64_t capacity, int64_t kv
 }  // namespace
 
 void attend_head_f32_avx512(const float* q, const KvSlices& k, const KvSlices& v, int64_t capacity, int64_t kv_head,
-                            int64_t lo, int64_t n, float scale, const TreeRow& tree, float* scores, float* out) {
+                            const KeySpan& span, float scale, const TreeRow& tree, float* scores, float* out) {
   const int64_t hd = k.head_dim;
-  const int64_t first_slot = lo % capacity;
-  const float max_score = hd == 64    ? key_scores<64>(q, k, capacity, kv_head, lo, n, scale, tree, scores)
-                          : hd == 128 ? key_scores<128>(q, k, capacity, kv_head, lo, n, scale, tree, scores)
-                                      : key_scores<0>(q, k, capacity, kv_head, lo, n, scale, tree, scores);
+  const float max_score = hd == 64    ? key_scores<64>(q, k, capacity, kv_head, span, scale, tree, scores)
+                          : hd == 128 ? key_scores<128>(q, k, capacity, kv_head, span, scale, tree, scores)
+                                      : key_scores<0>(q, k, capacity, kv_head, span, scale, tree, scores);
   double denom = 0;
-  for (int64_t j = 0; j < n; ++j) {
+  for (int64_t j = 0; j < span.n; ++j) {
     scores[j] = std::exp(scores[j] - max_score);
     denom += scores[j];
   }
   const float inv = float(1.0 / denom);
   // 64 dims (4 registers) at a time, then what is left in 16s.
   int64_t c = 0;
-  for (; c + 64 <= hd; c += 64) weighted_sum<4>(v, capacity, kv_head, first_slot, n, scores, inv, c, out);
-  for (; c < hd; c += 16) weighted_sum<1>(v, capacity, kv_head, first_slot, n, scores, inv, c, out);
+  for (; c + 64 <= hd; c += 64) weighted_sum<4>(v, capacity, kv_head, span, scores, inv, c, out);
+  for (; c < hd; c += 16) weighted_sum<1>(v, capacity, kv_head, span, scores, inv, c, out);
 }
 
 }  // namespace strata::kernels::cpu

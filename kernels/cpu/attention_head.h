@@ -2,8 +2,10 @@
 // and the tree visibility of one query. Internal to kernels/cpu/attention*.cpp.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/kv_slices.h"
 
 namespace strata::kernels::cpu {
@@ -19,15 +21,35 @@ struct TreeRow {
   }
 };
 
+// The keys a query at position pos sees (attention.h), in increasing position: the sinks
+// [0, n_sink), then the recent run [lo, pos]. Without sinks n_sink = 0; where the run reaches
+// the sinks (lo <= sinks) n_sink = lo: either way the keys are one contiguous range.
+struct KeySpan {
+  int64_t n_sink = 0, lo = 0, n = 0;  // n: visible keys in all
+  static KeySpan of(int64_t pos, const AttentionShape& s) {
+    const int64_t lo = s.window > 0 ? std::max<int64_t>(0, pos - s.window + 1) : 0;
+    const int64_t n_sink = s.window > 0 ? std::min(s.sinks, lo) : 0;
+    return {n_sink, lo, n_sink + pos - lo + 1};
+  }
+  int64_t key(int64_t j) const { return j < n_sink ? j : lo + (j - n_sink); }  // j-th visible key
+  int64_t first_slot(int64_t capacity) const { return (n_sink > 0 ? 0 : lo) % capacity; }
+  // The slot of visible key j + 1, given key j's: a ring counter (no division per key), which
+  // jumps from the last sink to lo.
+  int64_t next_slot(int64_t j, int64_t slot, int64_t capacity) const {
+    if (j + 1 == n_sink) return lo % capacity;
+    return slot + 1 == capacity ? 0 : slot + 1;
+  }
+};
+
 // The AVX-512 path of attend_one for f32 K and V: the same operations in the same order (each
 // q.k as dot_f32_avx512 sums it, scaled; the max; expf and the double denominator key by key; out
 // as 0 + p * v for each key in order, a multiply then an add, never fused), so the same bits, with
 // the K dot inlined and out held in registers across the keys instead of a load, add and store of
-// it per key. Keys lo .. lo + n - 1, from slot lo % capacity on. Needs head_dim % 16 == 0 and
+// it per key. The keys of `span`, in its order. Needs head_dim % 16 == 0 and
 // head_dim <= kHeadAvx512MaxDim; scores: n floats of scratch. Call only where the CPU has AVX-512
 // and best_dot(F32) is dot_f32_avx512 (attention.cpp checks both).
 inline constexpr int64_t kHeadAvx512MaxDim = 256;
 void attend_head_f32_avx512(const float* q, const KvSlices& k, const KvSlices& v, int64_t capacity, int64_t kv_head,
-                            int64_t lo, int64_t n, float scale, const TreeRow& tree, float* scores, float* out);
+                            const KeySpan& span, float scale, const TreeRow& tree, float* scores, float* out);
 
 }  // namespace strata::kernels::cpu

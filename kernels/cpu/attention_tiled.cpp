@@ -41,6 +41,8 @@ void attention_tiled(const float* q, const int32_t* pos, int64_t n_q, const KvSt
                      float* out) {
   STRATA_CHECK(best_dequantize(kv.k_dtype) && best_dequantize(kv.v_dtype), "attention_tiled: KV types {}/{}",
                ggml_type_info(kv.k_dtype).name, ggml_type_info(kv.v_dtype).name);
+  // Sinks are a drafter's window (runtime/draft_window.h), whose passes are exact (query by query).
+  STRATA_CHECK(s.sinks == 0, "attention_tiled: attention sinks are not supported (got {})", s.sinks);
   use_single_threaded_blas();
   static tbb::enumerable_thread_specific<Scratch> scratch;
   const int64_t hd = s.head_dim, group = s.n_head / s.n_head_kv, width = s.n_head_kv * hd;

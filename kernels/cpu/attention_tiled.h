@@ -1,7 +1,7 @@
 // Prefill attention on the CPU by tiles (flash-attention style): a tile of queries of one head
 // against tiles of keys, scores and outputs by SGEMM, softmax kept online (running max and sum
 // per query, the partial output rescaled when the max grows), so memory stays two key tiles per
-// worker whatever the context. Same contract, layouts and result as attention() (attention.h) up
+// worker whatever the context. No attention sinks (AttentionShape::sinks; asserted). Same contract, layouts and result as attention() (attention.h) up
 // to f32 rounding: the sums run in another order, so a row is NOT bit-identical to its
 // one-query attention(). Used for prefill chunks (runtime/cpu_forward.cpp), never where rows must
 // equal a one-token eval (speculative verify, batched decode).

@@ -522,6 +522,8 @@ Status attention_checked(const float* d_q, const int32_t* d_pos, int64_t n_q, co
   if (quantised && s.head_dim % kvq::kGroup != 0)
     return Status::error("attention: quantised KV needs head_dim % 32 == 0 (head_dim {})", s.head_dim);
   if (s.window < 0) return Status::error("attention: negative window {}", s.window);
+  if (s.sinks < 0 || (s.sinks > 0 && s.window == 0))
+    return Status::error("attention: {} sinks with window {} (sinks need a window)", s.sinks, s.window);
   if (n_q < 0) return Status::error("attention: negative n_q {}", n_q);
   if (n_q == 0) return Status::ok();
   const cudaStream_t st = as_stream(s_);
@@ -538,6 +540,10 @@ Status attention_checked(const float* d_q, const int32_t* d_pos, int64_t n_q, co
   if (kernel == AttentionKernel::best && decode)
     return decode_attention(d_q, d_pos, n_q, kv, s, d_out, ws, st, nullptr, round, rounded, path);
   if (path && path->d_slots) return Status::error("attention: a tree path needs flash-decoding");
+  // The tiled and tensor-core kernels walk one contiguous key range per row.
+  if (s.sinks > 0)
+    return Status::error("attention: sinks need flash-decoding ({} queries, KV {} / {}, head_dim {})", n_q,
+                         ggml_type_info(kv.k_dtype).name, ggml_type_info(kv.v_dtype).name, s.head_dim);
 
   AttnParams p{};
   p.q = d_q;

@@ -21,6 +21,12 @@
 // every tile, so the loop needs no block-wide reduction; at the end the block merges its groups in a fixed order
 // and, unsplit, writes acc / l itself.
 //
+// Attention sinks (a drafter's window, kernels/cpu/attention.h): a row at pos sees [0, n_sink) and
+// [lo, pos], n_sink = min(sinks, lo). Split, chunk z = 0 is the sinks (one more split than the
+// window alone needs) and z >= 1 are the window's chunks as without sinks, so a row's chunks still
+// depend only on its own position; unsplit (a workspace too small), the block walks [0, pos] and
+// masks the keys between the runs (correct, not fast).
+//
 // Split (one launch, "last block done"): each block writes its chunk's (m, l, acc) to the
 // workspace, fences, and counts itself in on its (row tile, KV head) column's counter; the block
 // that arrives last (count == splits - 1) merges the column's chunks in order z = 0, 1, ... (w_z =
@@ -81,7 +87,9 @@ struct DecParams {
   unsigned* counters;  // split: per (row tile, KV head) block column, blocks of it done; 0 between launches
   ActRounding round;   // split: out's int8 rounding (round.q null: none)
   int n_q, n_head, group, capacity, window;
+  int sinks;  // with window > 0: keys [0, sinks) are seen too (attention_decode.cu's sinks note)
   int split;  // 0: one block per row tile covers all keys and writes out directly
+  int sink_split;  // 1 where split with sinks: chunk z = 0 is the sinks, z >= 1 the window's chunks
   int inner_ok;  // a tile's slot offsets (key tile x row bytes) fit in 32 bits
   const uint64_t* tree_bits;  // per query, or null: no tree mask (attention_tree.h)
   int tree_first;
@@ -199,6 +207,7 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ int row_lo[R], row_hi[R];  // this split's key range per row (empty: lo > hi)
   __shared__ int row_live[R];           // a row of the call (not padding)
+  __shared__ int row_sink[R];           // unsplit with sinks: the row also sees keys [0, row_sink)
   __shared__ uint64_t row_tree[R];      // tree mask word per row (tree_bits only)
   __shared__ uint8_t k_off[kStages][TK], v_off[kStages][TK];  // slice start within its first unit
 
@@ -216,31 +225,41 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
 
   if (tid < R) {
     const int gr = row0 + tid;
-    int lo = 0x7fffffff, hi = -1, live = 0;
+    int lo = 0x7fffffff, hi = -1, live = 0, sink = 0;
     if (gr < row_end) {
       live = 1;
       const int64_t pos = p.pos[gr / p.group];
       const int64_t vis_lo = p.window > 0 && pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
+      const int64_t n_sink = p.window == 0 ? 0 : int64_t(p.sinks) < vis_lo ? int64_t(p.sinks) : vis_lo;
       int64_t s_lo = vis_lo, s_hi = pos;
-      if (p.split) {
+      const int zw = z - p.sink_split;  // the window's chunk (-1: this block takes the sinks)
+      if (p.split && zw < 0) {
+        s_lo = 0, s_hi = n_sink - 1;
+      } else if (p.split) {
         const int64_t c = decode_chunk_keys(pos - vis_lo + 1, p.min_chunk);
-        const int64_t start = (vis_lo / c + z) * c;
+        const int64_t start = (vis_lo / c + zw) * c;
         s_lo = start > vis_lo ? start : vis_lo;
         s_hi = start + c - 1 < pos ? start + c - 1 : pos;
       } else if (z > 0) {
         s_hi = -1;
+      } else {
+        sink = int(n_sink);
       }
       if (s_lo <= s_hi) lo = int(s_lo), hi = int(s_hi);
     }
     row_lo[tid] = lo;
     row_hi[tid] = hi;
     row_live[tid] = live;
+    row_sink[tid] = sink;
     if (p.tree_bits) row_tree[tid] = live ? p.tree_bits[gr / p.group] : 0;
   }
   __syncthreads();
   int h_lo = 0x7fffffff, h_hi = -1;  // hull of the rows' ranges
 #pragma unroll
-  for (int r = 0; r < R; ++r) h_lo = min(h_lo, row_lo[r]), h_hi = max(h_hi, row_hi[r]);
+  for (int r = 0; r < R; ++r) {
+    h_lo = min(h_lo, row_lo[r]), h_hi = max(h_hi, row_hi[r]);
+    if (row_sink[r] > 0) h_lo = 0, h_hi = max(h_hi, row_sink[r] - 1);
+  }
   const int t_first = h_hi >= h_lo ? h_lo / TK * TK : 0;
   const int n_tiles = h_hi >= h_lo ? (h_hi - t_first) / TK + 1 : 0;
 
@@ -392,6 +411,7 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
       for (int o = LK / 8; o > 0; o >>= 1) d = __fadd_rn(d, __shfl_xor_sync(0xffffffffu, d, o));
       const int j = t + grp * kKeysPerGroup + kidx;
       bool seen = j >= rlo[r] && j <= rhi[r];
+      if (p.sinks > 0 && !p.split) seen = seen || j < row_sink[r];  // unsplit: the sinks too
       if (p.tree_bits) {  // tree mask: a new key j >= first only where its bit is set
         const int dj = j - p.tree_first;
         seen = seen && (dj < 0 || (dj < 64 && ((row_tree[r] >> dj) & 1u) != 0));
@@ -676,9 +696,10 @@ int64_t grid_splits(int64_t max_visible, bool windowed, int64_t head_dim) {
   return std::min(kDecodeTargetSplits, (n + c - 1) / c) + (windowed ? 1 : 0);
 }
 
+// Plus one for sinks (their own chunk, z = 0).
 int64_t store_splits(const KvStoreDev& kv, const AttentionShapeDev& s) {
   const int64_t max_visible = s.window > 0 ? std::min(s.window, kv.capacity) : kv.capacity;
-  return grid_splits(max_visible, s.window > 0, s.head_dim);
+  return grid_splits(max_visible, s.window > 0, s.head_dim) + (s.window > 0 && s.sinks > 0 ? 1 : 0);
 }
 
 }  // namespace
@@ -720,8 +741,9 @@ bool decode_attention_applies(int64_t n_q, int64_t head_dim, GgmlType k, GgmlTyp
 size_t decode_attention_workspace_bytes(int64_t n_q, const AttentionShapeDev& s, int64_t max_keys) {
   const int64_t nq = std::min(n_q, kDecodeMaxQueries);
   if (nq <= 0 || s.n_head <= 0 || s.head_dim <= 0) return 0;
-  // Windowed or not: the engine sizes one workspace for all layers with window 0.
-  const int64_t z = grid_splits(max_keys, true, s.head_dim);
+  // Windowed or not, with sinks or not (+ 1: their chunk): the engine sizes one workspace for all
+  // layers with window 0.
+  const int64_t z = grid_splits(max_keys, true, s.head_dim) + 1;
   return size_t(z) * size_t(nq * s.n_head) * size_t(s.head_dim + 2) * sizeof(float);
 }
 
@@ -753,6 +775,7 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
   p.group = int(s.n_head / s.n_head_kv);
   p.capacity = int(kv.capacity);
   p.window = int(std::min<int64_t>(s.window, 0x7fffffff));
+  p.sinks = s.window > 0 ? int(std::min<int64_t>(s.sinks, 0x7fffffff)) : 0;
   p.scale_log2 = s.scale * 1.4426950408889634f;
   p.min_chunk = int(decode_min_chunk_keys(s.head_dim));
   p.inner_ok = (4096 / s.head_dim) * std::max(p.k_row_bytes, p.v_row_bytes) <= 0x7fffffff;
@@ -766,6 +789,7 @@ Status decode_attention(const float* d_q, const int32_t* d_pos, int64_t n_q, con
     return Status::error("decode attention: the workspace holds the splits of one tree path, not of {}", n_q);
   const int64_t splits = fits ? store_splits(kv, s) : 1;
   p.split = splits > 1;
+  p.sink_split = p.split && p.sinks > 0 ? 1 : 0;
   if (p.split) {
     p.part_acc = static_cast<float*>(ws.d_ptr);
     p.part_ml = p.part_acc + size_t(splits) * size_t(n_q * s.n_head) * size_t(s.head_dim);

@@ -204,7 +204,7 @@ Status get_rows(const WeightView& table, const int32_t* d_ids, int64_t n_tok, fl
 // KV store layout as kernels/cpu/attention.h: `capacity` slots, position p in slot p % capacity,
 // each slot one row of n_head_kv * head_dim values: f32, f16, or whole ggml blocks of 32 (Q8_0,
 // Q4_1; needs head_dim % 32 == 0). K and V types are independent. Causal; window > 0 limits to
-// the last window. Quantised KV is decoded tile by tile inside the attention kernel (never a
+// the last window (and the first `sinks` positions, AttentionShapeDev::sinks). Quantised KV is decoded tile by tile inside the attention kernel (never a
 // dequantised copy of the store); kv_write quantises once, when the token is written.
 struct KvStoreDev {
   void* d_k = nullptr;  // written by kv_write, read by attention; 16-byte aligned
@@ -216,6 +216,9 @@ struct KvStoreDev {
 struct AttentionShapeDev {
   int64_t n_head = 0, n_head_kv = 0, head_dim = 0, window = 0;
   float scale = 1.0f;
+  // With window > 0: keys [0, sinks) stay visible too (kernels/cpu/attention.h; a drafter's
+  // window over a full-attention layer). Flash-decoding only: other kernels refuse sinks.
+  int64_t sinks = 0;
 };
 // q, out: (n_q, n_head, head_dim); d_pos: n_q positions. Split over the sequence for long contexts
 // (scratch in ws; attention_workspace_bytes says how much).

@@ -182,6 +182,7 @@ int run(BenchSpecArgs a) {
       log::error("{}", c.message());
       return 2;
     }
+    c->window = ses.spec().window;  // --draft-window (parsed by the session)
     modes.push_back(*c);
   }
   if (modes.empty() || modes.front().mode != spec::SpecMode::none)
@@ -303,7 +304,8 @@ int run(BenchSpecArgs a) {
     all.push_back({{"name", pc.name}, {"n_prompt", prompt.size()}, {"runs", runs}});
   }
   nlohmann::json j = {{"bench", "spec"}, {"model", a.m.model}, {"device", std::string(f.device_name())},
-                      {"n_gen", a.n_gen}, {"draft_max", a.m.draft_max}, {"reps", a.reps}};
+                      {"n_gen", a.n_gen}, {"draft_max", a.m.draft_max}, {"draft_window", ses.spec().window.text()},
+                      {"reps", a.reps}};
   if (a.prompts_dir.empty()) {
     j["n_prompt"] = all[0]["n_prompt"];
     j["runs"] = all[0]["runs"];
@@ -334,6 +336,7 @@ std::function<int()> add_bench_spec(CLI::App* bench) {
   sub->add_option("--modes", a->modes, "--spec modes, comma-separated (plain decoding always runs first)")
       ->capture_default_str();
   sub->add_option("--draft-max", a->m.draft_max, "Most tokens drafted per verify pass (1..15)")->capture_default_str();
+  add_draft_window_option(sub, a->m.draft_window);
   sub->add_option("-r,--reps", a->reps, "Runs per mode (the fastest counts)")->capture_default_str()->check(CLI::Range(1, 100));
   sub->add_option("--replay", a->replay,
                   "Simulated acceptances, comma-separated (e.g. 0.3,0.5,0.7,0.9): drafts replay the plain run's text, "

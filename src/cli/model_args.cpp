@@ -25,7 +25,18 @@ CLI::Option* ModelArgs::add_spec_to(CLI::App* sub, bool default_by_plan) {
   if (default_by_plan) opt->default_str("auto if it pays");
   else opt->capture_default_str();
   sub->add_option("--draft-max", draft_max, "Most tokens drafted per verify pass (1..15)")->capture_default_str();
+  add_draft_window_option(sub, draft_window);
   return opt;
+}
+
+void add_draft_window_option(CLI::App* sub, std::string& text) {
+  sub->add_option("--draft-window", text,
+                  "Attention window of the self-drafters (early, subset, shadow, their trees) on full-attention layers: "
+                  "SINKS,RECENT (the first SINKS and the last RECENT positions, RECENT >= 16), auto (none below a "
+                  "context of 32768, then 64,4096; CPU engine only for now) or off. A draft step's cost then stops growing with the context; "
+                  "rounds drafted through it are verified from layer 0 with full attention, so the text does not "
+                  "change (acceptance may drop a little)")
+      ->capture_default_str();
 }
 
 void ModelArgs::add_to(CLI::App* sub) {

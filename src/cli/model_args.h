@@ -19,11 +19,14 @@ using session::kMaxAutoSessions;
 struct ModelArgs : session::RunOptions {
   // Registers the flags (not --spec / --draft-max: the commands that decode add those).
   void add_to(CLI::App* sub);
-  // --spec and --draft-max, as generate and serve take them.
+  // --spec, --draft-max and --draft-window, as generate and serve take them.
   // default_by_plan: the command resolves an unset --spec by the plan (session/default_spec.h);
   // the returned option's count() says whether it was given.
   CLI::Option* add_spec_to(CLI::App* sub, bool default_by_plan = false);
 };
+
+// --draft-window SINKS,RECENT|auto|off into `text` (Session parses it with --spec).
+void add_draft_window_option(CLI::App* sub, std::string& text);
 
 // --prefill-group auto|N into `chunks` (offload::kPrefillGroupAuto for auto), as model commands and
 // `plan` take it.

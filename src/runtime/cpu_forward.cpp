@@ -176,7 +176,7 @@ bool CpuForward::run_chunk(const int32_t* tokens, uint32_t n, const RowMap& map,
   const ForwardBuffers b{x_.data(), h_.data(), q_.data(), k_.data(), v_.data(), att_.data(), gate_.data(), up_.data()};
   const uint32_t rows = which == Logits::none ? 0 : which == Logits::last ? 1 : n;
   const Layers layers = range ? Layers{range->first, range->end, range->hidden_out != nullptr,
-                                       range->skip.empty() ? nullptr : range->skip.data()}
+                                       range->skip.empty() ? nullptr : range->skip.data(), range->window}
                               : Layers{0, model_->spec.hp.n_layer, false, nullptr};
   forward_chunk(ops, model_->spec, w, b, tokens, n, map, rows, layers);
   return ops.head_max_done;

@@ -61,6 +61,7 @@ class CpuForward final : public Engine {
                    const LayerRange& r, Logits which, std::vector<float>& logits) override;
   Status keep_tree_path(uint32_t pos0, std::span<const uint32_t> path) override;
   bool supports_trees() const override { return true; }
+  bool supports_draft_window() const override { return true; }
   Status make_shadow(GgmlType type) override;
   std::optional<GgmlType> shadow_type() const override {
     return shadow_ ? std::optional<GgmlType>(shadow_->type) : std::nullopt;

@@ -67,6 +67,9 @@ Status CudaForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, 
   last_argmax_ = -1;
   auto range = check_layer_range(s, tokens, pos0, r, seqs_);
   if (!range) return range.status();
+  if (range->window.on() && !supports_draft_window())
+    return Status::error("draft window on the CUDA engine needs flash-decoding attention (f16, q8_0 or q4_1 KV; "
+                         "head_dim 32, 64, 128 or 256)");
   Impl& im = *impl_;
   im.first_error = Status();
   im.tree.reset();
@@ -77,12 +80,12 @@ Status CudaForward::eval_layers(std::span<const int32_t> tokens, uint32_t pos0, 
   Ops ops{im, s, logits.empty() ? nullptr : logits.data(), &*range, {}};
   const uint32_t rows = which == Logits::all ? n : which == Logits::last ? 1 : 0;
   const Layers L{range->first, range->end, range->hidden_out != nullptr,
-                 range->skip.empty() ? nullptr : range->skip.data()};
+                 range->skip.empty() ? nullptr : range->skip.data(), range->window};
   if (!run_step_graph(im, ops, s, tokens.data(), n, RowMap{0, pos0}, rows, L))
     forward_chunk(ops, s, im.dev, im.buf, tokens.data(), n, RowMap{0, pos0}, rows, L);
   im.check(cuda::synchronize(im.stream));
   if (!im.first_error.is_ok()) return im.first_error.with_context("CUDA forward (layer range)");
-  seqs_.wrote(0, pos0, n, range->end == s.hp.n_layer && range->skip.empty());
+  seqs_.wrote(0, pos0, n, completes_positions(*range, s.hp.n_layer));
   return {};
 }
 

@@ -59,6 +59,7 @@ class CudaForward final : public Engine {
                    const LayerRange& r, Logits which, std::vector<float>& logits) override;
   Status keep_tree_path(uint32_t pos0, std::span<const uint32_t> path) override;
   bool supports_trees() const override;
+  bool supports_draft_window() const override;
   uint32_t n_seq() const override { return seqs_.n_seq(); }
   uint32_t n_past(uint32_t seq) const override { return seqs_.length(seq); }
   void truncate(uint32_t seq, uint32_t n) override;

@@ -361,11 +361,11 @@ struct Ops {
   }
   void attention(uint32_t il, const float* q, uint32_t n, const kernels::cpu::AttentionShape& s, float* out,
                  const kernels::WeightView* next = nullptr) {
-    OpSpan op(im, [&] { return fmt::format("attention n={} window={}", n, s.window); });
+    OpSpan op(im, [&] { return fmt::format("attention n={} window={} sinks={}", n, s.window, s.sinks); });
     if (im.host && im.host->kv_on_host(il))
       return im.check(im.host->attention(il, q, host_pos(), n, s, out, im.stream));
     device_op();
-    const cuda::AttentionShapeDev shape{s.n_head, s.n_head_kv, s.head_dim, s.window, s.scale};
+    const cuda::AttentionShapeDev shape{s.n_head, s.n_head_kv, s.head_dim, s.window, s.scale, s.sinks};
     const cuda::Workspace ws = att_ws();
     if (tree) {  // each node as the decode step of its path (attention_tree.h): its row's exact bits
       const cuda::KvStoreDev& kv = im.kv[0][il].store;

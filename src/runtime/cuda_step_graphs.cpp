@@ -39,6 +39,7 @@ StepShape shape_of(const model::ModelSpec& s, uint32_t n, const RowMap& map, uin
   k.logit_rows = rows;
   k.store_hidden = L.store_hidden;
   if (L.skip) k.skip.assign(L.skip, L.skip + s.hp.n_layer);
+  k.window = L.window;
   for (uint32_t t = 0; t < n; ++t) k.seqs.push_back(map.seq_of(t));
   k.warm = warm;
   k.tree = tree != nullptr;
@@ -85,7 +86,7 @@ bool run_step_graph(CudaForward::Impl& im, Ops& ops, const model::ModelSpec& s, 
   if (ops.tree && !im.tree_graphs) return false;
   if (n == 0 || n > kMaxExactRows || rows > offload::kLogitRows) return false;
   const bool resident_decode = !im.store && !im.host_embed && n == 1 && L.first == 0 && L.end == s.hp.n_layer &&
-                               !L.skip && !L.store_hidden && !map.batched();
+                               !L.skip && !L.window.on() && !L.store_hidden && !map.batched();
   if (im.graph_policy == GraphPolicy::resident_decode && !resident_decode) return false;
   const std::vector<uint32_t> schedule = ops.schedule_for(L, rows > 0);
   if (im.store && !im.store->graphable(schedule)) return false;

@@ -27,6 +27,14 @@ bool CudaForward::supports_trees() const {
   return !host_kv && flash(opt_.k_type) && flash(opt_.v_type) && (hd == 32 || hd == 64 || hd == 128 || hd == 256);
 }
 
+bool CudaForward::supports_draft_window() const {
+  // Attention sinks are in the flash-decoding kernel (attention_decode.cu) and the host's CPU
+  // kernel (host KV), not in the tiled and tensor-core kernels that other KV types take.
+  auto flash = [](GgmlType t) { return t == GgmlType::F16 || t == GgmlType::Q8_0 || t == GgmlType::Q4_1; };
+  const uint32_t hd = model_->spec.hp.n_embd_head;
+  return flash(opt_.k_type) && flash(opt_.v_type) && (hd == 32 || hd == 64 || hd == 128 || hd == 256);
+}
+
 void CudaForward::truncate(uint32_t seq, uint32_t n) {
   seqs_.truncate(seq, n);
   impl_->tree.reset();
@@ -46,6 +54,8 @@ Status CudaForward::eval_tree(std::span<const int32_t> tokens, std::span<const i
   LayerRange range;
   auto shape = check_tree(s, tokens, parents, pos0, r, seqs_, range);
   if (!shape) return shape.status();
+  if (range.window.on() && !supports_draft_window())
+    return Status::error("draft window on the CUDA engine needs flash-decoding attention");
   Impl& im = *impl_;
   im.first_error = Status();
   if (Status ws = cuda::set_matmul_workspace(im.d_cublas_ws, cuda::kCublasWorkspaceBytes); !ws)
@@ -73,7 +83,7 @@ Status CudaForward::eval_tree(std::span<const int32_t> tokens, std::span<const i
   const TreeRows rows{&t, pos0, node0};
   ops.tree = &rows;
   const uint32_t logit_rows = which == Logits::all ? n : which == Logits::last ? 1 : 0;
-  const Layers L{range.first, range.end, range.hidden_out != nullptr, nullptr};
+  const Layers L{range.first, range.end, range.hidden_out != nullptr, nullptr, range.window};
   // A graph per node count (the paths and positions are device inputs, copied above), else eagerly
   // (STRATA_TREE_GRAPHS=0, or whatever run_step_graph refuses).
   const RowMap map{0, pos0 + node0};

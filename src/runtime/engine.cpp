@@ -40,12 +40,19 @@ Result<LayerRange> check_layer_range(const model::ModelSpec& spec, std::span<con
     return Status::error("skip mask has {} entries; the model has {} layers", out.skip.size(), n_layer);
   if (std::ranges::none_of(out.skip, [](uint8_t s) { return s != 0; })) out.skip = {};
   if (out.shadow && !has_shadow) return Status::error("a shadow layer range needs shadow weights (make_shadow)");
+  if (out.window.on() && out.window.recent < kMaxExactRows)
+    return Status::error("draft window: {} recent positions; at least {} (the rows of one draft pass)",
+                         out.window.recent, kMaxExactRows);
+  if (!out.window.on() && out.window.sinks > 0)
+    return Status::error("draft window: {} sinks without recent positions", out.window.sinks);
   if (out.first > 0 && !out.hidden_in)
     return Status::error("layer range starting at layer {} needs the residual stream entering it", out.first);
   if (tokens.empty() || tokens.size() > std::min(kMaxExactRows, ubatch))
     return Status::error("eval_layers takes 1..{} tokens (got {})", std::min(kMaxExactRows, ubatch), tokens.size());
   STRATA_TRY(check_tokens(spec, tokens));
   STRATA_TRY(seqs.check_write(0, pos0, tokens.size()));
+  // The call's last row has the highest position: a window that cuts none of its keys is none.
+  if (!out.window.cuts(pos0 + uint32_t(tokens.size()) - 1)) out.window = {};
   return out;
 }
 

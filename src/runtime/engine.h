@@ -18,6 +18,7 @@
 #include "kv/sequence_table.h"
 #include "offload/executor_plan.h"
 #include "offload/placement.h"
+#include "runtime/draft_window.h"
 #include "runtime/model.h"
 #include "runtime/token_tree.h"
 
@@ -94,7 +95,8 @@ inline uint32_t max_chunk_rows(const ForwardOptions& o) {
 // [0, d) and the head; verification continues the drafted positions from layer d with the
 // draft's residual stream, so layers < d are never computed twice. A layer-subset draft runs
 // every layer but those `skip` marks: the residual stream passes a skipped layer unchanged, and
-// the layer's KV is not written.
+// the layer's KV is not written. A draft with a `window` attends, on full-attention layers, to
+// the window's sinks and recent positions only (draft_window.h).
 struct LayerRange {
   uint32_t first = 0;  // first layer run; > 0: the residual stream comes from hidden_in, not the embedding
   uint32_t end = 0;    // one past the last layer run; 0: every layer
@@ -102,6 +104,9 @@ struct LayerRange {
   float* hidden_out = nullptr;       // (n, n_embd) host memory, optional: the stream leaving end - 1
   // Empty, or one entry per model layer: nonzero skips that layer. An all-zero mask is no mask.
   std::span<const uint8_t> skip = {};
+  // Off, or the draft attention window of full-attention layers (recent >= kMaxExactRows). A
+  // window that cuts no key of the call (DraftWindow::cuts) is no window.
+  DraftWindow window = {};
   // Run the layers' low-bit shadow matrices (Engine::make_shadow) instead of the model's: a shadow
   // draft (SubSpec). Its KV and residual stream are the shadow's, so, as with a skip mask, n_past
   // does not move and the positions it drafted must be verified from layer 0.
@@ -130,14 +135,18 @@ class Engine {
   // layers' KV, then (which != none) the final norm and head on the stream after layer end - 1.
   // Every row is computed exactly as a one-token eval() computes it (same kernels, same reduction
   // order), so a batched verification is bit-identical to decoding one token at a time; hence
-  // n <= kMaxExactRows. n_past() becomes pos0 + n when the range ends at the last layer and skips
-  // none, and is unchanged otherwise (a draft writes ahead of n_past; verification completes the
+  // n <= kMaxExactRows. n_past() becomes pos0 + n when the range ends at the last layer, skips
+  // none and has no window, and is unchanged otherwise (a draft writes ahead of n_past; verification completes the
   // positions from layer 0, or from the draft's layer d; truncate() rolls back the rejected ones
   // in every layer). A skipped layer writes no KV, so positions drafted with a skip mask must be
-  // verified from layer 0. The caller guarantees that the KV of
+  // verified from layer 0. Likewise a draft window: its layers write KV computed from windowed
+  // attention (and their residual stream is not the model's), so positions drafted with a window
+  // must be verified from layer 0 -- never continued from the draft's hidden_out -- and a windowed
+  // range never moves n_past(), even over every layer. The caller guarantees that the KV of
   // the layers in range is written for the positions below pos0 that attention reads.
-  // Errors: bad range, skip mask or token, pos0 + n beyond n_ctx() or more than ubatch past n_past() (the
-  // sliding-window ring would overwrite entries still needed), device failure.
+  // Errors: bad range, skip mask, window or token, pos0 + n beyond n_ctx() or more than ubatch past
+  // n_past() (the sliding-window ring would overwrite entries still needed), a window the engine
+  // cannot run (supports_draft_window), device failure.
   virtual Status eval_layers(std::span<const int32_t> tokens, uint32_t pos0, const LayerRange& r, Logits which,
                              std::vector<float>& logits) = 0;
   // ---- token trees (M12: one verify pass over a drafted tree; runtime/token_tree.h) ----
@@ -149,7 +158,10 @@ class Engine {
   // the same layers (a drafter grows a tree level by level; verification passes the whole tree).
   // Node i sits at position pos0 + depth(i) (RoPE, sliding window), writes its KV to slot pos0 + i
   // and attends to the committed keys < pos0 plus its ancestors and itself; pos0 must be n_past().
-  // A chain (parents[i] = i - 1) gives eval_layers()'s logits bit for bit. n_past() does not move:
+  // A chain (parents[i] = i - 1) gives eval_layers()'s logits bit for bit, with or without a draft
+  // window (a node sees the committed keys a token at its position sees through the window, and
+  // all its ancestors: the window's recent >= kMaxExactRows covers a tree's depth). A tree drafted
+  // with a window is verified from layer 0 (as a chain). n_past() does not move:
   // keep_tree_path() commits a path. Errors: eval_layers' (range, tokens, context), a bad parent
   // array, too many nodes, more tokens than nodes, pos0 != n_past(), a skip mask, an engine without
   // trees (supports_trees()).
@@ -177,6 +189,10 @@ class Engine {
   // flash-decoding KV and no host compute, CudaForward::supports_trees). Where not, the
   // speculative decoder verifies chains.
   virtual bool supports_trees() const { return false; }
+  // Whether eval_layers / eval_tree take a LayerRange::window (the CPU engine; the CUDA engine
+  // where every full-attention layer's attention is flash-decoding or on the host). Where not,
+  // the speculative decoder drafts over the whole context.
+  virtual bool supports_draft_window() const { return false; }
 
   // Sequence 0's length: the single-sequence API.
   uint32_t n_past() const { return n_past(0); }
@@ -237,13 +253,14 @@ Status check_tokens(const model::ModelSpec& spec, std::span<const int32_t> token
 
 // For engine implementations: checks eval_layers' arguments (the errors listed there; the KV ones
 // are sequence 0's, from the table; a shadow range where has_shadow is false); returns the range
-// with `end` resolved (0 -> n_layer) and an all-zero skip mask cleared.
+// with `end` resolved (0 -> n_layer), an all-zero skip mask cleared, and a window that cuts no key
+// of the call cleared.
 Result<LayerRange> check_layer_range(const model::ModelSpec& spec, std::span<const int32_t> tokens, uint32_t pos0,
                                      const LayerRange& r, const kv::SequenceTable& seqs, bool has_shadow = false);
 // Whether a checked range's pass completes its positions in every layer with the model's own
 // weights, so that n_past moves (eval_layers' rule).
 inline bool completes_positions(const LayerRange& checked, uint32_t n_layer) {
-  return checked.end == n_layer && checked.skip.empty() && !checked.shadow;
+  return checked.end == n_layer && checked.skip.empty() && !checked.shadow && !checked.window.on();
 }
 
 // For engine implementations: checks eval_tree's arguments (the errors listed there) and returns

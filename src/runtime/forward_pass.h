@@ -52,6 +52,7 @@
 #include "kernels/cpu/attention.h"
 #include "model/model_spec.h"
 #include "model/model_weights.h"
+#include "runtime/draft_window.h"
 
 namespace strata::runtime {
 
@@ -88,11 +89,13 @@ struct RowMap {
 // Layers [first, end) of a chunk; the rest of the pass is skipped (speculative drafts and
 // verification, engine.h LayerRange). store_hidden: the policy wants the stream after end - 1.
 // skip: null, or one entry per model layer; a layer with a nonzero entry is not run (its
-// residual stream passes unchanged; layer-subset drafts).
+// residual stream passes unchanged; layer-subset drafts). window: a draft's attention window on
+// full-attention layers (draft_window.h; off: full attention).
 struct Layers {
   uint32_t first = 0, end = 0;
   bool store_hidden = false;
   const uint8_t* skip = nullptr;
+  DraftWindow window = {};
   bool runs(uint32_t il) const { return il >= first && il < end && !(skip && skip[il]); }
 };
 
@@ -136,10 +139,11 @@ void block_input(Ops& ops, const model::ModelSpec& s, const ForwardBuffers& b, c
 }
 
 // The attention block on b.x's n rows, its output in b.h (KV of layer il written for the rows),
-// before the post-norm (add_block_output applies it). carry: see PendingOutput.
+// before the post-norm (add_block_output applies it). carry: see PendingOutput. window: a draft's
+// (Layers::window), applied to full-attention layers.
 template <typename Ops>
 void attention_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
-                    uint32_t il, uint32_t n, PendingOutput* carry = nullptr) {
+                    uint32_t il, uint32_t n, PendingOutput* carry = nullptr, DraftWindow window = {}) {
   const auto& l = w.layers[il];
   const int64_t hd = s.hp.n_embd_head;
   const float eps = s.hp.rms_eps;
@@ -152,7 +156,8 @@ void attention_rows(Ops& ops, const model::ModelSpec& s, const model::ModelWeigh
   r.eps = eps, r.base = s.rope_base(il), r.linear_scale = s.rope_linear_scale(il);
   r.freq_div = w.rope_freqs, r.neox = s.rope_style == model::RopeStyle::neox;
   ops.rope_kv_write(il, b.q, b.k, b.v, n, r);
-  const kernels::cpu::AttentionShape shape{s.hp.n_head, s.hp.n_head_kv, hd, s.window(il), s.attention_scale};
+  const kernels::cpu::AttentionShape shape =
+      window.apply({s.hp.n_head, s.hp.n_head_kv, hd, s.window(il), s.attention_scale});
   ops.attention(il, b.q, n, shape, b.att, &l.wo);
   ops.matmul(l.wo, b.att, n, b.h);
 }
@@ -197,9 +202,9 @@ inline void finish_block(PendingOutput& carry, const float* post_norm) { carry =
 
 template <typename Ops>
 void attention_block(Ops& ops, const model::ModelSpec& s, const model::ModelWeights& w, const ForwardBuffers& b,
-                     uint32_t il, uint32_t n, PendingOutput& carry) {
+                     uint32_t il, uint32_t n, PendingOutput& carry, DraftWindow window = {}) {
   ops.begin_block(Block::attention, il);
-  attention_rows(ops, s, w, b, il, n, &carry);
+  attention_rows(ops, s, w, b, il, n, &carry, window);
   if (ops.fuses_residual(Block::attention, il)) finish_block(carry, w.layers[il].post_attn_norm);
   else add_block_output(ops, s, w.layers[il].post_attn_norm, b, n);
   ops.end_block(Block::attention, il);
@@ -259,7 +264,7 @@ void forward_chunk(Ops& ops, const model::ModelSpec& s, const model::ModelWeight
   PendingOutput carry;
   for (uint32_t il = L.first; il < L.end; ++il) {
     if (!L.runs(il)) continue;
-    attention_block(ops, s, w, b, il, n, carry);
+    attention_block(ops, s, w, b, il, n, carry, L.window);
     ffn_block(ops, s, w, b, il, n, carry);
   }
   if (carry.pending) add_block_output(ops, s, carry.post_norm, b, n);  // the last block's

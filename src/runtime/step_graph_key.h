@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/draft_window.h"
+
 namespace strata::runtime {
 
 struct StepShape {
@@ -16,6 +18,9 @@ struct StepShape {
   uint32_t logit_rows = 0;          // rows that get logits (the last ones)
   bool store_hidden = false;        // the residual stream after end - 1 goes back to the caller
   std::vector<uint8_t> skip;        // layers skipped (layer-subset drafts); empty: none
+  DraftWindow window;               // a draft's attention window: the kernels' window and sinks are
+                                    // launch arguments, so a windowed step never replays a graph
+                                    // captured without it (or with another), nor the reverse
   std::vector<uint32_t> seqs;       // each row's sequence: whose KV store its write and attention use
   bool tree = false;                // eval_tree: its rows' paths, path lengths and positions are
                                     // device inputs, so the tree's shape is not part of the key

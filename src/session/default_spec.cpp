@@ -25,6 +25,7 @@ Result<DefaultSpec> default_spec(const Session& s, const offload::HardwareProfil
   auto c = spec::parse_spec(out.decision.on ? "auto" : "none", s.options().draft_max, n_layer);
   if (!c) return c.status();
   out.config = *c;
+  out.config.window = s.spec().window;  // --draft-window as given
   return out;
 }
 

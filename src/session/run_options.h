@@ -70,6 +70,8 @@ struct RunOptions {
   // model is opened, before anything is planned, so the plan knows the draft depth.
   std::string spec = "none";
   uint32_t draft_max = 8;
+  // --draft-window: off | auto | SINKS,RECENT (spec/draft_window_config.h; auto: the default).
+  std::string draft_window = "auto";
   // The plan must keep spec's draft path resident (offload::RunShape::require_draft_resident),
   // even where the planner predicts it slower: measuring a drafter on the placement it wants.
   bool require_draft_resident = false;

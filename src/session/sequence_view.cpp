@@ -31,7 +31,7 @@ Status SequenceView::eval_layers(std::span<const int32_t> tokens, uint32_t pos0,
                                  runtime::Logits which, std::vector<float>& logits) {
   if (seq_ == 0) return e_.eval_layers(tokens, pos0, r, which, logits);
   const uint32_t n_layer = e_.model().spec.hp.n_layer;
-  const bool full = r.first == 0 && (r.end == 0 || r.end == n_layer) && !r.hidden_out &&
+  const bool full = r.first == 0 && (r.end == 0 || r.end == n_layer) && !r.hidden_out && !r.window.on() &&
                     std::ranges::none_of(r.skip, [](uint8_t s) { return s != 0; });
   if (!full || pos0 != e_.n_past(seq_))
     return Status::error("sequence {}: only sequence 0 runs partial layer ranges or writes ahead of n_past "

@@ -42,6 +42,7 @@ class SequenceView final : public runtime::Engine {
     return seq_ != 0 ? Engine::keep_tree_path(pos0, path) : e_.keep_tree_path(pos0, path);
   }
   bool supports_trees() const override { return seq_ == 0 && e_.supports_trees(); }
+  bool supports_draft_window() const override { return seq_ == 0 && e_.supports_draft_window(); }
   uint32_t n_seq() const override { return 1; }
   uint32_t n_past(uint32_t seq) const override;
   void truncate(uint32_t seq, uint32_t n) override;

@@ -15,10 +15,12 @@ Result<std::unique_ptr<Session>> Session::finish_open(RunOptions options, std::s
                                                       bool header_only, bool* bad_options) {
   if (bad_options) *bad_options = false;
   auto sc = spec::parse_spec(options.spec, options.draft_max, m->spec.hp.n_layer);
-  if (!sc) {
+  auto window = spec::parse_draft_window(options.draft_window);
+  if (!sc || !window) {
     if (bad_options) *bad_options = true;
-    return sc.status();
+    return sc ? window.status() : sc.status();
   }
+  sc->window = *window;
   std::unique_ptr<Session> s(new Session());
   s->opt_ = std::move(options);
   s->model_ = std::move(m);

@@ -20,6 +20,7 @@ struct Draft {
   uint32_t verify_from = 0;
   std::vector<float> hidden;
   uint32_t engine_steps = 0;  // forward passes the draft cost (0 for prompt lookup)
+  bool windowed = false;      // drafted through a draft window (draft_window_config.h): verify_from is 0
 };
 
 // A drafted token tree (runtime/token_tree.h has the engine's rules; speculative_decoder.h how it
@@ -33,6 +34,7 @@ struct TreeDraft {
   uint32_t verify_from = 0;      // as Draft's; hidden: (tokens.size(), n_embd) when > 0
   std::vector<float> hidden;
   uint32_t engine_steps = 0;
+  bool windowed = false;         // as Draft's
   // Per draft pass (a level of the tree): its node count and seconds, where the drafter timed them
   // (the decoder fits the cost of a level against its width: speculative_decoder.h).
   struct LevelCost {

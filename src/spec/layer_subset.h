@@ -7,6 +7,7 @@
 #pragma once
 
 #include "runtime/engine.h"
+#include "spec/draft_window_config.h"
 #include "spec/drafter.h"
 
 namespace strata::spec {
@@ -14,7 +15,10 @@ namespace strata::spec {
 class LayerSubset final : public Drafter {
  public:
   // min_confidence: as EarlyExit's (drafting stops before a token its head gives less probability).
-  LayerSubset(runtime::Engine& engine, float min_confidence) : engine_(engine), min_confidence_(min_confidence) {}
+  // window: when rounds attend through a window (draft_window_config.h; verification starts at
+  // layer 0 either way).
+  LayerSubset(runtime::Engine& engine, float min_confidence, DraftWindowConfig window = DraftWindowConfig::off())
+      : engine_(engine), min_confidence_(min_confidence), window_(window) {}
   std::string_view name() const override { return "subset"; }
   // The layers the next drafts skip: one entry per layer, at least one nonzero (an empty skip set
   // would be a full pass, which moves n_past). The span must stay valid while drafting.
@@ -24,6 +28,7 @@ class LayerSubset final : public Drafter {
  private:
   runtime::Engine& engine_;
   float min_confidence_;
+  DraftWindowConfig window_;
   std::span<const uint8_t> skip_;
   std::vector<float> logits_;
 };

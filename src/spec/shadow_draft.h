@@ -6,6 +6,7 @@
 #pragma once
 
 #include "runtime/engine.h"
+#include "spec/draft_window_config.h"
 #include "spec/drafter.h"
 
 namespace strata::spec {
@@ -13,14 +14,17 @@ namespace strata::spec {
 class ShadowDraft final : public Drafter {
  public:
   // The engine must hold shadow weights (make_shadow) before propose(). min_confidence: as
-  // EarlyExit's (drafting stops before a token its head gives less probability).
-  ShadowDraft(runtime::Engine& engine, float min_confidence) : engine_(engine), min_confidence_(min_confidence) {}
+  // EarlyExit's (drafting stops before a token its head gives less probability). window: when
+  // rounds attend through a draft window (draft_window_config.h).
+  ShadowDraft(runtime::Engine& engine, float min_confidence, DraftWindowConfig window = DraftWindowConfig::off())
+      : engine_(engine), min_confidence_(min_confidence), window_(window) {}
   std::string_view name() const override { return "shadow"; }
   Status propose(std::span<const int32_t> history, uint32_t k, Draft& out) override;
 
  private:
   runtime::Engine& engine_;
   float min_confidence_;
+  DraftWindowConfig window_;
   std::vector<float> logits_;
 };
 

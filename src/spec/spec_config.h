@@ -7,6 +7,7 @@
 
 #include "core/ggml_type.h"
 #include "core/status.h"
+#include "spec/draft_window_config.h"
 
 namespace strata::spec {
 
@@ -42,6 +43,9 @@ struct SpecConfig {
   // measured acceptance and costs (`bench spec --replay-policy auto`: whether auto backs off at
   // low acceptance).
   bool replay_auto = false;
+  // `--draft-window`: the self-drafters' attention window on full-attention layers (not part of
+  // text(): the spec report names it apart).
+  DraftWindowConfig window = {};
   // as given to --spec: "none", "early:d=8", "early:d=8,tree=2", "subset", "subset:skip=0.5",
   // "shadow:q2_K", "lookup", "auto:d=8"
   std::string text() const;

@@ -62,6 +62,21 @@ SpeculativeDecoder::SpeculativeDecoder(runtime::Engine& engine, runtime::Sampler
                                        std::unique_ptr<Drafter> given)
     : engine_(engine), sampler_(sampler), cfg_(config), rng_(sampler.params().seed, /*stream=*/0x5bec) {
   stats_.spec = given ? std::string(given->name()) : cfg_.text();
+  // A replay (given) drafter keeps its own passes; a window the engine cannot run is dropped (the
+  // drafts then attend to everything, as before the window existed).
+  if (given) cfg_.window = DraftWindowConfig::off();
+  if (cfg_.window.mode != DraftWindowConfig::Mode::off && !engine_.supports_draft_window()) {
+    if (cfg_.window.mode == DraftWindowConfig::Mode::fixed)
+      log::info("--draft-window {}: the {} engine cannot attend through a draft window here; drafting over the "
+                "whole context", cfg_.window.text(), engine_.device_name());
+    cfg_.window = DraftWindowConfig::off();
+  }
+  // `auto` stays off on the CUDA engine until its window path (attention_decode.cu's sinks split)
+  // has run on a GPU (tests/gpu/test_cuda_draft_window.cpp has not yet); an explicit SINKS,RECENT
+  // uses it there.
+  if (cfg_.window.mode == DraftWindowConfig::Mode::automatic && engine_.device_name() != "cpu")
+    cfg_.window = DraftWindowConfig::off();
+  stats_.draft_window = cfg_.window.text();
   if (given) drafters_.push_back(std::move(given));  // SpecMode::replay: drafter 0, every round
   if (cfg_.mode == SpecMode::lookup || cfg_.mode == SpecMode::automatic) {
     lookup_ = int(drafters_.size());
@@ -69,7 +84,7 @@ SpeculativeDecoder::SpeculativeDecoder(runtime::Engine& engine, runtime::Sampler
   }
   if (cfg_.mode == SpecMode::early || cfg_.mode == SpecMode::automatic) {
     early_ = int(drafters_.size());
-    drafters_.push_back(std::make_unique<EarlyExit>(engine_, cfg_.depth, cfg_.min_confidence));
+    drafters_.push_back(std::make_unique<EarlyExit>(engine_, cfg_.depth, cfg_.min_confidence, cfg_.window));
   }
   const uint32_t n_layer = engine_.model().spec.hp.n_layer;
   if (cfg_.mode == SpecMode::subset || (cfg_.mode == SpecMode::automatic && n_layer >= 3)) {
@@ -80,12 +95,12 @@ SpeculativeDecoder::SpeculativeDecoder(runtime::Engine& engine, runtime::Sampler
     auto arms = cfg_.skip_ratio > 0 ? subset_candidates(n_layer, fixed, must_skip)
                                     : subset_candidates(n_layer, kDefaultSkipRatios, must_skip);
     subset_ = int(drafters_.size());
-    drafters_.push_back(std::make_unique<LayerSubset>(engine_, cfg_.min_confidence));
+    drafters_.push_back(std::make_unique<LayerSubset>(engine_, cfg_.min_confidence, cfg_.window));
     chooser_ = std::make_unique<SubsetChooser>(std::move(arms), sampler.params().seed);
   }
   if (cfg_.mode == SpecMode::shadow) {
     shadow_ = int(drafters_.size());
-    drafters_.push_back(std::make_unique<ShadowDraft>(engine_, cfg_.min_confidence));
+    drafters_.push_back(std::make_unique<ShadowDraft>(engine_, cfg_.min_confidence, cfg_.window));
   }
   if (cfg_.tree > 0) shaper_ = std::make_unique<TreeShaper>(cfg_.tree);
   if (cfg_.mode == SpecMode::replay && cfg_.tree > 0) stats_.spec += fmt::format(",tree={}", cfg_.tree);
@@ -179,6 +194,9 @@ SpeculativeDecoder::Choice SpeculativeDecoder::choose(uint32_t k_max) {
   auto verify_full = [&](uint32_t n) { return t_verify_full(n); };
   auto verify_early = [&](uint32_t n) { return t_verify_early(n); };
   const double t_step = t_draft_step();
+  // Early exit through a draft window (its k passes reach n_past + k - 1): k passes, verification
+  // from layer 0 (early_exit.h). Decided at k_max for every k.
+  const bool early_windowed = cfg_.window.at(engine_.n_past() + k_max - 1).on();
   double best = 1.0 / t_plain;
   const bool short_match = matched_n == 1;
   if (!cont.empty()) {
@@ -191,7 +209,8 @@ SpeculativeDecoder::Choice SpeculativeDecoder::choose(uint32_t k_max) {
   for (uint32_t k = 1; k <= k_max; ++k) {
     // k + 1 draft steps: the k drafts' own and the last draft's stream to layer d (or the step
     // whose low-confidence token was dropped).
-    const double rate = expected_tokens(accept_[early_].alpha(), k) / ((k + 1) * t_step + verify_early(k + 1));
+    const double rate = expected_tokens(accept_[early_].alpha(), k) /
+                        (early_windowed ? k * t_step + verify_full(k + 1) : (k + 1) * t_step + verify_early(k + 1));
     if (rate > best) best = rate, c = {early_, k, {}};
   }
   if (subset_ >= 0) {
@@ -358,7 +377,8 @@ Status SpeculativeDecoder::tree_round(int drafter, uint32_t max_depth, std::vect
   // early exit; from layer 0 for the others, e.g. a replay), the tree stops where more nodes would
   // lower tokens per second, keeping the first draft (without drafts the acceptance estimates could
   // never recover).
-  const bool from_draft = drafter == early_;
+  // (A tree drafted through a draft window is verified from layer 0.)
+  const bool from_draft = drafter == early_ && !cfg_.window.at(pos + plan.size() - 1).on();
   const bool explore = ++tree_rounds_since_explore_ >= kTreeExploreInterval;
   if (explore) tree_rounds_since_explore_ = 0;
   if (cfg_.tree_fit_cost && (from_draft ? verify_cost_early_ : verify_cost_full_).known()) {
@@ -383,6 +403,7 @@ Status SpeculativeDecoder::tree_round(int drafter, uint32_t max_depth, std::vect
   const double s = now() - td;
   ds.draft_s += s;
   ds.steps += tree_.engine_steps;
+  if (tree_.windowed && tree_.tokens.size() > 1) ++ds.windowed_rounds;  // verified (else a plain step)
   // The early-exit drafter's passes, or a replay drafter's cost drafter's (real passes, simulated
   // tokens): without them a replayed tree would be sized from the prior's level cost.
   const bool timed = (drafter == early_ || cfg_.mode == SpecMode::replay) && steady(g0);
@@ -498,6 +519,7 @@ Status SpeculativeDecoder::step(uint32_t max_new, std::vector<int32_t>& out) {
     const double s = now() - td;
     ds.draft_s += s;
     ds.steps += draft_.engine_steps;
+    if (draft_.windowed && !draft_.tokens.empty()) ++ds.windowed_rounds;  // verified (else a plain step)
     const bool timed = draft_.engine_steps && steady(g0);
     // The early-exit drafter's passes, or a replay's cost drafter's (choose_replay weighs them).
     if (timed && (c.drafter == early_ || cfg_.mode == SpecMode::replay))
@@ -533,6 +555,7 @@ nlohmann::json SpecStats::to_json() const {
                         {"acceptance_by_depth", s.by_depth.to_json()}, {"draft_steps", s.steps},
                         {"draft_s", s.draft_s}, {"draft_step_ms", s.steps ? 1e3 * s.draft_s / double(s.steps) : 0.0},
                         {"verify_s", s.verify_s}, {"verify_ms", s.rounds ? 1e3 * s.verify_s / double(s.rounds) : 0.0}};
+    if (s.windowed_rounds) j["windowed_rounds"] = s.windowed_rounds;
     if (s.tree_rounds)
       j["tree"] = {{"rounds", s.tree_rounds}, {"nodes", s.tree_nodes},
                    {"nodes_per_tree", double(s.tree_nodes) / double(s.tree_rounds)}};
@@ -546,7 +569,7 @@ nlohmann::json SpecStats::to_json() const {
     }
     d.push_back(j);
   }
-  return {{"spec", spec}, {"tokens", tokens}, {"decode_s", decode_s}, {"tok_per_s", tokens_per_s()},
+  return {{"spec", spec}, {"draft_window", draft_window}, {"tokens", tokens}, {"decode_s", decode_s}, {"tok_per_s", tokens_per_s()},
           {"plain_steps", plain_steps}, {"plain_step_ms", plain_steps ? 1e3 * plain_s / double(plain_steps) : 0.0},
           {"verify_passes", verify_passes}, {"verify_rows", verify_rows}, {"verify_s", verify_s},
           {"verify_ms", verify_passes ? 1e3 * verify_s / double(verify_passes) : 0.0},
@@ -562,6 +585,7 @@ std::string SpecStats::summary() const {
                               verify_passes ? 1e3 * verify_s / double(verify_passes) : 0.0, plain_steps,
                               plain_steps ? 1e3 * plain_s / double(plain_steps) : 0.0);
   if (speedup_vs_plain_steps() > 0) s += fmt::format(" | x{:.2f} vs those plain steps", speedup_vs_plain_steps());
+  if (!draft_window.empty() && draft_window != "off") s += fmt::format(" | draft window {}", draft_window);
   for (const auto& d : drafters) {
     s += fmt::format("\n  {}: {} rounds, {}/{} drafted tokens accepted ({:.1f}%), {:.2f} tokens per verify, {} draft "
                      "steps ({:.3f} ms each), verify {:.2f} ms each",
@@ -569,6 +593,7 @@ std::string SpecStats::summary() const {
                      d.steps ? 1e3 * d.draft_s / double(d.steps) : 0.0,
                      d.rounds ? 1e3 * d.verify_s / double(d.rounds) : 0.0);
     if (!d.chosen.empty()) s += fmt::format("; best skip set {}", d.chosen);
+    if (d.windowed_rounds) s += fmt::format("; {} of the rounds drafted through the window", d.windowed_rounds);
     if (d.tree_rounds)
       s += fmt::format("; {} token trees of {:.1f} nodes", d.tree_rounds, double(d.tree_nodes) / double(d.tree_rounds));
     if (d.by_depth.max_depth())

@@ -34,6 +34,12 @@
 // one draw per emitted token: the text is plain decoding's, token for token, with the same seed.
 // Engines without trees verify chains (sampled chains: speculative rejection sampling).
 //
+// Draft window (`--draft-window`, draft_window_config.h): at long context the self-drafters'
+// rounds attend through sinks + recent positions on full-attention layers; such a round is
+// verified from layer 0 with full attention (auto then costs early exit as k passes plus a full
+// verification), so the text is plain decoding's either way. Dropped where the engine cannot
+// (Engine::supports_draft_window).
+//
 // `subset` drafts k = draft_max tokens each round (fewer when the draft's head is unsure) with
 // the skip set the chooser picks (subset_chooser.h: candidates, exploration budget, settling).
 // `shadow[:TYPE]` drafts draft_max tokens each round with every layer's low-bit copy
@@ -82,6 +88,7 @@ struct DrafterStats {
   DepthStats by_depth = {};         // acceptance per draft depth (depth_stats.h)
   std::vector<ArmStats> arms = {};  // layer subset: per skip set
   std::string chosen = {};         // layer subset: the skip set rated best at the end
+  uint64_t windowed_rounds = 0;    // of `rounds`, those drafted through the draft window (verified from layer 0)
   double acceptance() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
   double tokens_per_verify() const { return rounds ? double(tokens) / double(rounds) : 0.0; }
   double mean_accepted() const { return rounds ? double(accepted) / double(rounds) : 0.0; }  // per verify pass
@@ -89,6 +96,7 @@ struct DrafterStats {
 
 struct SpecStats {
   std::string spec;          // SpecConfig::text()
+  std::string draft_window;  // DraftWindowConfig::text() as run ("off" where the engine cannot)
   uint64_t tokens = 0;       // generated after the first (the first comes from the prompt's logits)
   uint64_t plain_steps = 0;  // one-token eval() steps (spec none, or auto choosing no draft)
   double plain_s = 0;
