@@ -172,8 +172,10 @@ void decode_k(const BlockIQ2_XXS& b, KDecoded* o) {
     uint32_t meta;
     std::memcpy(&meta, q + 8 * g + 4, sizeof meta);
     odd_scales(o, 2 * g, int(meta >> 28)), odd_scales(o, 2 * g + 1, int(meta >> 28));
-    for (int i = 0; i < 32; ++i)
-      o->u[32 * g + i] = signed_mag(kIq2xxsGrid.v[q[8 * g + i / 8]], kKsignsIq2xs.v[(meta >> (7 * (i / 8))) & 127], i % 8);
+    for (int i = 0; i < 32; ++i) {
+      const unsigned signs = kKsignsIq2xs.v[(meta >> (7 * (i / 8))) & 127];
+      o->u[32 * g + i] = signed_mag(kIq2xxsGrid.v[q[8 * g + i / 8]], signs, i % 8);
+    }
   }
 }
 
