@@ -167,7 +167,8 @@ Result<HardwareProfile> probe(const ProbeOptions& opt) {
   // The int8-activation GEMV (the cpu engine's --cpu-matmul int8 path) by thread count, at 1 and 8
   // columns (a decode step, a speculative verify). The 2- and 1-bit grid types too: their f32 rate,
   // the planner's fallback, is no guide to the int8 one (one Zen 5 core, GB/s of weights at one
-  // column, f32 -> int8: iq2_xxs 4.1 -> 3.0, iq1_s 1.0 -> 2.2).
+  // column, f32 -> int8: iq2_s 4.3 -> 5.1, iq1_s 1.0 -> 3.6; eight int8 columns cost about 1.4
+  // of one).
   const std::vector<GgmlType> q8_types{GgmlType::Q3_K,    GgmlType::Q4_K,    GgmlType::Q5_K,  GgmlType::Q6_K,
                                        GgmlType::Q8_0,    GgmlType::IQ4_XS,  GgmlType::IQ3_XXS, GgmlType::IQ3_S,
                                        GgmlType::IQ2_XXS, GgmlType::IQ2_XS,  GgmlType::IQ2_S, GgmlType::IQ1_S,
