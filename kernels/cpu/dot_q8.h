@@ -14,8 +14,8 @@
 //     mint_g = sum_{h in g} m_h * S_h                        (Q2_K mins, else 0)
 //   (S_h: the activation sums of q8_act.h; sc_h, m_h: the half-group's scale and min, Q4_K / Q5_K /
 //   IQ4_XS / IQ3_* / IQ2_XXS / IQ1_S giving both halves of a group the group's: IQ4_XS sc = ls - 32,
-//   the grid types sc = 2s + 1, per half-group for IQ2_XS / IQ2_S / IQ1_M), exact in int32 (the
-//   largest, IQ2_*: 32 * 43 * 127 * 31 < 2^23). Then, in f32, per lane g of eight (d: the
+//   the grid types sc = 2s + 1, per half-group for IQ2_XS / IQ2_S / IQ1_M), exact in int32 (e.g.
+//   IQ2_*: |isum_g| <= 32 * 43 * 127 * 31 < 2^23). Then, in f32, per lane g of eight (d: the
 //   super-block scale, IQ3_XXS d / 4, IQ2_* and IQ1_* d / 8, exact for an f16 d):
 //     acc_g  = fma(float(isum_g) * dx_g, d, acc_g);  accm_g = fma(float(mint_g) * dx_g, dmin, accm_g)
 //   except Q4_K / Q5_K, whose min m_g is one per group: accm_g = fma(float(m_g) * dmin, sf_g, accm_g)
