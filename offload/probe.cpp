@@ -165,9 +165,14 @@ Result<HardwareProfile> probe(const ProbeOptions& opt) {
   }
 
   // The int8-activation GEMV (the cpu engine's --cpu-matmul int8 path) by thread count, at 1 and 8
-  // columns (a decode step, a speculative verify).
-  const std::vector<GgmlType> q8_types{GgmlType::Q3_K, GgmlType::Q4_K,  GgmlType::Q5_K,    GgmlType::Q6_K,
-                                       GgmlType::Q8_0, GgmlType::IQ4_XS, GgmlType::IQ3_XXS, GgmlType::IQ3_S};
+  // columns (a decode step, a speculative verify). The 2- and 1-bit grid types too: their f32 rate,
+  // the planner's fallback, is no guide to the int8 one (one Zen 5 core, GB/s of weights at one
+  // column, f32 -> int8: iq2_s 4.3 -> 5.1, iq1_s 1.0 -> 3.6; eight int8 columns cost about 1.4
+  // of one).
+  const std::vector<GgmlType> q8_types{GgmlType::Q3_K,    GgmlType::Q4_K,    GgmlType::Q5_K,  GgmlType::Q6_K,
+                                       GgmlType::Q8_0,    GgmlType::IQ4_XS,  GgmlType::IQ3_XXS, GgmlType::IQ3_S,
+                                       GgmlType::IQ2_XXS, GgmlType::IQ2_XS,  GgmlType::IQ2_S, GgmlType::IQ1_S,
+                                       GgmlType::IQ1_M};
   // The matrix must dwarf the last-level cache: the H200 host's L3 is 300 MiB, and a 64 MiB one
   // (an earlier --quick) measured q8_0 at twice the host's DRAM read rate.
   p.cpu_gemv_q8 = measure_cpu_gemv_q8(q8_types, thread_counts, {1, 8}, opt.quick ? 512 * kMiB : 1 * kGiB,

@@ -1,24 +1,32 @@
 // Dot products of quantised weight rows with int8 activations (q8_act.h), for decode and
 // speculative verify: one call computes one weight row against 1..16 activation columns, decoding
 // each weight block once for all of them. Types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL (blocks of
-// 32), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ3_XXS, IQ3_S (super-blocks of 256). The others
-// have no int8 path: has_dot_q8() is false and callers use the exact f32 kernels, quant_kernels.h.
+// 32), Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M
+// (super-blocks of 256). The others (f16, bf16, f32) have no int8 path: has_dot_q8() is false and
+// callers use the exact f32 kernels, quant_kernels.h.
 //
 // The arithmetic, shared bit for bit by the scalar reference and every SIMD kernel:
 // - K types (256-element super-blocks; 16 half-groups h of 16, 8 groups g of 32): the weight codes
 //   are made unsigned (u = q + offset: Q6_K 32, Q3_K 4, Q2_K/Q4_K/Q5_K 0; the i-quants keep signed
-//   values as u, offset 0: IQ4_XS kValuesIq4nl[q], IQ3_XXS / IQ3_S grid * sign) and per group
+//   values as u, offset 0: IQ4_XS kValuesIq4nl[q], IQ3_* and IQ2_* grid * sign, IQ1_* 8 * grid +-
+//   1, below) and per group
 //     isum_g = sum_{h in g} sc_h * sum_{i in h} u_i * xq_i  -  sum_{h in g} sc_h * offset * S_h
 //     mint_g = sum_{h in g} m_h * S_h                        (Q2_K mins, else 0)
 //   (S_h: the activation sums of q8_act.h; sc_h, m_h: the half-group's scale and min, Q4_K / Q5_K /
-//   IQ4_XS / IQ3_* giving both halves of a group the group's: IQ4_XS sc = ls - 32, IQ3_XXS and IQ3_S
-//   sc = 2s + 1), exact in int32. Then, in f32, per lane g of eight (d: the super-block scale,
-//   IQ3_XXS d / 4, exact):
+//   IQ4_XS / IQ3_* / IQ2_XXS / IQ1_S giving both halves of a group the group's: IQ4_XS sc = ls - 32,
+//   the grid types sc = 2s + 1, per half-group for IQ2_XS / IQ2_S / IQ1_M), exact in int32 (e.g.
+//   IQ2_*: |isum_g| <= 32 * 43 * 127 * 31 < 2^23). Then, in f32, per lane g of eight (d: the
+//   super-block scale, IQ3_XXS d / 4, IQ2_* and IQ1_* d / 8, exact for an f16 d):
 //     acc_g  = fma(float(isum_g) * dx_g, d, acc_g);  accm_g = fma(float(mint_g) * dx_g, dmin, accm_g)
 //   except Q4_K / Q5_K, whose min m_g is one per group: accm_g = fma(float(m_g) * dmin, sf_g, accm_g)
 //   with sf_g the group's activation sum (q8_act.h), one fma per column where the others take four;
 //   over the super-blocks, and the result is hsum8(acc - accm), hsum8 adding lanes (0+4, 1+5, 2+6,
 //   3+7), then (0+2, 1+3), then (0+1).
+//   IQ2_*'s d * (0.5 + s) * 0.25 is (d / 8) * (2s + 1). IQ1_S / IQ1_M's d * (2s + 1) * (g + delta),
+//   g in {-1, 0, 1} and delta = +-1/8 (per group of 32 / of 8), is (d / 8) * (2s + 1) * (8g +- 1):
+//   the grid scaled by 8, so the delta is an integer inside the code (|w| <= 9) and needs no term
+//   of its own. (Carrying it through the activation sums instead, as the offsets are, would need
+//   sums per 8 elements for IQ1_M's per-entry delta; q8_act.h keeps them per 16.)
 // - Blocks of 32 (scale d_w; codes w in element order: signed for Q4_0 (q - 8), Q5_0 (q - 16), Q8_0
 //   and IQ4_NL (kValuesIq4nl[q]); unsigned q for Q4_1 / Q5_1): block b goes to lane b mod 8 of
 //   eight f32 lanes per column: isum_b = sum over its 32 elements of w_i * xq_i (exact int32) and
@@ -54,7 +62,7 @@ inline constexpr int kQ8MaxRows = 8;
 // X(type suffix): the types with int8-activation kernels.
 #define STRATA_CPU_Q8_TYPES(X) \
   X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(iq4_nl) X(q2_k) X(q3_k) X(q4_k) X(q5_k) X(q6_k) X(iq4_xs) \
-      X(iq3_xxs) X(iq3_s)
+      X(iq3_xxs) X(iq3_s) X(iq2_xxs) X(iq2_xs) X(iq2_s) X(iq1_s) X(iq1_m)
 
 #define STRATA_DECLARE_Q8_KERNELS(t)                                                        \
   void dot_q8_##t##_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_stride); \

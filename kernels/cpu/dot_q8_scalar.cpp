@@ -149,6 +149,98 @@ void decode_k(const BlockIQ3_S& b, KDecoded* o) {
   }
 }
 
+// The grid types with 8-element entries keep d / 8 as the super-block scale: IQ2_* because
+// d * (0.5 + s) * 0.25 = (d / 8) * (2s + 1), IQ1_* because d * (2s + 1) * (g + delta) with delta =
+// +-1/8 is (d / 8) * (2s + 1) * (8g +- 1). d / 8 of an f16 is exact in f32.
+// One scale per half-group h from s per half (IQ2_XS, IQ2_S, IQ1_M) or per group.
+void odd_scales(KDecoded* o, int h, int s) {
+  o->s.sc[h] = int16_t(2 * s + 1);
+  o->s.off_sc[h] = o->s.m[h] = 0;
+}
+// Element i (0..7) of an unsigned 2-bit-grid entry with its 8 sign bits.
+int16_t signed_mag(uint64_t grid, unsigned signs, int i) {
+  const int mag = int((grid >> (8 * i)) & 255);
+  return int16_t((signs >> i) & 1 ? -mag : mag);
+}
+
+// IQ2_XXS group g: qs bytes 8g..8g+3 the grid indices of its four entries of 8, then a u32 as
+// IQ3_XXS's: four 7-bit ksigns indices and s in bits 28-31.
+void decode_k(const BlockIQ2_XXS& b, KDecoded* o) {
+  o->d = 0.125f * f16_to_f32(b.d), o->dmin = 0;
+  const uint8_t* q = reinterpret_cast<const uint8_t*>(b.qs);
+  for (int g = 0; g < 8; ++g) {
+    uint32_t meta;
+    std::memcpy(&meta, q + 8 * g + 4, sizeof meta);
+    odd_scales(o, 2 * g, int(meta >> 28)), odd_scales(o, 2 * g + 1, int(meta >> 28));
+    for (int i = 0; i < 32; ++i) {
+      const unsigned signs = kKsignsIq2xs.v[(meta >> (7 * (i / 8))) & 127];
+      o->u[32 * g + i] = signed_mag(kIq2xxsGrid.v[q[8 * g + i / 8]], signs, i % 8);
+    }
+  }
+}
+
+// IQ2_XS group g: qs[4g + e] = 9-bit grid index | 7-bit ksigns index << 9 for entry e; s of the
+// first half in the low nibble of scales[g], of the second in the high one.
+void decode_k(const BlockIQ2_XS& b, KDecoded* o) {
+  o->d = 0.125f * f16_to_f32(b.d), o->dmin = 0;
+  for (int g = 0; g < 8; ++g) {
+    odd_scales(o, 2 * g, b.scales[g] & 15), odd_scales(o, 2 * g + 1, b.scales[g] >> 4);
+    for (int i = 0; i < 32; ++i) {
+      const unsigned q = b.qs[4 * g + i / 8];
+      o->u[32 * g + i] = signed_mag(kIq2xsGrid.v[q & 511], kKsignsIq2xs.v[q >> 9], i % 8);
+    }
+  }
+}
+
+// IQ2_S group g: 10-bit grid index qs[4g + e] | bits 2e of qh[g] << 8, sign byte qs[32 + 4g + e];
+// scales as IQ2_XS.
+void decode_k(const BlockIQ2_S& b, KDecoded* o) {
+  o->d = 0.125f * f16_to_f32(b.d), o->dmin = 0;
+  for (int g = 0; g < 8; ++g) {
+    odd_scales(o, 2 * g, b.scales[g] & 15), odd_scales(o, 2 * g + 1, b.scales[g] >> 4);
+    for (int i = 0; i < 32; ++i) {
+      const int e = i / 8;
+      const unsigned idx = b.qs[4 * g + e] | (((b.qh[g] >> (2 * e)) & 3u) << 8);
+      o->u[32 * g + i] = signed_mag(kIq2sGrid.v[idx], b.qs[kQK_K / 8 + 4 * g + e], i % 8);
+    }
+  }
+}
+
+// IQ1_S group g: 11-bit grid index qs[4g + e] | bits 3e of qh[g] << 8, s in bits 12-14 of qh[g],
+// the delta's sign in bit 15; w = 8 * grid + delta (grid in {-1, 0, 1}, delta +-1).
+void decode_k(const BlockIQ1_S& b, KDecoded* o) {
+  o->d = 0.125f * f16_to_f32(b.d), o->dmin = 0;
+  for (int g = 0; g < 8; ++g) {
+    const unsigned h = b.qh[g];
+    odd_scales(o, 2 * g, int((h >> 12) & 7)), odd_scales(o, 2 * g + 1, int((h >> 12) & 7));
+    const int delta = h & 0x8000 ? -1 : 1;
+    for (int i = 0; i < 32; ++i) {
+      const int e = i / 8;
+      const uint64_t grid = kIq1sGrid.v[b.qs[4 * g + e] | (((h >> (3 * e)) & 7u) << 8)];
+      o->u[32 * g + i] = int16_t(8 * int8_t(uint8_t(grid >> (8 * (i % 8)))) + delta);
+    }
+  }
+}
+
+// IQ1_M group g: entry e's nibble of qh[2g + e / 2] (low for even e) holds the top 3 index bits
+// and the delta's sign (bit 3); s of half j of group g in bits 6 (g % 2) + 3j of the scale word
+// g / 2. w as IQ1_S.
+void decode_k(const BlockIQ1_M& b, KDecoded* o) {
+  uint16_t sc[4];
+  std::memcpy(sc, b.scales, sizeof sc);
+  o->d = 0.125f * f16_to_f32(iq1m_d_bits(sc)), o->dmin = 0;
+  for (int g = 0; g < 8; ++g) {
+    const unsigned s = sc[g / 2] >> (6 * (g % 2));
+    odd_scales(o, 2 * g, int(s & 7)), odd_scales(o, 2 * g + 1, int((s >> 3) & 7));
+    for (int i = 0; i < 32; ++i) {
+      const int e = i / 8;
+      const unsigned h = b.qh[2 * g + e / 2] >> (4 * (e % 2));
+      const uint64_t grid = kIq1sGrid.v[b.qs[4 * g + e] | ((h & 7u) << 8)];
+      o->u[32 * g + i] = int16_t(8 * int8_t(uint8_t(grid >> (8 * (i % 8)))) + (h & 8 ? -1 : 1));
+    }
+  }
+}
+
 float hsum8(const float* v) {
   const float a0 = v[0] + v[4], a1 = v[1] + v[5], a2 = v[2] + v[6], a3 = v[3] + v[7];
   const float b0 = a0 + a2, b1 = a1 + a3;
@@ -279,7 +371,10 @@ constexpr Q8Row kQ8Rows[] = {STRATA_Q8_ROW(Q4_0, q4_0),     STRATA_Q8_ROW(Q4_1, 
                              STRATA_Q8_ROW(Q5_1, q5_1),     STRATA_Q8_ROW(Q8_0, q8_0), STRATA_Q8_ROW(IQ4_NL, iq4_nl),
                              STRATA_Q8_ROW(Q2_K, q2_k),     STRATA_Q8_ROW(Q3_K, q3_k), STRATA_Q8_ROW(Q4_K, q4_k),
                              STRATA_Q8_ROW(Q5_K, q5_k),     STRATA_Q8_ROW(Q6_K, q6_k), STRATA_Q8_ROW(IQ4_XS, iq4_xs),
-                             STRATA_Q8_ROW(IQ3_XXS, iq3_xxs), STRATA_Q8_ROW(IQ3_S, iq3_s)};
+                             STRATA_Q8_ROW(IQ3_XXS, iq3_xxs), STRATA_Q8_ROW(IQ3_S, iq3_s),
+                             STRATA_Q8_ROW(IQ2_XXS, iq2_xxs), STRATA_Q8_ROW(IQ2_XS, iq2_xs),
+                             STRATA_Q8_ROW(IQ2_S, iq2_s),     STRATA_Q8_ROW(IQ1_S, iq1_s),
+                             STRATA_Q8_ROW(IQ1_M, iq1_m)};
 #undef STRATA_Q8_ROW
 
 const Q8Row* q8_row(GgmlType type) {
@@ -323,6 +418,11 @@ void dot_q8_q6_k_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys)
 void dot_q8_iq4_xs_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockIQ4_XS>(r, x, y, ys); }
 void dot_q8_iq3_xxs_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockIQ3_XXS>(r, x, y, ys); }
 void dot_q8_iq3_s_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockIQ3_S>(r, x, y, ys); }
+void dot_q8_iq2_xxs_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockIQ2_XXS>(r, x, y, ys); }
+void dot_q8_iq2_xs_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockIQ2_XS>(r, x, y, ys); }
+void dot_q8_iq2_s_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockIQ2_S>(r, x, y, ys); }
+void dot_q8_iq1_s_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockIQ1_S>(r, x, y, ys); }
+void dot_q8_iq1_m_scalar(const void* r, const Q8ActView& x, float* y, int64_t ys) { dot_k_scalar<BlockIQ1_M>(r, x, y, ys); }
 
 // The scalar reference takes rows one at a time.
 #define STRATA_Q8_SCALAR_ROWS(t)                                                                          \

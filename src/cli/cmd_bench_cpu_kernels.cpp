@@ -31,7 +31,7 @@ namespace {
 namespace kc = kernels::cpu;
 
 struct BenchCpuKernelsArgs {
-  std::string types = "q2_K,q3_K,q4_K,q5_K,q6_K,iq3_xxs,iq3_s,iq4_xs,q8_0,q4_0,q4_1,q5_0,q5_1,iq4_nl";
+  std::string types = "q2_K,q3_K,q4_K,q5_K,q6_K,iq3_xxs,iq3_s,iq4_xs,q8_0,q4_0,q4_1,q5_0,q5_1,iq4_nl,iq2_xxs,iq2_xs,iq2_s,iq1_s,iq1_m";
   std::string cols = "1,2,4,8,16";
   std::string threads;  // default: 1, 2, 4, ... and all
   uint64_t cover = kGiB;

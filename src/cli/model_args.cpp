@@ -53,7 +53,7 @@ void ModelArgs::add_to(CLI::App* sub) {
       ->default_str("auto");
   sub->add_option("--cpu-matmul", cpu_matmul,
                   "How the CPU multiplies: exact (f32 activations, the reference), int8 (decode and verification "
-                  "rows with int8-rounded activations for q4_0..q8_0, q2_K..q6_K, iq4_nl, iq4_xs, iq3_xxs, iq3_s: "
+                  "rows with int8-rounded activations for q4_0..q8_0, q2_K..q6_K and the i-quants: "
                   "faster, not exact), or auto: exact on the CPU engine (--device cpu), int8 for the CUDA engine's "
                   "cpu-tier blocks (--cpu-blocks), which the GPU's kernels already round alike")
       ->capture_default_str();

@@ -42,7 +42,8 @@ using namespace strata::kernels::cpu;
 const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
                            GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::Q2_K, GgmlType::Q3_K,
                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS,
-                           GgmlType::IQ3_XXS, GgmlType::IQ3_S};
+                           GgmlType::IQ3_XXS, GgmlType::IQ3_S, GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
+                           GgmlType::IQ2_S, GgmlType::IQ1_S, GgmlType::IQ1_M};
 
 constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 
@@ -66,7 +67,8 @@ bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 int64_t block_elems(GgmlType t) { return int64_t(ggml_type_info(t).block_size); }
 
-// Byte offsets of the f16 scale fields (d, and m / dmin) in one block (kernels/cpu/quant/blocks.h).
+// Byte offsets of the f16 scale fields (d, and m / dmin) in one block (kernels/cpu/quant/blocks.h;
+// IQ1_M spreads its d over the scale words: set_f16).
 std::vector<int> f16_fields(GgmlType t) {
   switch (t) {
     case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: return {0, 2};
@@ -77,8 +79,23 @@ std::vector<int> f16_fields(GgmlType t) {
   }
 }
 
+void set_f16(GgmlType t, uint8_t* block, int off, uint16_t h) {
+  if (t != GgmlType::IQ1_M) {
+    std::memcpy(block + off, &h, 2);
+    return;
+  }
+  // The top nibble of scale word k holds bits 4k..4k+3 of d (BlockIQ1_M: scales at byte 48).
+  for (int k = 0; k < 4; ++k) {
+    uint16_t w;
+    std::memcpy(&w, block + 48 + 2 * k, 2);
+    w = uint16_t((w & 0x0fff) | (((h >> (4 * k)) & 15u) << 12));
+    std::memcpy(block + 48 + 2 * k, &w, 2);
+  }
+}
+
 // Rows of random bytes: every code, scale and min pattern the format allows (Q8_0 -128, Q3_K's
-// and Q6_K's most negative sub-scales, the largest 6-bit K scales and mins, all IQ4 levels), with
+// and Q6_K's most negative sub-scales, the largest 6-bit K scales and mins, all IQ4 levels, every
+// grid entry, sign and delta), with
 // the f16 fields set to finite extremes: the largest f16, the smallest subnormal, zero, and
 // ordinary values, of either sign.
 std::vector<uint8_t> make_raw_rows(GgmlType t, int64_t n, int64_t rows, Rng& rng) {
@@ -90,7 +107,7 @@ std::vector<uint8_t> make_raw_rows(GgmlType t, int64_t n, int64_t rows, Rng& rng
   for (size_t blk = 0; blk < w.size() / bytes; ++blk)
     for (int off : f16_fields(t)) {
       const uint16_t h = uint16_t(kF16[rng.next_u32() % 6] | ((rng.next_u32() & 1u) << 15));
-      std::memcpy(w.data() + blk * bytes + size_t(off), &h, 2);
+      set_f16(t, w.data() + blk * bytes, off, h);
     }
   return w;
 }
@@ -453,7 +470,7 @@ TEST_CASE("int8 dot: best kernel honours the CPU and the STRATA_CPU cap", "[q8][
     if (c.empty() && cpu_features().avx2) REQUIRE(isa != Q8Isa::scalar);
     if (!c.empty()) REQUIRE_FALSE(q8_isa_supported(Q8Isa::avx_vnni));
   }
-  REQUIRE_FALSE(has_dot_q8(GgmlType::IQ2_XXS));
   REQUIRE_FALSE(has_dot_q8(GgmlType::F16));
+  REQUIRE_FALSE(has_dot_q8(GgmlType::BF16));
   REQUIRE(best_dot_q8(GgmlType::F32) == nullptr);
 }

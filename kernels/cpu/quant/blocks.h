@@ -76,7 +76,7 @@ static_assert(sizeof(BlockIQ3_XXS) == 98 && sizeof(BlockIQ3_S) == 110);
 static_assert(sizeof(BlockIQ1_S) == 50 && sizeof(BlockIQ1_M) == 56);
 static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136);
 
-// ---- packed 6-bit scales of the K types ----
+// ---- packed scales of the K types and IQ1_M ----
 // Internal linkage on purpose: the ISA-specific kernel files (dot_*avx*.cpp, dot_q8_*.cpp) include
 // this header, and an inline function with external linkage compiled there could be the copy the
 // linker keeps for every caller.
@@ -101,6 +101,11 @@ inline int q3_scale_code(int i, const uint8_t* s) {
   const int lo = i < 8 ? (s[i] & 15) : (s[i - 8] >> 4);
   const int hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
   return lo | (hi << 4);
+}
+
+// IQ1_M's f16 super-scale: the top nibbles of the four u16 scale words, word k giving bits 4k..4k+3.
+inline uint16_t iq1m_d_bits(const uint16_t* sc) {
+  return uint16_t((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
 }
 
 }  // namespace

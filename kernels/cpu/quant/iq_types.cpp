@@ -125,11 +125,6 @@ void decode(const BlockIQ1_S& b, float* y) {
   }
 }
 
-// IQ1_M's f16 super-scale: the top nibbles of the four u16 scale words, word k giving bits 4k..4k+3.
-inline uint16_t iq1m_d_bits(const uint16_t* sc) {
-  return uint16_t((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
-}
-
 void decode(const BlockIQ1_M& b, float* y) {
   uint16_t sc[4];
   std::memcpy(sc, b.scales, sizeof sc);
