@@ -220,3 +220,30 @@ TEST_CASE("GPU: token trees on the CUDA engine give the plain greedy text", "[gp
   CHECK(st.drafters.at(0).rounds > 0);
   CHECK(st.drafters.at(0).tree_rounds == 0);
 }
+
+TEST_CASE("GPU engine: --spec shadow is refused with one line, a shadow layer range too", "[gpu][spec]") {
+  if (kernels::cuda::devices().empty()) {
+    WARN("skipped: no CUDA device");
+    return;
+  }
+  const std::string path = test::small_spec_model(34, GgmlType::Q8_0);
+  auto model = runtime::Model::load(path);
+  REQUIRE(model.is_ok());
+  auto gpu = runtime::CudaForward::create(*model, {.n_ctx = 64, .ubatch = 16, .k_type = GgmlType::F16,
+                                                   .v_type = GgmlType::F16, .placement = {}, .trace = {}});
+  REQUIRE(gpu.is_ok());
+  runtime::Engine& e = **gpu;
+  runtime::Sampler sampler(test::greedy_params(), e.model().spec.hp.n_vocab);
+  auto cfg = spec::parse_spec("shadow", 4, e.model().spec.hp.n_layer);
+  REQUIRE(cfg.is_ok());
+  auto dec = spec::SpeculativeDecoder::create(e, sampler, *cfg);
+  REQUIRE(!dec.is_ok());
+  CHECK(dec.message().find("--spec shadow:q2_K: the cuda engine keeps no shadow weights") != std::string::npos);
+  std::vector<float> logits;
+  REQUIRE(e.eval(std::vector<int32_t>{1, 2, 3}, runtime::Logits::last, logits).is_ok());
+  const runtime::LayerRange shadow{.first = 0, .end = 0, .hidden_in = nullptr, .hidden_out = nullptr, .skip = {}, .window = {}, .shadow = true};
+  CHECK(e.eval_layers(std::vector<int32_t>{4}, e.n_past(), shadow, runtime::Logits::last, logits)
+            .message()
+            .find("needs shadow weights") != std::string::npos);
+  CHECK(e.n_past() == 3);
+}

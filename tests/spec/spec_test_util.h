@@ -15,8 +15,9 @@
 
 namespace strata::test {
 
-// 4 layers (the 4th global), n_embd 64, vocabulary 356 (the synthetic tokenizer's minimum).
-inline std::string small_spec_model(uint64_t seed, GgmlType type) {
+// 4 layers (the 4th global; swa_pattern 2: the 2nd and 4th), n_embd 64, vocabulary 356 (the
+// synthetic tokenizer's minimum).
+inline std::string small_spec_model(uint64_t seed, GgmlType type, uint32_t swa_pattern = 4) {
   model::SynthOptions o;
   o.arch = model::Arch::gemma3;
   o.preset = "tiny";
@@ -32,13 +33,14 @@ inline std::string small_spec_model(uint64_t seed, GgmlType type) {
   o.hp.n_embd_head = 32;
   o.hp.n_ff = 128;
   o.hp.n_swa = 16;
-  o.hp.swa_pattern = 4;
+  o.hp.swa_pattern = swa_pattern;
   o.hp.query_pre_attn_scalar = 32;
   // An untied head: with the tied one the scaled embedding dominates the residual stream and a
   // random model only ever repeats its input token (every draft would be accepted).
   o.hp.tied_output = false;
   const auto dir = temp_dir("spec-model");
-  const std::string path = (dir / fmt::format("spec-{}-{}.gguf", seed, ggml_type_info(type).name)).string();
+  const std::string path =
+      (dir / fmt::format("spec-{}-{}-swa{}.gguf", seed, ggml_type_info(type).name, swa_pattern)).string();
   auto r = model::write_synthetic_model(o, path);
   INFO((r.is_ok() ? std::string() : r.message()));
   REQUIRE(r.is_ok());

@@ -17,34 +17,9 @@ using namespace strata;
 
 namespace {
 
-// test::small_spec_model's shape with every second layer full-attention (layers 1 and 3), so
-// that an early exit at d = 2 drafts through one: 4 layers, n_embd 64, sliding window 16.
-std::string window_model(uint64_t seed, GgmlType type) {
-  model::SynthOptions o;
-  o.arch = model::Arch::gemma3;
-  o.preset = "tiny";
-  o.type = type;
-  o.seed = seed;
-  o.progress = false;
-  REQUIRE(model::apply_preset(o).is_ok());
-  o.hp.n_vocab = 356;
-  o.hp.n_embd = 64;
-  o.hp.n_layer = 4;
-  o.hp.n_head = 2;
-  o.hp.n_head_kv = 1;
-  o.hp.n_embd_head = 32;
-  o.hp.n_ff = 128;
-  o.hp.n_swa = 16;
-  o.hp.swa_pattern = 2;
-  o.hp.query_pre_attn_scalar = 32;
-  o.hp.tied_output = false;  // as small_spec_model: a tied head only repeats its input
-  const auto dir = test::temp_dir("draft-window-model");
-  const std::string path = (dir / fmt::format("dw-{}-{}.gguf", seed, ggml_type_info(type).name)).string();
-  auto r = model::write_synthetic_model(o, path);
-  INFO((r.is_ok() ? std::string() : r.message()));
-  REQUIRE(r.is_ok());
-  return path;
-}
+// test::small_spec_model with every second layer full-attention (layers 1 and 3), so that an
+// early exit at d = 2 drafts through one.
+std::string window_model(uint64_t seed, GgmlType type) { return test::small_spec_model(seed, type, 2); }
 
 std::unique_ptr<runtime::Engine> cpu_engine(const std::string& path, uint32_t n_ctx, uint32_t ubatch,
                                             GgmlType kv = GgmlType::F32) {
