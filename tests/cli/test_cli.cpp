@@ -486,7 +486,7 @@ TEST_CASE("model commands reject bad input with one clear line", "[cli]") {
       {"generate -m " + strata::test::testdata("models/gemma3-swa/model.gguf") + " -p hi -ctv q4", 1,
        "V: KV cache type q4 quantises groups of 32 values within a head, but head_dim is 48"},
       {"generate -m " + model + " -p hi --spec early:d=99", 2, "--spec early: depth d=99 must be in [1, "},
-      {"generate -m " + model + " -p hi --spec medusa", 2, "--spec 'medusa': expected none, early:d=N, subset[:skip=R], lookup or auto"},
+      {"generate -m " + model + " -p hi --spec medusa", 2, "--spec 'medusa': expected none, early:d=N, subset[:skip=R], shadow[:TYPE], lookup or auto"},
       {"generate -m " + model + " -p hi --spec lookup --draft-max 16", 2, "--draft-max must be in [1, 15]"},
       {"generate -m " + model + " -p hi --spec subset:skip=2", 2, "--spec subset: skip=2 must be in (0, 1)"},
   };
