@@ -76,6 +76,27 @@ inline constexpr int kQ8MaxRows = 8;
 STRATA_CPU_Q8_TYPES(STRATA_DECLARE_Q8_KERNELS)
 #undef STRATA_DECLARE_Q8_KERNELS
 
+// How the x86 kernels of the types with 4-byte grid entries (IQ3_XXS, IQ3_S) read those entries:
+// one vpgatherdd per vector (fast on recent Intel cores), or eight scalar-indexed loads blended
+// into place (faster where gathers are slow, as on AMD Zen; dot_q8_x86.inc's direct4). Both give the same bits; each is
+// built (the _direct kernels below: the same names with t##_direct, the plain names gather) and
+// one is picked per process (iq3_grid_load). The other types have one way and ignore it.
+enum class GridLoad : int { gather = 0, direct = 1 };
+inline constexpr int kGridLoadCount = 2;
+const char* grid_load_name(GridLoad load);
+#define STRATA_CPU_Q8_GRID4_TYPES(X) X(iq3_xxs) X(iq3_s)
+#define STRATA_DECLARE_Q8_DIRECT(t) STRATA_DECLARE_Q8_SIMD(t##_direct)
+#define STRATA_DECLARE_Q8_SIMD(t)                                                                \
+  void dot_q8_##t##_avx2(const void* row, const Q8ActView& x, float* y, int64_t y_stride);       \
+  void dot_q8_##t##_avxvnni(const void* row, const Q8ActView& x, float* y, int64_t y_stride);    \
+  void dot_q8_##t##_avx512vnni(const void* row, const Q8ActView& x, float* y, int64_t y_stride); \
+  void dot_q8_rows_##t##_avx2(const void*, int64_t, int, const Q8ActView&, float*, int64_t);    \
+  void dot_q8_rows_##t##_avxvnni(const void*, int64_t, int, const Q8ActView&, float*, int64_t); \
+  void dot_q8_rows_##t##_avx512vnni(const void*, int64_t, int, const Q8ActView&, float*, int64_t);
+STRATA_CPU_Q8_GRID4_TYPES(STRATA_DECLARE_Q8_DIRECT)
+#undef STRATA_DECLARE_Q8_SIMD
+#undef STRATA_DECLARE_Q8_DIRECT
+
 // The builds of these kernels, slowest first. avx2: vpmaddubsw + vpmaddwd; avx_vnni: VEX vpdpbusd
 // (Alder Lake, Sapphire Rapids, Zen 5); avx512_vnni (AVX512_VNNI + BW + VL: Ice Lake, Sapphire
 // Rapids, Zen 4): for 3+ columns a 512-bit body, two columns per register (dot_q8_zmm.inc), else
@@ -88,13 +109,30 @@ bool q8_isa_supported(Q8Isa isa);  // by this CPU and the STRATA_CPU cap
 
 bool has_dot_q8(GgmlType type);
 // The kernel of one build (nullptr where the type has none; every build exists for the types of
-// has_dot_q8, but only the supported ones may be called).
+// has_dot_q8, but only the supported ones may be called), with the process's grid load
+// (iq3_grid_load), or with a given one (tests, benchmarks; the scalar build ignores it).
 DotQ8Fn dot_q8_kernel(GgmlType type, Q8Isa isa);
 DotQ8RowsFn dot_q8_rows_kernel(GgmlType type, Q8Isa isa);
+DotQ8Fn dot_q8_kernel(GgmlType type, Q8Isa isa, GridLoad load);
+DotQ8RowsFn dot_q8_rows_kernel(GgmlType type, Q8Isa isa, GridLoad load);
 // The fastest kernel this CPU supports (and the STRATA_CPU cap allows); nullptr without a path.
 DotQ8Fn best_dot_q8(GgmlType type);
 DotQ8RowsFn best_dot_q8_rows(GgmlType type);
 // Which build best_dot_q8 picks (for reports).
 Q8Isa best_dot_q8_isa(GgmlType type);
+
+// The grid load of type's kernels in this process, chosen once per type on first use
+// (dot_q8_grid_pick.cpp): STRATA_IQ3_GRID=gather|direct where set, else whichever ran faster in a
+// ~1 ms timing of both on this CPU (best_dot_q8_isa's build, cache-resident rows). gather for the
+// types without a choice and where best_dot_q8_isa is scalar. Thread-safe.
+GridLoad iq3_grid_load(GgmlType type);
+// Whether iq3_grid_load(type) came from STRATA_IQ3_GRID, and the timings behind a measured pick
+// (ns per super-block row, one column; 0 where not measured), for reports.
+struct GridLoadPick {
+  GridLoad load = GridLoad::gather;
+  bool from_env = false;
+  double gather_ns = 0, direct_ns = 0;
+};
+GridLoadPick iq3_grid_pick(GgmlType type);
 
 }  // namespace strata::kernels::cpu

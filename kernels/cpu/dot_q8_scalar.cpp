@@ -358,24 +358,33 @@ void dot_legacy_scalar(const void* row, const Q8ActView& x, float* y, int64_t y_
   for (int c = 0; c < x.n_col; ++c) y[c * y_stride] = kMin ? hsum8(acc[c]) + hsum8(accm[c]) : hsum8(acc[c]);
 }
 
+// A type's kernels per build, [grid load][isa] (dot_q8.h's GridLoad: the same kernels twice
+// where a type has no choice; the scalar reference has none either).
 struct Q8Row {
   GgmlType type;
-  DotQ8Fn fn[kQ8IsaCount];
-  DotQ8RowsFn rows[kQ8IsaCount];
+  DotQ8Fn fn[kGridLoadCount][kQ8IsaCount];
+  DotQ8RowsFn rows[kGridLoadCount][kQ8IsaCount];
 };
-#define STRATA_Q8_ROW(T, t)                                                                          \
-  {GgmlType::T,                                                                                      \
-   {dot_q8_##t##_scalar, dot_q8_##t##_avx2, dot_q8_##t##_avxvnni, dot_q8_##t##_avx512vnni},          \
-   {dot_q8_rows_##t##_scalar, dot_q8_rows_##t##_avx2, dot_q8_rows_##t##_avxvnni, dot_q8_rows_##t##_avx512vnni}}
+#define STRATA_Q8_FNS(t, d)                                                                           \
+  {dot_q8_##t##_scalar, dot_q8_##t##d##_avx2, dot_q8_##t##d##_avxvnni, dot_q8_##t##d##_avx512vnni}
+#define STRATA_Q8_ROWS_FNS(t, d)                                                                      \
+  {dot_q8_rows_##t##_scalar, dot_q8_rows_##t##d##_avx2, dot_q8_rows_##t##d##_avxvnni, dot_q8_rows_##t##d##_avx512vnni}
+#define STRATA_Q8_ROW(T, t) \
+  {GgmlType::T, {STRATA_Q8_FNS(t, ), STRATA_Q8_FNS(t, )}, {STRATA_Q8_ROWS_FNS(t, ), STRATA_Q8_ROWS_FNS(t, )}}
+#define STRATA_Q8_ROW_GRID4(T, t) \
+  {GgmlType::T, {STRATA_Q8_FNS(t, ), STRATA_Q8_FNS(t, _direct)}, {STRATA_Q8_ROWS_FNS(t, ), STRATA_Q8_ROWS_FNS(t, _direct)}}
 constexpr Q8Row kQ8Rows[] = {STRATA_Q8_ROW(Q4_0, q4_0),     STRATA_Q8_ROW(Q4_1, q4_1), STRATA_Q8_ROW(Q5_0, q5_0),
                              STRATA_Q8_ROW(Q5_1, q5_1),     STRATA_Q8_ROW(Q8_0, q8_0), STRATA_Q8_ROW(IQ4_NL, iq4_nl),
                              STRATA_Q8_ROW(Q2_K, q2_k),     STRATA_Q8_ROW(Q3_K, q3_k), STRATA_Q8_ROW(Q4_K, q4_k),
                              STRATA_Q8_ROW(Q5_K, q5_k),     STRATA_Q8_ROW(Q6_K, q6_k), STRATA_Q8_ROW(IQ4_XS, iq4_xs),
-                             STRATA_Q8_ROW(IQ3_XXS, iq3_xxs), STRATA_Q8_ROW(IQ3_S, iq3_s),
+                             STRATA_Q8_ROW_GRID4(IQ3_XXS, iq3_xxs), STRATA_Q8_ROW_GRID4(IQ3_S, iq3_s),
                              STRATA_Q8_ROW(IQ2_XXS, iq2_xxs), STRATA_Q8_ROW(IQ2_XS, iq2_xs),
                              STRATA_Q8_ROW(IQ2_S, iq2_s),     STRATA_Q8_ROW(IQ1_S, iq1_s),
                              STRATA_Q8_ROW(IQ1_M, iq1_m)};
 #undef STRATA_Q8_ROW
+#undef STRATA_Q8_ROW_GRID4
+#undef STRATA_Q8_FNS
+#undef STRATA_Q8_ROWS_FNS
 
 const Q8Row* q8_row(GgmlType type) {
   for (const Q8Row& r : kQ8Rows)
@@ -454,10 +463,18 @@ bool q8_isa_supported(Q8Isa isa) {
 
 bool has_dot_q8(GgmlType type) { return q8_row(type) != nullptr; }
 
-DotQ8Fn dot_q8_kernel(GgmlType type, Q8Isa isa) {
+const char* grid_load_name(GridLoad load) { return load == GridLoad::direct ? "direct" : "gather"; }
+
+DotQ8Fn dot_q8_kernel(GgmlType type, Q8Isa isa, GridLoad load) {
   const Q8Row* r = q8_row(type);
-  return r ? r->fn[int(isa)] : nullptr;
+  return r ? r->fn[int(load)][int(isa)] : nullptr;
 }
+DotQ8RowsFn dot_q8_rows_kernel(GgmlType type, Q8Isa isa, GridLoad load) {
+  const Q8Row* r = q8_row(type);
+  return r ? r->rows[int(load)][int(isa)] : nullptr;
+}
+DotQ8Fn dot_q8_kernel(GgmlType type, Q8Isa isa) { return dot_q8_kernel(type, isa, iq3_grid_load(type)); }
+DotQ8RowsFn dot_q8_rows_kernel(GgmlType type, Q8Isa isa) { return dot_q8_rows_kernel(type, isa, iq3_grid_load(type)); }
 
 // AVX-512 VNNI first: for 3 or more columns its 512-bit body does half the instructions per
 // column (dot_q8_zmm.inc), and for fewer it runs the same ymm code as AVX-VNNI. Measured on a
@@ -469,19 +486,9 @@ Q8Isa best_dot_q8_isa(GgmlType type) {
   return Q8Isa::scalar;
 }
 
-DotQ8Fn best_dot_q8(GgmlType type) {
-  const Q8Row* r = q8_row(type);
-  return r ? r->fn[int(best_dot_q8_isa(type))] : nullptr;
-}
-
-DotQ8RowsFn dot_q8_rows_kernel(GgmlType type, Q8Isa isa) {
-  const Q8Row* r = q8_row(type);
-  return r ? r->rows[int(isa)] : nullptr;
-}
-
+DotQ8Fn best_dot_q8(GgmlType type) { return q8_row(type) ? dot_q8_kernel(type, best_dot_q8_isa(type)) : nullptr; }
 DotQ8RowsFn best_dot_q8_rows(GgmlType type) {
-  const Q8Row* r = q8_row(type);
-  return r ? r->rows[int(best_dot_q8_isa(type))] : nullptr;
+  return q8_row(type) ? dot_q8_rows_kernel(type, best_dot_q8_isa(type)) : nullptr;
 }
 
 }  // namespace strata::kernels::cpu

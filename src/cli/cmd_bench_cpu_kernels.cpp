@@ -88,6 +88,7 @@ nlohmann::json bench_shape(GgmlType type, const Shape& sh, int threads, double r
                       {"threads", threads}, {"weight_bytes", bytes}, {"buffers", copies},
                       {"host_read_gb_s", read_gb_s},
                       {"q8_isa", kc::q8_isa_name(kc::best_dot_q8_isa(type))}};
+  if (type == GgmlType::IQ3_XXS || type == GgmlType::IQ3_S) j["iq3_grid"] = kc::grid_load_name(kc::iq3_grid_load(type));
   auto pass_gb_s = [&](double seconds) { return double(bytes) * copies / seconds / 1e9; };
   const double t_old = best_seconds(a.iters, [&] {
     for (const auto& v : views) kc::matmul_dot(v, x.data(), 1, y.data());
@@ -144,6 +145,15 @@ int run(BenchCpuKernelsArgs& a) {
     threads.push_back(all);
   }
   nlohmann::json rows = nlohmann::json::array(), ceilings = nlohmann::json::object();
+  // The IQ3 kernels' grid load (dot_q8.h): which one this run uses, and why.
+  for (GgmlType ty : types) {
+    if (ty != GgmlType::IQ3_XXS && ty != GgmlType::IQ3_S) continue;
+    const kc::GridLoadPick p = kc::iq3_grid_pick(ty);
+    const std::string why = p.from_env ? std::string("STRATA_IQ3_GRID")
+                            : p.gather_ns > 0 ? fmt::format("measured: gather {:.1f}, direct {:.1f} ns per super-block row", p.gather_ns, p.direct_ns)
+                                              : std::string("no choice in this build");
+    fmt::print("{} grid loads: {} ({})\n", ggml_type_info(ty).name, kc::grid_load_name(p.load), why);
+  }
   fmt::print("{:<6} {:<22} {:>3} {:>9} {:>12}", "type", "shape", "thr", "read GB/s", "f32 x c1");
   for (int c : cols) fmt::print(" {:>12}", fmt::format("int8 c{}", c));
   fmt::print("   (GB/s of weights, % of read)\n");

@@ -65,6 +65,14 @@ std::vector<float> make_x(int64_t count, Rng& rng, bool wide) {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
+// The grid loads to test for a type (dot_q8.h GridLoad): both where the type's kernels differ by
+// it (IQ3_*), else one. Every test below that loops over ISAs loops over these too, so both of the
+// IQ3 decoders are held to the scalar reference whichever one this process picked.
+std::vector<GridLoad> grid_loads(GgmlType t, Q8Isa isa) {
+  if (dot_q8_kernel(t, isa, GridLoad::gather) == dot_q8_kernel(t, isa, GridLoad::direct)) return {GridLoad::gather};
+  return {GridLoad::gather, GridLoad::direct};
+}
+
 int64_t block_elems(GgmlType t) { return int64_t(ggml_type_info(t).block_size); }
 
 // Byte offsets of the f16 scale fields (d, and m / dmin) in one block (kernels/cpu/quant/blocks.h;
@@ -225,10 +233,11 @@ TEST_CASE("int8 dot: every ISA equals the scalar reference bit for bit, 1..16 co
   Rng rng(seed);
   for (GgmlType t : kTypes) {
     INFO("type " << ggml_type_info(t).name);
-    for (int isa = 1; isa < kQ8IsaCount; ++isa) {
-      const DotQ8Fn fn = dot_q8_kernel(t, Q8Isa(isa));
+    for (int isa = 1; isa < kQ8IsaCount; ++isa)
+    for (GridLoad load : grid_loads(t, Q8Isa(isa))) {
+      const DotQ8Fn fn = dot_q8_kernel(t, Q8Isa(isa), load);
       if (!fn || !q8_isa_supported(Q8Isa(isa))) continue;
-      INFO("isa " << q8_isa_name(Q8Isa(isa)));
+      INFO("isa " << q8_isa_name(Q8Isa(isa)) << " grid " << grid_load_name(load));
       for (int64_t n : {int64_t(256), int64_t(5376)}) {
         for (int n_col : {1, 2, 5, 16}) {
           INFO("n " << n << " cols " << n_col);
@@ -264,10 +273,11 @@ TEST_CASE("int8 dot: every ISA's multi-row kernel equals the scalar reference ro
     const auto packed = make_raw_rows(t, n, kQ8MaxRows, rng);
     std::vector<uint8_t> w(pitch * kQ8MaxRows);
     for (int r = 0; r < kQ8MaxRows; ++r) std::memcpy(w.data() + r * pitch, packed.data() + r * rb, rb);
-    for (int isa = 0; isa < kQ8IsaCount; ++isa) {
-      const DotQ8RowsFn fn = dot_q8_rows_kernel(t, Q8Isa(isa));
+    for (int isa = 0; isa < kQ8IsaCount; ++isa)
+    for (GridLoad load : grid_loads(t, Q8Isa(isa))) {
+      const DotQ8RowsFn fn = dot_q8_rows_kernel(t, Q8Isa(isa), load);
       if (!fn || !q8_isa_supported(Q8Isa(isa))) continue;
-      INFO("isa " << q8_isa_name(Q8Isa(isa)));
+      INFO("isa " << q8_isa_name(Q8Isa(isa)) << " grid " << grid_load_name(load));
       for (int n_rows : {1, 3, kQ8MaxRows}) {
         // 2 and 3: either side of the AVX-512 body's switch from ymm to column pairs (dot_q8_zmm.inc);
         // odd counts leave a column paired with itself; 3..16 reach every pair count of its
@@ -318,10 +328,11 @@ TEST_CASE("int8 dot: every ISA equals the scalar reference on random-bytes block
       std::vector<float> ys(size_t(n_col), kPoison);
       dot_q8_kernel(t, Q8Isa::scalar)(w.data(), q.view, ys.data(), 1);
       for (int c = 0; c < n_col; ++c) REQUIRE(std::isfinite(ys[size_t(c)]));
-      for (int isa = 1; isa < kQ8IsaCount; ++isa) {
-        const DotQ8Fn fn = dot_q8_kernel(t, Q8Isa(isa));
+      for (int isa = 1; isa < kQ8IsaCount; ++isa)
+      for (GridLoad load : grid_loads(t, Q8Isa(isa))) {
+        const DotQ8Fn fn = dot_q8_kernel(t, Q8Isa(isa), load);
         if (!fn || !q8_isa_supported(Q8Isa(isa))) continue;
-        INFO("isa " << q8_isa_name(Q8Isa(isa)));
+        INFO("isa " << q8_isa_name(Q8Isa(isa)) << " grid " << grid_load_name(load));
         std::vector<float> yv(size_t(n_col), kPoison);
         fn(w.data(), q.view, yv.data(), 1);
         for (int c = 0; c < n_col; ++c) {
@@ -353,10 +364,11 @@ TEST_CASE("int8 dot: multi-column results equal single-column ones", "[q8]") {
   Rng rng(seed);
   for (GgmlType t : kTypes) {
     INFO("type " << ggml_type_info(t).name);
-    for (int isa = 0; isa < kQ8IsaCount; ++isa) {
-      const DotQ8Fn fn = dot_q8_kernel(t, Q8Isa(isa));
+    for (int isa = 0; isa < kQ8IsaCount; ++isa)
+    for (GridLoad load : grid_loads(t, Q8Isa(isa))) {
+      const DotQ8Fn fn = dot_q8_kernel(t, Q8Isa(isa), load);
       if (!fn || !q8_isa_supported(Q8Isa(isa))) continue;
-      INFO("isa " << q8_isa_name(Q8Isa(isa)));
+      INFO("isa " << q8_isa_name(Q8Isa(isa)) << " grid " << grid_load_name(load));
       const int64_t n = 1024;
       auto w = test::random_quant_rows(t, n, 1, rng);
       auto x = make_x(n * kQ8MaxCols, rng, false);
@@ -473,4 +485,34 @@ TEST_CASE("int8 dot: best kernel honours the CPU and the STRATA_CPU cap", "[q8][
   REQUIRE_FALSE(has_dot_q8(GgmlType::F16));
   REQUIRE_FALSE(has_dot_q8(GgmlType::BF16));
   REQUIRE(best_dot_q8(GgmlType::F32) == nullptr);
+}
+
+// Run also by ctest with STRATA_IQ3_GRID=gather and =direct (tests/CMakeLists.txt).
+TEST_CASE("int8 dot: the IQ3 grid load honours STRATA_IQ3_GRID, else is measured", "[q8][q8grid]") {
+  const char* env = std::getenv("STRATA_IQ3_GRID");
+  const std::string e = env ? env : "";
+  for (GgmlType t : kTypes) {
+    INFO("type " << ggml_type_info(t).name);
+    const GridLoadPick p = iq3_grid_pick(t);
+    REQUIRE(iq3_grid_load(t) == p.load);
+    const Q8Isa isa = best_dot_q8_isa(t);
+    // The dispatch follows the pick, and the plain kernels are the picked ones.
+    REQUIRE(best_dot_q8(t) == dot_q8_kernel(t, isa, p.load));
+    REQUIRE(best_dot_q8_rows(t) == dot_q8_rows_kernel(t, isa, p.load));
+    REQUIRE(dot_q8_kernel(t, isa) == dot_q8_kernel(t, isa, p.load));
+    const bool choice = (t == GgmlType::IQ3_XXS || t == GgmlType::IQ3_S) && isa != Q8Isa::scalar;
+    REQUIRE(choice == (dot_q8_kernel(t, isa, GridLoad::gather) != dot_q8_kernel(t, isa, GridLoad::direct)));
+    if (!choice) {
+      REQUIRE(p.load == GridLoad::gather);
+      REQUIRE_FALSE(p.from_env);
+    } else if (e == "gather" || e == "direct") {
+      REQUIRE(p.from_env);
+      REQUIRE(std::string(grid_load_name(p.load)) == e);
+    } else {  // measured: both timed, the faster kept
+      REQUIRE_FALSE(p.from_env);
+      REQUIRE(p.gather_ns > 0);
+      REQUIRE(p.direct_ns > 0);
+      REQUIRE(p.load == (p.direct_ns < p.gather_ns ? GridLoad::direct : GridLoad::gather));
+    }
+  }
 }
