@@ -43,6 +43,11 @@ class SequenceView final : public runtime::Engine {
   }
   bool supports_trees() const override { return seq_ == 0 && e_.supports_trees(); }
   bool supports_draft_window() const override { return seq_ == 0 && e_.supports_draft_window(); }
+  // Shadow weights are the engine's, shared by its sequences; drafting is sequence 0's (supports()).
+  Status make_shadow(GgmlType type) override { return seq_ == 0 ? e_.make_shadow(type) : Engine::make_shadow(type); }
+  std::optional<GgmlType> shadow_type() const override { return e_.shadow_type(); }
+  uint64_t shadow_bytes() const override { return e_.shadow_bytes(); }
+  std::vector<uint8_t> non_resident_layers() const override { return e_.non_resident_layers(); }
   uint32_t n_seq() const override { return 1; }
   uint32_t n_past(uint32_t seq) const override;
   void truncate(uint32_t seq, uint32_t n) override;

@@ -88,7 +88,7 @@ TEST_CASE("serve --spec: a lone session decodes speculatively, its greedy text e
   const int n = 40;
   const std::string want = generate(kRepeat, n);
   const std::string want_other = generate(kOther, n);
-  for (const std::string spec : {"lookup", "early:d=1", "early:d=1,tree=2", "auto"}) {
+  for (const std::string spec : {"lookup", "early:d=1", "early:d=1,tree=2", "shadow", "auto"}) {
     INFO("--spec " << spec);
     CHECK(generate(kRepeat, n, spec) == want);  // the reference: speculation does not change greedy text
     ServeProcess s({"-m", kModel, "--device", "cpu", "-c", "512", "--parallel", "2", "--spec", spec});
