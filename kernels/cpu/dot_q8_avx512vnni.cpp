@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "kernels/cpu/dot_q8.h"
 #include "kernels/cpu/dot_q8_scales.h"
