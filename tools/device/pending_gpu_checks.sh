@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The GPU checks that sessions 27-28 could not run (no device lease), in one script for the GPU
+# machine, run from the repository root with a bundle's binaries on PATH (tools/device/bundle.sh;
+# ../shared/device/README.md) and STRATA_TESTDATA set:
+#   tools/device/pending_gpu_checks.sh OUT_DIR [tests|kernels|model|all]
+# tests:   the new GPU tests (draft window / sinks, shadow refused on CUDA, GEMV column independence
+#          with the persistent grid and the one-CTA 16-column kernel) and the suites their changes
+#          touch; each prints its last lines.
+# kernels: GEMV A/B of STRATA_GEMV_MMA_PERSIST / STRATA_GEMV_MMA16_ONE_CTA (bench kernels, JSON
+#          kept), and the CPU int8 kernels on the host (which IQ3 grid load the pick takes there).
+# model:   the 27B-shaped synth: resident subset drafts under --vram 12GiB, the draft window's
+#          effect on a draft step at 40K positions (explicit 64,4096 vs off), and decode attention's
+#          min chunk 64 vs 256 (session 26's default, never timed).
+set -uo pipefail
+out=${1:?usage: $0 OUT_DIR [tests|kernels|model|all]} what=${2:-all}
+mkdir -p "$out"
+t0=$(date +%s)
+el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+t() { local name=$1; shift; echo "== $name"; timeout 120 env "$@" 2>&1 | tail -3; }
+nvidia-smi -L; lscpu | grep -m1 "Model name"
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  t "draft window (sinks)" test_cuda "decode attention with sinks*"
+  t "draft window spec" test_cuda "GPU greedy speculative decoding through a draft window*"
+  t "shadow refused" test_cuda "GPU engine: --spec shadow is refused*"
+  t "gemv column independence" test_cuda "cuda gemv on the GPU layout: a column's output does not depend on the column count or kernel"
+  t "gemv column independence (one cta 16)" STRATA_GEMV_MMA16_ONE_CTA=1 test_cuda "cuda gemv on the GPU layout: a column's output does not depend on the column count or kernel"
+  t "gemv vs cpu (one cta 16, persist 1)" STRATA_GEMV_MMA16_ONE_CTA=1 STRATA_GEMV_MMA_PERSIST=1 test_cuda "cuda gemv on the GPU layout matches the CPU reference, 1..16, 32 and 64 columns"
+  t "attention" test_cuda "[attention]"
+  t "forward graphs" test_cuda "[forward],[graphs]"
+  t "tree spec" test_cuda "[tree],[spec]"
+  t "host tiers" test_cuda "[host-tiers]"
+  t "session 23 seed" STRATA_TEST_SEED=6018027478611333349 test_cuda "decode attention with a token-tree mask matches the CPU with the same mask"
+  el "tests"
+fi
+if [ "$what" = kernels ] || [ "$what" = all ]; then
+  bash tools/device/kernels_ab.sh "$out" "--types q3_K,q4_K --kv f16 --ctx 4096 --iters 3" - \
+      STRATA_GEMV_MMA_PERSIST=3 STRATA_GEMV_MMA16_ONE_CTA=1 "STRATA_GEMV_MMA_PERSIST=3 STRATA_GEMV_MMA16_ONE_CTA=1"
+  timeout 120 strata bench cpu-kernels --types q3_K,q4_K,iq3_xxs,iq3_s,iq2_xs,iq1_m --cols 1,8 --threads 16 \
+      --json "$out/cpu_kernels.json" 2>&1 | tail -16
+  el "kernels"
+fi
+if [ "$what" = model ] || [ "$what" = all ]; then
+  m=/tmp/w/27b.gguf
+  mkdir -p /tmp/w
+  [ -f $m ] || strata synth --preset 27b --mix q3_k_m --no-progress -o $m > /tmp/w/synth.log 2>&1
+  el "synth"
+  timeout 150 strata bench spec -m $m --device cuda --vram 12GiB -c 4096 -n 64 -r 1 --modes none,subset,auto \
+      --json "$out/spec_subset.json" 2>&1 | tail -14
+  head -c 150000 README.md > /tmp/w/long.txt
+  for w in off 64,4096; do
+    timeout 150 strata bench spec -m $m --device cuda -c 40960 -f /tmp/w/long.txt -n 48 -r 1 --modes none,early:d=16 \
+        --draft-window $w --json "$out/window_$w.json" 2>&1 | grep -E "tok/s|draft steps|windowed"
+    el "window $w"
+  done
+  bash tools/device/decode_ab.sh $m "-c 4096 -p 512 -n 64 -r 2" STRATA_ATTN_MIN_CHUNK=256 -
+  el "min chunk"
+fi
