@@ -75,10 +75,12 @@ double gbps_time(double bytes, double gbps) { return gbps > 0 ? bytes / (gbps * 
 // the 27B's four shapes for q3_K, q4_K, q5_K, q6_K and q8_0, on an H100, 2026-12-06. Linear between
 // the measured counts and past 64 (a wider call is more MMA passes). The dp4a-only kernels of
 // 2026-12-02 cost 0.35 of a column per extra column; the MMA kernel reads each weight once for up to
-// 8 columns, so a verify pass of 8 rows now costs ~1.4 single steps of GEMV, not 3.5.
+// 8 columns, so a verify pass of 8 rows now costs ~1.4 single steps of GEMV, not 3.5. The 16-column
+// entry (2.70 then) scaled by 0.80, the one-CTA 16-column kernel's gain over the four q4_K shapes
+// summed (H100, 2026-12-07, one run; gemv_gpu_launch.cuh gemv_mma16_one_cta).
 double gemv_column_cost(uint32_t b) {
   static constexpr std::pair<double, double> kMeasured[] = {{1, 1.0},   {2, 1.14},  {4, 1.30}, {8, 1.39},
-                                                            {16, 2.70}, {32, 3.99}, {64, 8.10}};
+                                                            {16, 2.16}, {32, 3.99}, {64, 8.10}};
   const double x = std::max<double>(b, 1);
   for (size_t i = 1; i < std::size(kMeasured); ++i) {
     const auto [x0, y0] = kMeasured[i - 1];

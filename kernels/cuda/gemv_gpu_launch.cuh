@@ -211,13 +211,16 @@ void launch_nc(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cud
                      w.n_out, x, n_cols, d_y, pdl);
 }
 
-// STRATA_GEMV_MMA16_ONE_CTA=1 (read once per process; an experiment): the 16-column MMA kernel at
-// 8 warps runs one CTA per SM with 255 registers instead of two with 128, which spill
-// (gemv_gpu_mma_kernel kMinBlocks). The same bits either way.
+// The 16-column MMA kernel at 8 warps runs one CTA per SM with up to 255 registers (kMinBlocks 1)
+// rather than two with 128, at which ptxas spills 88-304 bytes per thread (gemv_gpu_mma_kernel).
+// The same bits either way (test_cuda "[gemv]" passes with both). Measured (H100, 2026-12-07, one
+// `strata bench kernels --types q4_K --kv f16 --ctx 4096 --iters 2` each, in a graph, 16 columns
+// over 1): qkv 3.25 -> 2.66, ffn up 4.07 -> 3.08, head 4.45 -> 3.47; ffn down (16 warps, not this
+// kernel) 4.32 -> 4.37. STRATA_GEMV_MMA16_ONE_CTA=0 (read once per process) goes back to two CTAs.
 inline bool gemv_mma16_one_cta() {
   static const bool on = [] {
     const char* e = std::getenv("STRATA_GEMV_MMA16_ONE_CTA");
-    return e && std::atoi(e) != 0;
+    return !e || std::atoi(e) != 0;
   }();
   return on;
 }
@@ -246,9 +249,11 @@ void launch_mma(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cu
       else max_carveout<gemv_gpu_mma_kernel<D, NC, 8>>();
     }
     if constexpr (NC == 16) {
-      if (!w16 && gemv_mma16_one_cta())
+      if (!w16 && gemv_mma16_one_cta()) {
+        if constexpr (HasTable<D>::value) max_carveout<gemv_gpu_mma_kernel<D, NC, 8, 1>>();
         return launch_kernel(gemv_gpu_mma_kernel<D, NC, 8, 1>, gemv_mma_grid<D, 1>(pairs, n_cols, 8 * 32 * 4 * 4),
                              8 * 32, s, w.data, w.n_in, w.n_out, x, n_cols, d_y);
+      }
     }
     if (w16)
       launch_kernel(gemv_gpu_mma_kernel<D, NC, 16>, gemv_mma_grid<D, 1>(pairs, n_cols, 16 * 32 * 4 * 4), 16 * 32, s,
