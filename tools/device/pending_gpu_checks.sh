@@ -24,7 +24,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   t "shadow refused" test_cuda "GPU engine: --spec shadow is refused*"
   t "gemv column independence" test_cuda "cuda gemv on the GPU layout: a column's output does not depend on the column count or kernel"
   t "gemv column independence (one cta 16)" STRATA_GEMV_MMA16_ONE_CTA=1 test_cuda "cuda gemv on the GPU layout: a column's output does not depend on the column count or kernel"
-  t "gemv vs cpu (one cta 16, persist 1)" STRATA_GEMV_MMA16_ONE_CTA=1 STRATA_GEMV_MMA_PERSIST=1 test_cuda "cuda gemv on the GPU layout matches the CPU reference, 1..16, 32 and 64 columns"
+  t "gemv vs cpu (one cta 16, persist 1)" STRATA_GEMV_MMA16_ONE_CTA=1 STRATA_GEMV_MMA_PERSIST=1 test_cuda "cuda gemv on the GPU layout matches the CPU reference*"
   t "attention" test_cuda "[attention]"
   t "forward graphs" test_cuda "[forward],[graphs]"
   t "tree spec" test_cuda "[tree],[spec]"
