@@ -74,6 +74,10 @@ struct RunShape {
   // costs bytes / cpu_gemv_q8(type, b) where the profile measured the type (else the f32-activation
   // rate, b times). Set where the engine computing the cpu tier uses them.
   bool cpu_int8 = false;
+  // Speculative runs: the blocks after the draft path take VRAM in an order whose tail (what is left
+  // to stream) is spread over the layers instead of being the deepest ones (solver.cpp says why).
+  // False keeps layer order (tests; STRATA_PLAN_SPREAD=0 does the same for same-run comparisons).
+  bool spread_streamed = true;
 
   bool speculative() const { return draft_depth > 0 && draft_len > 0; }
   uint64_t prompt_tokens() const { return prompt ? prompt : (ctx > gen ? ctx - gen : ctx / 2); }

@@ -6,7 +6,8 @@
 // - Otherwise, a structured search. Outer: the ring slot size (one of the distinct block sizes; a
 //   block larger than the slot must be resident) x the number m of full-attention layers whose KV
 //   lives in host RAM (the deepest m; all full layers' KV costs the same). Inner: blocks go to VRAM
-//   in a fixed priority order (draft path first: head, then layers [0, d); then by layer) while
+//   in a fixed priority order (draft path first: head, then layers [0, d); then by layer, or, when
+//   speculating, in an order that leaves the streamed blocks spread over the layers) while
 //   they fit (a strict prefix: more VRAM gives a superset); the rest, ordered by CPU cost per H2D
 //   cost, is split at every point into a CPU prefix and a streamed suffix (pinned in order, the
 //   overflow on disk), keeping the best. The inner result restricted to a smaller remainder is a

@@ -1,6 +1,8 @@
 // The solvers behind plan() (method documented in planner.h) and the infeasibility diagnosis.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <optional>
 #include <functional>
 #include <numeric>
@@ -214,6 +216,20 @@ Result<Plan> solve_search(const ModelBlocks& m, const HardwareProfile& p, const 
       if ((il >> k) & 1) rev |= 1u << (bits - 1 - k);
     return 1 + 2 * uint64_t(rev) + (i - 1) % 2;
   };
+  // Speculative runs: after the draft path, VRAM goes to the blocks in descending spread rank, so
+  // the suffix left to stream (a prefix of the bit-reversal order, read backwards) is spread over
+  // the layers rather than being the deepest ones. The same reason as above, for the GPU's own
+  // compute: the ring copies only a slot or two ahead, so with every streamed block after the
+  // resident layers a verify pass (several columns per matrix, ~2-3x a one-column step's compute)
+  // runs those layers with PCIe idle and then streams; spread, each resident stretch between two
+  // streamed blocks computes while the next one is copied. Plain decoding keeps layer order (its
+  // resident compute is short beside the copies, and early exit then finds the longest resident
+  // prefix). The order is still fixed, so more VRAM still gives a superset.
+  const char* spread_env = std::getenv("STRATA_PLAN_SPREAD");
+  if (r.speculative() && r.spread_streamed && !(spread_env && std::string(spread_env) == "0")) {
+    const auto rest = std::find_if(prio.begin(), prio.end(), [&](size_t i) { return !us[i].draft; });
+    std::stable_sort(rest, prio.end(), [&](size_t a, size_t c) { return spread_rank(a) > spread_rank(c); });
+  }
   std::vector<size_t> by_cpu(us.size());
   std::iota(by_cpu.begin(), by_cpu.end(), 0);
   std::sort(by_cpu.begin(), by_cpu.end(), [&](size_t a, size_t c) { return spread_rank(a) < spread_rank(c); });

@@ -322,6 +322,59 @@ TEST_CASE("planner: the staging ring is a double buffer for pinned blocks, deepe
   CHECK(disk->usage.vram_total() <= b.vram);
 }
 
+TEST_CASE("planner: a speculative plan spreads its streamed blocks over the layers after the draft path") {
+  auto m = model_blocks_from_path(header_27b());
+  REQUIRE(m.is_ok());
+  const auto p = profile("rtx3060-12g");
+  RunShape r;
+  r.ctx = 4096;
+  r.draft_depth = 16;
+  r.require_draft_resident = true;
+  Budgets b = Budgets::of(p);
+  b.vram = 12 * kGiB;
+  // The streamed layers (either block) of a plan, in layer order.
+  auto streamed = [&](const Plan& pl) {
+    std::vector<uint32_t> out;
+    for (uint32_t il = 0; il < m->n_layer; ++il)
+      if (pl.placement.attention[il] == Tier::stream || pl.placement.ffn[il] == Tier::stream) out.push_back(il);
+    return out;
+  };
+  auto spread = plan(*m, p, b, r);
+  REQUIRE(spread.is_ok());
+  CHECK(spread->draft_resident);
+  const auto s = streamed(*spread);
+  REQUIRE(s.size() >= 8);
+  const uint32_t rest = m->n_layer - r.draft_depth;
+  // Spread: streamed layers start near the draft path's end and reach the last quarter, with
+  // resident layers between them (no run of more than two streamed layers in a row).
+  CHECK(s.front() >= r.draft_depth);
+  CHECK(s.front() < r.draft_depth + rest / 4);
+  CHECK(s.back() >= m->n_layer - rest / 4);
+  uint32_t run = 1, longest = 1;
+  for (size_t i = 1; i < s.size(); ++i) longest = std::max(longest, run = s[i] == s[i - 1] + 1 ? run + 1 : 1);
+  CHECK(longest <= 2);
+  // Layer order (the policy off, and plain decoding): the deepest layers stream, one run at the end.
+  RunShape ordered = r;
+  ordered.spread_streamed = false;
+  auto deep = plan(*m, p, b, ordered);
+  REQUIRE(deep.is_ok());
+  const auto d = streamed(*deep);
+  REQUIRE(!d.empty());
+  CHECK(d.back() == m->n_layer - 1);
+  CHECK(d.size() == d.back() - d.front() + 1);
+  RunShape plain = ordered;
+  plain.draft_depth = 0;
+  plain.spread_streamed = true;
+  auto plain_plan = plan(*m, p, b, plain);
+  REQUIRE(plain_plan.is_ok());
+  const auto pp = streamed(*plain_plan);
+  REQUIRE(!pp.empty());
+  CHECK(pp.size() == pp.back() - pp.front() + 1);
+  // Same bytes to stream either way (the order moves which blocks, not how many bytes fit).
+  CHECK(std::abs(double(spread->usage.pinned_weights) - double(deep->usage.pinned_weights)) <
+        0.1 * double(deep->usage.pinned_weights));
+}
+
 TEST_CASE("planner properties over random models and profiles") {
   const uint64_t seed = test::fresh_seed();
   INFO("seed " << seed);
