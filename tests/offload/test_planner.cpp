@@ -284,17 +284,29 @@ TEST_CASE("planner: 27B at 12 GiB / 128K / INT4 KV is feasible and at 8 GiB with
   std::printf("8 GiB, no host RAM: %s\n", bad.message().c_str());
 }
 
+// The 27B at 12 GiB on the rtx3060 profile, 4K context, speculating with the draft path (head and
+// layers [0, 16)) kept resident: a plan that streams FFN blocks.
+struct SpecPlan12g {
+  HardwareProfile p = profile("rtx3060-12g");
+  RunShape r;
+  Budgets b;
+  SpecPlan12g() {
+    r.ctx = 4096;
+    r.draft_depth = 16;
+    r.require_draft_resident = true;
+    b = Budgets::of(p);
+    b.vram = 12 * kGiB;
+  }
+};
+
 TEST_CASE("planner: the staging ring is a double buffer for pinned blocks, deeper with disk reads") {
   auto m = model_blocks_from_path(header_27b());
   REQUIRE(m.is_ok());
   // With the draft path resident, streamed FFN blocks make each slot ~142 MiB.
-  const auto p = profile("rtx3060-12g");
-  RunShape r;
-  r.ctx = 4096;
-  r.draft_depth = 16;
-  r.require_draft_resident = true;
-  Budgets b = Budgets::of(p);
-  b.vram = 12 * kGiB;
+  SpecPlan12g s;
+  const auto& p = s.p;
+  const RunShape& r = s.r;
+  Budgets b = s.b;
   auto pinned_only = plan(*m, p, b, r);
   REQUIRE(pinned_only.is_ok());
   REQUIRE(pinned_only->usage.pinned_weights > 0);
@@ -325,13 +337,10 @@ TEST_CASE("planner: the staging ring is a double buffer for pinned blocks, deepe
 TEST_CASE("planner: a speculative plan spreads its streamed blocks over the layers after the draft path") {
   auto m = model_blocks_from_path(header_27b());
   REQUIRE(m.is_ok());
-  const auto p = profile("rtx3060-12g");
-  RunShape r;
-  r.ctx = 4096;
-  r.draft_depth = 16;
-  r.require_draft_resident = true;
-  Budgets b = Budgets::of(p);
-  b.vram = 12 * kGiB;
+  const SpecPlan12g s12;
+  const auto& p = s12.p;
+  const RunShape& r = s12.r;
+  const Budgets& b = s12.b;
   // The streamed layers (either block) of a plan, in layer order.
   auto streamed = [&](const Plan& pl) {
     std::vector<uint32_t> out;
