@@ -24,6 +24,16 @@
 // columns: the per-element epilogue (integer scale, I2F, FMA per row, column and sub-block), the
 // registers (16 columns spill ~120 bytes at 2 blocks per SM), and each 16-row warp reading every
 // column's activations from L2 (64 columns: ~9x the weight bytes).
+// ncu (H100, 2026-12-07, q4_K 5376 x 21504, 16 columns, the one-CTA launch: 212 registers, 8 warps
+// per SM, issue slots 45% busy, 5.1 cycles per issued instruction, ~1000 instructions per warp and
+// chunk): of the warp-stall samples, 31% wait (long scoreboard) on the activation loads at their
+// point of use (load_dx's s16 sums feeding the IADDs of xsd, then dx and b: per chunk and lane 32
+// 16-byte loads of activations against ~5 of weights, 80% L1 hits), 14% wait at the split-K
+// barrier (21 chunks over 8 warps: the busiest warp takes 3, the mean is 2.6; 7 warps would not
+// help, a CTA still takes 3 chunk-steps), 7% on the next chunk's weight tiles. Loading a tile's
+// activations before the weight decode would hide the first, but needs ~64 more registers per
+// tile (a spill at 255); fewer activation words per chunk (the min term's d * sum as one float
+// per 32 elements, written by the quantisers, instead of two int sums per 32) is the next step.
 #pragma once
 
 #include "kernels/cuda/gemv_gpu.cuh"
