@@ -205,9 +205,10 @@ Prediction predict(const ModelBlocks& m, const HardwareProfile& p, const Placeme
                    uint32_t prefill_group) {
   Prediction out;
   const uint64_t pos = r.decode_pos();
-  out.step = sweep_cost(m, p, pl, r, 0, m.n_layer, true, 1, pos, false);
+  const uint32_t rows = std::max(1u, r.decode_rows);
+  out.step = sweep_cost(m, p, pl, r, 0, m.n_layer, true, rows, pos, false);
   const double step_s = out.step.total_s();
-  out.decode_tps = step_s > 0 ? 1.0 / step_s : 0;
+  out.decode_tps = step_s > 0 ? double(rows) / step_s : 0;
   out.spec_tps = out.decode_tps;
   if (r.speculative()) {
     const uint32_t d = std::min(r.draft_depth, m.n_layer);

@@ -78,6 +78,11 @@ struct RunShape {
   // to stream) is spread over the layers instead of being the deepest ones (solver.cpp says why).
   // False keeps layer order (tests; STRATA_PLAN_SPREAD=0 does the same for same-run comparisons).
   bool spread_streamed = true;
+  // Sequences a decode step computes together (`batch --batch N`, `serve --parallel N`: one column
+  // each in every matmul): the decode objective is their aggregate rate. Why it matters: a cpu-tier
+  // block computes every column on the CPU while a streamed one crosses PCIe once for all of them,
+  // so a placement that is faster for one sequence can be slower for eight.
+  uint32_t decode_rows = 1;
 
   bool speculative() const { return draft_depth > 0 && draft_len > 0; }
   uint64_t prompt_tokens() const { return prompt ? prompt : (ctx > gen ? ctx - gen : ctx / 2); }

@@ -118,7 +118,11 @@ int run_batch(BatchArgs a) {
     log::info("batch: all {} jobs{} already have results in {}; nothing to do", mine.size(), shard_note, a.output);
     return 0;
   }
-  if (interrupted()) return interrupt_exit_code();
+  if (interrupted()) {  // before the model was opened: nothing new written, and it says so
+    log::warn("batch: interrupted by {} before any job ran; rerun the same command to resume",
+              interrupt_signal() == SIGTERM ? "SIGTERM" : "SIGINT");
+    return interrupt_exit_code();
+  }
 
   // Never more sessions than jobs to run. A --spec other than none decodes one job at a time.
   OpenModel om;

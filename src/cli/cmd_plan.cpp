@@ -32,7 +32,7 @@ struct PlanArgs {
   // so plan shows the placement a run gets; --no-cpu-blocks is --cpu-blocks off). Host KV: the model
   // commands keep it opt-in (--kv-host); plan answers "where could it go", so it is allowed unless
   // --no-kv-host says no.
-  std::string cpu_blocks = "off", cpu_matmul = "auto";  // as generate (session/run_options.h says why)
+  std::string cpu_blocks = "auto", cpu_matmul = "auto";  // as generate (session/run_options.h says why)
   bool no_cpu_blocks = false, no_kv_host = false;
   // --spec / --draft-max as generate takes them (session::apply_speculation); empty: the
   // --draft-depth / --draft-len / --no-spec flags decide.

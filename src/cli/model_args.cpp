@@ -129,9 +129,10 @@ void add_cpu_blocks_option(CLI::App* sub, std::string& mode) {
   sub->add_option_function<std::string>(
          "--cpu-blocks", [&mode](const std::string& v) { mode = v.empty() ? "on" : v; },
          fmt::format("With --vram: weight blocks that do not fit in VRAM may stay in host RAM and be computed there "
-                     "by the CPU (only activations cross PCIe) instead of streaming: off (default), on (the planner "
-                     "may use the cpu tier; the bare flag), or auto (planned with and without, the cpu tier taken "
-                     "where predicted at least {:.0f}% faster; the report's \"cpu tier:\" line says why)",
+                     "by the CPU (only activations cross PCIe) instead of streaming: auto (default: planned with and "
+                     "without, the cpu tier taken where predicted at least {:.0f}% faster for the sequences that "
+                     "decode together; the report's \"cpu tier:\" line says why), on (the planner may use the cpu "
+                     "tier wherever it predicts a gain; the bare flag) or off",
                      100 * offload::kCpuTierMinGain))
       ->expected(0, 1)
       ->type_name("auto|on|off");

@@ -58,12 +58,15 @@ struct RunOptions {
   // (offload::kPrefillGroupAuto, the default): the planner picks it by predicted job time.
   uint32_t prefill_group = 0xffffffffu;
   // Host-side tiers (with a budget): cpu_blocks off|on|auto lets the planner compute weight blocks
-  // on the CPU (auto: where it predicts a clear gain, offload::plan_with_cpu_tier); kv_host
-  // none|auto|all|N puts full-attention layers' KV in host RAM. cpu_blocks stays off by default
-  // until the cost model predicts it truly: measured (27B, --vram 12GiB, H100 host), 27 cpu-tier
-  // attention blocks predicted at 48.1 tok/s decoded at 32.0 (plain: 26.5), and with speculation
-  // a plan predicted 14% faster than plain streaming ran about as fast.
-  std::string cpu_blocks = "off";
+  // on the CPU (auto: where it predicts at least offload::kCpuTierMinGain more decode speed,
+  // offload::plan_with_cpu_tier; the report's "cpu tier:" line says which and why); kv_host
+  // none|auto|all|N puts full-attention layers' KV in host RAM. cpu_blocks is auto by default since
+  // the cost model charges the measured partial overlap of copies and CPU work (kCpuOverlapLoss)
+  // and two placements on the H100 host ran at 101% of their prediction (27B, --vram 12GiB: 24-27
+  // cpu-tier attention blocks, 32.0-32.5 tok/s against 26.5-27.3 plain, README); a batch or a
+  // server is planned for the sequences it steps together (RunShape::decode_rows). Before that it
+  // was off: predicted at 48.1 tok/s, the first placement ran at 32.0. kv_host stays opt-in.
+  std::string cpu_blocks = "auto";
   std::string kv_host = "none";
   std::string trace_path;  // where Session::write_trace() puts the trace; empty: no trace
   // Speculative decoding (spec/spec_config.h). Parsed against the model's layer count when the

@@ -50,6 +50,7 @@ Result<PlanInputs> budget_inputs(const RunOptions& o, const runtime::ForwardOpti
   r.kv = planner_kv_dtype(fo.k_type);
   if (fo.v_type != fo.k_type) r.kv_v = planner_kv_dtype(fo.v_type);
   r.prefill_chunk = fo.ubatch;
+  r.decode_rows = std::max<uint32_t>(fo.n_seq, 1);  // the sessions that step together (batch, serve)
   r.cpu_int8 = fo.cpu_int8;  // the CUDA engine's cpu-tier blocks run the int8 kernels then (HostCompute)
   r.prefetch_depth = o.prefetch;
   r.require_draft_resident = o.require_draft_resident;

@@ -763,6 +763,41 @@ TEST_CASE("planner: --cpu-blocks auto takes the cpu tier where the CPU is fast a
   CHECK_THAT(cpu_blocks_from_name("yes").message(), Catch::Contains("--cpu-blocks: 'yes' is not auto, on or off"));
 }
 
+// A batch or a server steps several sequences together (RunShape::decode_rows): a cpu-tier block
+// computes each of their columns on the CPU, a streamed one crosses PCIe once for all of them, so
+// the CPU that wins for one sequence can lose for eight, and auto (the default) must see that.
+TEST_CASE("planner: --cpu-blocks auto plans for the sequences that decode together") {
+  const auto& m = model_27b();
+  // 1 column: the CPU (14 GB/s) beats PCIe (10); 8 columns take it 4x as long (3.5 GB/s of weights).
+  HardwareProfile p = cpu_vs_pcie(14, 10);
+  for (auto& q : p.cpu_gemv_q8)
+    if (q.cols == 8) q.gbps = 14.0 / 4;
+  auto plan_rows = [&](uint32_t rows) {
+    RunShape r;
+    r.ctx = 4096;
+    r.cpu_int8 = true;
+    r.decode_rows = rows;
+    Budgets b = Budgets::of(p);
+    b.allow_host_kv = false;
+    auto e = plan_with_cpu_tier(CpuBlocks::automatic, m.file, m.spec, p, b, r);
+    INFO((e ? std::string() : e.message()));
+    REQUIRE(e.is_ok());
+    return std::move(e.value());
+  };
+  const auto one = plan_rows(1), eight = plan_rows(8);
+  INFO("1 row: " << one.plan.cpu_tier_choice << " | 8 rows: " << eight.plan.cpu_tier_choice);
+  REQUIRE(any_cpu(one));
+  CHECK_FALSE(any_cpu(eight));
+  CHECK_THAT(eight.plan.cpu_tier_choice, Catch::StartsWith("off (auto: "));
+  // decode_tps is the aggregate over the rows: the 8-row plan's, priced at 8 rows, beats the 1-row
+  // plan's placement priced at 8 rows.
+  RunShape r8 = eight.shape;
+  const double as_planned = eight.plan.prediction.decode_tps;
+  const double other = predict(eight.blocks, p, one.plan.placement, r8, 1).decode_tps;
+  CHECK(as_planned > other);
+  CHECK(eight.plan.prediction.decode_tps > one.plan.prediction.decode_tps);  // 8 sequences at once
+}
+
 // Between a CPU too slow to help and one fast enough, the cpu-tier plan's predicted gain grows from
 // nothing: auto takes it at kCpuTierMinGain and not below, where `on` already would.
 TEST_CASE("planner: --cpu-blocks auto keeps a plan only marginally faster with the cpu tier off") {

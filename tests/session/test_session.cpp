@@ -264,7 +264,7 @@ TEST_CASE("session: -b auto keeps 512-token chunks under a VRAM budget and on th
 
 TEST_CASE("session: --cpu-blocks auto|on|off reaches the plan, and strata plan decides alike", "[session]") {
   RunOptions o = run_options("none");
-  REQUIRE(o.cpu_blocks == "off");  // the default (run_options.h says why)
+  REQUIRE(o.cpu_blocks == "auto");  // the default (run_options.h says why)
   o.cpu_blocks = "auto";
   o.profile = fast_cpu_profile();
   auto cpu_blocks = [](const strata::offload::ExecutorPlan& e) { return e.plan.placement.any(strata::offload::Tier::cpu); };
@@ -293,7 +293,7 @@ TEST_CASE("session: --cpu-blocks auto|on|off reaches the plan, and strata plan d
     RunOptions ro = run_options("none");
     ro.profile = fast_cpu_profile();
     const std::string m = mode;
-    ro.cpu_blocks = m == " --cpu-blocks auto" ? "auto" : m == " --cpu-blocks" ? "on" : "off";
+    ro.cpu_blocks = m.empty() || m == " --cpu-blocks auto" ? "auto" : m == " --cpu-blocks" ? "on" : "off";
     auto e = plan_of(ro);
     REQUIRE(e);
     int code = -1;
@@ -354,7 +354,7 @@ TEST_CASE("session: --cpu-matmul auto is exact on the CPU engine and int8 for th
     return *i;
   };
   CHECK(in().shape.cpu_int8);  // and the planner prices cpu-tier blocks at the int8 rates
-  CHECK(in().cpu_blocks == strata::offload::CpuBlocks::off);  // the default (run_options.h says why)
+  CHECK(in().cpu_blocks == strata::offload::CpuBlocks::automatic);  // the default (run_options.h says why)
   o.cpu_matmul = "exact";
   CHECK_FALSE(int8(o));
   CHECK_FALSE(in().shape.cpu_int8);
