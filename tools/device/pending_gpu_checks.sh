@@ -11,8 +11,12 @@
 # model:   the 27B-shaped synth: resident subset drafts under --vram 12GiB, the draft window's
 #          effect on a draft step at 40K positions (explicit 64,4096 vs off), and decode attention's
 #          min chunk 64 vs 256 (session 26's default, never timed).
+# cpu:     (session 29) --cpu-blocks auto became the default without a GPU run: the 27B at
+#          --vram 12GiB with no flag vs --cpu-blocks off (the report's "cpu tier:" line, tok/s
+#          against prediction), batch --batch 8 (the tier should stay out: RunShape::decode_rows),
+#          and the host-tier GPU tests.
 set -uo pipefail
-out=${1:?usage: $0 OUT_DIR [tests|kernels|model|all]} what=${2:-all}
+out=${1:?usage: $0 OUT_DIR [tests|kernels|model|cpu|all]} what=${2:-all}
 mkdir -p "$out"
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
@@ -54,4 +58,22 @@ if [ "$what" = model ] || [ "$what" = all ]; then
   done
   bash tools/device/decode_ab.sh $m "-c 4096 -p 512 -n 64 -r 2" STRATA_ATTN_MIN_CHUNK=256 -
   el "min chunk"
+fi
+if [ "$what" = cpu ] || [ "$what" = all ]; then
+  m=/tmp/w/27b.gguf
+  mkdir -p /tmp/w
+  [ -f $m ] || strata synth --preset 27b --mix q3_k_m --no-progress -o $m > /tmp/w/synth.log 2>&1
+  for cb in "" "--cpu-blocks off"; do
+    echo "== bench decode --vram 12GiB ${cb:-(default: auto)}"
+    timeout 150 strata bench decode -m $m --device cuda --vram 12GiB -c 4096 -p 256 -n 48 -r 2 $cb 2>&1 |
+        grep -E "cpu tier|predicted|decode:|tok/s" | head -8
+  done
+  mkdir -p /tmp/w/jobs
+  for i in $(seq 1 8); do head -c 2000 README.md > /tmp/w/jobs/doc$i.txt; done
+  rm -f /tmp/w/jobs.jsonl
+  echo "== batch --batch 8 --vram 12GiB (default --cpu-blocks)"
+  timeout 200 strata batch /tmp/w/jobs -m $m --device cuda --vram 12GiB -c 4096 --batch 8 -n 32 -o /tmp/w/jobs.jsonl 2>&1 |
+      grep -E "cpu tier|sessions|written|error" | head -6
+  t "host tiers" test_cuda "[host-tiers]"
+  el "cpu"
 fi
