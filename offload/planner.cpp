@@ -57,7 +57,7 @@ nlohmann::json plan_json(const ModelBlocks& m, const HardwareProfile& p, const B
   j["budgets"] = {{"vram", b.vram}, {"pinned", b.pinned}, {"host", b.host}, {"disk", b.disk}};
   j["run"] = {{"ctx", r.ctx}, {"prompt", r.prompt_tokens()}, {"gen", r.gen}, {"kv", kv_dtype_name(r.kv)}, {"kv_v", kv_dtype_name(r.kv_v_dtype())},
               {"draft_depth", r.draft_depth}, {"draft_len", r.draft_len}, {"acceptance", r.acceptance},
-              {"require_draft_resident", r.require_draft_resident}};
+              {"require_draft_resident", r.require_draft_resident}, {"decode_rows", r.decode_rows}};
   j["solver"] = plan.solver;
   if (!plan.prefill_group_choice.empty()) j["prefill_group_choice"] = plan.prefill_group_choice;
   if (!plan.cpu_tier_choice.empty()) j["cpu_tier_choice"] = plan.cpu_tier_choice;
@@ -141,6 +141,7 @@ std::string plan_report(const ModelBlocks& m, const HardwareProfile& p, const Bu
   o += fmt::format("           {:>5} {:>5} {:>7}\n", "head", "", tier_name(plan.placement.head));
   const Prediction& pr = plan.prediction;
   o += fmt::format("predicted: decode {:.2f} tok/s plain", pr.decode_tps);
+  if (r.decode_rows > 1) o += fmt::format(" in all ({} sequences stepping together)", r.decode_rows);
   if (r.speculative())
     o += fmt::format(", {:.2f} tok/s speculative (draft depth {}, k {}, assumed acceptance {:.2f}; draft path {})",
                      pr.spec_tps, r.draft_depth, r.draft_len, r.acceptance,
