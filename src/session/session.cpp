@@ -131,6 +131,18 @@ Result<offload::ExecutorPlan> Session::plan_with_extra(runtime::ForwardOptions& 
   return e;
 }
 
+Result<offload::ExecutorPlan> Session::plan_plain(runtime::ForwardOptions fo) const {
+  RunOptions o = opt_;
+  o.require_draft_resident = false;
+  auto in = budget_inputs(o, fo);
+  if (!in) return in.status();
+  const uint64_t per_seq = runtime::kv_bytes_per_seq(model_->spec, fo.n_ctx, fo.ubatch, fo.k_type, fo.v_type);
+  const uint64_t extra = uint64_t(std::max<uint32_t>(fo.n_seq, 1) - 1) * per_seq;
+  if (extra >= in->budgets.vram) return Status::error("--vram: the KV caches alone take {}", format_bytes(extra));
+  in->budgets.vram -= extra;
+  return plan_run(*model_, std::move(in.value()), std::nullopt);
+}
+
 Result<offload::ExecutorPlan> Session::plan_budget(runtime::ForwardOptions& fo) const {
   const uint64_t per_seq = runtime::kv_bytes_per_seq(model_->spec, fo.n_ctx, fo.ubatch, fo.k_type, fo.v_type);
   return plan_with_extra(fo, uint64_t(std::max<uint32_t>(fo.n_seq, 1) - 1) * per_seq);

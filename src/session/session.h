@@ -53,6 +53,11 @@ class Session {
   // Under --vram: plans this run (speculation included) with the KV caches of fo.n_seq sessions,
   // through plan_run, the function `strata plan` calls; sets fo's placement and budgets (runtime::use_plan).
   Result<offload::ExecutorPlan> plan_budget(runtime::ForwardOptions& fo) const;
+  // The same run planned for plain decoding (no draft path, --require-draft-resident off), fo left
+  // as it is: what a speculative plan's speed is honestly compared with (`bench spec` prints its
+  // prediction beside the plan it runs, since a plan that keeps the draft path resident streams
+  // more and decodes plainly slower).
+  Result<offload::ExecutorPlan> plan_plain(runtime::ForwardOptions fo) const;
   // Plans (under --vram) and makes the engine, replacing one made before. n_ctx_hint: the context
   // the caller needs at least when -c was not given. n_seq: sequences the engine holds, each with
   // its own KV cache; 0: chosen (at most max_auto; sessions_reason() says why). Prints nothing.

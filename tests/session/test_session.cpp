@@ -262,6 +262,32 @@ TEST_CASE("session: -b auto keeps 512-token chunks under a VRAM budget and on th
   CHECK(gpu <= 2048);
 }
 
+TEST_CASE("session: plan_plain is the run planned without a draft path, never predicted slower", "[session]") {
+  RunOptions o = run_options("early:d=16");
+  o.require_draft_resident = true;  // as bench spec --plan-spec plans
+  o.vram = "12GiB";
+  auto s = Session::open_header(o);
+  REQUIRE(s);
+  auto fo = (*s)->forward_options(0);
+  REQUIRE(fo);
+  auto spec_plan = (*s)->plan_budget(*fo);
+  REQUIRE(spec_plan);
+  REQUIRE(spec_plan->shape.speculative());
+  CHECK(spec_plan->plan.draft_resident);
+  auto plain = (*s)->plan_plain(*fo);
+  INFO((plain ? std::string() : plain.message()));
+  REQUIRE(plain);
+  CHECK_FALSE(plain->shape.speculative());
+  CHECK_FALSE(plain->shape.require_draft_resident);
+  CHECK(plain->budgets.vram == spec_plan->budgets.vram);
+  // Free of the draft-path constraint, plain decoding is never predicted slower than the
+  // speculative plan's plain rate (the planner maximises it over a superset).
+  CHECK(plain->plan.prediction.decode_tps >= spec_plan->plan.prediction.decode_tps * (1 - 1e-9));
+  // Same run otherwise: context, KV and the cpu-tier mode.
+  CHECK(plain->shape.ctx == spec_plan->shape.ctx);
+  CHECK(plain->shape.kv == spec_plan->shape.kv);
+}
+
 TEST_CASE("session: --cpu-blocks auto|on|off reaches the plan, and strata plan decides alike", "[session]") {
   RunOptions o = run_options("none");
   REQUIRE(o.cpu_blocks == "auto");  // the default (run_options.h says why)
