@@ -21,12 +21,15 @@ Result<offload::ExecutorPlan> plan_run(const runtime::Model& model, PlanInputs i
                                      in.kv_host_layers);
 }
 
-Result<PlanInputs> budget_inputs(const RunOptions& o, const runtime::ForwardOptions& fo) {
+Result<PlanInputs> budget_inputs(const RunOptions& o, const runtime::ForwardOptions& fo,
+                                 const offload::HardwareProfile* profile) {
   PlanInputs in;
   auto cpu_blocks = o.cpu_blocks_mode();
   if (!cpu_blocks) return cpu_blocks.status();
   in.cpu_blocks = *cpu_blocks;
-  if (!o.profile.empty()) {
+  if (profile) {
+    in.profile = *profile;
+  } else if (!o.profile.empty()) {
     auto p = offload::load_profile(o.profile);
     if (!p) return p.status();
     in.profile = std::move(p.value());

@@ -49,7 +49,10 @@ Result<offload::ExecutorPlan> plan_run(const runtime::Model& model, PlanInputs i
 // --pinned), --cpu-blocks, the shape (context, KV types, prefill chunk, prefetch depth, the CPU's
 // int8 matmuls as fo.cpu_int8 says; prompt and generation lengths left at the planner's defaults),
 // --kv-host. Errors name the flag.
-Result<PlanInputs> budget_inputs(const RunOptions& o, const runtime::ForwardOptions& fo);
+// profile: use this one instead of loading --profile or probing the machine (a second plan of the
+// same run, to be comparable with the first and to skip a second probe).
+Result<PlanInputs> budget_inputs(const RunOptions& o, const runtime::ForwardOptions& fo,
+                                 const offload::HardwareProfile* profile = nullptr);
 
 // Aggregate decode tokens/s the cost model predicts for n sessions stepping together on a plan.
 double predicted_aggregate_tps(const offload::ExecutorPlan& e, uint32_t n);

@@ -134,7 +134,7 @@ Result<offload::ExecutorPlan> Session::plan_with_extra(runtime::ForwardOptions& 
 Result<offload::ExecutorPlan> Session::plan_plain(runtime::ForwardOptions fo) const {
   RunOptions o = opt_;
   o.require_draft_resident = false;
-  auto in = budget_inputs(o, fo);
+  auto in = budget_inputs(o, fo, plan_ ? &plan_->profile : nullptr);
   if (!in) return in.status();
   const uint64_t per_seq = runtime::kv_bytes_per_seq(model_->spec, fo.n_ctx, fo.ubatch, fo.k_type, fo.v_type);
   const uint64_t extra = uint64_t(std::max<uint32_t>(fo.n_seq, 1) - 1) * per_seq;
