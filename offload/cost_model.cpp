@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -69,6 +71,14 @@ double gemv_read_fraction(GgmlType t) {
 double gbps_time(double bytes, double gbps) { return gbps > 0 ? bytes / (gbps * 1e9) : (bytes > 0 ? 1e9 : 0); }
 
 }  // namespace
+
+bool spread_streamed_default() {
+  static const bool on = [] {
+    const char* e = std::getenv("STRATA_PLAN_SPREAD");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
 
 // The time of a b-column GEMV over the one-column time: `strata bench kernels` (GPU layout, in a
 // CUDA graph as the engine runs it: dp4a for 1-2 columns, the int8 MMA kernel from 3), summed over

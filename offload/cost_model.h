@@ -48,6 +48,9 @@ inline constexpr uint32_t kMaxPrefillGroup = 32;
 // RunShape::prefill_group_reserve: let plan() choose the reserve (planner.h, "prefill group").
 inline constexpr uint32_t kPrefillGroupAuto = 0xffffffffu;
 
+// RunShape::spread_streamed's default: true unless STRATA_PLAN_SPREAD=0 (read once per process).
+bool spread_streamed_default();
+
 struct RunShape {
   uint64_t ctx = 4096;        // target context (KV is sized for this)
   uint64_t prompt = 0;        // prompt tokens (0: ctx - gen)
@@ -76,8 +79,9 @@ struct RunShape {
   bool cpu_int8 = false;
   // Speculative runs: the blocks after the draft path take VRAM in an order whose tail (what is left
   // to stream) is spread over the layers instead of being the deepest ones (solver.cpp says why).
-  // False keeps layer order (tests; STRATA_PLAN_SPREAD=0 does the same for same-run comparisons).
-  bool spread_streamed = true;
+  // False keeps layer order (tests). Default true; STRATA_PLAN_SPREAD=0 makes it false (read once
+  // per process: same-run comparisons, `strata plan` and the run planning alike).
+  bool spread_streamed = spread_streamed_default();
   // Sequences a decode step computes together (`batch --batch N`, `serve --parallel N`: one column
   // each in every matmul): the decode objective is their aggregate rate. Why it matters: a cpu-tier
   // block computes every column on the CPU while a streamed one crosses PCIe once for all of them,

@@ -1,8 +1,6 @@
 // The solvers behind plan() (method documented in planner.h) and the infeasibility diagnosis.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <string>
 #include <optional>
 #include <functional>
 #include <numeric>
@@ -225,8 +223,7 @@ Result<Plan> solve_search(const ModelBlocks& m, const HardwareProfile& p, const 
   // streamed blocks computes while the next one is copied. Plain decoding keeps layer order (its
   // resident compute is short beside the copies, and early exit then finds the longest resident
   // prefix). The order is still fixed, so more VRAM still gives a superset.
-  const char* spread_env = std::getenv("STRATA_PLAN_SPREAD");
-  if (r.speculative() && r.spread_streamed && !(spread_env && std::string(spread_env) == "0")) {
+  if (r.speculative() && r.spread_streamed) {
     const auto rest = std::find_if(prio.begin(), prio.end(), [&](size_t i) { return !us[i].draft; });
     std::stable_sort(rest, prio.end(), [&](size_t a, size_t c) { return spread_rank(a) > spread_rank(c); });
   }
