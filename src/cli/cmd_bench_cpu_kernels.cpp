@@ -30,6 +30,9 @@ namespace {
 
 namespace kc = kernels::cpu;
 
+// The types whose int8 kernels pick a grid load per CPU at first use (dot_q8.h iq3_grid_pick).
+bool has_grid_pick(GgmlType t) { return t == GgmlType::IQ3_XXS || t == GgmlType::IQ3_S; }
+
 struct BenchCpuKernelsArgs {
   std::string types = "q2_K,q3_K,q4_K,q5_K,q6_K,iq3_xxs,iq3_s,iq4_xs,q8_0,q4_0,q4_1,q5_0,q5_1,iq4_nl,iq2_xxs,iq2_xs,iq2_s,iq1_s,iq1_m";
   std::string cols = "1,2,4,8,16";
@@ -88,7 +91,7 @@ nlohmann::json bench_shape(GgmlType type, const Shape& sh, int threads, double r
                       {"threads", threads}, {"weight_bytes", bytes}, {"buffers", copies},
                       {"host_read_gb_s", read_gb_s},
                       {"q8_isa", kc::q8_isa_name(kc::best_dot_q8_isa(type))}};
-  if (type == GgmlType::IQ3_XXS || type == GgmlType::IQ3_S) j["iq3_grid"] = kc::grid_load_name(kc::iq3_grid_load(type));
+  if (has_grid_pick(type)) j["iq3_grid"] = kc::grid_load_name(kc::iq3_grid_load(type));
   auto pass_gb_s = [&](double seconds) { return double(bytes) * copies / seconds / 1e9; };
   const double t_old = best_seconds(a.iters, [&] {
     for (const auto& v : views) kc::matmul_dot(v, x.data(), 1, y.data());
@@ -147,7 +150,7 @@ int run(BenchCpuKernelsArgs& a) {
   nlohmann::json rows = nlohmann::json::array(), ceilings = nlohmann::json::object();
   // The IQ3 kernels' grid load (dot_q8.h): which one this run uses, and why.
   for (GgmlType ty : types) {
-    if (ty != GgmlType::IQ3_XXS && ty != GgmlType::IQ3_S) continue;
+    if (!has_grid_pick(ty)) continue;
     const kc::GridLoadPick p = kc::iq3_grid_pick(ty);
     const std::string why = p.from_env ? std::string("STRATA_IQ3_GRID")
                             : p.gather_ns > 0 ? fmt::format("measured: gather {:.1f}, direct {:.1f} ns per super-block row", p.gather_ns, p.direct_ns)

@@ -109,7 +109,7 @@ int run_serve(ServeArgs a) {
   plan["server"] = {{"sessions", info.n_seq}, {"n_ctx", info.n_ctx}, {"kv_bytes_per_session", info.kv_bytes_per_seq},
                     {"device", std::string(engine.device_name())}};
   if (const auto& e = s.executor_plan())
-    plan["server"]["predicted_aggregate_decode_tps"] = session::predicted_aggregate_tps(*e, info.n_seq);
+    plan["server"]["predicted_aggregate_decode_tps"] = e->plan.prediction.decode_tps;  // planned for its sessions
   plan["server"]["speculation"] = {{"spec", s.spec().text()}, {"when", "one session running"}};
   info.plan_json = plan.dump();
 

@@ -65,10 +65,4 @@ Result<PlanInputs> budget_inputs(const RunOptions& o, const runtime::ForwardOpti
   return in;
 }
 
-double predicted_aggregate_tps(const offload::ExecutorPlan& e, uint32_t n) {
-  const auto c = offload::sweep_cost(e.blocks, e.profile, e.plan.placement, e.shape, 0, e.blocks.n_layer, true, n,
-                                     e.shape.decode_pos(), false);
-  return c.total_s() > 0 ? double(n) / c.total_s() : 0.0;
-}
-
 }  // namespace strata::session

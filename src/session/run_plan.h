@@ -54,7 +54,4 @@ Result<offload::ExecutorPlan> plan_run(const runtime::Model& model, PlanInputs i
 Result<PlanInputs> budget_inputs(const RunOptions& o, const runtime::ForwardOptions& fo,
                                  const offload::HardwareProfile* profile = nullptr);
 
-// Aggregate decode tokens/s the cost model predicts for n sessions stepping together on a plan.
-double predicted_aggregate_tps(const offload::ExecutorPlan& e, uint32_t n);
-
 }  // namespace strata::session

@@ -110,8 +110,16 @@ Result<runtime::ForwardOptions> Session::forward_options(uint32_t n_ctx_hint) co
 
 // extra_vram: bytes the engine allocates beyond one session's (the KV caches of more sessions):
 // the planner places the weights in the budget less those, and the engine's arena gets them back.
-Result<offload::ExecutorPlan> Session::plan_with_extra(runtime::ForwardOptions& fo, uint64_t extra_vram) const {
-  auto in = budget_inputs(opt_, fo);
+// plain: plan for plain decoding instead (no draft path, --require-draft-resident off) with the
+// profile of the plan already made, and leave fo as it is (plan_plain).
+Result<offload::ExecutorPlan> Session::plan_with_extra(runtime::ForwardOptions& fo, uint64_t extra_vram,
+                                                       bool plain) const {
+  RunOptions plain_opt;
+  if (plain) {
+    plain_opt = opt_;
+    plain_opt.require_draft_resident = false;
+  }
+  auto in = budget_inputs(plain ? plain_opt : opt_, fo, plain && plan_ ? &plan_->profile : nullptr);
   if (!in) return in.status();
   if (extra_vram >= in->budgets.vram)
     return Status::error("--vram {}: the KV caches of {} sessions alone take {}", format_bytes(in->budgets.vram),
@@ -119,7 +127,7 @@ Result<offload::ExecutorPlan> Session::plan_with_extra(runtime::ForwardOptions& 
                          format_bytes(extra_vram + runtime::kv_bytes_per_seq(model_->spec, fo.n_ctx, fo.ubatch,
                                                                              fo.k_type, fo.v_type)));
   in->budgets.vram -= extra_vram;
-  auto e = plan_run(*model_, std::move(in.value()), spec_);
+  auto e = plan_run(*model_, std::move(in.value()), plain ? std::nullopt : std::optional<spec::SpecConfig>(spec_));
   if (!e) {
     if (extra_vram == 0) return e.status();
     return Status::error("{} sessions: with {} of KV for the {} beyond the first: {}", fo.n_seq,
@@ -127,25 +135,21 @@ Result<offload::ExecutorPlan> Session::plan_with_extra(runtime::ForwardOptions& 
   }
   e->engine_vram_budget += extra_vram;
   e->budgets.vram += extra_vram;
-  runtime::use_plan(*e, fo);
+  if (!plain) runtime::use_plan(*e, fo);
   return e;
 }
 
-Result<offload::ExecutorPlan> Session::plan_plain(runtime::ForwardOptions fo) const {
-  RunOptions o = opt_;
-  o.require_draft_resident = false;
-  auto in = budget_inputs(o, fo, plan_ ? &plan_->profile : nullptr);
-  if (!in) return in.status();
+uint64_t Session::extra_kv_vram(const runtime::ForwardOptions& fo) const {
   const uint64_t per_seq = runtime::kv_bytes_per_seq(model_->spec, fo.n_ctx, fo.ubatch, fo.k_type, fo.v_type);
-  const uint64_t extra = uint64_t(std::max<uint32_t>(fo.n_seq, 1) - 1) * per_seq;
-  if (extra >= in->budgets.vram) return Status::error("--vram: the KV caches alone take {}", format_bytes(extra));
-  in->budgets.vram -= extra;
-  return plan_run(*model_, std::move(in.value()), std::nullopt);
+  return uint64_t(std::max<uint32_t>(fo.n_seq, 1) - 1) * per_seq;
+}
+
+Result<offload::ExecutorPlan> Session::plan_plain(runtime::ForwardOptions fo) const {
+  return plan_with_extra(fo, extra_kv_vram(fo), true);
 }
 
 Result<offload::ExecutorPlan> Session::plan_budget(runtime::ForwardOptions& fo) const {
-  const uint64_t per_seq = runtime::kv_bytes_per_seq(model_->spec, fo.n_ctx, fo.ubatch, fo.k_type, fo.v_type);
-  return plan_with_extra(fo, uint64_t(std::max<uint32_t>(fo.n_seq, 1) - 1) * per_seq);
+  return plan_with_extra(fo, extra_kv_vram(fo));
 }
 
 Status Session::open_engine(uint32_t n_ctx_hint, uint32_t n_seq, uint32_t max_auto) {
@@ -188,7 +192,7 @@ Status Session::open_engine(uint32_t n_ctx_hint, uint32_t n_seq, uint32_t max_au
           if (n == 1) return e.status();
           break;  // more sessions leave even less room
         }
-        const double tps = predicted_aggregate_tps(*e, n);
+        const double tps = e->plan.prediction.decode_tps;  // the n sessions' aggregate (decode_rows = n)
         if (!chosen || tps > best * 1.02) {
           best = tps;
           best_n = n;

@@ -82,7 +82,10 @@ class Session {
   Session() = default;
   static Result<std::unique_ptr<Session>> finish_open(RunOptions options, std::shared_ptr<const runtime::Model> m,
                                                       bool header_only, bool* bad_options);
-  Result<offload::ExecutorPlan> plan_with_extra(runtime::ForwardOptions& fo, uint64_t extra_vram) const;
+  Result<offload::ExecutorPlan> plan_with_extra(runtime::ForwardOptions& fo, uint64_t extra_vram,
+                                                bool plain = false) const;
+  // The KV caches of fo.n_seq sessions beyond the first.
+  uint64_t extra_kv_vram(const runtime::ForwardOptions& fo) const;
 
   RunOptions opt_;
   std::shared_ptr<const runtime::Model> model_;
