@@ -67,6 +67,7 @@
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/kv_quant.cuh"
 #include "kernels/cuda/matmul_internal.h"
+#include "kernels/cuda/pdl_launch.cuh"
 
 namespace strata::kernels::cuda {
 namespace {
@@ -217,6 +218,9 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
   __shared__ uint64_t row_tree[R];      // tree mask word per row (tree_bits only)
   __shared__ uint8_t k_off[kStages][TK], v_off[kStages][TK];  // slice start within its first unit
 
+  // Launched with PDL (STRATA_ATTN_PDL=1, attention_pdl()): nothing is read (q, positions, KV,
+  // counters) before the kernel before it has completed; otherwise a no-op.
+  detail::pdl_wait();
   // The GEMV after this kernel may start loading its weights now: launched with PDL, it still
   // waits (griddepcontrol.wait) for this whole grid, the last blocks' merges included, to complete
   // before it reads out.
@@ -517,7 +521,8 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
   // and reads the others' partials through L2 (__ldcg: never the non-coherent path, never L1).
   // The counter is set back to 0 by that block: no other block of this launch touches it again,
   // and the next launch on the stream (next layer, next call, next replay of a graph) starts only
-  // after this grid completes -- the kernel is never launched with PDL, so launches on one stream
+  // after this grid completes, or, launched with PDL, reads nothing before it has (its pdl_wait
+  // at the top; every kernel between two launches waits likewise), so launches on one stream
   // do not overlap. Two launches on one workspace on different streams at once would share
   // counters (and partials): callers must not do that (one stream per workspace).
   __shared__ int s_last;
@@ -667,7 +672,7 @@ Status launch_fmt(const DecParams& p, dim3 grid, cudaStream_t st) {
                                    "decode attention: cudaFuncSetAttribute"));
     if (dev < kMaxDevices) opted[dev].store(int(smem), std::memory_order_relaxed);
   }
-  decode_attention_kernel<HD, R, KF, VF><<<grid, kThreads, smem, st>>>(p);
+  detail::launch_pdl(detail::attention_pdl(), decode_attention_kernel<HD, R, KF, VF>, grid, dim3(kThreads), smem, st, p);
   return detail::launch_status("decode attention");
 }
 

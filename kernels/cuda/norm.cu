@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/cuda/act_round.cuh"
 #include "kernels/cuda/act_round.h"
@@ -94,7 +95,17 @@ Status check_norm_args(const char* op, const float* d_x, const float* d_out, int
   return Status::ok();
 }
 
-unsigned norm_threads(int64_t n_vec, int64_t n) { return n_vec < 64 && n >= 4096 ? 1024 : kNormThreads; }
+// Threads of a block for few wide vectors: 1024 by default; STRATA_NORM_THREADS (256, 512, 1024)
+// overrides it for an A/B (fewer warps make the block reductions' barriers cheaper).
+unsigned wide_norm_threads() {
+  static const unsigned t = [] {
+    const char* e = std::getenv("STRATA_NORM_THREADS");
+    const int v = e ? std::atoi(e) : 0;
+    return v == 256 || v == 512 || v == 1024 ? unsigned(v) : 1024u;
+  }();
+  return t;
+}
+unsigned norm_threads(int64_t n_vec, int64_t n) { return n_vec < 64 && n >= 4096 ? wide_norm_threads() : kNormThreads; }
 
 template <bool kAdd>
 Status launch_rms_norm(const char* op, const float* d_x, const float* d_w, int64_t n_vec, int64_t n, float eps,
