@@ -207,7 +207,9 @@ __device__ __forceinline__ void codes8(int fmt, const uint8_t* u0, int off, int 
 
 // KF, VF: the K and V formats when fixed at compile time (the same-type pairs), else -1 (p's).
 // One or two rows (decode): at most 128 registers, four blocks per SM.
-template <int HD, int R, int KF, int VF>
+// kLean: no tree mask, no tree paths, no sinks (a plain decode or verify step): those branches
+// compiled out, so that the code a block fetches cold is smaller (the short-context floor, above).
+template <int HD, int R, int KF, int VF, bool kLean>
 __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_kernel(DecParams p) {
   using G = Geo<HD>;
   constexpr int TK = G::TK, LK = G::LK, GPW = G::GPW, NG = G::NG;
@@ -227,11 +229,13 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
   detail::pdl_launch_dependents();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = blockIdx.y, z = blockIdx.z;
+  const bool has_path = !kLean && p.path_slots != nullptr, has_tree = !kLean && p.tree_bits != nullptr;
+  const int sinks = kLean ? 0 : p.sinks, sink_split = kLean ? 0 : p.sink_split;
   const int n_rows = p.n_q * p.group;
   // Tree paths: the block's query qi and its rows [row0, row_end) within that query's group.
-  const int qi = p.path_slots ? int(blockIdx.x) / p.path_tiles : 0;
-  const int row0 = p.path_slots ? qi * p.group + int(blockIdx.x) % p.path_tiles * R : int(blockIdx.x) * R;
-  const int row_end = p.path_slots ? (qi + 1) * p.group : n_rows;
+  const int qi = has_path ? int(blockIdx.x) / p.path_tiles : 0;
+  const int row0 = has_path ? qi * p.group + int(blockIdx.x) % p.path_tiles * R : int(blockIdx.x) * R;
+  const int row_end = has_path ? (qi + 1) * p.group : n_rows;
 
   if (tid < R) {
     const int gr = row0 + tid;
@@ -240,9 +244,9 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
       live = 1;
       const int64_t pos = p.pos[gr / p.group];
       const int64_t vis_lo = p.window > 0 && pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
-      const int64_t n_sink = p.window == 0 ? 0 : int64_t(p.sinks) < vis_lo ? int64_t(p.sinks) : vis_lo;
+      const int64_t n_sink = p.window == 0 ? 0 : int64_t(sinks) < vis_lo ? int64_t(sinks) : vis_lo;
       int64_t s_lo = vis_lo, s_hi = pos;
-      const int zw = z - p.sink_split;  // the window's chunk (-1: this block takes the sinks)
+      const int zw = z - sink_split;  // the window's chunk (-1: this block takes the sinks)
       if (p.split && zw < 0) {
         s_lo = 0, s_hi = n_sink - 1;
       } else if (p.split) {
@@ -261,14 +265,14 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
     row_hi[tid] = hi;
     row_live[tid] = live;
     row_sink[tid] = sink;
-    if (p.tree_bits) row_tree[tid] = live ? p.tree_bits[gr / p.group] : 0;
+    if (has_tree) row_tree[tid] = live ? p.tree_bits[gr / p.group] : 0;
   }
   __syncthreads();
   int h_lo = 0x7fffffff, h_hi = -1;  // hull of the rows' ranges
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     h_lo = min(h_lo, row_lo[r]), h_hi = max(h_hi, row_hi[r]);
-    if (row_sink[r] > 0) h_lo = 0, h_hi = max(h_hi, row_sink[r] - 1);
+    if (!kLean && row_sink[r] > 0) h_lo = 0, h_hi = max(h_hi, row_sink[r] - 1);
   }
   const int t_first = h_hi >= h_lo ? h_lo / TK * TK : 0;
   const int n_tiles = h_hi >= h_lo ? (h_hi - t_first) / TK + 1 : 0;
@@ -278,9 +282,9 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
   const uint8_t* Kg = p.k + int64_t(g) * p.k_head_bytes;
   const uint8_t* Vg = p.v + int64_t(g) * p.v_head_bytes;
 
-  const int path_n = p.path_slots ? p.path_n[qi] : 0;  // the block's query (TreePathDev)
-  const int path_first = p.path_slots ? int(p.pos[qi]) - path_n + 1 : 0;
-  const int32_t* path_slots = p.path_slots ? p.path_slots + int64_t(qi) * p.path_stride : nullptr;
+  const int path_n = has_path ? p.path_n[qi] : 0;  // the block's query (TreePathDev)
+  const int path_first = has_path ? int(p.pos[qi]) - path_n + 1 : 0;
+  const int32_t* path_slots = has_path ? p.path_slots + int64_t(qi) * p.path_stride : nullptr;
 
   // This thread's 16-byte units of a tile (the same every tile): unit u = tid + 128 n of K is
   // unit w of key kk (u = kk * k_units + w), likewise for V.
@@ -342,7 +346,7 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
       next_slot += unsigned(TK);
       while (next_slot >= unsigned(p.capacity)) next_slot -= unsigned(p.capacity);
       const bool inner = p.inner_ok && t >= h_lo && h_hi - t >= TK - 1 && p.capacity - slot0 > TK &&
-                         (!p.path_slots || t + TK <= path_first);  // no key of the path in it
+                         (!has_path || t + TK <= path_first);  // no key of the path in it
       copy_units(k_kw, k_total, Kg, p.k_end, p.k_row_bytes, sk, k_off[st], t, slot0, inner);
       copy_units(v_kw, v_total, Vg, p.v_end, p.v_row_bytes, sk + k_tile_bytes, v_off[st], t, slot0, inner);
     }
@@ -421,8 +425,8 @@ __global__ void __launch_bounds__(kThreads, R <= 2 ? 4 : 1) decode_attention_ker
       for (int o = LK / 8; o > 0; o >>= 1) d = __fadd_rn(d, __shfl_xor_sync(0xffffffffu, d, o));
       const int j = t + grp * kKeysPerGroup + kidx;
       bool seen = j >= rlo[r] && j <= rhi[r];
-      if (p.sinks > 0 && !p.split) seen = seen || j < row_sink[r];  // unsplit: the sinks too
-      if (p.tree_bits) {  // tree mask: a new key j >= first only where its bit is set
+      if (sinks > 0 && !p.split) seen = seen || j < row_sink[r];  // unsplit: the sinks too
+      if (has_tree) {  // tree mask: a new key j >= first only where its bit is set
         const int dj = j - p.tree_first;
         seen = seen && (dj < 0 || (dj < 64 && ((row_tree[r] >> dj) & 1u) != 0));
       }
@@ -658,7 +662,7 @@ size_t smem_bytes(int k_units, int v_units, int R) {
   return std::max(stages, merge);
 }
 
-template <int HD, int R, int KF, int VF>
+template <int HD, int R, int KF, int VF, bool kLean>
 Status launch_fmt(const DecParams& p, dim3 grid, cudaStream_t st) {
   const size_t smem = smem_bytes<HD>(p.k_units, p.v_units, R);
   // Opt in above the default 48 KB once per device and size (a driver call each launch costs
@@ -667,26 +671,43 @@ Status launch_fmt(const DecParams& p, dim3 grid, cudaStream_t st) {
   int dev = 0;
   STRATA_TRY(detail::cuda_status(cudaGetDevice(&dev), "decode attention: cudaGetDevice"));
   if (smem > kDefaultSmem && (dev >= kMaxDevices || opted[dev].load(std::memory_order_relaxed) < int(smem))) {
-    STRATA_TRY(detail::cuda_status(cudaFuncSetAttribute(decode_attention_kernel<HD, R, KF, VF>,
+    STRATA_TRY(detail::cuda_status(cudaFuncSetAttribute(decode_attention_kernel<HD, R, KF, VF, kLean>,
                                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
                                    "decode attention: cudaFuncSetAttribute"));
     if (dev < kMaxDevices) opted[dev].store(int(smem), std::memory_order_relaxed);
   }
-  detail::launch_pdl(detail::attention_pdl(), decode_attention_kernel<HD, R, KF, VF>, grid, dim3(kThreads), smem, st, p);
+  detail::launch_pdl(detail::attention_pdl(), decode_attention_kernel<HD, R, KF, VF, kLean>, grid, dim3(kThreads), smem, st, p);
   return detail::launch_status("decode attention");
+}
+
+// The lean kernel (no tree, paths or sinks) where a call needs none and has at most two rows per
+// block (decode with GQA up to 2); STRATA_ATTN_LEAN=1 turns it on (an A/B until measured).
+bool lean_attention() {
+  static const bool on = [] {
+    const char* e = std::getenv("STRATA_ATTN_LEAN");
+    return e && e[0] == '1';
+  }();
+  return on;
 }
 
 // Same-type pairs get their decoders fixed at compile time; mixed pairs switch per key.
 template <int HD, int R>
 Status launch(const DecParams& p, dim3 grid, cudaStream_t st) {
+  const bool lean = R <= 2 && !p.tree_bits && !p.path_slots && p.sinks == 0 && lean_attention();
   if (p.k_fmt == p.v_fmt) {
     switch (p.k_fmt) {
-      case kvq::kF16: return launch_fmt<HD, R, kvq::kF16, kvq::kF16>(p, grid, st);
-      case kvq::kQ8: return launch_fmt<HD, R, kvq::kQ8, kvq::kQ8>(p, grid, st);
-      default: return launch_fmt<HD, R, kvq::kQ4, kvq::kQ4>(p, grid, st);
+      case kvq::kF16:
+        return lean ? launch_fmt<HD, R, kvq::kF16, kvq::kF16, R <= 2>(p, grid, st)
+                    : launch_fmt<HD, R, kvq::kF16, kvq::kF16, false>(p, grid, st);
+      case kvq::kQ8:
+        return lean ? launch_fmt<HD, R, kvq::kQ8, kvq::kQ8, R <= 2>(p, grid, st)
+                    : launch_fmt<HD, R, kvq::kQ8, kvq::kQ8, false>(p, grid, st);
+      default:
+        return lean ? launch_fmt<HD, R, kvq::kQ4, kvq::kQ4, R <= 2>(p, grid, st)
+                    : launch_fmt<HD, R, kvq::kQ4, kvq::kQ4, false>(p, grid, st);
     }
   }
-  return launch_fmt<HD, R, -1, -1>(p, grid, st);
+  return launch_fmt<HD, R, -1, -1, false>(p, grid, st);
 }
 
 template <int HD>
