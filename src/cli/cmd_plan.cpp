@@ -94,7 +94,7 @@ int plan_without_gpu(const PlanArgs& a, const runtime::Model& model, const offlo
   if (!blocks) { log::error("{}", blocks.message()); return 1; }
   b.allow_cpu = true;
   r.draft_depth = 0;  // the CPU engine verifies a draft row by row: planned as plain decoding
-  auto int8 = session::resolve_cpu_int8(a.cpu_matmul, false);
+  auto int8 = session::resolve_cpu_int8(a.cpu_matmul);
   if (!int8) { log::error("{}", int8.message()); return 2; }
   r.cpu_int8 = *int8;
   if (a.json) {
@@ -161,11 +161,12 @@ int run_plan(const PlanArgs& a) {
   r.draft_len = a.draft_len;
   r.acceptance = a.acceptance;
   r.require_draft_resident = a.require_draft;
-  if (auto int8 = session::resolve_cpu_int8(a.cpu_matmul, false); !int8) { log::error("{}", int8.message()); return 2; }
+  auto int8 = session::resolve_cpu_int8(a.cpu_matmul);
+  if (!int8) { log::error("{}", int8.message()); return 2; }
   // With --spec, plan_run sets the draft depth and length from it, as for generate --spec. The run
-  // is the CUDA engine's where the budget has VRAM (--cpu-matmul auto: int8 cpu-tier blocks).
+  // is the CUDA engine's where the budget has VRAM.
   auto plan = [&](const offload::Budgets& bb, offload::RunShape rr) {
-    rr.cpu_int8 = *session::resolve_cpu_int8(a.cpu_matmul, prof->has_gpu() && bb.vram > 0);
+    rr.cpu_int8 = *int8;
     return session::plan_run(model, {*prof, bb, rr, std::nullopt, *cpu_blocks}, spec_cfg);
   };
   if (r.prompt >= r.ctx) { log::error("--prompt {} must be below --ctx {}", r.prompt, r.ctx); return 2; }

@@ -54,8 +54,7 @@ void ModelArgs::add_to(CLI::App* sub) {
   sub->add_option("--cpu-matmul", cpu_matmul,
                   "How the CPU multiplies: exact (f32 activations, the reference), int8 (decode and verification "
                   "rows with int8-rounded activations for q4_0..q8_0, q2_K..q6_K and the i-quants: "
-                  "faster, not exact), or auto: exact on the CPU engine (--device cpu), int8 for the CUDA engine's "
-                  "cpu-tier blocks (--cpu-blocks), which the GPU's kernels already round alike")
+                  "faster, not exact, as llama.cpp's CPU backend and the GPU's kernels round them), or auto (int8)")
       ->capture_default_str();
   sub->add_option("--device", device, "Where to run: auto (the GPU when there is one), cpu, cuda")
       ->capture_default_str();

@@ -50,9 +50,9 @@ struct ForwardOptions {
   // Decode and verification rows (at most kMaxExactRows per matmul) on the CPU multiply with
   // int8-rounded activations (kernels/cpu/gemv_q8.h) for the types that have an int8 kernel; every
   // column is computed alike, so verification rows still equal one-token steps bit for bit. Prefill
-  // chunks and other types keep the f32 kernels. The CPU engine: opt-in (`--cpu-matmul int8`; its
-  // default stays the exact f32-activation reference); the CUDA engine's cpu-tier blocks and head
-  // (HostCompute): what the session's `--cpu-matmul auto` picks there, as the GPU rounds to int8 too.
+  // chunks and other types keep the f32 kernels. The session's `--cpu-matmul auto` sets it for both
+  // engines (the CUDA engine's cpu-tier blocks and head, HostCompute, round as its GPU does);
+  // false (`--cpu-matmul exact`, and this default) is the exact f32-activation reference.
   bool cpu_int8 = false;
   // When set, every eval adds spans to it (per weight block: compute on the CPU or GPU, streamed
   // copies; per eval: the host's view). The CUDA engine then runs without CUDA graphs, so that

@@ -33,14 +33,13 @@ Result<std::optional<uint32_t>> RunOptions::kv_host_layers() const {
   return std::optional<uint32_t>(n);
 }
 
-Result<bool> resolve_cpu_int8(const std::string& cpu_matmul, bool cuda_engine) {
-  if (cpu_matmul == "int8") return true;
+Result<bool> resolve_cpu_int8(const std::string& cpu_matmul) {
+  if (cpu_matmul == "int8" || cpu_matmul == "auto") return true;
   if (cpu_matmul == "exact") return false;
-  if (cpu_matmul == "auto") return cuda_engine;
   return Status::error("--cpu-matmul: '{}' is not auto, exact or int8", cpu_matmul);
 }
 
-Result<bool> RunOptions::cpu_int8() const { return resolve_cpu_int8(cpu_matmul, uses_gpu()); }
+Result<bool> RunOptions::cpu_int8() const { return resolve_cpu_int8(cpu_matmul); }
 
 Result<offload::CpuBlocks> RunOptions::cpu_blocks_mode() const { return offload::cpu_blocks_from_name(cpu_blocks); }
 

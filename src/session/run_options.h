@@ -30,12 +30,13 @@ offload::KvDtype planner_kv_dtype(GgmlType t);
 inline constexpr uint32_t kUbatchAuto = 0;
 inline constexpr uint32_t kDefaultUbatch = 512;
 
-// `--cpu-matmul` resolved: whether the CPU's matmuls take int8-rounded activations
-// (ForwardOptions::cpu_int8, RunShape::cpu_int8). int8: yes; exact: no; auto: on the CUDA engine
-// (`cuda_engine`), whose cpu-tier blocks then round activations to int8 as its GPU kernels do and
-// read their weights at memory speed, not on the CPU engine, which stays the exact f32-activation
-// reference. Error: another name.
-Result<bool> resolve_cpu_int8(const std::string& cpu_matmul, bool cuda_engine);
+// `--cpu-matmul` resolved: whether the CPU's decode and verification rows take int8-rounded
+// activations (ForwardOptions::cpu_int8, RunShape::cpu_int8). int8 and auto: yes -- the CUDA
+// engine's cpu-tier blocks then round activations as its GPU kernels do, and the CPU engine
+// decodes as llama.cpp's CPU backend does (activations quantised once per matmul, weights read at
+// memory speed: 1.2-1.5x the f32-activation kernels' decode); exact: no, the f32-activation
+// reference (what the engine-level tests compare against). Error: another name.
+Result<bool> resolve_cpu_int8(const std::string& cpu_matmul);
 
 struct RunOptions {
   std::string model;
@@ -86,7 +87,7 @@ struct RunOptions {
   bool uses_gpu() const;
   // cpu_blocks as the planner takes it. Error: not auto, on or off.
   Result<offload::CpuBlocks> cpu_blocks_mode() const;
-  // cpu_matmul resolved for this run (resolve_cpu_int8 with uses_gpu()).
+  // cpu_matmul resolved for this run (resolve_cpu_int8).
   Result<bool> cpu_int8() const;
   // kv_host as the planner takes it: nullopt = the planner decides; else a layer count
   // (offload::kAllKvLayers for all). Error: not none, auto, all or a number.

@@ -358,7 +358,7 @@ TEST_CASE("session: --cpu-blocks needs a budget only when asked for, and a bad n
   CHECK_THAT(e.message(), Catch::Contains("--cpu-blocks: 'sometimes' is not auto, on or off"));
 }
 
-TEST_CASE("session: --cpu-matmul auto is exact on the CPU engine and int8 for the CUDA engine's cpu tier", "[session]") {
+TEST_CASE("session: --cpu-matmul auto is int8 on both engines, exact only when asked", "[session]") {
   auto int8 = [](RunOptions o) {
     auto s = Session::open_header(o);
     REQUIRE(s);
@@ -387,16 +387,17 @@ TEST_CASE("session: --cpu-matmul auto is exact on the CPU engine and int8 for th
   o.vram.clear();
   o.device = "cpu";
   o.cpu_matmul = "auto";
-  CHECK_FALSE(int8(o));  // the CPU engine stays the exact reference
+  CHECK(int8(o));  // the CPU engine decodes with int8 activations too
+  o.cpu_matmul = "exact";
+  CHECK_FALSE(int8(o));  // the reference, when asked
   o.cpu_matmul = "int8";
   CHECK(int8(o));
   o.device = "cuda";
   o.cpu_matmul = "auto";
   CHECK(int8(o));
-  CHECK(strata::session::resolve_cpu_int8("auto", true).value());
-  CHECK_FALSE(strata::session::resolve_cpu_int8("auto", false).value());
-  CHECK_FALSE(strata::session::resolve_cpu_int8("exact", true).value());
-  CHECK(strata::session::resolve_cpu_int8("int8", false).value());
-  CHECK_THAT(strata::session::resolve_cpu_int8("fast", true).message(),
+  CHECK(strata::session::resolve_cpu_int8("auto").value());
+  CHECK_FALSE(strata::session::resolve_cpu_int8("exact").value());
+  CHECK(strata::session::resolve_cpu_int8("int8").value());
+  CHECK_THAT(strata::session::resolve_cpu_int8("fast").message(),
              Catch::Contains("--cpu-matmul: 'fast' is not auto, exact or int8"));
 }
