@@ -40,13 +40,6 @@ bool small_kernel_pdl() {
   }();
   return on && gpu_gemv_pdl();
 }
-bool attention_pdl() {
-  static const bool on = [] {
-    const char* env = std::getenv("STRATA_ATTN_PDL");
-    return env && env[0] == '1';
-  }();
-  return on && gpu_gemv_pdl();
-}
 int gpu_gemv_mma_persist_from() { return g_mma_persist_from.load(std::memory_order_relaxed); }
 int gpu_gemv_forced_warps() { return g_warps.load(std::memory_order_relaxed); }
 namespace {

@@ -95,17 +95,10 @@ Status check_norm_args(const char* op, const float* d_x, const float* d_out, int
   return Status::ok();
 }
 
-// Threads of a block for few wide vectors: 1024 by default; STRATA_NORM_THREADS (256, 512, 1024)
-// overrides it for an A/B (fewer warps make the block reductions' barriers cheaper).
-unsigned wide_norm_threads() {
-  static const unsigned t = [] {
-    const char* e = std::getenv("STRATA_NORM_THREADS");
-    const int v = e ? std::atoi(e) : 0;
-    return v == 256 || v == 512 || v == 1024 ? unsigned(v) : 1024u;
-  }();
-  return t;
-}
-unsigned norm_threads(int64_t n_vec, int64_t n) { return n_vec < 64 && n >= 4096 ? wide_norm_threads() : kNormThreads; }
+// 1024 threads for few wide vectors. Measured (H100, 27B Q3_K_M resident decode, two norms per
+// layer of 5376): 140.3 tok/s at 1024 threads, 133.9 at 512, 123.3 at 256 -- the per-thread work
+// after the reductions (the int8 rounding of each float4) is on the critical path.
+unsigned norm_threads(int64_t n_vec, int64_t n) { return n_vec < 64 && n >= 4096 ? 1024 : kNormThreads; }
 
 template <bool kAdd>
 Status launch_rms_norm(const char* op, const float* d_x, const float* d_w, int64_t n_vec, int64_t n, float eps,
@@ -257,6 +250,171 @@ bool launch_norm_regs(float* d_x, const float* d_w, int64_t n_vec, int64_t n, fl
   return false;
 }
 
+// ---- the cluster kernel (sm_90): one cluster of C blocks per vector, one float4 per thread ----
+// The register kernel's work after its reductions (each float4's scaling, residual add and int8
+// rounding: five correctly rounded divisions per lane) is issue-bound on its one SM; at 1024 threads
+// that is most of its ~7 us (H100: 512 threads cost 2.7 us more per call, 256 threads 7 us). Here a
+// vector's float4s are spread over C blocks (C = ceil(n / 4096) SMs), each block reduces its
+// slice, the C partial sums are exchanged through distributed shared memory, and every block sums
+// them in the same order (rank 0, 1, ...), so all get the same inv. Each block reads and writes
+// only its own slice (out may alias x or h: no block reads another's). The double sums' order
+// differs from the register kernel's (as its own differs between thread counts): results may
+// differ from it in the last bit of inv, as they already may from the CPU's.
+__device__ __forceinline__ void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+#endif
+  return r;
+}
+__device__ __forceinline__ unsigned cluster_size() {
+  unsigned r = 1;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
+#endif
+  return r;
+}
+// The double at `local` (this block's shared memory) in block `rank` of the cluster.
+__device__ __forceinline__ double cluster_load(const double* local, unsigned rank) {
+  double v = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const unsigned a = unsigned(__cvta_generic_to_shared(local));
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(a), "r"(rank));
+  asm volatile("ld.shared::cluster.f64 %0, [%1];\n" : "=d"(v) : "r"(remote) : "memory");
+#else
+  (void)local, (void)rank;
+#endif
+  return v;
+}
+
+// 1 / sqrt(mean + eps) of a vector whose slices the cluster's blocks hold: this block's sum of
+// squares ss (per thread) into part (this block's shared slot), then every block's, in rank order.
+__device__ __forceinline__ float cluster_inv_rms(double ss, double* part, int64_t n, float eps) {
+  __shared__ double warp_sums[32];
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) warp_sums[warp] = ss;
+  __syncthreads();
+  if (warp == 0) {
+    double t = lane < int(blockDim.x >> 5) ? warp_sums[lane] : 0.0;
+    for (int off = 16; off > 0; off >>= 1) t += __shfl_xor_sync(0xffffffffu, t, off);
+    if (lane == 0) *part = t;
+  }
+  cluster_arrive();  // part is written (release) ...
+  cluster_wait();    // ... and every block's is (acquire)
+  double t = 0;
+  const unsigned c = cluster_size();
+  for (unsigned k = 0; k < c; ++k) t += cluster_load(part, k);
+  return float(1.0 / sqrt(t / double(n) + double(eps)));
+}
+
+template <NormMode kMode>
+__global__ void __launch_bounds__(1024)
+    rms_norm_cluster_kernel(float* x, const float* __restrict__ w, int64_t n, float eps, float* out, const float* h,
+                            bool post, const float* __restrict__ post_w, ActRounding r) {
+  __shared__ double parts[2];  // this block's partial sums: the post-norm's (h) and the norm's (x)
+  detail::pdl_wait();                // where launched early (pdl_launch.cuh)
+  detail::pdl_launch_dependents();  // the GEMV after it may start loading weights
+  const unsigned c = cluster_size();
+  const int64_t n4 = n / 4, row = int64_t(blockIdx.x / c) * n;
+  const int64_t i = int64_t(cluster_rank()) * blockDim.x + threadIdx.x;
+  const bool in = i < n4;
+  float4* x4 = reinterpret_cast<float4*>(x + row);
+  float4* o4 = reinterpret_cast<float4*>(out + row);
+  const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+  float4 xv = in ? x4[i] : zero;
+  const float4 wv = in && w ? reinterpret_cast<const float4*>(w)[i] : zero;
+  float4 ov = zero, hv = zero, pv = zero;
+  if constexpr (kMode == NormMode::add) ov = in ? o4[i] : zero;
+  if constexpr (kMode == NormMode::add_norm) {
+    hv = in ? reinterpret_cast<const float4*>(h + row)[i] : zero;
+    pv = in && post_w ? reinterpret_cast<const float4*>(post_w)[i] : zero;
+  }
+  auto sq = [](float4 v) {
+    return double(v.x) * double(v.x) + double(v.y) * double(v.y) + double(v.z) * double(v.z) + double(v.w) * double(v.w);
+  };
+  auto scale = [](float4 v, float s) {
+    return make_float4(__fmul_rn(v.x, s), __fmul_rn(v.y, s), __fmul_rn(v.z, s), __fmul_rn(v.w, s));
+  };
+  auto mul = [](float4 a, float4 b) {
+    return make_float4(__fmul_rn(a.x, b.x), __fmul_rn(a.y, b.y), __fmul_rn(a.z, b.z), __fmul_rn(a.w, b.w));
+  };
+  auto plus = [](float4 a, float4 b) {
+    return make_float4(__fadd_rn(a.x, b.x), __fadd_rn(a.y, b.y), __fadd_rn(a.z, b.z), __fadd_rn(a.w, b.w));
+  };
+  if constexpr (kMode == NormMode::add_norm) {
+    if (post) {
+      const float inv_h = cluster_inv_rms(sq(hv), &parts[0], n, eps);
+      hv = scale(hv, inv_h);
+      if (post_w) hv = mul(hv, pv);
+    }
+    xv = plus(xv, hv);
+    if (in) x4[i] = xv;
+  }
+  const float inv = cluster_inv_rms(sq(xv), &parts[1], n, eps);
+  cluster_arrive();  // this block is done reading the others' parts (it waits below before exiting)
+  float4 o = scale(xv, inv);
+  if (w) o = mul(o, wv);
+  if constexpr (kMode == NormMode::add) o = plus(ov, o);
+  if (in) o4[i] = o;
+  if constexpr (kMode != NormMode::add) {
+    if (r.q) detail::round_store4(in ? o : zero, row + 4 * i, in, r);
+  }
+  cluster_wait();  // no block exits while another may still read its parts
+}
+
+// Launches the cluster kernel where it applies (sm_90, one of few wide vectors as for the register
+// kernel, at most 8 blocks of 1024 threads per vector, the same alignment): true if launched.
+template <NormMode kMode>
+bool launch_norm_cluster(float* d_x, const float* d_w, int64_t n_vec, int64_t n, float eps, float* d_out,
+                         const ActRounding& r, cudaStream_t s, const float* d_h = nullptr, bool post = false,
+                         const float* d_post_w = nullptr) {
+  static const bool on = [] {
+    const char* e = std::getenv("STRATA_NORM_CLUSTER");
+    if (e && e[0] == '0') return false;
+    int dev = 0, major = 0;
+    return cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+  }();
+  const auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (!on || n_vec >= 64 || n < 4096 || n % 32 != 0 || !a16(d_x) || !a16(d_out) || !a16(d_w) || !a16(d_h) ||
+      !a16(d_post_w))
+    return false;
+  const int64_t n4 = n / 4;
+  const unsigned c = unsigned((n4 + 1023) / 1024);
+  if (c < 2 || c > 8 || n_vec * c > 0x7fffffff) return false;
+  const unsigned threads = unsigned((n4 + c - 1) / c + 31) / 32 * 32;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(n_vec) * c);
+  cfg.blockDim = dim3(threads);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = c;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = detail::small_kernel_pdl() ? 2 : 1;
+  if (cudaLaunchKernelEx(&cfg, rms_norm_cluster_kernel<kMode>, d_x, d_w, n, eps, d_out, d_h, post, d_post_w, r) ==
+      cudaSuccess)
+    return true;
+  (void)cudaGetLastError();  // a cluster the device cannot place: the register kernel instead
+  return false;
+}
+
 }  // namespace
 
 Status rms_norm(const float* d_x, const float* d_w, int64_t n_vec, int64_t n, float eps, float* d_out, Stream s) {
@@ -267,7 +425,8 @@ Status rms_norm_add(const float* d_h, const float* d_w, int64_t n_vec, int64_t n
   if (d_h && d_h == d_x) return Status::error("rms_norm_add: the sum must not alias the normalised input");
   STRATA_TRY(check_norm_args("rms_norm_add", d_h, d_x, n_vec, n));
   if (n_vec == 0) return Status::ok();
-  if (launch_norm_regs<NormMode::add>(const_cast<float*>(d_h), d_w, n_vec, n, eps, d_x, ActRounding{}, as_stream(s)))
+  if (launch_norm_cluster<NormMode::add>(const_cast<float*>(d_h), d_w, n_vec, n, eps, d_x, ActRounding{}, as_stream(s)) ||
+      launch_norm_regs<NormMode::add>(const_cast<float*>(d_h), d_w, n_vec, n, eps, d_x, ActRounding{}, as_stream(s)))
     return launch_status("rms_norm_add");
   return launch_rms_norm<true>("rms_norm_add", d_h, d_w, n_vec, n, eps, d_x, s);
 }
@@ -277,7 +436,8 @@ Status rms_norm_round(const float* d_x, const float* d_w, int64_t n_vec, int64_t
                       const ActRounding& r, Stream s) {
   STRATA_TRY(check_norm_args("rms_norm", d_x, d_out, n_vec, n));
   if (n_vec == 0) return Status::ok();
-  if (launch_norm_regs<NormMode::norm>(const_cast<float*>(d_x), d_w, n_vec, n, eps, d_out, r, as_stream(s)))
+  if (launch_norm_cluster<NormMode::norm>(const_cast<float*>(d_x), d_w, n_vec, n, eps, d_out, r, as_stream(s)) ||
+      launch_norm_regs<NormMode::norm>(const_cast<float*>(d_x), d_w, n_vec, n, eps, d_out, r, as_stream(s)))
     return launch_status("rms_norm");
   STRATA_TRY(launch_rms_norm<false>("rms_norm", d_x, d_w, n_vec, n, eps, d_out, s));
   return r.q ? round_act(d_out, n_vec * n, r, s) : Status::ok();
@@ -288,7 +448,8 @@ Status add_rms_norm_round(float* d_x, const float* d_h, bool post, const float* 
   STRATA_TRY(check_norm_args("add_rms_norm", d_h, d_x, n_vec, n));
   if (!d_out || d_out == d_x) return Status::error("add_rms_norm: the output must be set and not alias the residual");
   if (n_vec == 0) return Status::ok();
-  if (launch_norm_regs<NormMode::add_norm>(d_x, d_w, n_vec, n, eps, d_out, r, as_stream(s), d_h, post, d_post_w))
+  if (launch_norm_cluster<NormMode::add_norm>(d_x, d_w, n_vec, n, eps, d_out, r, as_stream(s), d_h, post, d_post_w) ||
+      launch_norm_regs<NormMode::add_norm>(d_x, d_w, n_vec, n, eps, d_out, r, as_stream(s), d_h, post, d_post_w))
     return launch_status("add_rms_norm");
   STRATA_TRY(post ? rms_norm_add(d_h, d_post_w, n_vec, n, eps, d_x, s) : add(d_x, d_h, n_vec * n, s));
   return rms_norm_round(d_x, d_w, n_vec, n, eps, d_out, r, s);

@@ -19,9 +19,6 @@ bool gpu_gemv_pdl();  // gemv_gpu.cu: PDL on (sm_90 and set_gemv_pdl(true))
 // PDL for the kernels between the GEMVs (norms, RoPE, the gated activation): STRATA_SMALL_PDL=1
 // and gpu_gemv_pdl().
 bool small_kernel_pdl();
-// PDL for decode attention (it waits before its first read, so its blocks are only scheduled
-// early): STRATA_ATTN_PDL=1 and gpu_gemv_pdl(). An experiment until measured.
-bool attention_pdl();
 
 // kernel<<<grid, block, smem, s>>>(args...), with PDL where `pdl`. Errors are left for
 // cudaGetLastError, as a <<<>>> launch leaves them.
