@@ -13,10 +13,15 @@
 #          min chunk 64 vs 256 (session 26's default, never timed).
 # cpu:     (session 29) --cpu-blocks auto became the default without a GPU run: the 27B at
 #          --vram 12GiB with no flag vs --cpu-blocks off (the report's "cpu tier:" line, tok/s
-#          against prediction), batch --batch 8 (the tier should stay out: RunShape::decode_rows),
-#          and the host-tier GPU tests.
+#          against prediction; session 30 ran these two: 31.80 vs 27.06 tok/s, 93% of prediction),
+#          batch --batch 8 (the tier should stay out: RunShape::decode_rows), and the host-tier
+#          GPU tests (needs models/strata-tiny-q4_k.gguf in the carried tree).
+# norm:    (session 30) the cluster RMS norm (kernels/cuda/norm.cu, opt-in STRATA_NORM_CLUSTER=1,
+#          never run): its bit-for-bit tests with it on, the forward and graph suites, and the
+#          27B resident decode A/B against the one-block kernel. If it passes and wins, make it
+#          the default (launch_norm_cluster's switch) and note the figures in norm.cu.
 set -uo pipefail
-out=${1:?usage: $0 OUT_DIR [tests|kernels|model|cpu|all]} what=${2:-all}
+out=${1:?usage: $0 OUT_DIR [tests|kernels|model|cpu|norm|all]} what=${2:-all}
 mkdir -p "$out"
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
@@ -58,6 +63,15 @@ if [ "$what" = model ] || [ "$what" = all ]; then
   done
   bash tools/device/decode_ab.sh $m "-c 4096 -p 512 -n 64 -r 2" STRATA_ATTN_MIN_CHUNK=256 -
   el "min chunk"
+fi
+if [ "$what" = norm ] || [ "$what" = all ]; then
+  m=/tmp/w/27b.gguf
+  mkdir -p /tmp/w
+  [ -f $m ] || strata synth --preset 27b --mix q3_k_m --no-progress -o $m > /tmp/w/synth.log 2>&1
+  t "norm tests (cluster)" STRATA_NORM_CLUSTER=1 test_cuda "cuda rms_norm*,cuda add_rms_norm*,cuda act_round*,cuda gated_act_round*"
+  t "forward + graphs (cluster)" STRATA_NORM_CLUSTER=1 test_cuda "[forward],[graphs]"
+  bash tools/device/decode_ab.sh $m "-c 4096 -p 512 -n 64 -r 2" - STRATA_NORM_CLUSTER=1
+  el "norm"
 fi
 if [ "$what" = cpu ] || [ "$what" = all ]; then
   m=/tmp/w/27b.gguf
