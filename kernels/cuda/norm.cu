@@ -119,19 +119,28 @@ Status launch_rms_norm(const char* op, const float* d_x, const float* d_w, int64
 // load (x, w, and for rms_norm_add the residual) is issued before the reduction needs the first,
 // and the second pass works from registers instead of reloading. kIt float4s per thread.
 
-// 1 / sqrt(mean + eps) of the block's sum of squares (every thread gets it).
-__device__ __forceinline__ float block_inv_rms(double ss, int64_t n, float eps) {
+// The block's sum of ss (one term per thread), in every lane of warp 0 (0 elsewhere): lanes, then
+// warps in order. Warp 0 reads the warps' sums before it returns; a caller that calls again
+// must pass a barrier after this call first (both callers do).
+__device__ __forceinline__ double block_sum_warp0(double ss) {
   __shared__ double warp_sums[32];
-  __shared__ float inv_s;
   for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) warp_sums[warp] = ss;
   __syncthreads();
+  double t = 0.0;
   if (warp == 0) {
-    double t = lane < int(blockDim.x >> 5) ? warp_sums[lane] : 0.0;
+    t = lane < int(blockDim.x >> 5) ? warp_sums[lane] : 0.0;
     for (int off = 16; off > 0; off >>= 1) t += __shfl_xor_sync(0xffffffffu, t, off);
-    if (lane == 0) inv_s = float(1.0 / sqrt(t / double(n) + double(eps)));
   }
+  return t;
+}
+
+// 1 / sqrt(mean + eps) of the block's sum of squares (every thread gets it).
+__device__ __forceinline__ float block_inv_rms(double ss, int64_t n, float eps) {
+  __shared__ float inv_s;
+  const double t = block_sum_warp0(ss);
+  if (threadIdx.x == 0) inv_s = float(1.0 / sqrt(t / double(n) + double(eps)));
   __syncthreads();
   return inv_s;
 }
@@ -270,19 +279,16 @@ __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 #endif
 }
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r = 0;
+// This block's rank in its cluster and the cluster's block count.
+struct ClusterPos {
+  unsigned rank = 0, size = 1;
+};
+__device__ __forceinline__ ClusterPos cluster_pos() {
+  ClusterPos c;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n\tmov.u32 %1, %%cluster_nctarank;\n" : "=r"(c.rank), "=r"(c.size));
 #endif
-  return r;
-}
-__device__ __forceinline__ unsigned cluster_size() {
-  unsigned r = 1;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
-#endif
-  return r;
+  return c;
 }
 // The double at `local` (this block's shared memory) in block `rank` of the cluster.
 __device__ __forceinline__ double cluster_load(const double* local, unsigned rank) {
@@ -301,20 +307,12 @@ __device__ __forceinline__ double cluster_load(const double* local, unsigned ran
 // 1 / sqrt(mean + eps) of a vector whose slices the cluster's blocks hold: this block's sum of
 // squares ss (per thread) into part (this block's shared slot), then every block's, in rank order.
 __device__ __forceinline__ float cluster_inv_rms(double ss, double* part, int64_t n, float eps) {
-  __shared__ double warp_sums[32];
-  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) warp_sums[warp] = ss;
-  __syncthreads();
-  if (warp == 0) {
-    double t = lane < int(blockDim.x >> 5) ? warp_sums[lane] : 0.0;
-    for (int off = 16; off > 0; off >>= 1) t += __shfl_xor_sync(0xffffffffu, t, off);
-    if (lane == 0) *part = t;
-  }
+  const double b = block_sum_warp0(ss);
+  if (threadIdx.x == 0) *part = b;
   cluster_arrive();  // part is written (release) ...
   cluster_wait();    // ... and every block's is (acquire)
   double t = 0;
-  const unsigned c = cluster_size();
+  const unsigned c = cluster_pos().size;
   for (unsigned k = 0; k < c; ++k) t += cluster_load(part, k);
   return float(1.0 / sqrt(t / double(n) + double(eps)));
 }
@@ -326,9 +324,9 @@ __global__ void __launch_bounds__(1024)
   __shared__ double parts[2];  // this block's partial sums: the post-norm's (h) and the norm's (x)
   detail::pdl_wait();                // where launched early (pdl_launch.cuh)
   detail::pdl_launch_dependents();  // the GEMV after it may start loading weights
-  const unsigned c = cluster_size();
-  const int64_t n4 = n / 4, row = int64_t(blockIdx.x / c) * n;
-  const int64_t i = int64_t(cluster_rank()) * blockDim.x + threadIdx.x;
+  const ClusterPos cp = cluster_pos();
+  const int64_t n4 = n / 4, row = int64_t(blockIdx.x / cp.size) * n;
+  const int64_t i = int64_t(cp.rank) * blockDim.x + threadIdx.x;
   const bool in = i < n4;
   float4* x4 = reinterpret_cast<float4*>(x + row);
   float4* o4 = reinterpret_cast<float4*>(out + row);
