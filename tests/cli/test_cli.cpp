@@ -596,18 +596,23 @@ TEST_CASE("bench decode on the CPU holds prefill against an f32 SGEMM rate measu
   REQUIRE(r.code == 0);
   CHECK(has(r.out, "of f32 SGEMM "));
   CHECK(has(r.out, "FLOP/s on 1 thread)"));
+  CHECK(has(r.out, "| int8 activations (--cpu-matmul auto)"));  // the default, named on the decode line
   std::ifstream in(json);
   const auto j = nlohmann::json::parse(in);
+  CHECK(j["cpu_matmul"] == "int8");
   const double sgemm = j["ceilings"]["sgemm_f32_gflops"].get<double>();
   CHECK(sgemm > 0);
   CHECK(j["prefill_fraction_of_sgemm"].get<double>() ==
         Approx(j["prefill_tflops"].get<double>() * 1e3 / sgemm).epsilon(1e-9));
   // Below kGemmMinTokens the prefill is dot kernels only: no SGEMM ceiling is measured or claimed.
-  auto few = run_strata("bench decode -m " + model + " --device cpu -t 1 -p 4 -n 4 -r 1 --json " + json);
+  auto few = run_strata("bench decode -m " + model + " --device cpu -t 1 -p 4 -n 4 -r 1 --cpu-matmul exact --json " + json);
   REQUIRE(few.code == 0);
   CHECK_FALSE(has(few.out, "SGEMM"));
+  CHECK(has(few.out, "| f32 activations (--cpu-matmul exact)"));
   std::ifstream in2(json);
-  CHECK_FALSE(nlohmann::json::parse(in2).contains("prefill_fraction_of_sgemm"));
+  const auto j2 = nlohmann::json::parse(in2);
+  CHECK_FALSE(j2.contains("prefill_fraction_of_sgemm"));
+  CHECK(j2["cpu_matmul"] == "exact");
 }
 
 TEST_CASE("bench decode --batch and --compare: figures old -> new, bad files refused in one line", "[cli]") {
