@@ -688,21 +688,25 @@ bool lean_attention() {
   return on;
 }
 
+// A same-type pair F, lean where the call allows it (lean instances only for R <= 2: the compile
+// time of this file grows with every instance).
+template <int HD, int R, int F>
+Status launch_same(const DecParams& p, dim3 grid, cudaStream_t st) {
+  if constexpr (R <= 2) {
+    if (!p.tree_bits && !p.path_slots && p.sinks == 0 && lean_attention())
+      return launch_fmt<HD, R, F, F, true>(p, grid, st);
+  }
+  return launch_fmt<HD, R, F, F, false>(p, grid, st);
+}
+
 // Same-type pairs get their decoders fixed at compile time; mixed pairs switch per key.
 template <int HD, int R>
 Status launch(const DecParams& p, dim3 grid, cudaStream_t st) {
-  const bool lean = R <= 2 && !p.tree_bits && !p.path_slots && p.sinks == 0 && lean_attention();
   if (p.k_fmt == p.v_fmt) {
     switch (p.k_fmt) {
-      case kvq::kF16:
-        return lean ? launch_fmt<HD, R, kvq::kF16, kvq::kF16, R <= 2>(p, grid, st)
-                    : launch_fmt<HD, R, kvq::kF16, kvq::kF16, false>(p, grid, st);
-      case kvq::kQ8:
-        return lean ? launch_fmt<HD, R, kvq::kQ8, kvq::kQ8, R <= 2>(p, grid, st)
-                    : launch_fmt<HD, R, kvq::kQ8, kvq::kQ8, false>(p, grid, st);
-      default:
-        return lean ? launch_fmt<HD, R, kvq::kQ4, kvq::kQ4, R <= 2>(p, grid, st)
-                    : launch_fmt<HD, R, kvq::kQ4, kvq::kQ4, false>(p, grid, st);
+      case kvq::kF16: return launch_same<HD, R, kvq::kF16>(p, grid, st);
+      case kvq::kQ8: return launch_same<HD, R, kvq::kQ8>(p, grid, st);
+      default: return launch_same<HD, R, kvq::kQ4>(p, grid, st);
     }
   }
   return launch_fmt<HD, R, -1, -1, false>(p, grid, st);

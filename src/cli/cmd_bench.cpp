@@ -257,8 +257,9 @@ int run_bench_decode(BenchDecodeArgs& a) {
   j["batch"] = a.batch;
   // How the CPU multiplied decode rows (the CPU engine, cpu-tier blocks): int8 by default since
   // session 30, exact before, so results from either side of that change say which they are.
-  const auto cpu_int8 = a.m.cpu_int8();
-  j["cpu_matmul"] = cpu_int8 && *cpu_int8 ? "int8" : "exact";
+  const auto cpu_int8 = a.m.cpu_int8();  // the engine opened with it: a bad name failed there
+  const bool int8 = cpu_int8 && *cpu_int8;
+  j["cpu_matmul"] = int8 ? "int8" : "exact";
   if (!batch_runs.empty()) {
     const double best = *std::max_element(batch_runs.begin(), batch_runs.end());
     j["batch_tok_per_s_runs"] = batch_runs;
@@ -313,7 +314,7 @@ int run_bench_decode(BenchDecodeArgs& a) {
   fmt::print("decode: {:.2f} tok/s | {} of weights per token | roofline {:.2f} tok/s ({}) | {:.0f}% of roofline{}\n",
              best_tps, format_bytes(per_token), roof_tps, roof->what, 100 * best_tps / roof_tps,
              gpu ? "" : fmt::format(" | {} activations (--cpu-matmul {})",
-                                    j["cpu_matmul"] == "int8" ? "int8" : "f32", a.m.cpu_matmul));
+                                    int8 ? "int8" : "f32", a.m.cpu_matmul));
   if (sgemm_flops > 0)
     fmt::print("prefill: {:.1f} tok/s over {} tokens = {} ({:.0f}% of f32 SGEMM {} on {} thread{})\n", best_pp, a.n_prompt,
                format_flops(pp_flops), 100 * pp_flops / sgemm_flops, format_flops(sgemm_flops), threads,
