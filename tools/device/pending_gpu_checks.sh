@@ -16,8 +16,10 @@
 #          against prediction; session 30 ran these two: 31.80 vs 27.06 tok/s, 93% of prediction),
 #          batch --batch 8 (the tier should stay out: RunShape::decode_rows), and the host-tier
 #          GPU tests (needs models/strata-tiny-q4_k.gguf in the carried tree).
-# norm:    (session 30) the cluster RMS norm (kernels/cuda/norm.cu, opt-in STRATA_NORM_CLUSTER=1,
-#          never run): its bit-for-bit tests with it on, the forward and graph suites, and the
+# norm:    (session 30) the norm, attention and forward suites as the defaults run them (the
+#          review's restructure of norm.cu and of the lean attention launch ran on no GPU), then
+#          the cluster RMS norm (kernels/cuda/norm.cu, opt-in STRATA_NORM_CLUSTER=1, never run):
+#          its bit-for-bit tests with it on, the forward and graph suites, and the
 #          27B resident decode A/B against the one-block kernel. If it passes and wins, make it
 #          the default (launch_norm_cluster's switch) and note the figures in norm.cu.
 set -uo pipefail
@@ -68,6 +70,10 @@ if [ "$what" = norm ] || [ "$what" = all ]; then
   m=/tmp/w/27b.gguf
   mkdir -p /tmp/w
   [ -f $m ] || strata synth --preset 27b --mix q3_k_m --no-progress -o $m > /tmp/w/synth.log 2>&1
+  # The default (one block per vector) first: its kernel body became the cluster kernel's too in
+  # session 30's review, after the last GPU run.
+  t "norm tests (default)" test_cuda "cuda rms_norm*,cuda add_rms_norm*,cuda act_round*,cuda gated_act_round*"
+  t "attention, forward + graphs (default)" test_cuda "[attention],[forward],[graphs]"
   t "norm tests (cluster)" STRATA_NORM_CLUSTER=1 test_cuda "cuda rms_norm*,cuda add_rms_norm*,cuda act_round*,cuda gated_act_round*"
   t "forward + graphs (cluster)" STRATA_NORM_CLUSTER=1 test_cuda "[forward],[graphs]"
   bash tools/device/decode_ab.sh $m "-c 4096 -p 512 -n 64 -r 2" - STRATA_NORM_CLUSTER=1
