@@ -80,6 +80,14 @@ bool spread_streamed_default() {
   return on;
 }
 
+bool shared_ring_default() {
+  static const bool on = [] {
+    const char* e = std::getenv("STRATA_SHARED_RING");
+    return e && std::string(e) == "1";
+  }();
+  return on;
+}
+
 // The time of a b-column GEMV over the one-column time: `strata bench kernels` (GPU layout, in a
 // CUDA graph as the engine runs it: dp4a for 1-2 columns, the int8 MMA kernel from 3), summed over
 // the 27B's four shapes for q3_K, q4_K, q5_K, q6_K and q8_0, on an H100, 2026-12-06. Linear between

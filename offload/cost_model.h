@@ -30,6 +30,7 @@
 #include "offload/hardware_profile.h"
 #include "offload/model_blocks.h"
 #include "offload/placement.h"
+#include "offload/shared_ring.h"
 
 namespace strata::offload {
 
@@ -82,6 +83,10 @@ struct RunShape {
   // False keeps layer order (tests). Default true; STRATA_PLAN_SPREAD=0 makes it false (read once
   // per process: same-run comparisons, `strata plan` and the run planning alike).
   bool spread_streamed = spread_streamed_default();
+  // Where the ring has two slots (prefetch depth 1): one buffer sized for the largest pair of
+  // neighbours in the streaming order, slot 1 top-aligned (offload/shared_ring.h), instead of two
+  // slots of the largest block. Default: shared_ring_default().
+  bool shared_ring = shared_ring_default();
   // Sequences a decode step computes together (`batch --batch N`, `serve --parallel N`: one column
   // each in every matmul): the decode objective is their aggregate rate. Why it matters: a cpu-tier
   // block computes every column on the CPU while a streamed one crosses PCIe once for all of them,

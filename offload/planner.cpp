@@ -10,7 +10,8 @@
 //   "tiers": {gpu|stream|disk|cpu: {blocks, bytes}},
 //   "usage": {vram_weights, vram_kv, vram_staging, vram_scratch, vram_context, vram_prefill_group, vram_total,
 //             pinned_weights, pinned_staging, host_cpu_weights, host_kv, disk} (bytes),
-//   "staging": {ring_slots, ring_slot_bytes, prefetch_depth},
+//   "staging": {ring_slots, ring_slot_bytes, ring_shared (two slots in one buffer of vram_staging
+//               bytes: offload/shared_ring.h), prefetch_depth},
 //   "layers": [{layer, swa, attention, ffn, kv, attention_bytes, ffn_bytes, kv_bytes}],
 //   "head": {tier, bytes}, "draft_resident": bool,
 //   "predicted": {decode_tps, spec_tps, prefill_tps, prefill_group (chunks per layer-major group, 1:
@@ -70,7 +71,7 @@ nlohmann::json plan_json(const ModelBlocks& m, const HardwareProfile& p, const B
                 {"pinned_weights", u.pinned_weights}, {"pinned_staging", u.pinned_staging},
                 {"host_cpu_weights", u.host_cpu_weights}, {"host_kv", u.host_kv}, {"disk", u.disk}};
   j["staging"] = {{"ring_slots", plan.ring_slots}, {"ring_slot_bytes", plan.ring_slot_bytes},
-                  {"prefetch_depth", plan.prefetch_depth}};
+                  {"ring_shared", plan.ring_shared}, {"prefetch_depth", plan.prefetch_depth}};
   auto& layers = j["layers"] = nlohmann::json::array();
   for (uint32_t il = 0; il < m.n_layer; ++il)
     layers.push_back({{"layer", il}, {"swa", bool(m.swa[il])},
@@ -120,10 +121,12 @@ std::string plan_report(const ModelBlocks& m, const HardwareProfile& p, const Bu
   o += "tiers:\n";
   for (int i = 0; i < 4; ++i)
     o += fmt::format("  {:<7} {:>4} blocks {:>12}\n", tier_name(Tier(i)), t.blocks[i], format_bytes(t.bytes[i]));
-  o += fmt::format("VRAM:      {} of {} = weights {} + KV {} + staging {} ({} x {}) + scratch {} + CUDA context {}{}\n",
+  const std::string ring = plan.ring_shared ? fmt::format("{} slots sharing one buffer", plan.ring_slots)
+                                             : fmt::format("{} x {}", plan.ring_slots, format_bytes(plan.ring_slot_bytes));
+  o += fmt::format("VRAM:      {} of {} = weights {} + KV {} + staging {} ({}) + scratch {} + CUDA context {}{}\n",
                    format_bytes(u.vram_total()), format_bytes(b.vram), format_bytes(u.vram_weights),
-                   format_bytes(u.vram_kv), format_bytes(u.vram_staging), plan.ring_slots,
-                   format_bytes(plan.ring_slot_bytes), format_bytes(u.vram_scratch), format_bytes(u.vram_context),
+                   format_bytes(u.vram_kv), format_bytes(u.vram_staging), ring, format_bytes(u.vram_scratch),
+                   format_bytes(u.vram_context),
                    u.vram_prefill_group ? fmt::format(" + prefill group {}", format_bytes(u.vram_prefill_group)) : "");
   o += fmt::format("host:      pinned {} of {} (weights {} + staging {}), CPU weights {}, host KV {}; disk {}\n",
                    format_bytes(u.pinned_total()), format_bytes(b.pinned), format_bytes(u.pinned_weights),

@@ -72,6 +72,9 @@ struct Plan {
   Placement placement;
   uint64_t ring_slot_bytes = 0;  // one staging slot (the largest non-resident block)
   uint32_t ring_slots = 0;       // prefetch depth + 1 (0 when nothing streams)
+  // Two slots sharing one buffer of usage.vram_staging bytes, the largest pair of neighbours in the
+  // decode order (RunShape::shared_ring, offload/shared_ring.h); false: ring_slots x ring_slot_bytes.
+  bool ring_shared = false;
   uint32_t prefetch_depth = 0;   // the run's, or the automatic choice (prefetch_depth_for)
   // Chunks per layer-major prefill group (runtime/forward_pass.h forward_group; 1: chunk-major):
   // where the placement streams blocks (cost_model.h layer_major_prefill), the largest g <=

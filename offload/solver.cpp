@@ -101,6 +101,21 @@ static void choose_prefill_group(const ModelBlocks& m, const Budgets& b, const R
   plan.usage.vram_prefill_group = prefill_group_bytes(m, r, g);
 }
 
+// The bytes of the blocks a decode step streams, in the order it streams them (layers, then the
+// head): the ring's schedule (cpu-tier blocks cross it only in prefill chunks).
+static std::vector<uint64_t> decode_stream_order(const ModelBlocks& m, const Placement& pl) {
+  std::vector<uint64_t> order;
+  auto add = [&](const WeightBlock& w, Tier t) {
+    if (t == Tier::stream || t == Tier::disk) order.push_back(w.bytes);
+  };
+  for (uint32_t il = 0; il < m.n_layer; ++il) {
+    add(m.attention[il], pl.attention[il]);
+    add(m.ffn[il], pl.ffn[il]);
+  }
+  add(m.head, pl.head);
+  return order;
+}
+
 bool evaluate(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r, Plan& plan) {
   const Placement& pl = plan.placement;
   const bool gpu = p.has_gpu() && b.vram > 0;
@@ -133,8 +148,13 @@ bool evaluate(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, 
   plan.prefetch_depth = prefetch_depth_for(r.prefetch_depth, u.disk > 0);
   plan.ring_slot_bytes = gpu ? max_nonres : 0;
   plan.ring_slots = (gpu && max_nonres > 0) ? plan.prefetch_depth + 1 : 0;
+  plan.ring_shared = false;
   if (gpu) {
     u.vram_staging = plan.ring_slot_bytes * plan.ring_slots;
+    if (r.shared_ring && plan.ring_slots == 2 && u.disk == 0) {  // the executor's condition (weight_store.h)
+      const uint64_t shared = std::max(max_nonres, shared_ring_bytes(decode_stream_order(m, pl)));
+      if (shared < u.vram_staging) plan.ring_shared = true, u.vram_staging = shared;
+    }
     u.vram_scratch = scratch_bytes(m, r);
     u.vram_context = p.cuda_context.bytes;
     // Disk reads land in pinned staging; CPU-tier blocks cross through it for prefill.
@@ -234,6 +254,14 @@ Result<Plan> solve_search(const ModelBlocks& m, const HardwareProfile& p, const 
 
   std::set<uint64_t> sizes{0};
   for (const auto& u : us) sizes.insert(u.block->bytes);
+  // The bytes of the blocks not on the GPU, in the order a step streams them (layers, then the head).
+  auto stream_order = [&](const std::vector<bool>& on_gpu) {
+    std::vector<uint64_t> order;
+    for (size_t i = 1; i < us.size(); ++i)
+      if (!on_gpu[i]) order.push_back(us[i].block->bytes);
+    if (!on_gpu[0]) order.push_back(us[0].block->bytes);
+    return order;
+  };
   const uint64_t scratch = scratch_bytes(m, r);
   // A reserved prefill group (RunShape::prefill_group_reserve) wherever blocks stream.
   const uint64_t reserve = prefill_group_bytes(m, r, reserve_chunks(r));
@@ -266,11 +294,30 @@ Result<Plan> solve_search(const ModelBlocks& m, const HardwareProfile& p, const 
           on_gpu[i] = true;
         }
       if (!forced_fit) continue;
-      for (size_t i : prio) {
+      size_t next = 0;  // the first block of prio the prefix did not take
+      for (; next < prio.size(); ++next) {
+        const size_t i = prio[next];
         if (on_gpu[i]) continue;
         if (us[i].block->bytes > left) break;  // strict prefix (see planner.h)
         left -= us[i].block->bytes;
         on_gpu[i] = true;
+      }
+      // A two-ended ring (RunShape::shared_ring) needs only the largest pair of neighbours among
+      // the blocks left to stream, often less than the two slots reserved above: the prefix goes on
+      // into the difference while blocks and ring still fit (a block taken can make a larger pair of
+      // its neighbours, hence the ring is recomputed each time). evaluate() has the last word.
+      if (r.shared_ring && depth == 1 && slot) {
+        for (; next < prio.size(); ++next) {
+          const size_t i = prio[next];
+          if (on_gpu[i]) continue;
+          on_gpu[i] = true;
+          const uint64_t need = std::max(slot, shared_ring_bytes(stream_order(on_gpu)));
+          if (us[i].block->bytes + need > left + ring) {
+            on_gpu[i] = false;
+            break;
+          }
+          left -= us[i].block->bytes;
+        }
       }
       std::vector<size_t> rest;
       for (size_t i : by_cpu)

@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "core/units.h"
+#include "offload/shared_ring.h"
 #include "io/aligned_buffer.h"
 
 namespace strata::offload {
@@ -23,7 +24,8 @@ void pack_block(StreamedBlockSpec& b) {
 
 Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, PinnedPool& pool,
                                                          std::vector<StreamedBlockSpec> blocks, uint32_t ring_slots,
-                                                         cuda::Stream compute, bool fill, const DiskSource* disk) {
+                                                         cuda::Stream compute, bool fill, const DiskSource* disk,
+                                                         bool shared_ring) {
   if (blocks.empty()) return Status::error("weight store: no streamed blocks");
   if (ring_slots < 2) return Status::error("weight store: the staging ring needs at least 2 slots (got {})", ring_slots);
   std::unique_ptr<WeightStore> ws(new WeightStore());
@@ -57,10 +59,28 @@ Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, Pinne
     if (fill)
       for (const auto& t : b.tensors) std::memcpy(*p + t.offset, t.host_src, t.bytes);
   }
-  for (uint32_t i = 0; i < ring_slots; ++i) {
-    auto p = arena.alloc(slot_bytes, "staging ring slot " + std::to_string(i));
+  // Two-ended (shared_ring.h): the largest pair of neighbours among the blocks a decode step streams
+  // (the pinned ones, in store order = streaming order), at least the largest block of all.
+  uint64_t shared_bytes = 0;
+  if (shared_ring && ring_slots == 2 && !any_disk) {
+    std::vector<uint64_t> order;
+    for (const auto& b : ws->blocks_)
+      if (!b.from_host) order.push_back(b.bytes);
+    shared_bytes = std::max(slot_bytes, shared_ring_bytes(order));
+    if (shared_bytes >= 2 * slot_bytes) shared_bytes = 0;  // no gain: two slots
+  }
+  if (shared_bytes) {
+    auto p = arena.alloc(shared_bytes, "staging ring (two-ended)");
     if (!p) return p.status();
-    ws->slots_.push_back(static_cast<uint8_t*>(*p));
+    ws->shared_bytes_ = shared_bytes;
+    ws->slots_.assign(2, static_cast<uint8_t*>(*p));  // slot 1 is top-aligned: slot_addr
+  }
+  for (uint32_t i = 0; i < ring_slots; ++i) {
+    if (!shared_bytes) {
+      auto p = arena.alloc(slot_bytes, "staging ring slot " + std::to_string(i));
+      if (!p) return p.status();
+      ws->slots_.push_back(static_cast<uint8_t*>(*p));
+    }
     auto r = cuda::event_create(), f = cuda::event_create(), t = cuda::event_create();
     if (!r) return r.status();
     if (!f) return f.status();
@@ -78,7 +98,8 @@ Result<std::unique_ptr<WeightStore>> WeightStore::create(VramArena& arena, Pinne
   }
   if (any_disk) STRATA_TRY(ws->open_disk(*disk));
   if (host_bounce) STRATA_TRY(ws->open_host_bounce(host_bounce));
-  ws->stats_.ring_bytes = slot_bytes * ring_slots;
+  ws->stats_.ring_bytes = shared_bytes ? shared_bytes : slot_bytes * ring_slots;
+  ws->stats_.shared_ring = shared_bytes > 0;
   ws->stats_.pinned_bytes = pool.used_bytes() - pinned_before;  // blocks and bounce buffers
   auto copy = cuda::stream_create();
   if (!copy) return copy.status();
@@ -111,6 +132,7 @@ Status WeightStore::set_schedule(std::vector<uint32_t> order) {
     STRATA_TRY(cuda::event_record(fence_, compute_));
     STRATA_TRY(cuda::stream_wait(copy_, fence_));
     slot_used_.assign(slots_.size(), false);
+    last_acquired_ = -1;  // every use so far is complete before the next copy
     graphs_since_eager_ = false;
     schedule_.clear();
   }
@@ -151,6 +173,17 @@ Status WeightStore::host_copy(uint32_t b, uint8_t* slot) {
 Status WeightStore::issue_copies_through(uint64_t last_use, bool needed_now) {
   for (; issued_ <= last_use; ++issued_) {
     const uint32_t b = schedule_[(issued_ - schedule_base_) % schedule_.size()];
+    // The use before this one (acquired already, or the schedule's): in a two-ended ring a
+    // neighbour that does not fit beside it must be released first, so the copy waits for a
+    // later call (the acquire of this very use, after that release).
+    int64_t prev = -1;
+    if (issued_ == uses_) {
+      prev = last_acquired_;
+    } else {
+      prev = schedule_[(issued_ - 1 - schedule_base_) % schedule_.size()];
+    }
+    const bool after_prev = prev >= 0 && !fits_beside(uint32_t(prev), b);
+    if (after_prev && issued_ > uses_) break;
     std::optional<TakenRead> read;
     if (blocks_[b].on_disk) {
       auto r = take_read(issued_, needed_now && issued_ == uses_);
@@ -158,6 +191,7 @@ Status WeightStore::issue_copies_through(uint64_t last_use, bool needed_now) {
       if (!*r) break;  // still reading: this copy and the later ones wait for a later call
       read = std::move(**r);
     }
+    if (after_prev) STRATA_TRY(cuda::stream_wait(copy_, slot_free_[(issued_ - 1) % slots_.size()]));
     if (Status st = issue_copy(b, issued_ % slots_.size(), read); !st) {
       // The use stays unissued; its read was consumed, so the reads posted behind it go too and
       // are posted again in use order (a retry reads the block again).
@@ -179,9 +213,9 @@ Status WeightStore::issue_copy(uint32_t b, size_t slot, const std::optional<Take
     begin = *m;
   }
   if (read) {
-    STRATA_TRY(copy_disk(b, slots_[slot], *read));
+    STRATA_TRY(copy_disk(b, slot_addr(slot, b), *read));
   } else if (blocks_[b].from_host) {
-    STRATA_TRY(host_copy(b, slots_[slot]));
+    STRATA_TRY(host_copy(b, slot_addr(slot, b)));
   } else {
     STRATA_TRY(copy_pinned(b, slot));
   }
@@ -197,7 +231,7 @@ Status WeightStore::issue_copy(uint32_t b, size_t slot, const std::optional<Take
 }
 
 Status WeightStore::copy_pinned(uint32_t b, size_t slot) {
-  return cuda::copy_to_device(slots_[slot], pinned_[b], blocks_[b].bytes, copy_)
+  return cuda::copy_to_device(slot_addr(slot, b), pinned_[b], blocks_[b].bytes, copy_)
       .with_context(fmt::format("streaming block {}", blocks_[b].label));
 }
 
@@ -215,6 +249,14 @@ Status WeightStore::begin_graph_schedule(std::vector<uint32_t> order, bool warm)
   g_issued_ = warm ? g_prefetch_ : 0;
   g_warm_ = warm;
   g_slot_used_.assign(slots_.size(), false);
+  // Where each tail slot's event is recorded: at the step's last use of that slot, or, where the
+  // next step's first use does not fit beside the step's last one (two-ended ring), at the last use.
+  g_tail_use_.assign(g_prefetch_, 0);
+  for (uint64_t i = 0; i < g_prefetch_; ++i) {
+    const uint64_t s = g_order_.size(), n = slots_.size();
+    g_tail_use_[i] = i + (s - 1 - i) / n * n;
+    if (!fits_beside(g_order_[s - 1], g_order_[i])) g_tail_use_[i] = s - 1;
+  }
   graph_mode_ = true;
   if (g_order_.empty()) return Status::ok();
   // Fork: the copy stream joins the compute stream's capture.
@@ -226,6 +268,11 @@ Status WeightStore::issue_graph_copies_through(uint64_t last) {
   const uint64_t n = slots_.size();
   for (; g_issued_ <= last && g_issued_ < g_order_.size(); ++g_issued_) {
     const size_t slot = g_issued_ % n;
+    // Two-ended ring: after the previous use's release where the two do not fit side by side (the
+    // step's first use follows a completed step: nothing to wait for).
+    const bool after_prev = g_issued_ > 0 && !fits_beside(g_order_[g_issued_ - 1], g_order_[g_issued_]);
+    if (after_prev && g_issued_ > g_use_) break;
+    if (after_prev) STRATA_TRY(cuda::stream_wait(copy_, slot_free_[(g_issued_ - 1) % n]));
     if (g_slot_used_[slot]) STRATA_TRY(cuda::stream_wait(copy_, slot_free_[slot]));
     STRATA_TRY(copy_pinned(g_order_[g_issued_], slot));
     STRATA_TRY(cuda::event_record(ready_[slot], copy_));
@@ -284,7 +331,7 @@ Result<const uint8_t*> WeightStore::acquire(uint32_t block) {
     // A warm step's first uses were copied by the previous graph, which completed before this one began.
     if (!(g_warm_ && g_use_ < g_prefetch_)) STRATA_TRY(cuda::stream_wait(compute_, ready_[slot]));
     acquired_ = true;
-    return static_cast<const uint8_t*>(slots_[slot]);
+    return static_cast<const uint8_t*>(slot_addr(slot, block));
   }
   if (schedule_.empty()) return Status::error("weight store: acquire before set_schedule");
   if (acquired_) return Status::error("weight store: acquire of {} before the previous release", blocks_[block].label);
@@ -297,7 +344,8 @@ Result<const uint8_t*> WeightStore::acquire(uint32_t block) {
   const size_t slot = uses_ % slots_.size();
   STRATA_TRY(cuda::stream_wait(compute_, ready_[slot]));
   acquired_ = true;
-  return static_cast<const uint8_t*>(slots_[slot]);
+  last_acquired_ = int64_t(block);
+  return static_cast<const uint8_t*>(slot_addr(slot, block));
 }
 
 Status WeightStore::release(uint32_t block) {
@@ -305,9 +353,9 @@ Status WeightStore::release(uint32_t block) {
   if (graph_mode_) {
     const size_t slot = g_use_ % slots_.size();
     STRATA_TRY(cuda::event_record(slot_free_[slot], compute_));
-    // The step's last use of a slot the tail refills: an event the tail (outside the graph) waits for.
-    if (slot < g_prefetch_ && g_use_ + slots_.size() >= g_order_.size())
-      STRATA_TRY(cuda::event_record_external(tail_free_[slot], compute_));
+    // Where the tail (outside the graph) may refill a slot: an event it waits for (g_tail_use_).
+    for (uint64_t i = 0; i < g_prefetch_; ++i)
+      if (g_tail_use_[i] == g_use_) STRATA_TRY(cuda::event_record_external(tail_free_[i], compute_));
     g_slot_used_[slot] = true;
     acquired_ = false;
     ++g_use_;

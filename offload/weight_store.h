@@ -51,6 +51,14 @@
 // copy stream's work (eager copies, a tail: before_graph_launch), and the first eager schedule after
 // graphs makes the copy stream wait for the compute stream (every graph launched so far) before it
 // reuses a slot.
+//
+// Two-ended ring (shared_ring.h, create's shared_ring): the two slots of a depth-1 ring share one
+// buffer sized for the largest pair of neighbours in the decode order, slot 0 bottom-aligned and
+// slot 1 top-aligned under each block's size. All the above holds as it is (uses alternate slots,
+// events per slot); in addition a use whose size and its predecessor's exceed the buffer is copied
+// only after that predecessor's release: its copy is issued at its own acquire (eager) or in the
+// graph at that point, and a graph's tail copy into slot 0 waits for the step's last use where that
+// one and the next step's first do not fit together (g_tail_use_).
 #pragma once
 
 #include <cstdint>
@@ -106,6 +114,7 @@ class WeightStore {
   struct Stats {
     uint64_t copies = 0, bytes_copied = 0, schedule_resets = 0;
     uint64_t pinned_bytes = 0, ring_bytes = 0;
+    bool shared_ring = false;                 // the two slots share one two-ended buffer
     uint64_t disk_reads = 0, disk_bytes = 0;  // on_disk blocks read, and their bytes
     double disk_seconds = 0;                  // host time spent in those reads (on the io thread)
     double disk_wait_seconds = 0;             // time the enqueuing thread waited for late reads
@@ -113,13 +122,16 @@ class WeightStore {
 
   // Pins (from `pinned`, which outlives the store) and packs every block, and the bounce buffers
   // of the disk tier and host-sourced blocks (errors: the pool's budget or a refused allocation,
-  // naming the block), allocates ring_slots slots of the largest block's size from the arena.
+  // naming the block), allocates ring_slots slots of the largest block's size from the arena, or,
+  // with shared_ring, two slots and no disk blocks, one two-ended buffer (offload/shared_ring.h: the
+  // largest pair of neighbours among the pinned blocks in store order, which must be streaming
+  // order) where that is smaller.
   // ring_slots >= 2. fill = false: the pinned buffers are left for the caller to fill (pinned(),
   // e.g. by the weight loader reading the file directly) before the first acquire.
   static Result<std::unique_ptr<WeightStore>> create(VramArena& arena, PinnedPool& pinned,
                                                      std::vector<StreamedBlockSpec> blocks, uint32_t ring_slots,
                                                      kernels::cuda::Stream compute, bool fill = true,
-                                                     const DiskSource* disk = nullptr);
+                                                     const DiskSource* disk = nullptr, bool shared_ring = false);
   ~WeightStore();
   WeightStore(const WeightStore&) = delete;
   WeightStore& operator=(const WeightStore&) = delete;
@@ -173,6 +185,16 @@ class WeightStore {
   Status issue_copy(uint32_t block, size_t slot, const std::optional<TakenRead>& read);
   Status copy_pinned(uint32_t block, size_t slot);  // one pinned block into a slot, on the copy stream
   Status issue_graph_copies_through(uint64_t use);
+  // Where a use of `block` in `slot` lands: the slot, or in a two-ended ring slot 1 top-aligned.
+  uint8_t* slot_addr(size_t slot, uint32_t block) const {
+    return shared_bytes_ && slot == 1 ? slots_[1] + (shared_bytes_ - blocks_[block].bytes) : slots_[slot];
+  }
+  // Two consecutive uses can be in VRAM together (always with slots of the largest block's size).
+  bool fits_beside(uint32_t a, uint32_t b) const {
+    return !shared_bytes_ || blocks_[a].bytes + blocks_[b].bytes <= shared_bytes_;
+  }
+  uint64_t shared_bytes_ = 0;   // a two-ended ring's buffer (0: fixed slots)
+  int64_t last_acquired_ = -1;  // eager: the block of use uses_ - 1 (-1: none, or complete)
 
   // Graph-step state (begin_graph_schedule .. end_graph_schedule), and what the tails left behind.
   bool graph_mode_ = false;
@@ -180,6 +202,7 @@ class WeightStore {
   uint64_t g_use_ = 0, g_issued_ = 0, g_prefetch_ = 0;
   bool g_warm_ = false;
   std::vector<bool> g_slot_used_;
+  std::vector<uint64_t> g_tail_use_;  // per tail slot i < g_prefetch_: the use whose release frees it
   kernels::cuda::Event fork_ = nullptr, join_ = nullptr, fence_ = nullptr;
   // Per slot < P: recorded (an external node of the graph) at a graph step's last use of the slot;
   // the tail's copy into the slot waits for it.

@@ -365,7 +365,7 @@ Status CudaForward::allocate() {
       return Status::error("the disk tier needs a model file (this model was not loaded from one)");
     auto store =
         offload::WeightStore::create(*im.arena, *im.pinned, std::move(specs), opt_.ring_slots, im.stream, false,
-                                     &disk);
+                                     &disk, opt_.shared_ring);
     if (!store) return store.status();
     im.store = std::move(store.value());
     for (size_t b = 0; b < im.store->n_blocks(); ++b) {
@@ -382,8 +382,9 @@ Status CudaForward::allocate() {
     im.patches.resize(im.store->n_blocks());
     for (size_t b = 0; b < members.size(); ++b)
       for (const auto& [view, t] : members[b]) im.patches[b].push_back({view, im.store->block(b).tensors[t].offset});
-    log::info("streaming {} blocks ({} pinned) through {} VRAM slots ({})", im.store->n_blocks(),
-              format_bytes(im.store->stats().pinned_bytes), opt_.ring_slots, format_bytes(im.store->stats().ring_bytes));
+    log::info("streaming {} blocks ({} pinned) through {} VRAM slots ({}{})", im.store->n_blocks(),
+              format_bytes(im.store->stats().pinned_bytes), opt_.ring_slots, format_bytes(im.store->stats().ring_bytes),
+              im.store->stats().shared_ring ? ", one two-ended buffer" : "");
   }
   // Last, so that a plan whose scratch estimate fell short loses only the group (the planner gave
   // it the VRAM the placement left; cost_model.h prefill_group_bytes) and still runs chunk-major.

@@ -41,6 +41,7 @@ const gguf::TensorInfo* CudaForward::unsupported_tensor(const Model& model) {
 }
 
 uint64_t CudaForward::streamed_bytes() const { return impl_->store ? impl_->store->stats().bytes_copied : 0; }
+bool CudaForward::shared_ring() const { return impl_->store && impl_->store->stats().shared_ring; }
 double CudaForward::host_compute_seconds() const { return impl_->host ? impl_->host->compute_seconds() : 0.0; }
 uint64_t CudaForward::disk_bytes() const { return impl_->store ? impl_->store->stats().disk_bytes : 0; }
 std::vector<uint8_t> CudaForward::non_resident_layers() const {

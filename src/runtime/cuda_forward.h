@@ -71,6 +71,8 @@ class CudaForward final : public Engine {
   uint64_t device_bytes() const { return device_bytes_; }  // everything this engine allocated
   uint64_t vram_peak_bytes() const override { return device_bytes_; }
   uint64_t streamed_bytes() const override;
+  // The staging ring is one two-ended buffer (ForwardOptions::shared_ring, where it was smaller).
+  bool shared_ring() const;
   std::vector<uint8_t> non_resident_layers() const override;
   uint64_t disk_bytes() const override;
   // CUDA graphs of step shapes captured and launched so far (cuda_step_graphs.h).

@@ -15,6 +15,7 @@ namespace strata::runtime {
 void use_plan(const offload::ExecutorPlan& e, ForwardOptions& o) {
   o.placement = e.plan.placement;
   o.ring_slots = e.ring_slots;
+  o.shared_ring = e.plan.ring_shared;
   o.vram_budget = e.engine_vram_budget;
   o.pinned_budget = e.pinned_budget;
   // The plan counted a group of whole chunks of its prefill chunk (= ubatch, session/run_plan.cpp).

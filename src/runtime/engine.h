@@ -34,9 +34,12 @@ struct ForwardOptions {
   GgmlType k_type = GgmlType::F32;
   GgmlType v_type = GgmlType::F32;
   // Where each weight block and layer's KV lives (CUDA only; offload/placement.h); default: all
-  // in VRAM. use_plan() fills these four from a plan.
+  // in VRAM. use_plan() fills these five from a plan.
   offload::Placement placement;
   uint32_t ring_slots = 3;     // VRAM staging slots for streamed blocks: prefetch depth + 1 (>= 2)
+  // Two slots in one two-ended buffer (offload/shared_ring.h), where that is smaller: the plan's
+  // Plan::ring_shared.
+  bool shared_ring = false;
   uint64_t vram_budget = 0;    // hard limit on what the engine allocates; 0 = none
   uint64_t pinned_budget = 0;  // limit on pinned host RAM (offload/pinned_pool.h); 0 = none
   // CUDA (STRATA_GPU_LAYOUT=0/1 overrides): repack the quantised matrices that live in VRAM or

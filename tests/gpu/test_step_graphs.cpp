@@ -95,7 +95,7 @@ TEST_CASE("Graph steps equal eager steps bit for bit, resident, streamed and wit
     const uint32_t n_layer = (*model)->spec.hp.n_layer;
     REQUIRE(n_layer >= 2);
     const uint32_t d = n_layer / 2;
-    struct Case { const char* name; offload::Placement r; uint32_t slots; bool host = false; };
+    struct Case { const char* name; offload::Placement r; uint32_t slots; bool host = false; bool shared = false; };
     // Host work (cpu-tier FFN blocks with int8 CPU kernels, host KV) is in the graphs as host nodes.
     offload::Placement host_kv = test::cpu_ffn_odd_layers(n_layer);
     for (uint32_t il = 0; il < n_layer; ++il)
@@ -106,6 +106,11 @@ TEST_CASE("Graph steps equal eager steps bit for bit, resident, streamed and wit
         {"cpu-tier FFN blocks and host KV, 2 slots", host_kv, 2, true},
         {"every layer streamed + head, 3 slots", streamed_every(n_layer, 1, false, true), 3},
         {"every other layer's FFN, 2 slots", streamed_every(n_layer, 2, true, false), 2},
+        // Two-ended rings (offload/shared_ring.h): alternating sizes; and cpu-tier FFN blocks, which
+        // cross the ring only in prefill chunks, beside attention blocks they do not fit beside.
+        {"every layer streamed + head, two-ended", streamed_every(n_layer, 1, false, true), 2, false, true},
+        {"odd layers' FFN on the CPU, their attention streamed, two-ended", test::cpu_ffn_odd_layers(n_layer), 2, true,
+         true},
         {"deep half streamed, 4 slots", [&] {
            offload::Placement r = streamed_every(n_layer, 1, false, false);
            for (uint32_t il = 0; il < d; ++il) r.attention[il] = r.ffn[il] = Tier::gpu;
@@ -116,8 +121,8 @@ TEST_CASE("Graph steps equal eager steps bit for bit, resident, streamed and wit
     for (bool layout : {false, true}) {
       INFO(dir << ": " << c.name << (layout ? ", GPU weight layout" : ", GGUF layout"));
       const runtime::ForwardOptions opt{.n_ctx = 256, .ubatch = 16, .k_type = GgmlType::F16, .v_type = GgmlType::F16,
-                                        .placement = c.r, .ring_slots = c.slots, .gpu_layout = layout,
-                                        .cpu_int8 = c.host, .trace = {}};
+                                        .placement = c.r, .ring_slots = c.slots, .shared_ring = c.shared,
+                                        .gpu_layout = layout, .cpu_int8 = c.host, .trace = {}};
       ::setenv("STRATA_CUDA_GRAPHS", "0", 1);
       auto eager = runtime::CudaForward::create(model.value(), opt);
       REQUIRE(eager.is_ok());

@@ -28,11 +28,19 @@ using offload::Tier;
 struct Streamed {
   offload::Placement placement;
   uint32_t slots = 3;
+  bool shared = false;  // two slots in one two-ended buffer (offload/shared_ring.h)
   void apply(runtime::ForwardOptions& o) const {
     o.placement = placement;
     o.ring_slots = slots;
+    o.shared_ring = shared;
   }
 };
+
+Streamed two_ended(Streamed r) {
+  r.slots = 2;
+  r.shared = true;
+  return r;
+}
 
 Streamed pattern(uint32_t n_layer, int every, bool attn, bool ffn, bool head, uint32_t slots) {
   Streamed r;
@@ -97,6 +105,15 @@ TEST_CASE("Streamed weights give bit-identical logits to resident ones", "[gpu][
         {"head only", pattern(n_layer, 1, false, false, true, 2)},
         {"everything streamed, every other block from disk, 3 slots", on_disk(pattern(n_layer, 1, true, true, true, 3), 2)},
         {"everything from disk, 2 slots", on_disk(pattern(n_layer, 1, true, true, true, 2), 1)},
+        // Two-ended ring: attention and FFN blocks alternate (slot 1 top-aligned under each size);
+        // with every other FFN the order has attention pairs too, and a prefill chunk without the
+        // head wraps from the last block to the first, a pair the buffer need not hold (serialised).
+        {"everything streamed, two-ended", two_ended(pattern(n_layer, 1, true, true, true, 2))},
+        {"attention streamed, every other layer's FFN too, two-ended", [&] {
+           Streamed r = two_ended(pattern(n_layer, 1, true, false, false, 2));
+           for (uint32_t il = 0; il < n_layer; il += 2) r.placement.ffn[il] = Tier::stream;
+           return r;
+         }()},
     };
     for (const auto& c : cases) {
       INFO(dir << ": " << c.name);
@@ -115,6 +132,8 @@ TEST_CASE("Streamed weights give bit-identical logits to resident ones", "[gpu][
       (*streamed)->truncate(0);
       const auto again = test::run_prompt_then_decode(**streamed, tokens, n_prompt);
       CHECK(std::memcmp(again.data(), want.data(), want.size() * sizeof(float)) == 0);
+      // The two-ended cases take one buffer smaller than two slots of the largest block.
+      if (c.r.shared) CHECK((*streamed)->shared_ring());
     }
   }
 }

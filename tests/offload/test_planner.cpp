@@ -92,26 +92,40 @@ RunShape random_shape(Rng& rng) {
   r.draft_len = 1 + rng.next_u32() % 6;
   r.acceptance = rng.uniform(0.3f, 0.9f);
   r.prefill_group_reserve = rng.next_u32() % 3 == 0 ? rng.next_u32() % 20 : 0;
+  r.shared_ring = rng.next_u32() % 2 == 0;
   return r;
 }
 
 // Usage recomputed from the placement, independently of evaluate().
 void check_budgets(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, const RunShape& r, const Plan& plan) {
   uint64_t vram = 0, pinned = 0, host = 0, disk = 0, max_nonres = 0;
+  std::vector<uint64_t> streamed;  // a decode step's streamed blocks, in its order (layers, then the head)
   auto add = [&](const WeightBlock& w, Tier t) {
     if (t == Tier::gpu) vram += w.bytes; else max_nonres = std::max(max_nonres, w.bytes);
+    if (t == Tier::stream || t == Tier::disk) streamed.push_back(w.bytes);
     if (t == Tier::stream) pinned += w.bytes;
     if (t == Tier::cpu) host += w.bytes;
     if (t == Tier::disk) disk += w.bytes;
   };
-  add(m.head, plan.placement.head);
   for (uint32_t il = 0; il < m.n_layer; ++il) {
     add(m.attention[il], plan.placement.attention[il]);
     add(m.ffn[il], plan.placement.ffn[il]);
     (plan.placement.kv[il] == KvTier::gpu ? vram : host) += m.kv_layer_bytes(il, r.ctx, r.kv, r.ring_margin());
   }
+  add(m.head, plan.placement.head);
   if (p.has_gpu()) {
-    vram += p.cuda_context.bytes + scratch_bytes(m, r) + max_nonres * (max_nonres ? plan.prefetch_depth + 1 : 0);
+    // The ring: prefetch depth + 1 slots of the largest non-resident block, or a two-ended buffer
+    // of the largest pair of streamed neighbours (shared_ring.h) where the run allows it and it is
+    // smaller (the lone-block case included: a block's next use is its own).
+    uint64_t ring = max_nonres * (max_nonres ? plan.prefetch_depth + 1 : 0);
+    uint64_t pair = 0;
+    for (size_t i = 0; i < streamed.size(); ++i) pair = std::max(pair, streamed[i] + streamed[(i + 1) % streamed.size()]);
+    const bool shared = r.shared_ring && plan.prefetch_depth == 1 && disk == 0 && max_nonres &&
+                        std::max(pair, max_nonres) < ring;
+    CHECK(plan.ring_shared == shared);
+    if (shared) ring = std::max(pair, max_nonres);
+    CHECK(plan.usage.vram_staging == ring);
+    vram += p.cuda_context.bytes + scratch_bytes(m, r) + ring;
     // Layer-major prefill: a group only where the executor runs one, its buffer inside the budget,
     // and the largest that fits (up to kMaxPrefillGroup and the prompt's chunks).
     const uint32_t g = plan.prefill_group;
@@ -294,6 +308,7 @@ struct SpecPlan12g {
     r.ctx = 4096;
     r.draft_depth = 16;
     r.require_draft_resident = true;
+    r.shared_ring = false;  // two slots of the largest block (the cases that want the shared ring say so)
     b = Budgets::of(p);
     b.vram = 12 * kGiB;
   }
@@ -332,6 +347,55 @@ TEST_CASE("planner: the staging ring is a double buffer for pinned blocks, deepe
   CHECK(disk->prefetch_depth == 2);
   CHECK(disk->ring_slots == 3);
   CHECK(disk->usage.vram_total() <= b.vram);
+}
+
+TEST_CASE("planner: a two-ended ring holds the largest pair of streamed neighbours; the VRAM it saves holds weights") {
+  CHECK(shared_ring_bytes(std::vector<uint64_t>{}) == 0);
+  CHECK(shared_ring_bytes(std::vector<uint64_t>{7}) == 14);  // a lone block's next use is its own
+  CHECK(shared_ring_bytes(std::vector<uint64_t>{33, 142, 33, 33}) == 175);
+  CHECK(shared_ring_bytes(std::vector<uint64_t>{142, 33, 33, 142}) == 284);  // the last block's neighbour is the first
+  auto m = model_blocks_from_path(header_27b());
+  REQUIRE(m.is_ok());
+  // The speculative plan at 12 GiB streams FFN blocks (the draft path keeps the early ones), so two
+  // fixed slots are two FFN blocks.
+  SpecPlan12g s;
+  RunShape r = s.r;
+  auto slots = plan(*m, s.p, s.b, r);
+  r.shared_ring = true;
+  auto shared = plan(*m, s.p, s.b, r);
+  REQUIRE(slots.is_ok());
+  REQUIRE(shared.is_ok());
+  CHECK(!slots->ring_shared);
+  CHECK(slots->usage.vram_staging == 2 * slots->ring_slot_bytes);
+  CHECK(shared->ring_shared);
+  CHECK(shared->ring_slots == 2);
+  std::vector<uint64_t> order;  // the decode step's streamed blocks in its order
+  for (uint32_t il = 0; il < m->n_layer; ++il) {
+    if (shared->placement.attention[il] == Tier::stream) order.push_back(m->attention[il].bytes);
+    if (shared->placement.ffn[il] == Tier::stream) order.push_back(m->ffn[il].bytes);
+  }
+  if (shared->placement.head == Tier::stream) order.push_back(m->head.bytes);
+  REQUIRE(order.size() >= 4);
+  CHECK(shared->usage.vram_staging == std::max(shared->ring_slot_bytes, shared_ring_bytes(order)));
+  CHECK(shared->usage.vram_staging < 2 * shared->ring_slot_bytes);
+  CHECK(shared->usage.vram_staging < slots->usage.vram_staging - 64 * kMiB);
+  // What the ring no longer takes holds weights: fewer bytes stream, the step is predicted faster,
+  // the draft path stays resident, and the budget holds.
+  CHECK(shared->usage.vram_weights > slots->usage.vram_weights);
+  CHECK(shared->usage.pinned_weights < slots->usage.pinned_weights);
+  CHECK(shared->prediction.decode_tps > slots->prediction.decode_tps);
+  CHECK(shared->draft_resident);
+  CHECK(shared->usage.vram_total() <= s.b.vram);
+  // The JSON says which ring.
+  CHECK(plan_json(*m, s.p, s.b, r, *shared)["staging"]["ring_shared"] == true);
+  // Disk reads keep a deeper ring of fixed slots.
+  Budgets b = s.b;
+  b.pinned = 512 * kMiB;
+  auto disk = plan(*m, s.p, b, r);
+  REQUIRE(disk.is_ok());
+  REQUIRE(disk->usage.disk > 0);
+  CHECK(!disk->ring_shared);
+  CHECK(disk->ring_slots == 3);
 }
 
 TEST_CASE("planner: a speculative plan spreads its streamed blocks over the layers after the draft path") {
