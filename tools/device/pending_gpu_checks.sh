@@ -22,8 +22,13 @@
 #          its bit-for-bit tests with it on, the forward and graph suites, and the
 #          27B resident decode A/B against the one-block kernel. If it passes and wins, make it
 #          the default (launch_norm_cluster's switch) and note the figures in norm.cu.
+# ring:    (session 31) the two-ended staging ring (offload/shared_ring.h, opt-in
+#          STRATA_SHARED_RING=1, never run): the streaming and graph suites (their two-ended cases
+#          pass the option themselves), then bench spec's replay at --vram 12GiB with it off and on
+#          (plain and A = 0.5 / 0.7 rows; the report's staging line). If it passes and wins, make it
+#          the default (shared_ring_default in offload/cost_model.cpp) and note the figures.
 set -uo pipefail
-out=${1:?usage: $0 OUT_DIR [tests|kernels|model|cpu|norm|all]} what=${2:-all}
+out=${1:?usage: $0 OUT_DIR [tests|kernels|model|cpu|norm|ring|all]} what=${2:-all}
 mkdir -p "$out"
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
@@ -78,6 +83,19 @@ if [ "$what" = norm ] || [ "$what" = all ]; then
   t "forward + graphs (cluster)" STRATA_NORM_CLUSTER=1 test_cuda "[forward],[graphs]"
   bash tools/device/decode_ab.sh $m "-c 4096 -p 512 -n 64 -r 2" - STRATA_NORM_CLUSTER=1
   el "norm"
+fi
+if [ "$what" = ring ] || [ "$what" = all ]; then
+  m=/tmp/w/27b.gguf
+  mkdir -p /tmp/w
+  [ -f $m ] || strata synth --preset 27b --mix q3_k_m --no-progress -o $m > /tmp/w/synth.log 2>&1
+  t "streaming (two-ended cases included)" test_cuda "[streaming]"
+  t "graph steps (two-ended cases included)" test_cuda "Graph steps equal eager steps*"
+  for sr in 0 1; do
+    echo "== bench spec --vram 12GiB, STRATA_SHARED_RING=$sr"
+    STRATA_SHARED_RING=$sr timeout 170 strata bench spec -m $m --device cuda --vram 12GiB -c 4096 -n 48 -r 1 \
+        --modes none --replay 0.5,0.7 --replay-cost early:d=16 --json "$out/spec_ring$sr.json" 2>&1 | tail -12
+  done
+  el "ring"
 fi
 if [ "$what" = cpu ] || [ "$what" = all ]; then
   m=/tmp/w/27b.gguf
