@@ -2,7 +2,10 @@
 #include "kernels/cpu/attention_tree.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -55,11 +58,29 @@ struct Scratch {
   std::vector<float> scores, row;
 };
 
+// STRATA_ATTN_ROWS=0 (or set_attention_rows(false)): the per-(query, head) path where the
+// rows-at-once one would run (A/B, tests).
+std::atomic<bool> g_rows_path{[] {
+  const char* e = std::getenv("STRATA_ATTN_ROWS");
+  return !(e && std::string(e) == "0");
+}()};
+bool rows_path_on() { return g_rows_path.load(std::memory_order_relaxed); }
+
 // F32 K and V whose q.k is dot_f32_avx512: attend_head_f32_avx512 computes the same bits faster.
 bool head_avx512(const KvStore& kv, int64_t head_dim) {
   static const bool avx512_dot = best_dot(GgmlType::F32) == &dot_f32_avx512;
   return avx512_dot && kv.k_dtype == GgmlType::F32 && kv.v_dtype == GgmlType::F32 && head_dim % 16 == 0 &&
          head_dim <= kHeadAvx512MaxDim;
+}
+
+// The rows-at-once path computes these with the per-row path's bits: K f32 or f16 whose q.k is the
+// AVX-512 kernel (best_dot's pick), V f32 or f16 (widened exactly, then the same multiply and add);
+// no sinks (their spans are not one range).
+bool rows_ok(const KvStore& kv, const AttentionShape& s) {
+  static const bool f32 = best_dot(GgmlType::F32) == &dot_f32_avx512, f16 = best_dot(GgmlType::F16) == &dot_f16_avx512;
+  const bool k_ok = (kv.k_dtype == GgmlType::F32 && f32) || (kv.k_dtype == GgmlType::F16 && f16);
+  const bool v_ok = kv.v_dtype == GgmlType::F32 || kv.v_dtype == GgmlType::F16;
+  return k_ok && v_ok && f32 && s.sinks == 0 && s.head_dim % 16 == 0 && s.head_dim <= kHeadAvx512MaxDim;
 }
 
 template <typename KR, typename VR>
@@ -95,6 +116,62 @@ void attend_one(const float* q, int32_t pos, const KR& K, const VR& V, int64_t c
     V.axpy(slot, kv_head, scores[j] * inv, out, scratch.row.data());
     slot = span.next_slot(j, slot, capacity);
   }
+}
+
+// The rows-at-once path (attend_rows_avx512): f32 or f16 K and V, AVX-512, no sinks (rows_ok).
+// A part takes blocks of up to kHeadRowsMax rows of one KV head, the rows of a head in (query,
+// head) order, so a block holds a GQA group's heads, or the same heads of consecutive queries.
+// The block size changes which loads are shared, never a row's bits; it shrinks where blocks of
+// kHeadRowsMax would leave fewer blocks than the team has threads (a plain step over few KV heads).
+void attention_rows(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
+                        float* out, const TreeMask* tree, void* out_q8) {
+  thread_local std::vector<Scratch> caller_pool;  // per part, as attention_typed's
+  std::vector<Scratch>& pool = caller_pool;
+  const int64_t group = s.n_head / s.n_head_kv, width = s.n_head_kv * s.head_dim;
+  const KvSlices K(kv.k, kv.k_dtype, width, s.head_dim), V(kv.v, kv.v_dtype, width, s.head_dim);
+  const int64_t rows_per_kv = n_q * group;
+  int block = kHeadRowsMax;
+  while (block > 1 && s.n_head_kv * ((rows_per_kv + block - 1) / block) < team_threads()) block /= 2;
+  const int64_t blocks_per_kv = (rows_per_kv + block - 1) / block, items = s.n_head_kv * blocks_per_kv;
+  int64_t keys = 0;
+  for (int64_t i = 0; i < n_q; ++i) keys += KeySpan::of(pos[i], s).n;
+  // Bytes as the parts read them: each block reads its hull's K and V once.
+  const uint64_t slice_bytes = ggml_row_bytes(kv.k_dtype, uint64_t(s.head_dim)) + ggml_row_bytes(kv.v_dtype, uint64_t(s.head_dim));
+  const int n_parts = part_count(uint64_t(keys) * uint64_t(s.n_head_kv) * slice_bytes, items);
+  if (pool.size() < size_t(n_parts)) pool.resize(size_t(n_parts));
+  const int64_t row = s.n_head * s.head_dim;
+  const Q8ActView q8 = out_q8 ? q8_act_layout(row, n_q, out_q8) : Q8ActView{};
+  const team_profile::Label label("attention rows");
+  team_run(n_parts, [&](int p) {
+    Scratch& scratch = pool[size_t(p)];
+    for (int64_t item = items * p / n_parts; item < items * (p + 1) / n_parts; ++item) {
+      const int64_t g = item / blocks_per_kv, r0 = item % blocks_per_kv * block;
+      const int n = int(std::min<int64_t>(block, rows_per_kv - r0));
+      HeadRow rows[kHeadRowsMax];
+      size_t need = 0;
+      for (int r = 0; r < n; ++r) need += size_t(KeySpan::of(pos[(r0 + r) / group], s).n);
+      scratch.scores.resize(need);
+      size_t at = 0;
+      for (int r = 0; r < n; ++r) {
+        const int64_t i = (r0 + r) / group, h = g * group + (r0 + r) % group;
+        const int64_t off = (i * s.n_head + h) * s.head_dim;
+        HeadRow& hr = rows[r];
+        hr.q = q + off;
+        hr.span = KeySpan::of(pos[i], s);
+        hr.tree = tree && tree->bits ? TreeRow{true, tree->bits[i], tree->first} : TreeRow{};
+        hr.scores = scratch.scores.data() + at;
+        hr.out = out + off;
+        at += size_t(hr.span.n);
+      }
+      attend_rows_avx512(rows, n, K, kv.k_dtype == GgmlType::F16, V, kv.v_dtype == GgmlType::F16, kv.capacity, g,
+                         s.scale);
+      if (out_q8)
+        for (int r = 0; r < n; ++r) {
+          const int64_t i = (r0 + r) / group, h = g * group + (r0 + r) % group;
+          quantize_q8_act_range(out, q8, int(i), h * s.head_dim, (h + 1) * s.head_dim);
+        }
+    }
+  });
 }
 
 template <typename KR, typename VR>
@@ -156,11 +233,14 @@ void attention_masked(const float* q, const int32_t* pos, int64_t n_q, const KvS
   for (int64_t i = 0; s.sinks > 0 && i < n_q; ++i)
     STRATA_CHECK(pos[i] < kv.capacity, "attention: sinks over a store of {} slots at position {} (a ring)",
                  kv.capacity, pos[i]);
+  if (rows_ok(kv, s) && rows_path_on()) return attention_rows(q, pos, n_q, kv, s, out, tree, out_q8);
   if (kv.k_dtype == GgmlType::F32) return attention_v<F32Reader>(q, pos, n_q, kv, s, out, tree, out_q8);
   return attention_v<DecodingReader>(q, pos, n_q, kv, s, out, tree, out_q8);
 }
 
 }  // namespace
+
+void set_attention_rows(bool on) { g_rows_path.store(on, std::memory_order_relaxed); }
 
 void attention(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
                float* out, void* out_q8) {

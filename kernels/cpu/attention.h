@@ -11,8 +11,8 @@
 // present in the store (the caller's contract): sinks need a store that never wraps (capacity >
 // every query's position), checked. Keys are visited in increasing position whatever the
 // visible set, so a row equals the plain computation over exactly its visible keys.
-// The (query, head) pairs are split over the CPU thread team (thread_team.h): callable from any
-// thread, not from inside a team task.
+// The (query, head) pairs, or blocks of a KV head's rows (set_attention_rows below), are split over
+// the CPU thread team (thread_team.h): callable from any thread, not from inside a team task.
 #pragma once
 
 #include <cstdint>
@@ -43,5 +43,11 @@ struct AttentionShape {
 // head_dim % 32 == 0 (asserted), so that a head is whole activation groups.
 void attention(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
                float* out, void* out_q8 = nullptr);
+
+// Where K and V are f32 or f16 and the CPU has AVX-512 (no sinks), the rows of a KV head are
+// computed together, each key read once for all of them (attention_head.h attend_rows_avx512),
+// with the bits of the per-(query, head) path. On by default; STRATA_ATTN_ROWS=0 or this turns it off
+// (comparisons; process-wide, not while a call runs).
+void set_attention_rows(bool on);
 
 }  // namespace strata::kernels::cpu

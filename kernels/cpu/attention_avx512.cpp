@@ -50,7 +50,123 @@ float key_scores(const float* q, const KvSlices& k, int64_t capacity, int64_t kv
   return max_score;
 }
 
+// The hull of the rows' spans: keys [lo, hi].
+struct Hull {
+  int64_t lo, hi;
+  static Hull of(const HeadRow* rows, int n) {
+    Hull h{INT64_MAX, -1};
+    for (int r = 0; r < n; ++r) {
+      h.lo = std::min(h.lo, rows[r].span.lo);
+      h.hi = std::max(h.hi, rows[r].span.lo + rows[r].span.n - 1);
+    }
+    return h;
+  }
+};
+
+// 16 values of a slice as f32: f32 as they are, f16 widened (exact) as dot_f16_avx512 widens them.
+template <bool kF16>
+inline __m512 load16_kv(const void* r, int64_t i, __mmask16 m) {
+  if constexpr (kF16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(r) + i));
+  } else {
+    return _mm512_maskz_loadu_ps(m, static_cast<const float*>(r) + i);
+  }
+}
+
+// key_scores for each row: the hull's keys in order, each K slice read once, dotted with the q of
+// every row that sees it (a row's visible index is key - its lo) by dot_f32_avx512's / 
+// dot_f16_avx512's arithmetic; maxs per row.
+template <int64_t HD, bool kF16>
+void rows_key_scores(const HeadRow* rows, int n, const KvSlices& k, int64_t capacity, int64_t kv_head, float scale,
+                     const Hull& h, float* maxs) {
+  const int64_t hd = HD ? HD : k.head_dim;
+  for (int r = 0; r < n; ++r) maxs[r] = -INFINITY;
+  for (int64_t key = h.lo, slot = h.lo % capacity; key <= h.hi; ++key) {
+    const uint8_t* kr = k.at(slot, kv_head);
+    for (int r = 0; r < n; ++r) {
+      const HeadRow& row = rows[r];
+      const int64_t j = key - row.span.lo;
+      if (j < 0 || j >= row.span.n) continue;
+      row.scores[j] = row.tree.sees(key) ? dot_float_row(kr, row.q, hd, load16_kv<kF16>) * scale : -INFINITY;
+      maxs[r] = std::max(maxs[r], row.scores[j]);
+    }
+    slot = slot + 1 == capacity ? 0 : slot + 1;
+  }
+}
+
+// weighted_sum<N> for R rows: each V stripe loaded once per key, R x N accumulators in registers.
+template <int N, int R, bool kF16>
+void rows_weighted_sum(const HeadRow* rows, const KvSlices& v, int64_t capacity, int64_t kv_head, const float* inv,
+                       const Hull& h, int64_t c) {
+  __m512 acc[R][N];
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < N; ++i) acc[r][i] = _mm512_setzero_ps();
+  for (int64_t key = h.lo, slot = h.lo % capacity; key <= h.hi; ++key) {
+    const uint8_t* vr = v.at(slot, kv_head);
+    __m512 x[N];
+    for (int i = 0; i < N; ++i) x[i] = load16_kv<kF16>(vr, c + 16 * i, 0xffff);
+    for (int r = 0; r < R; ++r) {
+      const int64_t j = key - rows[r].span.lo;
+      if (j < 0 || j >= rows[r].span.n) continue;
+      const __m512 pj = _mm512_set1_ps(rows[r].scores[j] * inv[r]);
+      for (int i = 0; i < N; ++i) acc[r][i] = _mm512_add_ps(acc[r][i], _mm512_mul_ps(pj, x[i]));
+    }
+    slot = slot + 1 == capacity ? 0 : slot + 1;
+  }
+  for (int r = 0; r < R; ++r)
+    for (int i = 0; i < N; ++i) _mm512_storeu_ps(rows[r].out + c + 16 * i, acc[r][i]);
+}
+
+template <int N, bool kF16>
+void rows_weighted_sum_n(const HeadRow* rows, int n, const KvSlices& v, int64_t capacity, int64_t kv_head,
+                         const float* inv, const Hull& h, int64_t c) {
+  switch (n) {
+    case 1: return rows_weighted_sum<N, 1, kF16>(rows, v, capacity, kv_head, inv, h, c);
+    case 2: return rows_weighted_sum<N, 2, kF16>(rows, v, capacity, kv_head, inv, h, c);
+    case 3: return rows_weighted_sum<N, 3, kF16>(rows, v, capacity, kv_head, inv, h, c);
+    default: return rows_weighted_sum<N, 4, kF16>(rows, v, capacity, kv_head, inv, h, c);
+  }
+}
+static_assert(kHeadRowsMax == 4);
+
+template <bool kF16K, bool kF16V>
+void attend_rows(const HeadRow* rows, int n_rows, const KvSlices& k, const KvSlices& v, int64_t capacity,
+                 int64_t kv_head, float scale) {
+  const int64_t hd = k.head_dim;
+  const Hull h = Hull::of(rows, n_rows);
+  float maxs[kHeadRowsMax], inv[kHeadRowsMax];
+  if (hd == 64) {
+    rows_key_scores<64, kF16K>(rows, n_rows, k, capacity, kv_head, scale, h, maxs);
+  } else if (hd == 128) {
+    rows_key_scores<128, kF16K>(rows, n_rows, k, capacity, kv_head, scale, h, maxs);
+  } else {
+    rows_key_scores<0, kF16K>(rows, n_rows, k, capacity, kv_head, scale, h, maxs);
+  }
+  for (int r = 0; r < n_rows; ++r) {
+    float* scores = rows[r].scores;
+    double denom = 0;
+    for (int64_t j = 0; j < rows[r].span.n; ++j) {
+      scores[j] = std::exp(scores[j] - maxs[r]);
+      denom += scores[j];
+    }
+    inv[r] = float(1.0 / denom);
+  }
+  int64_t c = 0;
+  for (; c + 64 <= hd; c += 64) rows_weighted_sum_n<4, kF16V>(rows, n_rows, v, capacity, kv_head, inv, h, c);
+  for (; c < hd; c += 16) rows_weighted_sum_n<1, kF16V>(rows, n_rows, v, capacity, kv_head, inv, h, c);
+}
+
 }  // namespace
+
+void attend_rows_avx512(const HeadRow* rows, int n_rows, const KvSlices& k, bool k_f16, const KvSlices& v, bool v_f16,
+                        int64_t capacity, int64_t kv_head, float scale) {
+  if (k_f16) {
+    if (v_f16) return attend_rows<true, true>(rows, n_rows, k, v, capacity, kv_head, scale);
+    return attend_rows<true, false>(rows, n_rows, k, v, capacity, kv_head, scale);
+  }
+  if (v_f16) return attend_rows<false, true>(rows, n_rows, k, v, capacity, kv_head, scale);
+  return attend_rows<false, false>(rows, n_rows, k, v, capacity, kv_head, scale);
+}
 
 void attend_head_f32_avx512(const float* q, const KvSlices& k, const KvSlices& v, int64_t capacity, int64_t kv_head,
                             const KeySpan& span, float scale, const TreeRow& tree, float* scores, float* out) {

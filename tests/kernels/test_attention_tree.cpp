@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "core/ggml_type.h"
+#include "core/half.h"
 #include "core/rng.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_tree.h"
+#include "kernels/cpu/q8_act.h"
 #include "kernels/cpu/quant_kernels.h"
 
 namespace {
@@ -132,4 +134,75 @@ TEST_CASE("CPU attention: f32 KV decode equals the plain per-key loop bit for bi
       CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
     }
   }
+}
+
+// The rows-at-once path (attention_head.h attend_rows_avx512: a KV head's query heads, of one or
+// several queries, reading each key once) against the per-(query, head) path: the same bits for
+// every row, over GQA groups of 1..8, head sizes with and without a 64-wide stripe, f32 and f16 K
+// and V, verify-shaped calls (consecutive positions) and scattered ones, sliding windows through a
+// ring, tree masks and the int8 output. Where the CPU lacks AVX-512 both calls take the per-row
+// path (then equal trivially).
+namespace {
+
+struct RowsCase {
+  int64_t heads, heads_kv, hd, win, n_q;
+  bool k_f16, v_f16, scattered, tree;
+};
+
+void check_rows_path(const RowsCase& c, Rng& rng) {
+  const int64_t width = c.heads_kv * c.hd, cap = c.win ? c.win + 16 : 400;
+  const auto k = random_values(size_t(cap * width), rng), v = random_values(size_t(cap * width), rng);
+  std::vector<uint16_t> k16(k.size()), v16(v.size());
+  for (size_t i = 0; i < k.size(); ++i) k16[i] = f32_to_f16(k[i]), v16[i] = f32_to_f16(v[i]);
+  const KvStore kv{c.k_f16 ? static_cast<const void*>(k16.data()) : k.data(),
+                   c.v_f16 ? static_cast<const void*>(v16.data()) : v.data(),
+                   c.k_f16 ? GgmlType::F16 : GgmlType::F32, c.v_f16 ? GgmlType::F16 : GgmlType::F32, cap};
+  const AttentionShape s{c.heads, c.heads_kv, c.hd, c.win, 0.1f};
+  const auto q = random_values(size_t(c.n_q * c.heads * c.hd), rng);
+  const int32_t last = int32_t(c.win ? 300 : cap - 1), first = last - int32_t(c.n_q) + 1;
+  std::vector<int32_t> pos;
+  std::vector<uint64_t> bits;
+  for (int64_t i = 0; i < c.n_q; ++i) {
+    pos.push_back(c.scattered ? int32_t(rng.next_u32() % uint32_t(last + 1)) : first + int32_t(i));
+    bits.push_back(rng.next_u64() | 1u);
+  }
+  const size_t n_out = size_t(c.n_q * c.heads * c.hd), q8_bytes = q8_act_bytes(c.heads * c.hd, c.n_q);
+  const bool q8 = c.hd % 32 == 0 && !c.tree;
+  auto run = [&](bool rows, std::vector<float>& out, std::vector<uint8_t>& out8) {
+    out.assign(n_out, NAN);
+    out8.assign(q8_bytes + 64, 0);
+    void* o8 = q8 ? reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(out8.data()) + 63) & ~uintptr_t(63)) : nullptr;
+    set_attention_rows(rows);
+    if (c.tree)
+      attention_tree(q.data(), pos.data(), c.n_q, kv, s, TreeMask{bits.data(), first}, out.data());
+    else
+      attention(q.data(), pos.data(), c.n_q, kv, s, out.data(), o8);
+    set_attention_rows(true);
+    return o8;
+  };
+  std::vector<float> want, got;
+  std::vector<uint8_t> want8, got8;
+  const void* w8 = run(false, want, want8);
+  const void* g8 = run(true, got, got8);
+  CHECK(std::memcmp(got.data(), want.data(), n_out * sizeof(float)) == 0);
+  if (q8) CHECK(std::memcmp(g8, w8, q8_bytes) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("CPU attention: a KV head's rows computed together keep every row's bits", "[attention]") {
+  Rng rng(31);
+  struct Shape { int64_t heads, heads_kv, hd; };
+  for (const Shape sh : {Shape{8, 2, 64}, Shape{4, 4, 128}, Shape{8, 1, 32}, Shape{16, 2, 256}, Shape{6, 3, 96}})
+    for (const int64_t win : {int64_t(0), int64_t(33)})
+      for (const int kv_types : {0, 1, 2, 3})
+        for (const int64_t n_q : {int64_t(1), int64_t(3), int64_t(9)})
+          for (const int mode : {0, 1, 2}) {  // consecutive, scattered, tree
+            const RowsCase c{sh.heads, sh.heads_kv, sh.hd, win, n_q, (kv_types & 1) != 0, (kv_types & 2) != 0,
+                             mode == 1, mode == 2};
+            INFO("heads " << c.heads << "/" << c.heads_kv << " x " << c.hd << ", K " << (c.k_f16 ? "f16" : "f32")
+                          << ", V " << (c.v_f16 ? "f16" : "f32") << ", window " << win << ", " << n_q << " queries, "
+                          << (mode == 0 ? "consecutive" : mode == 1 ? "scattered" : "tree"));
+            check_rows_path(c, rng);
+          }
 }
