@@ -94,14 +94,16 @@ void rows_key_scores(const HeadRow* rows, int n, const KvSlices& k, int64_t capa
   }
 }
 
-// weighted_sum<N> for R rows: each V stripe loaded once per key, R x N accumulators in registers.
+// weighted_sum<N> for R rows over keys [k0, k1] of their hull, continuing the sums in out (the
+// first tile finds them zero, i.e. +0 as weighted_sum starts): each V stripe loaded once per key,
+// R x N accumulators in registers.
 template <int N, int R, bool kF16>
 void rows_weighted_sum(const HeadRow* rows, const KvSlices& v, int64_t capacity, int64_t kv_head, const float* inv,
-                       const Hull& h, int64_t c) {
+                       int64_t k0, int64_t k1, int64_t c) {
   __m512 acc[R][N];
   for (int r = 0; r < R; ++r)
-    for (int i = 0; i < N; ++i) acc[r][i] = _mm512_setzero_ps();
-  for (int64_t key = h.lo, slot = h.lo % capacity; key <= h.hi; ++key) {
+    for (int i = 0; i < N; ++i) acc[r][i] = _mm512_loadu_ps(rows[r].out + c + 16 * i);
+  for (int64_t key = k0, slot = k0 % capacity; key <= k1; ++key) {
     const uint8_t* vr = v.at(slot, kv_head);
     __m512 x[N];
     for (int i = 0; i < N; ++i) x[i] = load16_kv<kF16>(vr, c + 16 * i, 0xffff);
@@ -119,15 +121,35 @@ void rows_weighted_sum(const HeadRow* rows, const KvSlices& v, int64_t capacity,
 
 template <int N, bool kF16>
 void rows_weighted_sum_n(const HeadRow* rows, int n, const KvSlices& v, int64_t capacity, int64_t kv_head,
-                         const float* inv, const Hull& h, int64_t c) {
+                         const float* inv, int64_t k0, int64_t k1, int64_t c) {
   switch (n) {
-    case 1: return rows_weighted_sum<N, 1, kF16>(rows, v, capacity, kv_head, inv, h, c);
-    case 2: return rows_weighted_sum<N, 2, kF16>(rows, v, capacity, kv_head, inv, h, c);
-    case 3: return rows_weighted_sum<N, 3, kF16>(rows, v, capacity, kv_head, inv, h, c);
-    default: return rows_weighted_sum<N, 4, kF16>(rows, v, capacity, kv_head, inv, h, c);
+    case 1: return rows_weighted_sum<N, 1, kF16>(rows, v, capacity, kv_head, inv, k0, k1, c);
+    case 2: return rows_weighted_sum<N, 2, kF16>(rows, v, capacity, kv_head, inv, k0, k1, c);
+    case 3: return rows_weighted_sum<N, 3, kF16>(rows, v, capacity, kv_head, inv, k0, k1, c);
+    default: return rows_weighted_sum<N, 4, kF16>(rows, v, capacity, kv_head, inv, k0, k1, c);
   }
 }
-static_assert(kHeadRowsMax == 4);
+
+// out of every row: the hull in tiles of kValueTile keys, and within a tile every group of four
+// rows and every stripe of their dimensions, so that a tile's V slices are read from memory once
+// (the later stripes and row groups find them in L2) and each row's sums still run over its keys in
+// order. The rows' out holds their sums between tiles.
+constexpr int64_t kValueTile = 256;
+template <bool kF16>
+void rows_values(const HeadRow* rows, int n, const KvSlices& v, int64_t capacity, int64_t kv_head, const float* inv,
+                 const Hull& h) {
+  const int64_t hd = v.head_dim;
+  for (int r = 0; r < n; ++r) std::fill(rows[r].out, rows[r].out + hd, 0.0f);
+  for (int64_t k0 = h.lo; k0 <= h.hi; k0 += kValueTile) {
+    const int64_t k1 = std::min(h.hi, k0 + kValueTile - 1);
+    for (int r0 = 0; r0 < n; r0 += 4) {
+      const int m = std::min(4, n - r0);
+      int64_t c = 0;
+      for (; c + 64 <= hd; c += 64) rows_weighted_sum_n<4, kF16>(rows + r0, m, v, capacity, kv_head, inv + r0, k0, k1, c);
+      for (; c < hd; c += 16) rows_weighted_sum_n<1, kF16>(rows + r0, m, v, capacity, kv_head, inv + r0, k0, k1, c);
+    }
+  }
+}
 
 template <bool kF16K, bool kF16V>
 void attend_rows(const HeadRow* rows, int n_rows, const KvSlices& k, const KvSlices& v, int64_t capacity,
@@ -151,9 +173,7 @@ void attend_rows(const HeadRow* rows, int n_rows, const KvSlices& k, const KvSli
     }
     inv[r] = float(1.0 / denom);
   }
-  int64_t c = 0;
-  for (; c + 64 <= hd; c += 64) rows_weighted_sum_n<4, kF16V>(rows, n_rows, v, capacity, kv_head, inv, h, c);
-  for (; c < hd; c += 16) rows_weighted_sum_n<1, kF16V>(rows, n_rows, v, capacity, kv_head, inv, h, c);
+  rows_values<kF16V>(rows, n_rows, v, capacity, kv_head, inv, h);
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ struct HeadRow {
   float* scores = nullptr;
   float* out = nullptr;
 };
-inline constexpr int kHeadRowsMax = 4;
+inline constexpr int kHeadRowsMax = 16;
 
 // attend_head_f32_avx512 for 1..kHeadRowsMax rows of one KV head at once (the query heads of a GQA
 // group, of one or several queries), K and V each f32 or f16: each key's K and V slices are read
@@ -71,7 +71,8 @@ inline constexpr int kHeadRowsMax = 4;
 // 8K keys, 2 Zen 4 threads: one query 8.7 -> 4.5 ms, eight 57.6 -> 25.7 ms). Every row gets
 // the per-row path's bits: q.k by dot_f32_avx512's / dot_f16_avx512's arithmetic, f16 V widened
 // exactly, and per row the same operations in the same key order (the loop over rows moved inside
-// the loop over keys; the V accumulators stay in registers for all rows of a 64-dimension stripe).
+// the loop over keys; V in tiles of keys, four rows' accumulators of a 64-dimension stripe in
+// registers, so a tile's V is read from memory once for all the rows).
 // Call only where the CPU has AVX-512 and best_dot of each f32 / f16 K type is the AVX-512 kernel.
 void attend_rows_avx512(const HeadRow* rows, int n_rows, const KvSlices& k, bool k_f16, const KvSlices& v, bool v_f16,
                         int64_t capacity, int64_t kv_head, float scale);
