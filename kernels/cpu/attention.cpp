@@ -73,14 +73,24 @@ bool head_avx512(const KvStore& kv, int64_t head_dim) {
          head_dim <= kHeadAvx512MaxDim;
 }
 
-// The rows-at-once path computes these with the per-row path's bits: K f32 or f16 whose q.k is the
-// AVX-512 kernel (best_dot's pick), V f32 or f16 (widened exactly, then the same multiply and add);
-// no sinks (their spans are not one range).
-bool rows_ok(const KvStore& kv, const AttentionShape& s) {
-  static const bool f32 = best_dot(GgmlType::F32) == &dot_f32_avx512, f16 = best_dot(GgmlType::F16) == &dot_f16_avx512;
-  const bool k_ok = (kv.k_dtype == GgmlType::F32 && f32) || (kv.k_dtype == GgmlType::F16 && f16);
-  const bool v_ok = kv.v_dtype == GgmlType::F32 || kv.v_dtype == GgmlType::F16;
-  return k_ok && v_ok && f32 && s.sinks == 0 && s.head_dim % 16 == 0 && s.head_dim <= kHeadAvx512MaxDim;
+// The rows-at-once path runs on AVX-512 CPUs (its V sums are AVX-512 code), without sinks (their
+// spans are not one range), for head sizes in 16s up to kHeadAvx512MaxDim; any KV types.
+bool rows_ok(const AttentionShape& s) {
+  static const bool avx512 = best_dot(GgmlType::F32) == &dot_f32_avx512;
+  return avx512 && s.sinks == 0 && s.head_dim % 16 == 0 && s.head_dim <= kHeadAvx512MaxDim;
+}
+// How it reads K and V, so that each row gets the per-row path's bits: f32 / f16 inline where the
+// per-row q.k is the AVX-512 kernel, else the type's own dot and decode.
+RowsKv rows_kv(const KvStore& kv) {
+  RowsKv how;
+  const DotFn k_dot = best_dot(kv.k_dtype);
+  how.k = kv.k_dtype == GgmlType::F32 && k_dot == &dot_f32_avx512   ? RowsKv::kF32
+          : kv.k_dtype == GgmlType::F16 && k_dot == &dot_f16_avx512 ? RowsKv::kF16
+                                                                    : RowsKv::kOther;
+  how.k_dot = k_dot;
+  how.v = kv.v_dtype == GgmlType::F32 ? RowsKv::kF32 : kv.v_dtype == GgmlType::F16 ? RowsKv::kF16 : RowsKv::kOther;
+  how.v_decode = best_dequantize(kv.v_dtype);
+  return how;
 }
 
 template <typename KR, typename VR>
@@ -118,7 +128,7 @@ void attend_one(const float* q, int32_t pos, const KR& K, const VR& V, int64_t c
   }
 }
 
-// The rows-at-once path (attend_rows_avx512): f32 or f16 K and V, AVX-512, no sinks (rows_ok).
+// The rows-at-once path (attend_rows_avx512): AVX-512, no sinks (rows_ok), any KV types (rows_kv).
 // A part takes blocks of up to kHeadRowsMax rows of one KV head, the rows of a head in (query,
 // head) order, so a block holds a GQA group's heads, or the same heads of consecutive queries.
 // The block size changes which loads are shared, never a row's bits; it shrinks where blocks of
@@ -141,6 +151,8 @@ void attention_rows(const float* q, const int32_t* pos, int64_t n_q, const KvSto
   if (pool.size() < size_t(n_parts)) pool.resize(size_t(n_parts));
   const int64_t row = s.n_head * s.head_dim;
   const Q8ActView q8 = out_q8 ? q8_act_layout(row, n_q, out_q8) : Q8ActView{};
+  const RowsKv how = rows_kv(kv);
+  for (int p = 0; p < n_parts; ++p) pool[size_t(p)].row.resize(size_t(kRowsValueTile * s.head_dim));
   const team_profile::Label label("attention rows");
   team_run(n_parts, [&](int p) {
     Scratch& scratch = pool[size_t(p)];
@@ -163,8 +175,7 @@ void attention_rows(const float* q, const int32_t* pos, int64_t n_q, const KvSto
         hr.out = out + off;
         at += size_t(hr.span.n);
       }
-      attend_rows_avx512(rows, n, K, kv.k_dtype == GgmlType::F16, V, kv.v_dtype == GgmlType::F16, kv.capacity, g,
-                         s.scale);
+      attend_rows_avx512(rows, n, K, V, how, scratch.row.data(), kv.capacity, g, s.scale);
       if (out_q8)
         for (int r = 0; r < n; ++r) {
           const int64_t i = (r0 + r) / group, h = g * group + (r0 + r) % group;
@@ -233,7 +244,7 @@ void attention_masked(const float* q, const int32_t* pos, int64_t n_q, const KvS
   for (int64_t i = 0; s.sinks > 0 && i < n_q; ++i)
     STRATA_CHECK(pos[i] < kv.capacity, "attention: sinks over a store of {} slots at position {} (a ring)",
                  kv.capacity, pos[i]);
-  if (rows_ok(kv, s) && rows_path_on()) return attention_rows(q, pos, n_q, kv, s, out, tree, out_q8);
+  if (rows_ok(s) && rows_path_on()) return attention_rows(q, pos, n_q, kv, s, out, tree, out_q8);
   if (kv.k_dtype == GgmlType::F32) return attention_v<F32Reader>(q, pos, n_q, kv, s, out, tree, out_q8);
   return attention_v<DecodingReader>(q, pos, n_q, kv, s, out, tree, out_q8);
 }

@@ -44,9 +44,9 @@ struct AttentionShape {
 void attention(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
                float* out, void* out_q8 = nullptr);
 
-// Where K and V are f32 or f16 and the CPU has AVX-512 (no sinks), the rows of a KV head are
-// computed together, each key read once for all of them (attention_head.h attend_rows_avx512),
-// with the bits of the per-(query, head) path. On by default; STRATA_ATTN_ROWS=0 or this turns it off
+// Where the CPU has AVX-512 (no sinks), the rows of a KV head are computed together, each key read
+// (and decoded) once for all of them (attention_head.h attend_rows_avx512), with the bits of the
+// per-(query, head) path, for every KV type. On by default; STRATA_ATTN_ROWS=0 or this turns it off
 // (comparisons; process-wide, not while a call runs).
 void set_attention_rows(bool on);
 

@@ -74,11 +74,12 @@ inline __m512 load16_kv(const void* r, int64_t i, __mmask16 m) {
 }
 
 // key_scores for each row: the hull's keys in order, each K slice read once, dotted with the q of
-// every row that sees it (a row's visible index is key - its lo) by dot_f32_avx512's / 
-// dot_f16_avx512's arithmetic; maxs per row.
-template <int64_t HD, bool kF16>
-void rows_key_scores(const HeadRow* rows, int n, const KvSlices& k, int64_t capacity, int64_t kv_head, float scale,
-                     const Hull& h, float* maxs) {
+// every row that sees it (a row's visible index is key - its lo), maxs per row. The q.k is the
+// per-row path's: dot_f32_avx512's / dot_f16_avx512's arithmetic inlined (kKind 0 / 1), or the
+// type's own dot kernel called per row on the slice (2: kinds RowsKv::kOther, the slice in L1).
+template <int64_t HD, int kKind>
+void rows_key_scores(const HeadRow* rows, int n, const KvSlices& k, DotFn k_dot, int64_t capacity, int64_t kv_head,
+                     float scale, const Hull& h, float* maxs) {
   const int64_t hd = HD ? HD : k.head_dim;
   for (int r = 0; r < n; ++r) maxs[r] = -INFINITY;
   for (int64_t key = h.lo, slot = h.lo % capacity; key <= h.hi; ++key) {
@@ -87,8 +88,16 @@ void rows_key_scores(const HeadRow* rows, int n, const KvSlices& k, int64_t capa
       const HeadRow& row = rows[r];
       const int64_t j = key - row.span.lo;
       if (j < 0 || j >= row.span.n) continue;
-      row.scores[j] = row.tree.sees(key) ? dot_float_row(kr, row.q, hd, load16_kv<kF16>) * scale : -INFINITY;
-      maxs[r] = std::max(maxs[r], row.scores[j]);
+      float d = -INFINITY;
+      if (row.tree.sees(key)) {
+        if constexpr (kKind == 2) {
+          d = k_dot(kr, row.q, hd) * scale;
+        } else {
+          d = dot_float_row(kr, row.q, hd, load16_kv<kKind == 1>) * scale;
+        }
+      }
+      row.scores[j] = d;
+      maxs[r] = std::max(maxs[r], d);
     }
     slot = slot + 1 == capacity ? 0 : slot + 1;
   }
@@ -99,11 +108,11 @@ void rows_key_scores(const HeadRow* rows, int n, const KvSlices& k, int64_t capa
 // R x N accumulators in registers.
 template <int N, int R, bool kF16>
 void rows_weighted_sum(const HeadRow* rows, const KvSlices& v, int64_t capacity, int64_t kv_head, const float* inv,
-                       int64_t k0, int64_t k1, int64_t c) {
+                       int64_t k0, int64_t k1, int64_t slot0, int64_t c) {
   __m512 acc[R][N];
   for (int r = 0; r < R; ++r)
     for (int i = 0; i < N; ++i) acc[r][i] = _mm512_loadu_ps(rows[r].out + c + 16 * i);
-  for (int64_t key = k0, slot = k0 % capacity; key <= k1; ++key) {
+  for (int64_t key = k0, slot = slot0; key <= k1; ++key) {
     const uint8_t* vr = v.at(slot, kv_head);
     __m512 x[N];
     for (int i = 0; i < N; ++i) x[i] = load16_kv<kF16>(vr, c + 16 * i, 0xffff);
@@ -121,48 +130,59 @@ void rows_weighted_sum(const HeadRow* rows, const KvSlices& v, int64_t capacity,
 
 template <int N, bool kF16>
 void rows_weighted_sum_n(const HeadRow* rows, int n, const KvSlices& v, int64_t capacity, int64_t kv_head,
-                         const float* inv, int64_t k0, int64_t k1, int64_t c) {
+                         const float* inv, int64_t k0, int64_t k1, int64_t slot0, int64_t c) {
   switch (n) {
-    case 1: return rows_weighted_sum<N, 1, kF16>(rows, v, capacity, kv_head, inv, k0, k1, c);
-    case 2: return rows_weighted_sum<N, 2, kF16>(rows, v, capacity, kv_head, inv, k0, k1, c);
-    case 3: return rows_weighted_sum<N, 3, kF16>(rows, v, capacity, kv_head, inv, k0, k1, c);
-    default: return rows_weighted_sum<N, 4, kF16>(rows, v, capacity, kv_head, inv, k0, k1, c);
+    case 1: return rows_weighted_sum<N, 1, kF16>(rows, v, capacity, kv_head, inv, k0, k1, slot0, c);
+    case 2: return rows_weighted_sum<N, 2, kF16>(rows, v, capacity, kv_head, inv, k0, k1, slot0, c);
+    case 3: return rows_weighted_sum<N, 3, kF16>(rows, v, capacity, kv_head, inv, k0, k1, slot0, c);
+    default: return rows_weighted_sum<N, 4, kF16>(rows, v, capacity, kv_head, inv, k0, k1, slot0, c);
   }
 }
 
-// out of every row: the hull in tiles of kValueTile keys, and within a tile every group of four
+// out of every row: the hull in tiles of kRowsValueTile keys, and within a tile every group of four
 // rows and every stripe of their dimensions, so that a tile's V slices are read from memory once
 // (the later stripes and row groups find them in L2) and each row's sums still run over its keys in
-// order. The rows' out holds their sums between tiles.
-constexpr int64_t kValueTile = 256;
-template <bool kF16>
-void rows_values(const HeadRow* rows, int n, const KvSlices& v, int64_t capacity, int64_t kv_head, const float* inv,
-                 const Hull& h) {
+// order. The rows' out holds their sums between tiles. V of another type (kKind 2) is decoded a
+// tile at a time into v_tile by the type's exact decode, the values the per-row path decodes.
+template <int kKind>
+void rows_values(const HeadRow* rows, int n, const KvSlices& v, DequantizeFn v_decode, float* v_tile, int64_t capacity,
+                 int64_t kv_head, const float* inv, const Hull& h) {
   const int64_t hd = v.head_dim;
+  const KvSlices tile(v_tile, GgmlType::F32, hd, hd);  // key k0 + i at "slot" i
   for (int r = 0; r < n; ++r) std::fill(rows[r].out, rows[r].out + hd, 0.0f);
-  for (int64_t k0 = h.lo; k0 <= h.hi; k0 += kValueTile) {
-    const int64_t k1 = std::min(h.hi, k0 + kValueTile - 1);
+  for (int64_t k0 = h.lo; k0 <= h.hi; k0 += kRowsValueTile) {
+    const int64_t k1 = std::min(h.hi, k0 + kRowsValueTile - 1);
+    if constexpr (kKind == 2)
+      for (int64_t key = k0, slot = k0 % capacity; key <= k1; ++key) {
+        v_decode(v.at(slot, kv_head), v_tile + (key - k0) * hd, hd);
+        slot = slot + 1 == capacity ? 0 : slot + 1;
+      }
+    const KvSlices& src = kKind == 2 ? tile : v;
+    const int64_t src_cap = kKind == 2 ? kRowsValueTile : capacity, head = kKind == 2 ? 0 : kv_head;
+    const int64_t slot0 = kKind == 2 ? 0 : k0 % capacity;
     for (int r0 = 0; r0 < n; r0 += 4) {
       const int m = std::min(4, n - r0);
       int64_t c = 0;
-      for (; c + 64 <= hd; c += 64) rows_weighted_sum_n<4, kF16>(rows + r0, m, v, capacity, kv_head, inv + r0, k0, k1, c);
-      for (; c < hd; c += 16) rows_weighted_sum_n<1, kF16>(rows + r0, m, v, capacity, kv_head, inv + r0, k0, k1, c);
+      for (; c + 64 <= hd; c += 64)
+        rows_weighted_sum_n<4, kKind == 1>(rows + r0, m, src, src_cap, head, inv + r0, k0, k1, slot0, c);
+      for (; c < hd; c += 16)
+        rows_weighted_sum_n<1, kKind == 1>(rows + r0, m, src, src_cap, head, inv + r0, k0, k1, slot0, c);
     }
   }
 }
 
-template <bool kF16K, bool kF16V>
-void attend_rows(const HeadRow* rows, int n_rows, const KvSlices& k, const KvSlices& v, int64_t capacity,
-                 int64_t kv_head, float scale) {
+template <int kK, int kV>
+void attend_rows(const HeadRow* rows, int n_rows, const KvSlices& k, const KvSlices& v, const RowsKv& how,
+                 float* v_tile, int64_t capacity, int64_t kv_head, float scale) {
   const int64_t hd = k.head_dim;
   const Hull h = Hull::of(rows, n_rows);
   float maxs[kHeadRowsMax], inv[kHeadRowsMax];
   if (hd == 64) {
-    rows_key_scores<64, kF16K>(rows, n_rows, k, capacity, kv_head, scale, h, maxs);
+    rows_key_scores<64, kK>(rows, n_rows, k, how.k_dot, capacity, kv_head, scale, h, maxs);
   } else if (hd == 128) {
-    rows_key_scores<128, kF16K>(rows, n_rows, k, capacity, kv_head, scale, h, maxs);
+    rows_key_scores<128, kK>(rows, n_rows, k, how.k_dot, capacity, kv_head, scale, h, maxs);
   } else {
-    rows_key_scores<0, kF16K>(rows, n_rows, k, capacity, kv_head, scale, h, maxs);
+    rows_key_scores<0, kK>(rows, n_rows, k, how.k_dot, capacity, kv_head, scale, h, maxs);
   }
   for (int r = 0; r < n_rows; ++r) {
     float* scores = rows[r].scores;
@@ -173,19 +193,28 @@ void attend_rows(const HeadRow* rows, int n_rows, const KvSlices& k, const KvSli
     }
     inv[r] = float(1.0 / denom);
   }
-  rows_values<kF16V>(rows, n_rows, v, capacity, kv_head, inv, h);
+  rows_values<kV>(rows, n_rows, v, how.v_decode, v_tile, capacity, kv_head, inv, h);
+}
+
+template <int kK>
+void attend_rows_v(const HeadRow* rows, int n_rows, const KvSlices& k, const KvSlices& v, const RowsKv& how,
+                   float* v_tile, int64_t capacity, int64_t kv_head, float scale) {
+  switch (how.v) {
+    case RowsKv::kF32: return attend_rows<kK, 0>(rows, n_rows, k, v, how, v_tile, capacity, kv_head, scale);
+    case RowsKv::kF16: return attend_rows<kK, 1>(rows, n_rows, k, v, how, v_tile, capacity, kv_head, scale);
+    default: return attend_rows<kK, 2>(rows, n_rows, k, v, how, v_tile, capacity, kv_head, scale);
+  }
 }
 
 }  // namespace
 
-void attend_rows_avx512(const HeadRow* rows, int n_rows, const KvSlices& k, bool k_f16, const KvSlices& v, bool v_f16,
-                        int64_t capacity, int64_t kv_head, float scale) {
-  if (k_f16) {
-    if (v_f16) return attend_rows<true, true>(rows, n_rows, k, v, capacity, kv_head, scale);
-    return attend_rows<true, false>(rows, n_rows, k, v, capacity, kv_head, scale);
+void attend_rows_avx512(const HeadRow* rows, int n_rows, const KvSlices& k, const KvSlices& v, const RowsKv& how,
+                        float* v_tile, int64_t capacity, int64_t kv_head, float scale) {
+  switch (how.k) {
+    case RowsKv::kF32: return attend_rows_v<0>(rows, n_rows, k, v, how, v_tile, capacity, kv_head, scale);
+    case RowsKv::kF16: return attend_rows_v<1>(rows, n_rows, k, v, how, v_tile, capacity, kv_head, scale);
+    default: return attend_rows_v<2>(rows, n_rows, k, v, how, v_tile, capacity, kv_head, scale);
   }
-  if (v_f16) return attend_rows<false, true>(rows, n_rows, k, v, capacity, kv_head, scale);
-  return attend_rows<false, false>(rows, n_rows, k, v, capacity, kv_head, scale);
 }
 
 void attend_head_f32_avx512(const float* q, const KvSlices& k, const KvSlices& v, int64_t capacity, int64_t kv_head,

@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/kv_slices.h"
+#include "kernels/cpu/quant_kernels.h"
 
 namespace strata::kernels::cpu {
 
@@ -63,18 +64,31 @@ struct HeadRow {
 };
 inline constexpr int kHeadRowsMax = 16;
 
+// How the rows path reads a store's K and V: f32 and f16 by inline AVX-512 code where the per-row
+// path's q.k is dot_f32_avx512 / dot_f16_avx512, anything else through the type's kernels (k_dot:
+// best_dot, the per-row path's q.k; v_decode: the exact decode).
+struct RowsKv {
+  enum Kind : uint8_t { kF32, kF16, kOther };
+  Kind k = kF32, v = kF32;
+  DotFn k_dot = nullptr;
+  DequantizeFn v_decode = nullptr;
+};
+// V keys per tile of the rows path (rows_values): V of kOther kinds is decoded a tile at a time
+// into the caller's v_tile of kRowsValueTile * head_dim floats.
+inline constexpr int64_t kRowsValueTile = 256;
+
 // attend_head_f32_avx512 for 1..kHeadRowsMax rows of one KV head at once (the query heads of a GQA
-// group, of one or several queries), K and V each f32 or f16: each key's K and V slices are read
-// once for all the rows that see it, instead of once per row. Why: a decode step's heads of one
-// group, and a verify pass's queries, read the same keys; at long context those reads (L2/L3 or
-// DRAM) were a large share of the CPU attention's time (27B-shaped heads, 32 / 16 x 128, f32 KV,
-// 8K keys, 2 Zen 4 threads: one query 8.7 -> 4.5 ms, eight 57.6 -> 25.7 ms). Every row gets
-// the per-row path's bits: q.k by dot_f32_avx512's / dot_f16_avx512's arithmetic, f16 V widened
+// group, of one or several queries), K and V of any store type: each key's K and V slices are read
+// (and V decoded) once for all the rows that see it, instead of once per row. Why: a decode step's
+// heads of one group, and a verify pass's queries, read the same keys; at long context those reads
+// (L2/L3 or DRAM) were a large share of the CPU attention's time (27B-shaped heads, 32 / 16 x 128,
+// f32 KV, 8K keys, 2 Zen 4 threads: one query 8.9-9.5 -> 5.9-6.2 ms, eight 59-62 -> 18.5-21 ms).
+// Every row gets the per-row path's bits: the same q.k (RowsKv), V's values widened or decoded
 // exactly, and per row the same operations in the same key order (the loop over rows moved inside
 // the loop over keys; V in tiles of keys, four rows' accumulators of a 64-dimension stripe in
-// registers, so a tile's V is read from memory once for all the rows).
-// Call only where the CPU has AVX-512 and best_dot of each f32 / f16 K type is the AVX-512 kernel.
-void attend_rows_avx512(const HeadRow* rows, int n_rows, const KvSlices& k, bool k_f16, const KvSlices& v, bool v_f16,
-                        int64_t capacity, int64_t kv_head, float scale);
+// registers, so a tile's V is read from memory once for all the rows). Call only on a CPU with
+// AVX-512.
+void attend_rows_avx512(const HeadRow* rows, int n_rows, const KvSlices& k, const KvSlices& v, const RowsKv& how,
+                        float* v_tile, int64_t capacity, int64_t kv_head, float scale);
 
 }  // namespace strata::kernels::cpu

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "core/ggml_type.h"
-#include "core/half.h"
 #include "core/rng.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_tree.h"
@@ -138,25 +137,39 @@ TEST_CASE("CPU attention: f32 KV decode equals the plain per-key loop bit for bi
 
 // The rows-at-once path (attention_head.h attend_rows_avx512: a KV head's query heads, of one or
 // several queries, reading each key once) against the per-(query, head) path: the same bits for
-// every row, over GQA groups of 1..8, head sizes with and without a 64-wide stripe, f32 and f16 K
-// and V, verify-shaped calls (consecutive positions) and scattered ones, sliding windows through a
+// every row, over GQA groups of 1..8, head sizes with and without a 64-wide stripe, f32, f16, Q8_0
+// and Q4_1 K and V, verify-shaped calls (consecutive positions) and scattered ones, sliding windows through a
 // ring, tree masks and the int8 output. Where the CPU lacks AVX-512 both calls take the per-row
 // path (then equal trivially).
 namespace {
 
 struct RowsCase {
   int64_t heads, heads_kv, hd, win, n_q;
-  bool k_f16, v_f16, scattered, tree;
+  GgmlType k_type, v_type;
+  bool scattered, tree;
 };
+
+// cap slots of width random values in the KV type's rows (quantised by its reference quantiser).
+std::vector<uint8_t> kv_rows(GgmlType t, int64_t cap, int64_t width, Rng& rng) {
+  const auto f = random_values(size_t(cap * width), rng);
+  const size_t row = ggml_row_bytes(t, uint64_t(width));
+  std::vector<uint8_t> out(size_t(cap) * row);
+  for (int64_t i = 0; i < cap; ++i) {
+    const float* src = f.data() + i * width;
+    uint8_t* dst = out.data() + size_t(i) * row;
+    if (t == GgmlType::F32) {
+      std::memcpy(dst, src, row);
+    } else {
+      quant_kernels(t)->quantize(src, dst, width);
+    }
+  }
+  return out;
+}
 
 void check_rows_path(const RowsCase& c, Rng& rng) {
   const int64_t width = c.heads_kv * c.hd, cap = c.win ? c.win + 16 : 400;
-  const auto k = random_values(size_t(cap * width), rng), v = random_values(size_t(cap * width), rng);
-  std::vector<uint16_t> k16(k.size()), v16(v.size());
-  for (size_t i = 0; i < k.size(); ++i) k16[i] = f32_to_f16(k[i]), v16[i] = f32_to_f16(v[i]);
-  const KvStore kv{c.k_f16 ? static_cast<const void*>(k16.data()) : k.data(),
-                   c.v_f16 ? static_cast<const void*>(v16.data()) : v.data(),
-                   c.k_f16 ? GgmlType::F16 : GgmlType::F32, c.v_f16 ? GgmlType::F16 : GgmlType::F32, cap};
+  const auto k = kv_rows(c.k_type, cap, width, rng), v = kv_rows(c.v_type, cap, width, rng);
+  const KvStore kv{k.data(), v.data(), c.k_type, c.v_type, cap};
   const AttentionShape s{c.heads, c.heads_kv, c.hd, c.win, 0.1f};
   const auto q = random_values(size_t(c.n_q * c.heads * c.hd), rng);
   const int32_t last = int32_t(c.win ? 300 : cap - 1), first = last - int32_t(c.n_q) + 1;
@@ -192,17 +205,18 @@ void check_rows_path(const RowsCase& c, Rng& rng) {
 
 TEST_CASE("CPU attention: a KV head's rows computed together keep every row's bits", "[attention]") {
   Rng rng(31);
+  constexpr GgmlType kTypes[] = {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_1};
   struct Shape { int64_t heads, heads_kv, hd; };
   for (const Shape sh : {Shape{8, 2, 64}, Shape{4, 4, 128}, Shape{8, 1, 32}, Shape{16, 2, 256}, Shape{6, 3, 96}})
     for (const int64_t win : {int64_t(0), int64_t(33)})
-      for (const int kv_types : {0, 1, 2, 3})
-        for (const int64_t n_q : {int64_t(1), int64_t(3), int64_t(9)})
-          for (const int mode : {0, 1, 2}) {  // consecutive, scattered, tree
-            const RowsCase c{sh.heads, sh.heads_kv, sh.hd, win, n_q, (kv_types & 1) != 0, (kv_types & 2) != 0,
-                             mode == 1, mode == 2};
-            INFO("heads " << c.heads << "/" << c.heads_kv << " x " << c.hd << ", K " << (c.k_f16 ? "f16" : "f32")
-                          << ", V " << (c.v_f16 ? "f16" : "f32") << ", window " << win << ", " << n_q << " queries, "
-                          << (mode == 0 ? "consecutive" : mode == 1 ? "scattered" : "tree"));
-            check_rows_path(c, rng);
-          }
+      for (const GgmlType kt : kTypes)
+        for (const GgmlType vt : kTypes)
+          for (const int64_t n_q : {int64_t(1), int64_t(3), int64_t(9)})
+            for (const int mode : {0, 1, 2}) {  // consecutive, scattered, tree
+              const RowsCase c{sh.heads, sh.heads_kv, sh.hd, win, n_q, kt, vt, mode == 1, mode == 2};
+              INFO("heads " << c.heads << "/" << c.heads_kv << " x " << c.hd << ", K " << ggml_type_info(kt).name
+                            << ", V " << ggml_type_info(vt).name << ", window " << win << ", " << n_q << " queries, "
+                            << (mode == 0 ? "consecutive" : mode == 1 ? "scattered" : "tree"));
+              check_rows_path(c, rng);
+            }
 }
