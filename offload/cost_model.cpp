@@ -83,7 +83,7 @@ bool spread_streamed_default() {
 bool shared_ring_default() {
   static const bool on = [] {
     const char* e = std::getenv("STRATA_SHARED_RING");
-    return e && std::string(e) == "1";
+    return !(e && std::string(e) == "0");
   }();
   return on;
 }

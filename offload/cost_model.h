@@ -85,7 +85,7 @@ struct RunShape {
   bool spread_streamed = spread_streamed_default();
   // Where the ring has two slots (prefetch depth 1): one buffer sized for the largest pair of
   // neighbours in the streaming order, slot 1 top-aligned (offload/shared_ring.h), instead of two
-  // slots of the largest block. Default: shared_ring_default().
+  // slots of the largest block. Default: shared_ring_default() (on; STRATA_SHARED_RING=0 off).
   bool shared_ring = shared_ring_default();
   // Sequences a decode step computes together (`batch --batch N`, `serve --parallel N`: one column
   // each in every matmul): the decode objective is their aggregate rate. Why it matters: a cpu-tier

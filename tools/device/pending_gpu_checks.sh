@@ -15,18 +15,21 @@
 #          --vram 12GiB with no flag vs --cpu-blocks off (the report's "cpu tier:" line, tok/s
 #          against prediction; session 30 ran these two: 31.80 vs 27.06 tok/s, 93% of prediction),
 #          batch --batch 8 (the tier should stay out: RunShape::decode_rows), and the host-tier
-#          GPU tests (needs models/strata-tiny-q4_k.gguf in the carried tree).
+#          GPU tests (needs models/strata-tiny-q4_k.gguf in the carried tree). Session 31 ran the
+#          last two (H100): [host-tiers] 6 cases pass (also with STRATA_ATTN_ROWS=0); batch 8 writes
+#          8 of 8 (`batch` needs --instruction for a folder of documents, as below).
 # norm:    (session 30) the norm, attention and forward suites as the defaults run them (the
 #          review's restructure of norm.cu and of the lean attention launch ran on no GPU), then
 #          the cluster RMS norm (kernels/cuda/norm.cu, opt-in STRATA_NORM_CLUSTER=1, never run):
 #          its bit-for-bit tests with it on, the forward and graph suites, and the
 #          27B resident decode A/B against the one-block kernel. If it passes and wins, make it
 #          the default (launch_norm_cluster's switch) and note the figures in norm.cu.
-# ring:    (session 31) the two-ended staging ring (offload/shared_ring.h, opt-in
-#          STRATA_SHARED_RING=1, never run): the streaming and graph suites (their two-ended cases
-#          pass the option themselves), then bench spec's replay at --vram 12GiB with it off and on
-#          (plain and A = 0.5 / 0.7 rows; the report's staging line). If it passes and wins, make it
-#          the default (shared_ring_default in offload/cost_model.cpp) and note the figures.
+#          Session 31 ran it (H100): every suite passes with the defaults and with the cluster norm;
+#          the cluster norm lost the A/B (-3%) and stays opt-in (norm.cu).
+# ring:    (session 31) the two-ended staging ring (offload/shared_ring.h): the streaming and graph
+#          suites (their two-ended cases pass the option themselves), then bench spec's replay at
+#          --vram 12GiB with it off and on. Session 31 ran it (H100): suites pass, +5.8-6.6% plain,
+#          +3-5% at A = 0.7; it is the default since (STRATA_SHARED_RING=0 for two slots).
 set -uo pipefail
 out=${1:?usage: $0 OUT_DIR [tests|kernels|model|cpu|norm|ring|all]} what=${2:-all}
 mkdir -p "$out"
@@ -110,7 +113,8 @@ if [ "$what" = cpu ] || [ "$what" = all ]; then
   for i in $(seq 1 8); do head -c 2000 README.md > /tmp/w/jobs/doc$i.txt; done
   rm -f /tmp/w/jobs.jsonl
   echo "== batch --batch 8 --vram 12GiB (default --cpu-blocks)"
-  timeout 200 strata batch /tmp/w/jobs -m $m --device cuda --vram 12GiB -c 4096 --batch 8 -n 32 -o /tmp/w/jobs.jsonl 2>&1 |
+  timeout 200 strata batch /tmp/w/jobs -m $m --device cuda --vram 12GiB -c 4096 --batch 8 -n 32 \
+      --instruction "Summarise:" -o /tmp/w/jobs.jsonl 2>&1 |
       grep -E "cpu tier|sessions|written|error" | head -6
   t "host tiers" test_cuda "[host-tiers]"
   el "cpu"
