@@ -349,7 +349,7 @@ TEST_CASE("planner: the staging ring is a double buffer for pinned blocks, deepe
   CHECK(disk->usage.vram_total() <= b.vram);
 }
 
-TEST_CASE("planner: a two-ended ring holds the largest pair of streamed neighbours; the VRAM it saves holds weights") {
+TEST_CASE("planner: a two-ended ring holds the largest pair of streamed neighbours, and the VRAM it saves holds weights") {
   CHECK(shared_ring_bytes(std::vector<uint64_t>{}) == 0);
   CHECK(shared_ring_bytes(std::vector<uint64_t>{7}) == 14);  // a lone block's next use is its own
   CHECK(shared_ring_bytes(std::vector<uint64_t>{33, 142, 33, 33}) == 175);
