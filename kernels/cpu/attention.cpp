@@ -128,13 +128,30 @@ void attend_one(const float* q, int32_t pos, const KR& K, const VR& V, int64_t c
   }
 }
 
+// A call's thread-team parts: its KV bytes (each key's slices read `readers` times: once per head
+// per query, or once per KV head and block) cut into at most `items` parts (team_parts.h), a scratch
+// per part in pool, and the int8 output's layout.
+struct CallParts {
+  int n_parts;
+  Q8ActView q8;
+};
+CallParts call_parts(const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s, int64_t readers,
+                     int64_t items, std::vector<Scratch>& pool, void* out_q8) {
+  int64_t keys = 0;
+  for (int64_t i = 0; i < n_q; ++i) keys += KeySpan::of(pos[i], s).n;
+  const uint64_t slice_bytes = ggml_row_bytes(kv.k_dtype, uint64_t(s.head_dim)) + ggml_row_bytes(kv.v_dtype, uint64_t(s.head_dim));
+  const int n_parts = part_count(uint64_t(keys) * uint64_t(readers) * slice_bytes, items);
+  if (pool.size() < size_t(n_parts)) pool.resize(size_t(n_parts));
+  return {n_parts, out_q8 ? q8_act_layout(s.n_head * s.head_dim, n_q, out_q8) : Q8ActView{}};
+}
+
 // The rows-at-once path (attend_rows_avx512): AVX-512, no sinks (rows_ok), any KV types (rows_kv).
 // A part takes blocks of up to kHeadRowsMax rows of one KV head, the rows of a head in (query,
 // head) order, so a block holds a GQA group's heads, or the same heads of consecutive queries.
 // The block size changes which loads are shared, never a row's bits; it shrinks where blocks of
 // kHeadRowsMax would leave fewer blocks than the team has threads (a plain step over few KV heads).
 void attention_rows(const float* q, const int32_t* pos, int64_t n_q, const KvStore& kv, const AttentionShape& s,
-                        float* out, const TreeMask* tree, void* out_q8) {
+                    float* out, const TreeMask* tree, void* out_q8) {
   thread_local std::vector<Scratch> caller_pool;  // per part, as attention_typed's
   std::vector<Scratch>& pool = caller_pool;
   const int64_t group = s.n_head / s.n_head_kv, width = s.n_head_kv * s.head_dim;
@@ -143,14 +160,8 @@ void attention_rows(const float* q, const int32_t* pos, int64_t n_q, const KvSto
   int block = kHeadRowsMax;
   while (block > 1 && s.n_head_kv * ((rows_per_kv + block - 1) / block) < team_threads()) block /= 2;
   const int64_t blocks_per_kv = (rows_per_kv + block - 1) / block, items = s.n_head_kv * blocks_per_kv;
-  int64_t keys = 0;
-  for (int64_t i = 0; i < n_q; ++i) keys += KeySpan::of(pos[i], s).n;
   // Bytes as the parts read them: each block reads its hull's K and V once.
-  const uint64_t slice_bytes = ggml_row_bytes(kv.k_dtype, uint64_t(s.head_dim)) + ggml_row_bytes(kv.v_dtype, uint64_t(s.head_dim));
-  const int n_parts = part_count(uint64_t(keys) * uint64_t(s.n_head_kv) * slice_bytes, items);
-  if (pool.size() < size_t(n_parts)) pool.resize(size_t(n_parts));
-  const int64_t row = s.n_head * s.head_dim;
-  const Q8ActView q8 = out_q8 ? q8_act_layout(row, n_q, out_q8) : Q8ActView{};
+  const auto [n_parts, q8] = call_parts(pos, n_q, kv, s, s.n_head_kv, items, pool, out_q8);
   const RowsKv how = rows_kv(kv);
   for (int p = 0; p < n_parts; ++p) pool[size_t(p)].row.resize(size_t(kRowsValueTile * s.head_dim));
   const team_profile::Label label("attention rows");
@@ -199,13 +210,7 @@ void attention_typed(const float* q, const int32_t* pos, int64_t n_q, const KvSt
   // (query, head) pairs in order, cut into equal runs for the thread team; the KV bytes they read
   // decide how many threads are worth waking (decode: every head reads pos + 1 keys).
   const int64_t items = n_q * s.n_head;
-  int64_t keys = 0;
-  for (int64_t i = 0; i < n_q; ++i) keys += KeySpan::of(pos[i], s).n;
-  const uint64_t slice_bytes = ggml_row_bytes(kv.k_dtype, uint64_t(s.head_dim)) + ggml_row_bytes(kv.v_dtype, uint64_t(s.head_dim));
-  const int n_parts = part_count(uint64_t(keys) * uint64_t(s.n_head) * slice_bytes, items);
-  if (pool.size() < size_t(n_parts)) pool.resize(size_t(n_parts));
-  const int64_t row = s.n_head * s.head_dim;
-  const Q8ActView q8 = out_q8 ? q8_act_layout(row, n_q, out_q8) : Q8ActView{};
+  const auto [n_parts, q8] = call_parts(pos, n_q, kv, s, s.n_head, items, pool, out_q8);
   const bool avx512 = head_avx512(kv, s.head_dim);
   const team_profile::Label label("attention");
   team_run(n_parts, [&](int p) {
