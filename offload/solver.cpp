@@ -101,18 +101,17 @@ static void choose_prefill_group(const ModelBlocks& m, const Budgets& b, const R
   plan.usage.vram_prefill_group = prefill_group_bytes(m, r, g);
 }
 
-// The bytes of the blocks a decode step streams, in the order it streams them (layers, then the
-// head): the ring's schedule (cpu-tier blocks cross it only in prefill chunks).
-static std::vector<uint64_t> decode_stream_order(const ModelBlocks& m, const Placement& pl) {
+// The bytes of the units (units()' order: the head, then attention and FFN per layer) for which
+// streams(i) holds, in the order a decode step streams them: the layers, then the head. The ring's
+// schedule (cpu-tier blocks cross it only in prefill chunks).
+template <typename Streams>
+std::vector<uint64_t> stream_order(const ModelBlocks& m, Streams streams) {
   std::vector<uint64_t> order;
-  auto add = [&](const WeightBlock& w, Tier t) {
-    if (t == Tier::stream || t == Tier::disk) order.push_back(w.bytes);
-  };
   for (uint32_t il = 0; il < m.n_layer; ++il) {
-    add(m.attention[il], pl.attention[il]);
-    add(m.ffn[il], pl.ffn[il]);
+    if (streams(1 + 2 * size_t(il))) order.push_back(m.attention[il].bytes);
+    if (streams(2 + 2 * size_t(il))) order.push_back(m.ffn[il].bytes);
   }
-  add(m.head, pl.head);
+  if (streams(0)) order.push_back(m.head.bytes);
   return order;
 }
 
@@ -152,7 +151,11 @@ bool evaluate(const ModelBlocks& m, const HardwareProfile& p, const Budgets& b, 
   if (gpu) {
     u.vram_staging = plan.ring_slot_bytes * plan.ring_slots;
     if (r.shared_ring && plan.ring_slots == 2 && u.disk == 0) {  // the executor's condition (weight_store.h)
-      const uint64_t shared = std::max(max_nonres, shared_ring_bytes(decode_stream_order(m, pl)));
+      const auto streamed = [&](size_t i) {
+        const Tier t = tier_of(plan.placement, i);
+        return t == Tier::stream || t == Tier::disk;
+      };
+      const uint64_t shared = std::max(max_nonres, shared_ring_bytes(stream_order(m, streamed)));
       if (shared < u.vram_staging) plan.ring_shared = true, u.vram_staging = shared;
     }
     u.vram_scratch = scratch_bytes(m, r);
@@ -254,14 +257,6 @@ Result<Plan> solve_search(const ModelBlocks& m, const HardwareProfile& p, const 
 
   std::set<uint64_t> sizes{0};
   for (const auto& u : us) sizes.insert(u.block->bytes);
-  // The bytes of the blocks not on the GPU, in the order a step streams them (layers, then the head).
-  auto stream_order = [&](const std::vector<bool>& on_gpu) {
-    std::vector<uint64_t> order;
-    for (size_t i = 1; i < us.size(); ++i)
-      if (!on_gpu[i]) order.push_back(us[i].block->bytes);
-    if (!on_gpu[0]) order.push_back(us[0].block->bytes);
-    return order;
-  };
   const uint64_t scratch = scratch_bytes(m, r);
   // A reserved prefill group (RunShape::prefill_group_reserve) wherever blocks stream.
   const uint64_t reserve = prefill_group_bytes(m, r, reserve_chunks(r));
@@ -311,7 +306,8 @@ Result<Plan> solve_search(const ModelBlocks& m, const HardwareProfile& p, const 
           const size_t i = prio[next];
           if (on_gpu[i]) continue;
           on_gpu[i] = true;
-          const uint64_t need = std::max(slot, shared_ring_bytes(stream_order(on_gpu)));
+          const uint64_t need =
+              std::max(slot, shared_ring_bytes(stream_order(m, [&](size_t u) { return !on_gpu[u]; })));
           if (us[i].block->bytes + need > left + ring) {
             on_gpu[i] = false;
             break;

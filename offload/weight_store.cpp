@@ -176,12 +176,8 @@ Status WeightStore::issue_copies_through(uint64_t last_use, bool needed_now) {
     // The use before this one (acquired already, or the schedule's): in a two-ended ring a
     // neighbour that does not fit beside it must be released first, so the copy waits for a
     // later call (the acquire of this very use, after that release).
-    int64_t prev = -1;
-    if (issued_ == uses_) {
-      prev = last_acquired_;
-    } else {
-      prev = schedule_[(issued_ - 1 - schedule_base_) % schedule_.size()];
-    }
+    const int64_t prev =
+        issued_ == uses_ ? last_acquired_ : int64_t(schedule_[(issued_ - 1 - schedule_base_) % schedule_.size()]);
     const bool after_prev = prev >= 0 && !fits_beside(uint32_t(prev), b);
     if (after_prev && issued_ > uses_) break;
     std::optional<TakenRead> read;

@@ -66,18 +66,22 @@ std::atomic<bool> g_rows_path{[] {
 }()};
 bool rows_path_on() { return g_rows_path.load(std::memory_order_relaxed); }
 
+// best_dot(F32) is dot_f32_avx512: the CPU (and the STRATA_CPU cap) allows the AVX-512 head kernels.
+bool avx512_heads() {
+  static const bool on = best_dot(GgmlType::F32) == &dot_f32_avx512;
+  return on;
+}
+
 // F32 K and V whose q.k is dot_f32_avx512: attend_head_f32_avx512 computes the same bits faster.
 bool head_avx512(const KvStore& kv, int64_t head_dim) {
-  static const bool avx512_dot = best_dot(GgmlType::F32) == &dot_f32_avx512;
-  return avx512_dot && kv.k_dtype == GgmlType::F32 && kv.v_dtype == GgmlType::F32 && head_dim % 16 == 0 &&
+  return avx512_heads() && kv.k_dtype == GgmlType::F32 && kv.v_dtype == GgmlType::F32 && head_dim % 16 == 0 &&
          head_dim <= kHeadAvx512MaxDim;
 }
 
 // The rows-at-once path runs on AVX-512 CPUs (its V sums are AVX-512 code), without sinks (their
 // spans are not one range), for head sizes in 16s up to kHeadAvx512MaxDim; any KV types.
 bool rows_ok(const AttentionShape& s) {
-  static const bool avx512 = best_dot(GgmlType::F32) == &dot_f32_avx512;
-  return avx512 && s.sinks == 0 && s.head_dim % 16 == 0 && s.head_dim <= kHeadAvx512MaxDim;
+  return avx512_heads() && s.sinks == 0 && s.head_dim % 16 == 0 && s.head_dim <= kHeadAvx512MaxDim;
 }
 // How it reads K and V, so that each row gets the per-row path's bits: f32 / f16 inline where the
 // per-row q.k is the AVX-512 kernel, else the type's own dot and decode.
@@ -115,12 +119,7 @@ void attend_one(const float* q, int32_t pos, const KR& K, const VR& V, int64_t c
     max_score = std::max(max_score, scores[j]);
     slot = span.next_slot(j, slot, capacity);
   }
-  double denom = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    scores[j] = std::exp(scores[j] - max_score);
-    denom += scores[j];
-  }
-  const float inv = float(1.0 / denom);
+  const float inv = exp_weights(scores.data(), n, max_score);
   std::fill(out, out + hd, 0.0f);
   for (int64_t j = 0, slot = first_slot; j < n; ++j) {
     V.axpy(slot, kv_head, scores[j] * inv, out, scratch.row.data());
@@ -170,14 +169,15 @@ void attention_rows(const float* q, const int32_t* pos, int64_t n_q, const KvSto
     for (int64_t item = items * p / n_parts; item < items * (p + 1) / n_parts; ++item) {
       const int64_t g = item / blocks_per_kv, r0 = item % blocks_per_kv * block;
       const int n = int(std::min<int64_t>(block, rows_per_kv - r0));
+      auto query = [&](int r) { return (r0 + r) / group; };          // row r's query
+      auto head = [&](int r) { return g * group + (r0 + r) % group; };  // and head
       HeadRow rows[kHeadRowsMax];
       size_t need = 0;
-      for (int r = 0; r < n; ++r) need += size_t(KeySpan::of(pos[(r0 + r) / group], s).n);
+      for (int r = 0; r < n; ++r) need += size_t(KeySpan::of(pos[query(r)], s).n);
       scratch.scores.resize(need);
       size_t at = 0;
       for (int r = 0; r < n; ++r) {
-        const int64_t i = (r0 + r) / group, h = g * group + (r0 + r) % group;
-        const int64_t off = (i * s.n_head + h) * s.head_dim;
+        const int64_t i = query(r), off = (i * s.n_head + head(r)) * s.head_dim;
         HeadRow& hr = rows[r];
         hr.q = q + off;
         hr.span = KeySpan::of(pos[i], s);
@@ -188,10 +188,8 @@ void attention_rows(const float* q, const int32_t* pos, int64_t n_q, const KvSto
       }
       attend_rows_avx512(rows, n, K, V, how, scratch.row.data(), kv.capacity, g, s.scale);
       if (out_q8)
-        for (int r = 0; r < n; ++r) {
-          const int64_t i = (r0 + r) / group, h = g * group + (r0 + r) % group;
-          quantize_q8_act_range(out, q8, int(i), h * s.head_dim, (h + 1) * s.head_dim);
-        }
+        for (int r = 0; r < n; ++r)
+          quantize_q8_act_range(out, q8, int(query(r)), head(r) * s.head_dim, (head(r) + 1) * s.head_dim);
     }
   });
 }

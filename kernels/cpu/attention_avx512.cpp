@@ -184,15 +184,7 @@ void attend_rows(const HeadRow* rows, int n_rows, const KvSlices& k, const KvSli
   } else {
     rows_key_scores<0, kK>(rows, n_rows, k, how.k_dot, capacity, kv_head, scale, h, maxs);
   }
-  for (int r = 0; r < n_rows; ++r) {
-    float* scores = rows[r].scores;
-    double denom = 0;
-    for (int64_t j = 0; j < rows[r].span.n; ++j) {
-      scores[j] = std::exp(scores[j] - maxs[r]);
-      denom += scores[j];
-    }
-    inv[r] = float(1.0 / denom);
-  }
+  for (int r = 0; r < n_rows; ++r) inv[r] = exp_weights(rows[r].scores, rows[r].span.n, maxs[r]);
   rows_values<kV>(rows, n_rows, v, how.v_decode, v_tile, capacity, kv_head, inv, h);
 }
 
@@ -223,12 +215,7 @@ void attend_head_f32_avx512(const float* q, const KvSlices& k, const KvSlices& v
   const float max_score = hd == 64    ? key_scores<64>(q, k, capacity, kv_head, span, scale, tree, scores)
                           : hd == 128 ? key_scores<128>(q, k, capacity, kv_head, span, scale, tree, scores)
                                       : key_scores<0>(q, k, capacity, kv_head, span, scale, tree, scores);
-  double denom = 0;
-  for (int64_t j = 0; j < span.n; ++j) {
-    scores[j] = std::exp(scores[j] - max_score);
-    denom += scores[j];
-  }
-  const float inv = float(1.0 / denom);
+  const float inv = exp_weights(scores, span.n, max_score);
   // 64 dims (4 registers) at a time, then what is left in 16s.
   int64_t c = 0;
   for (; c + 64 <= hd; c += 64) weighted_sum<4>(v, capacity, kv_head, span, scores, inv, c, out);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/cpu/attention.h"
@@ -41,6 +42,18 @@ struct KeySpan {
     return slot + 1 == capacity ? 0 : slot + 1;
   }
 };
+
+// scores[j] := exp(scores[j] - max) over a row's n scores, in key order; returns 1 / their sum (the
+// sum in double, key by key): the softmax weights every CPU decode path applies (p_j = scores[j] *
+// the returned value), one definition so that the paths keep one another's bits.
+inline float exp_weights(float* scores, int64_t n, float max) {
+  double denom = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    scores[j] = std::exp(scores[j] - max);
+    denom += scores[j];
+  }
+  return float(1.0 / denom);
+}
 
 // The AVX-512 path of attend_one for f32 K and V: the same operations in the same order (each
 // q.k as dot_f32_avx512 sums it, scaled; the max; expf and the double denominator key by key; out
