@@ -19,13 +19,12 @@ namespace strata::offload {
 // assumed.
 HardwareProfile detected_profile(bool use_gpu, bool cpu_rates);
 
-// The quick CPU check at start-up (about 0.1-0.3 s; run once per process, later calls return the
-// first result): host read over a buffer twice the last-level cache (at least 64 MiB), and the
-// int8-activation GEMV (measure_cpu_gemv_q8) of q3_K, q4_K, q5_K, q6_K, q8_0, iq4_xs, iq3_xxs and
-// iq3_s on every hardware thread at 1 and 8 columns over a 16 MiB matrix, one timed pass after a
-// warm-up. A matrix that small sits partly in the caches, so it measures the kernel's compute
-// ceiling; each rate is capped at the host read, the ceiling of a matrix in RAM. Marked measured
-// "now" on this machine.
+// The quick CPU check at start-up (run once per process, later calls return the first result): host
+// read over a buffer twice the last-level cache (64 MiB to 1 GiB), and the int8-activation GEMV
+// (measure_cpu_gemv_q8) of q3_K, q4_K, q5_K, q6_K, q8_0, iq4_xs, iq3_xxs and iq3_s on every hardware
+// thread at 1 and 8 columns over a matrix of that size too (one buffer, refilled per type), one
+// timed pass after a warm-up: a cpu-tier block's weights come from DRAM every step. Each rate is
+// capped at the host read. Marked measured "now" on this machine.
 struct QuickCpuRates {
   std::vector<RatePoint> host_read;   // one point: all hardware threads
   std::vector<GemvQ8Rate> gemv_q8;

@@ -90,19 +90,30 @@ std::vector<GemvQ8Rate> measure_cpu_gemv_q8(const std::vector<GgmlType>& types, 
                                             uint64_t random_bytes) {
   std::vector<GemvQ8Rate> out;
   const int max_cols = cols.empty() ? 1 : *std::max_element(cols.begin(), cols.end());
+  const int64_t n = 4096;
+  // One buffer for every type, touched once: beyond the last-level cache it is hundreds of MiB, and
+  // a fresh allocation per type would pay its page faults eight times over (seconds at start-up).
+  uint64_t largest = 0;
+  for (GgmlType type : types) {
+    const uint64_t row_bytes = ggml_row_bytes(type, uint64_t(n));
+    largest = std::max(largest, row_bytes * uint64_t(std::max<uint64_t>(kernels::cpu::kQ8MaxRows, bytes / row_bytes)));
+  }
+  std::unique_ptr<uint8_t[]> w(new uint8_t[std::max<uint64_t>(largest, 1)]);
   for (GgmlType type : types) {
     const auto* k = kernels::cpu::quant_kernels(type);
     if (!kernels::cpu::has_dot_q8(type) || !k || !k->fill_random) continue;
-    const int64_t n = 4096;
     const uint64_t row_bytes = ggml_row_bytes(type, uint64_t(n));
     const int64_t rows = int64_t(std::max<uint64_t>(kernels::cpu::kQ8MaxRows, bytes / row_bytes));
-    std::unique_ptr<uint8_t[]> w(new uint8_t[row_bytes * uint64_t(rows)]);
     Rng rng(1);
     // Random rows for up to random_bytes, copied over the rest (filling 1 GiB takes seconds per type).
     const int64_t filled = std::min<int64_t>(rows, std::max<int64_t>(1, int64_t(random_bytes / row_bytes)));
     k->fill_random(w.get(), n * filled, rng, 0.02f);
-    for (int64_t r = filled; r < rows; r += filled)
-      std::memcpy(w.get() + uint64_t(r) * row_bytes, w.get(), uint64_t(std::min(filled, rows - r)) * row_bytes);
+    tbb::parallel_for(tbb::blocked_range<int64_t>(1, (rows + filled - 1) / filled), [&](const auto& rg) {
+      for (int64_t i = rg.begin(); i < rg.end(); ++i) {
+        const int64_t r = i * filled;
+        std::memcpy(w.get() + uint64_t(r) * row_bytes, w.get(), uint64_t(std::min(filled, rows - r)) * row_bytes);
+      }
+    });
     const kernels::WeightView view{w.get(), type, n, rows, row_bytes};
     std::vector<float> x(size_t(max_cols) * size_t(n)), y(size_t(max_cols) * size_t(rows));
     for (auto& v : x) v = rng.normal();
