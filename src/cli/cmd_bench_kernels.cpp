@@ -49,6 +49,7 @@ struct BenchKernelsArgs {
   std::vector<uint32_t> prefill_q = {512, 2048};  // queries per chunk of the prefill attention figures
   int iters = 5;
   bool quick = false;  // one shape per type, smaller context: a smoke run
+  std::string shapes = "qkv,ffn_up,ffn_down,head";  // which 27B GEMV shapes (one alone: e.g. under ncu)
   std::string json_out;
   BenchCompare compare;
 };
@@ -90,14 +91,27 @@ Result<double> time_as_graph(const std::function<Status(cuda::Stream)>& enqueue,
 }
 
 struct Shape {
+  const char* key;  // --shapes
   const char* name;
   int64_t n_in, n_out;
 };
 // The 27B (gemma3-27b) matrices the issue names.
-constexpr Shape kShapes[] = {{"qkv 5376x4096", 5376, 4096},
-                             {"ffn up 5376x21504", 5376, 21504},
-                             {"ffn down 21504x5376", 21504, 5376},
-                             {"head 5376x262144", 5376, 262144}};
+constexpr Shape kShapes[] = {{"qkv", "qkv 5376x4096", 5376, 4096},
+                             {"ffn_up", "ffn up 5376x21504", 5376, 21504},
+                             {"ffn_down", "ffn down 21504x5376", 21504, 5376},
+                             {"head", "head 5376x262144", 5376, 262144}};
+
+// The comma-separated --shapes keys, checked against kShapes.
+Result<std::vector<std::string>> shape_keys(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream ss(list);
+  for (std::string k; std::getline(ss, k, ',');) {
+    if (std::none_of(std::begin(kShapes), std::end(kShapes), [&](const Shape& sh) { return k == sh.key; }))
+      return Status::error("--shapes: '{}' is not one of qkv, ffn_up, ffn_down, head", k);
+    out.push_back(k);
+  }
+  return out;
+}
 
 Result<nlohmann::json> bench_gemv(GgmlType type, const Shape& sh, const BenchKernelsArgs& a, double read_bw,
                                   double gemm_flops) {
@@ -426,6 +440,11 @@ int run(BenchKernelsArgs& a) {
     log::error("{}", s.message());
     return 2;
   }
+  const auto keys = shape_keys(a.shapes);
+  if (!keys) {
+    log::error("{}", keys.message());
+    return 2;
+  }
   std::string why;
   const auto devs = cuda::devices(&why);
   if (devs.empty()) {
@@ -461,6 +480,7 @@ int run(BenchKernelsArgs& a) {
   for (GgmlType t : types)
     for (const auto& sh : kShapes) {
       if (a.quick && &sh != &kShapes[1]) continue;
+      if (std::find(keys->begin(), keys->end(), sh.key) == keys->end()) continue;
       auto r = bench_gemv(t, sh, a, *read, *gemm);
       if (!r) {
         log::error("{} {}: {}", ggml_type_info(t).name, sh.name, r.message());
@@ -591,6 +611,9 @@ std::function<int()> add_bench_kernels(CLI::App* bench) {
   sub->add_option("--l2-cover", a->l2_cover, "Bytes of distinct weight buffers each GEMV pass walks (>= 4x L2)")
       ->capture_default_str();
   sub->add_flag("--quick", a->quick, "One shape per type and a 4K context (smoke run)");
+  sub->add_option("--shapes", a->shapes, "GEMV shapes of the 27B, comma-separated: qkv, ffn_up, ffn_down, head (one "
+                                         "alone, e.g. to profile it)")
+      ->capture_default_str();
   sub->add_option("--json", a->json_out, "Write the results as JSON to this file");
   a->compare.add_to(sub);
   return [a, sub]() -> int { return sub->parsed() ? run(*a) : -1; };

@@ -665,3 +665,10 @@ TEST_CASE("bench decode --batch and --compare: figures old -> new, bad files ref
     CHECK(r.out.empty());  // refused before the run
   }
 }
+
+TEST_CASE("bench kernels --shapes: an unknown shape is refused in one line before any GPU work", "[cli]") {
+  auto bad = run_strata("bench kernels --shapes qkv,ffn_middle");
+  CHECK(bad.code == 2);
+  CHECK(has(bad.err, "--shapes: 'ffn_middle' is not one of qkv, ffn_up, ffn_down, head"));
+  CHECK(std::count(bad.err.begin(), bad.err.end(), '\n') == 1);
+}
