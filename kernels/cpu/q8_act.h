@@ -18,8 +18,11 @@
 // groups 4p..4p+3), and the dot kernels (dot_q8_x86.inc) sum a group's products lane-wise, after
 // one transpose of each weight block that serves every column, instead of a horizontal reduction
 // per column. The two quads' vectors k are adjacent, so one 64-byte load (AVX-512) covers all eight
-// groups: 16 int32 lanes, one per half-group. The last n mod 256 elements (blocks of 32 only) stay
-// in element order. d and s are in element order.
+// groups: 16 int32 lanes, one per half-group. A last half chunk (n mod 256 = 128: gemma3-1b's 1152,
+// qwen2.5-0.5b's 896, blocks of 32 only) is one quad in that order, its vectors 32 bytes apart
+// (vector k at byte 32k: the quad's 4 groups as a whole chunk's quad 0, without quad 1 between), so
+// the kernels take it as half a chunk rather than block by block. Any other last n mod 256 elements
+// stay in element order. d and s are in element order.
 //
 // Thread-safety: pure; the view does not own its memory.
 #pragma once
@@ -52,7 +55,12 @@ struct Q8ActView {
 
 // Where element i of a column of n lies in its q array (the lane order above).
 inline int64_t q8_act_pos(int64_t n, int64_t i) {
-  if (i >= n / 256 * 256) return i;
+  const int64_t whole = n / 256 * 256;
+  if (i >= whole) {
+    if (n - whole != 128) return i;
+    const int64_t e = i - whole, group = e / 32, half = (e % 32) / 16, k = (e % 16) / 4;
+    return whole + 32 * k + 4 * (group + 4 * half) + e % 4;
+  }
   const int64_t e = i % 256;
   const int64_t group = e / 32, half = (e % 32) / 16, k = (e % 16) / 4;
   const int64_t lane = group % 4 + 4 * half, v = 2 * k + group / 4;

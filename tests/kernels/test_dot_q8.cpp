@@ -186,6 +186,32 @@ TEST_CASE("int8 activations: lane order", "[q8]") {
   REQUIRE(q8_act_pos(n, 32 * 5 + 16 + 4 * 2 + 1) == 32 * 5 + 4 * 5 + 1);  // group 5, half 1, k 2: v 5, lane 5
 }
 
+// A last half chunk (n mod 256 = 128) is one quad, its vectors k 32 bytes apart: the same lanes as
+// quad 0 of a whole chunk.
+TEST_CASE("int8 activations: lane order of a last half chunk", "[q8]") {
+  const int64_t n = 1152, whole = 1024;
+  std::vector<int> seen(size_t(n), 0);
+  for (int64_t i = 0; i < n; ++i) ++seen[size_t(q8_act_pos(n, i))];
+  REQUIRE(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+  for (int64_t i = whole; i < n; ++i) {
+    const int64_t e = i - whole, pos = q8_act_pos(n, i) - whole;
+    const int64_t group = e / 32, half = (e % 32) / 16, v = pos / 32, lane = (pos % 32) / 4;
+    REQUIRE(pos < 128);
+    REQUIRE(lane == group + 4 * half);
+    REQUIRE(v == (e % 16) / 4);
+    REQUIRE(pos % 4 == e % 4);
+  }
+  // Where a half chunk's element goes is where the same element of a chunk's quad 0 goes, with the
+  // vectors 32 bytes apart instead of 64.
+  for (int64_t e = 0; e < 128; ++e) {
+    const int64_t full = q8_act_pos(256, e);
+    REQUIRE(q8_act_pos(n, whole + e) - whole == (full / 64) * 32 + full % 32);
+  }
+  // Other remainders stay in element order.
+  REQUIRE(q8_act_pos(1184, 1024 + 33) == 1024 + 33);
+  REQUIRE(q8_act_pos(1088, 1024 + 5) == 1024 + 5);
+}
+
 // The scalar int8 dot of one weight row w (n elements) with n_col activation columns x, against
 // dequantise-then-dot on the same int8-rounded activations in double: within an f32 bound.
 void check_scalar_vs_dequantised(GgmlType t, const std::vector<uint8_t>& w, int64_t n, int n_col,
@@ -238,9 +264,10 @@ TEST_CASE("int8 dot: every ISA equals the scalar reference bit for bit, 1..16 co
       const DotQ8Fn fn = dot_q8_kernel(t, Q8Isa(isa), load);
       if (!fn || !q8_isa_supported(Q8Isa(isa))) continue;
       INFO("isa " << q8_isa_name(Q8Isa(isa)) << " grid " << grid_load_name(load));
-      // Blocks of 32: also 37 blocks (a tail of 5 after the whole 256-element chunks, as gemma3-1b's
-      // 1152-wide rows have 4), so every column count goes through the tail too.
-      for (int64_t n : {int64_t(256), int64_t(5376), int64_t(block_elems(t) == 32 ? 1184 : 512)}) {
+      // Blocks of 32: also 36 blocks (gemma3-1b's 1152: a half chunk after the whole 256-element
+      // chunks, q8_act.h) and 37 (a tail of 5 blocks in element order), at every column count.
+      const bool b32 = block_elems(t) == 32;
+      for (int64_t n : {int64_t(256), int64_t(5376), int64_t(b32 ? 1152 : 512), int64_t(b32 ? 1184 : 768)}) {
         for (int n_col : {1, 2, 5, 16}) {
           INFO("n " << n << " cols " << n_col);
           auto w = test::random_quant_rows(t, n, 1, rng);
