@@ -14,8 +14,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <algorithm>
 #include <utility>
 
 #include "kernels/cpu/dot_q8.h"

@@ -11,8 +11,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <algorithm>
 #include <utility>
 
 #include "kernels/cpu/dot_q8.h"
