@@ -30,8 +30,16 @@
 #          suites (their two-ended cases pass the option themselves), then bench spec's replay at
 #          --vram 12GiB with it off and on. Session 31 ran it (H100): suites pass, +5.8-6.6% plain,
 #          +3-5% at A = 0.7; it is the default since (STRATA_SHARED_RING=0 for two slots).
+# s32:     (session 32, no lease came) the start-up CPU check now times the int8 GEMV beyond the LLC
+#          (offload/default_profile.cpp): session 32's first lease saw the default plan put 2.1 GB
+#          of FFN blocks on the CPU at 75% of its prediction (22.6 vs 30.1 tok/s) while explicit
+#          --cpu-blocks auto took 26 attention blocks at 88% (29.4 vs 33.6): the default's plan and
+#          speed against its prediction, and how long `strata plan` takes now; then the CPU
+#          kernels on 16 threads (the one-column register accumulators and the half-chunk tails,
+#          never run there) and the 1b synth on the CPU engine with its team profile (M17: >= 60%
+#          of the host-read roofline, 53% in session 31).
 set -uo pipefail
-out=${1:?usage: $0 OUT_DIR [tests|kernels|model|cpu|norm|ring|all]} what=${2:-all}
+out=${1:?usage: $0 OUT_DIR [tests|kernels|model|cpu|norm|ring|s32|all]} what=${2:-all}
 mkdir -p "$out"
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
@@ -118,4 +126,20 @@ if [ "$what" = cpu ] || [ "$what" = all ]; then
       grep -E "cpu tier|sessions|written|error" | head -6
   t "host tiers" test_cuda "[host-tiers]"
   el "cpu"
+fi
+if [ "$what" = s32 ] || [ "$what" = all ]; then
+  m=/tmp/w/27b.gguf
+  mkdir -p /tmp/w
+  [ -f $m ] || strata synth --preset 27b --mix q3_k_m --no-progress -o $m > /tmp/w/synth.log 2>&1
+  [ -f /tmp/w/1b.gguf ] || strata synth --preset 1b --mix q4_k_m --no-progress -o /tmp/w/1b.gguf > /tmp/w/synth1.log 2>&1
+  s=$(date +%s%N)
+  timeout 60 strata plan -m $m --vram 12GiB --ctx 4096 2>&1 | grep -E "cpu tier|bottleneck|predicted: decode|error"
+  echo "plan took $(( ($(date +%s%N) - s) / 1000000 )) ms"
+  timeout 150 strata bench decode -m $m --device cuda --vram 12GiB -c 4096 -p 256 -n 48 -r 2 2>&1 |
+      grep -E "cpu tier|predicted: decode|measured|bottleneck|host tiers|roofline"
+  timeout 100 strata bench cpu-kernels --types q3_K,q4_K,q6_K,q8_0,q5_0 --cols 1,8 --threads 16 --iters 2 \
+      --json "$out/cpuk.json" 2>&1 | grep -E "^[qi]"
+  STRATA_TEAM_PROFILE=1 timeout 100 strata bench decode -m /tmp/w/1b.gguf --device cpu -c 2048 -p 64 -n 64 -r 2 \
+      -t 16 2>&1 | grep -E "site|gated|gemv_q8|attention|total|^decode:" | cut -c1-140
+  el "s32"
 fi
