@@ -93,17 +93,18 @@ std::vector<GemvQ8Rate> measure_cpu_gemv_q8(const std::vector<GgmlType>& types, 
   const int64_t n = 4096;
   // One buffer for every type, touched once: beyond the last-level cache it is hundreds of MiB, and
   // a fresh allocation per type would pay its page faults eight times over (seconds at start-up).
-  uint64_t largest = 0;
+  auto rows_of = [&](uint64_t row_bytes) { return int64_t(std::max<uint64_t>(kernels::cpu::kQ8MaxRows, bytes / row_bytes)); };
+  uint64_t largest = 1;
   for (GgmlType type : types) {
     const uint64_t row_bytes = ggml_row_bytes(type, uint64_t(n));
-    largest = std::max(largest, row_bytes * uint64_t(std::max<uint64_t>(kernels::cpu::kQ8MaxRows, bytes / row_bytes)));
+    largest = std::max(largest, row_bytes * uint64_t(rows_of(row_bytes)));
   }
-  std::unique_ptr<uint8_t[]> w(new uint8_t[std::max<uint64_t>(largest, 1)]);
+  std::unique_ptr<uint8_t[]> w(new uint8_t[largest]);
   for (GgmlType type : types) {
     const auto* k = kernels::cpu::quant_kernels(type);
     if (!kernels::cpu::has_dot_q8(type) || !k || !k->fill_random) continue;
     const uint64_t row_bytes = ggml_row_bytes(type, uint64_t(n));
-    const int64_t rows = int64_t(std::max<uint64_t>(kernels::cpu::kQ8MaxRows, bytes / row_bytes));
+    const int64_t rows = rows_of(row_bytes);
     Rng rng(1);
     // Random rows for up to random_bytes, copied over the rest (filling 1 GiB takes seconds per type).
     const int64_t filled = std::min<int64_t>(rows, std::max<int64_t>(1, int64_t(random_bytes / row_bytes)));

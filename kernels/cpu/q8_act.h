@@ -53,20 +53,23 @@ struct Q8ActView {
   }
 };
 
-// Where element i of a column of n lies in its q array (the lane order above).
-inline int64_t q8_act_pos(int64_t n, int64_t i) {
-  const int64_t whole = n / 256 * 256;
-  if (i >= whole) {
-    if (n - whole != 128) return i;
-    const int64_t e = i - whole, group = e / 32, half = (e % 32) / 16, k = (e % 16) / 4;
-    return whole + 32 * k + 4 * (group + 4 * half) + e % 4;
-  }
-  const int64_t e = i % 256;
-  const int64_t group = e / 32, half = (e % 32) / 16, k = (e % 16) / 4;
-  const int64_t lane = group % 4 + 4 * half, v = 2 * k + group / 4;
-  return i - e + 32 * v + 4 * lane + e % 4;
+// The lane quads of the 256-element chunk of a column of n that starts at element chunk: 2 for a
+// whole chunk, 1 for a last half chunk (n mod 256 = 128), 0 where the last elements stay in element
+// order (the lane order above).
+inline int q8_act_quads(int64_t n, int64_t chunk) {
+  if (chunk + 256 <= n) return 2;
+  return n - chunk == 128 ? 1 : 0;
 }
-// The code of element i of column c.
+
+// Where element i of a column of n lies in its q array: in a chunk of `quads` quads, element
+// 16h + 4k + j of group g goes to vector quads * k + g / 4, lane g % 4 + 4h, byte j.
+inline int64_t q8_act_pos(int64_t n, int64_t i) {
+  const int64_t chunk = i / 256 * 256;
+  const int quads = q8_act_quads(n, chunk);
+  if (quads == 0) return i;
+  const int64_t e = i - chunk, group = e / 32, half = (e % 32) / 16, k = (e % 16) / 4;
+  return chunk + 32 * (quads * k + group / 4) + 4 * (group % 4 + 4 * half) + e % 4;
+}
 inline int8_t q8_act_code(const Q8ActView& x, int c, int64_t i) { return x.col_q(c)[q8_act_pos(x.n, i)]; }
 
 // Bytes of the buffer quantize_q8_act needs for n_col columns of n elements (64-byte aligned parts).
