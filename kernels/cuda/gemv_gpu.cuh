@@ -520,11 +520,16 @@ __global__ void __launch_bounds__(W * 32, kMinBlocks) gemv_gpu_kernel(const uint
 }
 
 // gemv_gpu_kernel with the warp's weight tiles staged in shared memory by cp.async, R tiles ahead
-// (STRATA_GEMV_ASYNC, an experiment: gemv_gpu_launch.cuh). Why: the split-K kernel is bound by
-// per-warp latency at 64 registers (32 warps per SM); a warp holds at most ~2 tiles of loads in
-// registers, while cp.async keeps R tiles in flight without registers. The first R copies go out
-// before griddepcontrol.wait (the weights do not depend on the previous kernel). Same arithmetic,
-// same order: the same bits as gemv_gpu_kernel. One row group per CTA; K types only (no tables).
+// (STRATA_GEMV_ASYNC: gemv_gpu_launch.cuh). Why: the split-K kernel is bound by per-warp latency at
+// 64 registers (32 warps per SM); a warp holds at most ~2 tiles of loads in registers, while
+// cp.async keeps R tiles in flight without registers. The first R copies go out before
+// griddepcontrol.wait (the weights do not depend on the previous kernel) and, for the table readers,
+// before the table fill, which they then hide. Same arithmetic, same order: the same bits as
+// gemv_gpu_kernel. K types: one row group per CTA. Table readers (IQ3): persistent, as
+// gemv_gpu_kernel (row groups blockIdx.x, + gridDim.x, ...), and a warp's tiles of all its row groups
+// are one sequence to the ring, so its copies run on across a group's end (the CTA's reduction and
+// barriers) instead of draining there: ncu found the IQ3 kernel waiting on global loads for half its
+// stalls, with one tile ahead per warp and the table fill and first loads of each CTA exposed.
 __device__ __forceinline__ void gemv_cp_async16(void* smem, const void* gmem) {
   const uint32_t s = uint32_t(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
@@ -538,43 +543,53 @@ template <class D, int NC, int W, int R>
 __global__ void __launch_bounds__(W * 32, (NC <= 2 ? 4 : 2) * 8 / W)
     gemv_gpu_async_kernel(const uint8_t* __restrict__ w, int64_t n_in, int64_t n_out, ActGpu x, int n_cols,
                           float* __restrict__ y, bool pdl) {
-  static_assert(!HasTable<D>::value && D::kTile % 16 == 0 && R >= 1);
+  static_assert(D::kTile % 16 == 0 && R >= 1);
   constexpr int S = D::kSubs;
   extern __shared__ __align__(16) uint8_t gemv_ring[];  // [W][R][kTile]: W * R * kTile bytes (the launch's)
   auto ring = reinterpret_cast<uint8_t (*)[R][D::kTile]>(gemv_ring);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int64_t n_chunks = n_in / D::kChunk, G = blockIdx.x;
-  const int n_mine = warp < n_chunks ? int((n_chunks - warp + W - 1) / W) : 0;
-  const uint8_t* first = w + uint64_t(G) * uint64_t(n_chunks) * D::kTile + int64_t(warp) * D::kTile;
-  // Tile k of this warp (chunk warp + k W) into slot k % R: one commit group per tile, empty past
-  // the warp's last tile so that wait_group<R - 1> always means "tile k has landed".
-  auto issue = [&](int k) {
-    if (k < n_mine) {
-      const uint8_t* src = first + int64_t(k) * W * D::kTile;
-      uint8_t* dst = ring[warp][k % R];
+  const int64_t n_chunks = n_in / D::kChunk, n_groups = (n_out + 7) / 8;
+  const int n_mine = warp < n_chunks ? int((n_chunks - warp + W - 1) / W) : 0;  // the warp's tiles per group
+  // The issue cursor: the next tile to copy, as (row group, the warp's k-th chunk of it); one commit
+  // group per tile, empty past the warp's last tile, so that wait_group<R - 1> always means "the
+  // oldest tile not yet used has landed". Tile number k goes to slot k % R.
+  int64_t issue_group = blockIdx.x;
+  int issue_k = 0, issued = 0;
+  auto issue = [&]() {
+    if (n_mine > 0 && issue_group < n_groups) {
+      const uint8_t* src = w + (uint64_t(issue_group) * uint64_t(n_chunks) + uint64_t(warp + issue_k * W)) * D::kTile;
+      uint8_t* dst = ring[warp][issued % R];
 #pragma unroll
       for (int o = lane * 16; o < D::kTile; o += 32 * 16) gemv_cp_async16(dst + o, src + o);
+      if (++issue_k == n_mine) issue_k = 0, issue_group += HasTable<D>::value ? int64_t(gridDim.x) : n_groups;
     }
+    ++issued;
     gemv_cp_async_commit();
   };
 #pragma unroll
-  for (int k = 0; k < R; ++k) issue(k);
+  for (int k = 0; k < R; ++k) issue();
+  gpu_table_fill<D>();  // table readers, while the first copies are in flight
   if (pdl) pdl_wait();
   pdl_launch_dependents();
-  float acc[NC];
+  int used = 0;
+  for (int64_t G = blockIdx.x; G < n_groups; G += gridDim.x) {
+    float acc[NC];
 #pragma unroll
-  for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
-  ActGpu xc{x.q + int64_t(warp) * D::kChunk, x.d + int64_t(warp) * S, x.s16 + int64_t(warp) * 2 * S};
-  for (int k = 0; k < n_mine; ++k, xc.q += W * D::kChunk, xc.d += W * S, xc.s16 += W * 2 * S) {
-    gemv_cp_async_wait<R - 1>();
-    __syncwarp();  // every lane's copies of tile k have landed
-    D r;
-    r.load_raw(SmemTile{ring[warp][k % R]}, lane, g);
-    gemv_tile_add<D, NC>(r, xc, n_in, t, n_cols, acc);
-    __syncwarp();  // every lane is done with slot k % R: refill it, R tiles ahead
-    issue(k + R);
+    for (int c = 0; c < NC; ++c) acc[c] = 0.0f;
+    ActGpu xc{x.q + int64_t(warp) * D::kChunk, x.d + int64_t(warp) * S, x.s16 + int64_t(warp) * 2 * S};
+    for (int k = 0; k < n_mine; ++k, ++used, xc.q += W * D::kChunk, xc.d += W * S, xc.s16 += W * 2 * S) {
+      gemv_cp_async_wait<R - 1>();
+      __syncwarp();  // every lane's copies of this tile have landed
+      D r;
+      r.load_raw(SmemTile{ring[warp][used % R]}, lane, g);
+      gemv_tile_add<D, NC>(r, xc, n_in, t, n_cols, acc);
+      __syncwarp();  // every lane is done with this slot: refill it, R tiles ahead
+      issue();
+    }
+    gemv_store_rows<W, NC>(acc, G, n_out, n_cols, y);
+    if constexpr (!HasTable<D>::value) break;  // one row group per CTA
+    __syncthreads();  // red is written again
   }
-  gemv_store_rows<W, NC>(acc, G, n_out, n_cols, y);
 }
 
 // Exact decode of the GPU layout to f32 / f16: one thread per (output row, chunk, lane t); output

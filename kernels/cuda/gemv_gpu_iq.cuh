@@ -136,7 +136,8 @@ struct GpuIq3XXS {
     return tab;
   }
   __device__ __forceinline__ static void fill_table() { fill_replicated<kEntries, kCopies>(table(), kDevIq3xxsGrid.v); }
-  __device__ __forceinline__ void load_raw(const uint8_t* tile, int lane, int g) {
+  template <class P = const uint8_t*>
+  __device__ __forceinline__ void load_raw(P tile, int lane, int g) {
     q = ld_u4(tile + lane * 16);
     sg = ld_u2(tile + 512 + lane * 8);
     dd = ld16(tile + 768 + g * 2);
@@ -202,7 +203,8 @@ struct GpuIq3S {
     return tab;
   }
   __device__ __forceinline__ static void fill_table() { fill_replicated<kEntries, kCopies>(table(), kDevIq3sGrid.v); }
-  __device__ __forceinline__ void load_raw(const uint8_t* tile, int lane, int g) {
+  template <class P = const uint8_t*>
+  __device__ __forceinline__ void load_raw(P tile, int lane, int g) {
     q = ld_u4(tile + lane * 16);
     sg = ld_u2(tile + 512 + lane * 8);
     hb = ld16(tile + 768 + lane * 2);

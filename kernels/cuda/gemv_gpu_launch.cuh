@@ -93,13 +93,14 @@ int gemv_warps(const WeightView& w, int chunk) {
 
 // The table readers' dp4a variant for 1-2 columns (gemv_gpu_kernel kMinBlocks, kPipe): 0 = the K
 // types' kernel (4 CTAs of 8 warps per SM, 64 registers), 1 = the same pipelined, 2 = pipelined at
-// 2 CTAs per SM (128 registers). STRATA_IQ_GEMV_VARIANT (read once per process)
+// 2 CTAs per SM (128 registers), 3 = tiles staged by cp.async, 3 ahead, across row groups
+// (gemv_gpu_async_kernel; 0 where the SM's shared memory cannot hold it). STRATA_IQ_GEMV_VARIANT (read once per process)
 // is a tuning knob for `strata bench kernels`, not a setting: every variant computes the same bits.
 inline int iq_gemv_variant() {
   static const int v = [] {
     const char* e = std::getenv("STRATA_IQ_GEMV_VARIANT");
     const int n = e ? std::atoi(e) : kIqGemvVariant;
-    return n >= 0 && n <= 2 ? n : kIqGemvVariant;
+    return n >= 0 && n <= 3 ? n : kIqGemvVariant;
   }();
   return v;
 }
@@ -157,23 +158,40 @@ template <class D>
 struct LoadsFromSmem<D, std::void_t<decltype(std::declval<D&>().load_raw(SmemTile{nullptr}, 0, 0))>>
     : std::true_type {};
 constexpr int kAsyncRing = 4;
+// The table readers' ring: 3 tiles per warp, so that 4 CTAs of 8 warps (the launch bound) fit an
+// H100/H200 SM with their 32 KiB tables (4 x (32 + 18.4 .. 20.6 + 1.3) KiB <= 228 KiB). Where they do
+// not fit (an sm_86/89 SM has 100 KiB), the kernel without a ring runs instead.
+constexpr int kAsyncRingTable = 3;
 template <class D, int NC, int W>
 bool launch_async(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cudaStream_t s, bool pdl) {
-  if constexpr (HasTable<D>::value || NC > 2 || !LoadsFromSmem<D>::value) {
+  if constexpr (NC > 2 || !LoadsFromSmem<D>::value) {
     return false;
   } else {
     const int64_t groups = (w.n_out + 7) / 8;
-    if (gemv_async_mode() == 2 && (W != 8 || groups <= int64_t(2) * 4 * std::max(sm_count(), 1))) return false;
-    constexpr auto kernel = gemv_gpu_async_kernel<D, NC, W, kAsyncRing>;
-    constexpr int kBytes = W * kAsyncRing * D::kTile;
+    constexpr bool kTable = HasTable<D>::value;
+    constexpr int R = kTable ? kAsyncRingTable : kAsyncRing;
+    constexpr int kCtasPerSm = 4 * 8 / W;  // gemv_gpu_async_kernel's launch bound for 1-2 columns
+    constexpr int kBytes = W * R * D::kTile;
+    constexpr auto kernel = gemv_gpu_async_kernel<D, NC, W, R>;
+    unsigned grid = unsigned(groups);
+    if constexpr (kTable) {
+      const size_t reduce = size_t(W) * NC * 8 * 4, table = size_t(D::kTableWords) * 4;
+      if (size_t(smem_per_sm()) < kCtasPerSm * (table + reduce + kBytes + 1024) ||
+          size_t(smem_per_block_optin()) < table + reduce + kBytes)
+        return false;
+      max_carveout<kernel>();
+      grid = grid_for<D, kCtasPerSm>(groups, reduce + kBytes);
+    } else {
+      if (gemv_async_mode() == 2 && (W != 8 || groups <= int64_t(2) * 4 * std::max(sm_count(), 1))) return false;
+      // STRATA_GEMV_ASYNC_CARVEOUT=1: ask for the maximum shared-memory carveout (slower: above).
+      static const bool carve = [] {
+        const char* e = std::getenv("STRATA_GEMV_ASYNC_CARVEOUT");
+        return e && std::atoi(e) != 0;
+      }();
+      if (carve) max_carveout<kernel>();
+    }
     allow_dynamic_smem<kernel, kBytes>();
-    // STRATA_GEMV_ASYNC_CARVEOUT=1: ask for the maximum shared-memory carveout (slower: above).
-    static const bool carve = [] {
-      const char* e = std::getenv("STRATA_GEMV_ASYNC_CARVEOUT");
-      return e && std::atoi(e) != 0;
-    }();
-    if (carve) max_carveout<kernel>();
-    launch_kernel_smem(kernel, unsigned(groups), W * 32, kBytes, s, w.data, w.n_in, w.n_out, x, n_cols, d_y, pdl);
+    launch_kernel_smem(kernel, grid, W * 32, kBytes, s, w.data, w.n_in, w.n_out, x, n_cols, d_y, pdl);
     return true;
   }
 }
@@ -191,6 +209,10 @@ void launch_nc(const WeightView& w, const ActGpu& x, int n_cols, float* d_y, cud
       case 2:
         return w16 ? launch_dp4a<D, NC, 16, 1, true>(w, x, n_cols, d_y, s, pdl)
                    : launch_dp4a<D, NC, 8, 2, true>(w, x, n_cols, d_y, s, pdl);
+      case 3:
+        if (w16 ? launch_async<D, NC, 16>(w, x, n_cols, d_y, s, pdl) : launch_async<D, NC, 8>(w, x, n_cols, d_y, s, pdl))
+          return;
+        break;
       default: break;
     }
   }

@@ -7,7 +7,9 @@
 //   (batch 1 and 8, the baseline) and, for the repacked types, the GPU layout (kernels/gpu_layout.h)
 //   at 1, 2, 4, 8, 16, 32 and 64 columns on the engine's kernels (dp4a below kGemvMmaFromCols
 //   columns, MMA from it), and in a CUDA graph: the engine's choice (1..64 columns) and each kernel
-//   forced (1..16 columns; m8/d1 is the MMA kernel's 8 columns over the dp4a kernel's 1).
+//   forced (1..16 columns; m8/d1 is the MMA kernel's 8 columns over the dp4a kernel's 1). Each
+//   graph figure but the last ("alone1": 1 column, activations rounded once before the graph, as the
+//   engine's fused norms leave them) includes the activation quantiser's launch per matrix.
 //   GB/s always counts the GGUF bytes of the matrix (what a token's time is made of; the GPU layout
 //   has the same size but for padding rows, see gpu_layout.h).
 // - Prefill matmul at M = 2048 (dequantised f16 tiles + cuBLAS): TFLOP/s over the bf16 GEMM rate.
@@ -251,6 +253,20 @@ Result<nlohmann::json> bench_gemv(GgmlType type, const Shape& sh, const BenchKer
     cuda::set_gemv_pdl(false);
     if (!tp) return tp.status();
     j["graph_pdl_gemv1_fraction_of_read"] = double(bytes) / (*tp / gcopies) / read_bw;
+    // 1 column, the GEMV alone (its activations rounded once, before the graph): as the engine runs
+    // its GEMVs, whose input the norm or the previous GEMV rounds in its own kernel (norm.cu,
+    // gemv_gated.cu), so the figure is the GEMV kernel's, without the quantiser's launch.
+    STRATA_TRY(cuda::gemv(gviews[0], dx, 1, dy, {gws, gws_bytes}, nullptr));
+    STRATA_TRY(cuda::synchronize(nullptr));
+    auto ta = time_as_graph(
+        [&](cuda::Stream st) -> Status {
+          for (const auto& v : gviews) STRATA_TRY(cuda::gemv(v, dx, 1, dy, {gws, gws_bytes}, st, true));
+          return Status::ok();
+        },
+        a.iters);
+    if (!ta) return ta.status();
+    j["graph_alone_gemv1_us"] = *ta / gcopies * 1e6;
+    j["graph_alone_gemv1_fraction_of_read"] = double(bytes) / (*ta / gcopies) / read_bw;
   }
   // Prefill matmul at M = 2048 columns on one buffer (compute-bound: the cache does not matter).
   if (gemm_flops > 0 && sh.n_out <= 32768) {
@@ -472,10 +488,10 @@ int run(BenchKernelsArgs& a) {
                       {"ceilings", {{"device_read_gb_s", *read / 1e9}, {"gemm_bf16_tflops", *gemm / 1e12}}}};
   fmt::print("ceilings: device read {:.0f} GB/s, bf16 GEMM {:.0f} TFLOP/s\n", *read / 1e9, *gemm / 1e12);
   fmt::print("{:<6} {:<20} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9} {:>10} {:>8} | {:>9} {:>8} {:>6} {:>6} {:>6} {:>6} {:>6} |"
-             " {:>8} {:>6} {:>6} {:>6} | {:>6} {:>6} {:>6} {:>6} | {:>6}\n",
+             " {:>8} {:>6} {:>6} {:>6} | {:>6} {:>6} {:>6} {:>6} | {:>6} {:>6}\n",
              "type", "shape", "gemv1 us", "GB/s", "of read", "(f32 x)", "b8/b1", "gemm TF", "of bf16", "buffers",
              "gpu1 us", "of read", "b2/b1", "b4/b1", "b8/b1", "b16/b1", "b64/b1", "graph1", "g8/g1", "g16/g1", "g64/g1",
-             "dp4a1", "mma1", "m8/d1", "m16/d1", "pdl1");
+             "dp4a1", "mma1", "m8/d1", "m16/d1", "pdl1", "alone1");
   nlohmann::json rows = nlohmann::json::array();
   for (GgmlType t : types)
     for (const auto& sh : kShapes) {
@@ -500,7 +516,7 @@ int run(BenchKernelsArgs& a) {
         const double g1 = x["graph_gpu_gemv1_us"].get<double>();
         const double d1 = x["graph_dp4a_gemv1_us"].get<double>();
         fmt::print(" | {:>9.1f} {:>7.0f}% {:>6.2f} {:>6.2f} {:>6.2f} {:>6.2f} {:>6.2f} | {:>7.0f}% {:>6.2f} {:>6.2f} {:>6.2f} |"
-                   " {:>5.0f}% {:>5.0f}% {:>6.2f} {:>6.2f} | {:>5.0f}%\n",
+                   " {:>5.0f}% {:>5.0f}% {:>6.2f} {:>6.2f} | {:>5.0f}% {:>5.0f}%\n",
                    x["gpu_gemv1_us"].get<double>(), 100 * x["gpu_gemv1_fraction_of_read"].get<double>(),
                    x["gpu_gemv2_over_gemv1"].get<double>(), x["gpu_gemv4_over_gemv1"].get<double>(),
                    x["gpu_gemv8_over_gemv1"].get<double>(), x["gpu_gemv16_over_gemv1"].get<double>(),
@@ -510,7 +526,8 @@ int run(BenchKernelsArgs& a) {
                    100 * x["graph_dp4a_gemv1_fraction_of_read"].get<double>(),
                    100 * x["graph_mma_gemv1_fraction_of_read"].get<double>(), x["graph_mma_gemv8_us"].get<double>() / d1,
                    x["graph_mma_gemv16_us"].get<double>() / d1,
-                   100 * x["graph_pdl_gemv1_fraction_of_read"].get<double>());
+                   100 * x["graph_pdl_gemv1_fraction_of_read"].get<double>(),
+                   100 * x["graph_alone_gemv1_fraction_of_read"].get<double>());
       } else {
         fmt::print(" | (GGUF layout only)\n");
       }

@@ -38,8 +38,13 @@
 #          kernels on 16 threads (the one-column register accumulators and the half-chunk tails,
 #          never run there) and the 1b synth on the CPU engine with its team profile (M17: >= 60%
 #          of the host-read roofline, 53% in session 31).
+# s33:     (session 33, no lease came) the table readers' GEMV staged by cp.async across row groups
+#          (STRATA_IQ_GEMV_VARIANT=3, gemv_gpu_async_kernel; opt-in, never run): its bit-for-bit GEMV
+#          tests, then bench kernels A/B against the default (the new "alone1" column: the GEMV
+#          without the quantiser's launch, as the engine runs it). If it wins on every shape, make
+#          it kIqGemvVariant (gemv_gpu_launch.cuh) and note the figures there.
 set -uo pipefail
-out=${1:?usage: $0 OUT_DIR [tests|kernels|model|cpu|norm|ring|s32|all]} what=${2:-all}
+out=${1:?usage: $0 OUT_DIR [tests|kernels|model|cpu|norm|ring|s32|s33|all]} what=${2:-all}
 mkdir -p "$out"
 t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
@@ -142,4 +147,14 @@ if [ "$what" = s32 ] || [ "$what" = all ]; then
   STRATA_TEAM_PROFILE=1 timeout 100 strata bench decode -m /tmp/w/1b.gguf --device cpu -c 2048 -p 64 -n 64 -r 2 \
       -t 16 2>&1 | grep -E "site|gated|gemv_q8|attention|total|^decode:" | cut -c1-140
   el "s32"
+fi
+if [ "$what" = s33 ] || [ "$what" = all ]; then
+  t "gemv tests (table readers' ring)" STRATA_IQ_GEMV_VARIANT=3 test_cuda "cuda gemv on the GPU layout*"
+  bash tools/device/kernels_ab.sh "$out/iqab" "--types iq3_xxs,iq3_s --kv f16 --ctx 16 --prefill-queries 16 --iters 3" \
+      - STRATA_IQ_GEMV_VARIANT=3
+  timeout 60 ncu --kernel-name regex:gemv_gpu_async_kernel --launch-skip 6 --launch-count 1 --section SpeedOfLight \
+      --section Occupancy --section WarpStateStats env STRATA_IQ_GEMV_VARIANT=3 strata bench kernels --types iq3_xxs \
+      --shapes ffn_up --kv f16 --ctx 16 --prefill-queries 16 --iters 1 > "$out/ncu_ring.txt" 2>&1
+  grep -E "Duration|DRAM Throughput|Achieved Occupancy|Stall Long|L1TEX" "$out/ncu_ring.txt" | head -8
+  el "s33"
 fi
