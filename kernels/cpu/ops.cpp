@@ -115,18 +115,6 @@ void rope_apply(float* x, int64_t n_heads, int64_t head_dim, const float* cos_si
   }
 }
 
-void silu_mul_range(float* gate, const float* up, int64_t i0, int64_t i1) {
-  for (int64_t i = i0; i < i1; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-}
-
-void gelu_tanh_mul_range(float* gate, const float* up, int64_t i0, int64_t i1) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  for (int64_t i = i0; i < i1; ++i) {
-    const float g = gate[i];
-    gate[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
-  }
-}
-
 void silu_mul(float* gate, const float* up, int64_t n) {
   elementwise(n, [&](int64_t i0, int64_t i1) { silu_mul_range(gate, up, i0, i1); });
 }

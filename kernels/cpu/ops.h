@@ -41,7 +41,8 @@ void rope_angles(float* cos_sin, int64_t head_dim, float pos, float base, const 
 void rope_apply(float* x, int64_t n_heads, int64_t head_dim, const float* cos_sin, bool neox);
 
 // gate[i] = act(gate[i]) * up[i]; long vectors split over the CPU thread team (thread_team.h: not
-// from inside a team task), each element computed alone (the same bits however split).
+// from inside a team task), each element computed alone (the same bits however split). The
+// activations are gated_act_impl.h's (its own e^t, scalar and AVX2 alike; within a few ulp of libm's).
 void silu_mul(float* gate, const float* up, int64_t n);
 void gelu_tanh_mul(float* gate, const float* up, int64_t n);
 // The same on elements [i0, i1), on the calling thread (from a team part, e.g. gated_ffn_q8.h): the

@@ -1,5 +1,6 @@
 // CPU element-wise ops: RoPE over many heads at once against the one-head form and the written-out
-// rotation, what a rotation must preserve, and the RMS norm of many vectors against one at a time.
+// rotation, what a rotation must preserve, the RMS norm of many vectors against one at a time, and
+// the gated activations against double precision (scalar and AVX2 alike, bit for bit).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -7,8 +8,11 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/rng.h"
+#include "kernels/cpu/gated_act_impl.h"
 #include "kernels/cpu/ops.h"
+#include "test_util.h"
 
 using namespace strata;
 using namespace strata::kernels::cpu;
@@ -134,4 +138,75 @@ TEST_CASE("rms_norm_set equals rms_norm on each vector bit for bit, weights per 
         CHECK(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
       }
     }
+}
+
+namespace {
+
+// act(g) * u in double. GELU's tanh form 0.5 g (1 + tanh z) as 1 / (1 + e^-2z): the same function,
+// but 1 + tanh z cancels to nothing in double too from z ~ -18 on.
+double gelu_tanh_mul_ref(double g, double u) {
+  const double z = 0.7978845608028654 * (g + 0.044715 * g * g * g);
+  return g / (1.0 + std::exp(-2.0 * z)) * u;
+}
+double silu_mul_ref(double g, double u) { return g / (1.0 + std::exp(-g)) * u; }
+
+// Gates over the activations' whole working range and their edges: normal values, large and tiny
+// magnitudes, the exp clamp's neighbourhood (|2z| near 87-88), zeros; ups of either sign.
+std::vector<float> activation_inputs(Rng& rng, size_t n) {
+  std::vector<float> g = test::random_normal(n, rng, 4.0f);
+  const float edges[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-8f, -7.0f, -6.5f, 6.5f, -40.0f, -87.5f, -88.5f,
+                         87.5f, 88.5f, -100.0f, 100.0f, 1e4f, -1e4f, 1e13f, -1e13f, 3e38f, -3e38f};
+  for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]) && i < n; ++i) g[i * 7 % n] = edges[i];
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("gated activations: within 8 ulp (plus the exponent's rounding) of double precision", "[ops]") {
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  const size_t n = 20011;  // odd: the vector loop's scalar tail runs too
+  const std::vector<float> g = activation_inputs(rng, n), u = test::random_normal(n, rng);
+  for (bool gelu : {true, false}) {
+    INFO((gelu ? "gelu_tanh" : "silu"));
+    std::vector<float> y = g;
+    (gelu ? gelu_tanh_mul : silu_mul)(y.data(), u.data(), int64_t(n));
+    int bad = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double want = gelu ? gelu_tanh_mul_ref(g[i], u[i]) : silu_mul_ref(g[i], u[i]);
+      const bool finite = std::isfinite(want) && std::abs(want) < 3e38;
+      if (!finite) continue;  // g * u beyond float: no claim
+      // 8 ulp, plus what rounding the exponent t costs in float: e^t moves by |t| 2^-24 per ulp of
+      // t, and t = -2z (GELU) gathers ~4 roundings (g^3 and the products): GELU at g = -7 has
+      // t = 36, so its float value is only good to ~4e-6 whatever computes e^t (libm's tanhf too).
+      const double t = gelu ? 2.0 * 0.7978845608028654 * (double(g[i]) + 0.044715 * double(g[i]) * g[i] * g[i])
+                            : double(g[i]);
+      const double rel = 1e-6 + (gelu ? 4.0 : 1.0) * std::abs(t) * 0x1p-24;
+      const double err = std::abs(double(y[i]) - want);
+      if (!(err <= 1e-35 + rel * std::abs(want))) {
+        if (bad++ < 5) UNSCOPED_INFO("g " << g[i] << " u " << u[i] << ": " << y[i] << " want " << want);
+      }
+    }
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("gated activations: the AVX2 lanes give the scalar form's bits", "[ops]") {
+  if (!cpu_features().avx2) return;
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  const size_t n = 4099;
+  const std::vector<float> g = activation_inputs(rng, n), u = test::random_normal(n, rng);
+  for (bool gelu : {true, false}) {
+    INFO((gelu ? "gelu_tanh" : "silu"));
+    std::vector<float> vec = g, scalar(n);
+    (gelu ? gelu_tanh_mul_range_avx2 : silu_mul_range_avx2)(vec.data(), u.data(), 3, int64_t(n));
+    for (size_t i = 0; i < n; ++i)
+      scalar[i] = i < 3 ? g[i] : gelu ? gated_act::gelu_tanh_mul1(g[i], u[i]) : gated_act::silu_mul1(g[i], u[i]);
+    int differ = 0;
+    for (size_t i = 0; i < n; ++i) differ += std::memcmp(&vec[i], &scalar[i], 4) != 0;
+    CHECK(differ == 0);
+  }
 }
