@@ -150,6 +150,9 @@ if [ "$what" = s32 ] || [ "$what" = all ]; then
 fi
 if [ "$what" = s33 ] || [ "$what" = all ]; then
   t "gemv tests (table readers' ring)" STRATA_IQ_GEMV_VARIANT=3 test_cuda "cuda gemv on the GPU layout*"
+  # The M11 / M13 GEMV figures with the new alone1 column (the GEMV without the quantiser's launch).
+  timeout 240 strata bench kernels --types q3_K,q4_K,q5_K,q6_K,q8_0,iq3_xxs,iq3_s,iq4_xs --kv f16,q8,q4 \
+      --ctx 32768 --iters 3 --json "$out/kernels_s33.json" 2>&1 | tail -40
   bash tools/device/kernels_ab.sh "$out/iqab" "--types iq3_xxs,iq3_s --kv f16 --ctx 16 --prefill-queries 16 --iters 3" \
       - STRATA_IQ_GEMV_VARIANT=3
   timeout 60 ncu --kernel-name regex:gemv_gpu_async_kernel --launch-skip 6 --launch-count 1 --section SpeedOfLight \
