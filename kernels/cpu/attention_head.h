@@ -43,15 +43,19 @@ struct KeySpan {
   }
 };
 
-// scores[j] := exp(scores[j] - max) over a row's n scores, in key order; returns 1 / their sum (the
-// sum in double, key by key): the softmax weights every CPU decode path applies (p_j = scores[j] *
-// the returned value), one definition so that the paths keep one another's bits.
+// scores[j] := e^(scores[j] - max) for a row's n scores: fast_exp.h's exp_weight (within 2 ulp of
+// expf; +0 below e^-87, so a masked key's -inf is 0; NaN stays NaN), in AVX2 lanes where the CPU
+// has them (attention_exp*.cpp, the same bits either way).
+void exp_shifted(float* scores, int64_t n, float max);
+void exp_shifted_avx2(float* scores, int64_t n, float max);  // only where cpu_features().avx2
+
+// exp_shifted, then 1 / the weights' sum (in double, key by key): the softmax weights every CPU
+// decode path applies (p_j = scores[j] * the returned value), one definition so that the paths
+// keep one another's bits.
 inline float exp_weights(float* scores, int64_t n, float max) {
+  exp_shifted(scores, n, max);
   double denom = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    scores[j] = std::exp(scores[j] - max);
-    denom += scores[j];
-  }
+  for (int64_t j = 0; j < n; ++j) denom += scores[j];
   return float(1.0 / denom);
 }
 

@@ -420,16 +420,6 @@ float dot_f16_avx2(const void* row, const float* x, int64_t n) {
       });
 }
 
-// Not a dot: an f16 row decoded to f32 with F16C, 8 values per instruction (the scalar decoder
-// is a branchy bit manipulation per value). Exact for every value (NaN payloads may be quieted).
-void dequantize_f16_avx2(const void* src, float* dst, int64_t n) {
-  const auto* h = static_cast<const uint16_t*>(src);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
-  for (; i < n; ++i) dst[i] = _cvtsh_ss(load_u16(reinterpret_cast<const u8*>(h + i)));
-}
-
 float dot_bf16_avx2(const void* row, const float* x, int64_t n) {
   return dot_float_row(
       row, x, n,

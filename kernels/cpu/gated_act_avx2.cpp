@@ -4,6 +4,7 @@
 // form). Called only when cpu_features().avx2; the last n % 8 elements take the scalar form.
 #include <immintrin.h>
 
+#include "kernels/cpu/fast_exp_avx2.h"
 #include "kernels/cpu/gated_act_impl.h"
 
 namespace strata::kernels::cpu {
@@ -11,25 +12,10 @@ namespace {
 
 namespace ga = gated_act;
 
-inline __m256 exp_clamped8(__m256 t) {
-  t = _mm256_min_ps(_mm256_max_ps(t, _mm256_set1_ps(ga::kExpLo)), _mm256_set1_ps(ga::kExpHi));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(ga::kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m256 r = _mm256_sub_ps(_mm256_sub_ps(t, _mm256_mul_ps(n, _mm256_set1_ps(ga::kLn2Hi))),
-                                 _mm256_mul_ps(n, _mm256_set1_ps(ga::kLn2Lo)));
-  __m256 p = _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(ga::kP0), r), _mm256_set1_ps(ga::kP1));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(ga::kP2));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(ga::kP3));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(ga::kP4));
-  p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(ga::kP5));
-  p = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(p, _mm256_mul_ps(r, r)), r), _mm256_set1_ps(1.0f));
-  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
-}
-
 // gated_act::sigmoid_form, eight lanes.
 inline __m256 sigmoid_form8(__m256 g, __m256 t, __m256 u) {
-  const __m256 v = _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), exp_clamped8(t))), u);
-  return _mm256_and_ps(v, _mm256_cmp_ps(t, _mm256_set1_ps(ga::kExpHi), _CMP_LE_OQ));
+  const __m256 v = _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), fast_exp::exp_clamped8(t))), u);
+  return _mm256_and_ps(v, _mm256_cmp_ps(t, _mm256_set1_ps(fast_exp::kExpHi), _CMP_LE_OQ));
 }
 
 }  // namespace

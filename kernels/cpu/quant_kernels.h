@@ -45,8 +45,9 @@ struct QuantKernels {
 const QuantKernels* quant_kernels(GgmlType type);
 // The fastest dot kernel this CPU supports for the type (scalar always exists).
 DotFn best_dot(GgmlType type);
-// The fastest decoder of a row to f32 this CPU supports: the same values as `dequantize` (f16 has
-// an F16C one; every other type returns `dequantize`). nullptr where the type has no kernels.
+// The fastest decoder of a row to f32 this CPU supports: the same values as `dequantize` (f16,
+// q8_0 and q4_1 -- the KV cache's types -- have AVX2 ones; every other type returns `dequantize`).
+// nullptr where the type has no kernels.
 DequantizeFn best_dequantize(GgmlType type);
 
 }  // namespace strata::kernels::cpu

@@ -88,7 +88,11 @@ DotFn best_dot(GgmlType type) {
 DequantizeFn best_dequantize(GgmlType type) {
   const QuantKernels* k = quant_kernels(type);
   if (!k) return nullptr;
-  if (type == GgmlType::F16 && isa_supported(Isa::avx2)) return dequantize_f16_avx2;
+  if (isa_supported(Isa::avx2)) {
+    if (type == GgmlType::F16) return dequantize_f16_avx2;
+    if (type == GgmlType::Q8_0) return dequantize_q8_0_avx2;
+    if (type == GgmlType::Q4_1) return dequantize_q4_1_avx2;
+  }
   return k->dequantize;
 }
 

@@ -12,6 +12,7 @@
 #include "core/ggml_type.h"
 #include "core/rng.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/attention_tree.h"
 #include "kernels/cpu/q8_act.h"
 #include "kernels/cpu/quant_kernels.h"
@@ -98,7 +99,7 @@ void plain_attention(const float* q, int32_t pos, const float* k, const float* v
       mx = std::max(mx, s[j]);
     }
     double den = 0;
-    for (int64_t j = 0; j < n; ++j) s[j] = std::exp(s[j] - mx), den += s[j];
+    for (int64_t j = 0; j < n; ++j) s[j] = fast_exp::exp_weight(s[j] - mx), den += s[j];  // the engine's e^t
     const float inv = float(1.0 / den);
     float* o = out + h * kHd;
     std::fill(o, o + kHd, 0.0f);

@@ -159,3 +159,34 @@ TEST_CASE("best_dequantize decodes every f16 value as the scalar decoder does", 
   // Types without a SIMD decoder get the exact one.
   CHECK(best_dequantize(GgmlType::Q4_K) == quant_kernels(GgmlType::Q4_K)->dequantize);
 }
+
+TEST_CASE("best_dequantize decodes q8_0 and q4_1 blocks as the scalar decoder does", "[dot]") {
+  // Random bytes as blocks: every code, and scales (and q4_1 offsets) of any f16 bit pattern,
+  // infinities, NaNs and subnormals included; rows of 1, 3 and 4 blocks (a 128-dim KV head).
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_1}) {
+    INFO(ggml_type_info(t).name);
+    const DequantizeFn fast = best_dequantize(t), scalar = quant_kernels(t)->dequantize;
+    REQUIRE(fast);
+    if (!isa_supported(Isa::avx2)) CHECK(fast == scalar);
+    for (int64_t n : {int64_t(32), int64_t(96), int64_t(128)}) {
+      const int64_t rows = 4096 / n * 8;
+      std::vector<uint8_t> w(ggml_row_bytes(t, uint64_t(n)) * uint64_t(rows));
+      for (auto& b : w) b = uint8_t(rng.next_u32());
+      std::vector<float> a(size_t(n * rows)), b(a.size());
+      const size_t rb = ggml_row_bytes(t, uint64_t(n));
+      for (int64_t r = 0; r < rows; ++r) {
+        fast(w.data() + r * rb, a.data() + r * n, n);
+        scalar(w.data() + r * rb, b.data() + r * n, n);
+      }
+      int64_t mismatches = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (std::isnan(b[i])) mismatches += !std::isnan(a[i]);
+        else mismatches += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+      }
+      CHECK(mismatches == 0);
+    }
+  }
+}

@@ -10,6 +10,8 @@
 
 #include "core/cpu_features.h"
 #include "core/rng.h"
+#include "kernels/cpu/attention_head.h"
+#include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/gated_act_impl.h"
 #include "kernels/cpu/ops.h"
 #include "test_util.h"
@@ -207,6 +209,40 @@ TEST_CASE("gated activations: the AVX2 lanes give the scalar form's bits", "[ops
       scalar[i] = i < 3 ? g[i] : gelu ? gated_act::gelu_tanh_mul1(g[i], u[i]) : gated_act::silu_mul1(g[i], u[i]);
     int differ = 0;
     for (size_t i = 0; i < n; ++i) differ += std::memcmp(&vec[i], &scalar[i], 4) != 0;
+    CHECK(differ == 0);
+  }
+}
+
+TEST_CASE("softmax weights: e^t within 3 ulp on [-87, 0], +0 below, NaN kept; AVX2 lanes give the scalar bits", "[ops]") {
+  const uint64_t seed = test::fresh_seed();
+  INFO("seed " << seed);
+  Rng rng(seed);
+  std::vector<float> t(30011);
+  for (auto& v : t) v = -90.0f * rng.uniform();
+  const float edges[] = {0.0f, -0.0f, -1e-30f, -86.99f, -87.0f, -87.01f, -88.0f, -1e30f, -INFINITY, NAN};
+  for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); ++i) t[i * 11] = edges[i];
+  int bad = 0;
+  for (float x : t) {
+    const float got = fast_exp::exp_weight(x);
+    if (std::isnan(x)) {
+      bad += !std::isnan(got);
+    } else if (x < fast_exp::kExpLo) {
+      bad += !(got == 0.0f && !std::signbit(got));
+    } else {
+      const double want = std::exp(double(x));
+      bad += !(std::abs(got - want) <= 3.0 * 0x1p-24 * want);
+    }
+  }
+  CHECK(bad == 0);
+  if (cpu_features().avx2) {
+    // exp_shifted runs the lanes (and the scalar form on the last n % 8): the scalar form's bits.
+    std::vector<float> s = t;
+    exp_shifted(s.data(), int64_t(s.size()), 0.5f);
+    int differ = 0;
+    for (size_t i = 0; i < t.size(); ++i) {
+      const float want = fast_exp::exp_weight(t[i] - 0.5f);
+      differ += std::isnan(want) ? !std::isnan(s[i]) : std::memcmp(&s[i], &want, 4) != 0;
+    }
     CHECK(differ == 0);
   }
 }

@@ -48,7 +48,9 @@ STRATA_CPU_IQ_AVX512_TYPES(STRATA_DECLARE_IQ_AVX512)
 STRATA_CPU_IQ_TYPES(STRATA_DECLARE_IQ_QUANTIZE)
 #undef STRATA_DECLARE_IQ_QUANTIZE
 
-// SIMD decoders where the scalar one is slow (see best_dequantize).
+// SIMD decoders where the scalar one is slow (see best_dequantize; dequantize_avx2.cpp).
 void dequantize_f16_avx2(const void* src, float* dst, int64_t n);
+void dequantize_q8_0_avx2(const void* src, float* dst, int64_t n);
+void dequantize_q4_1_avx2(const void* src, float* dst, int64_t n);
 
 }  // namespace strata::kernels::cpu
