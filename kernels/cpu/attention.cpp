@@ -83,14 +83,17 @@ bool head_avx512(const KvStore& kv, int64_t head_dim) {
 bool rows_ok(const AttentionShape& s) {
   return avx512_heads() && s.sinks == 0 && s.head_dim % 16 == 0 && s.head_dim <= kHeadAvx512MaxDim;
 }
-// How it reads K and V, so that each row gets the per-row path's bits: f32 / f16 inline where the
-// per-row q.k is the AVX-512 kernel, else the type's own dot and decode.
+// How it reads K and V, so that each row gets the per-row path's bits: f32 / f16 inline, q8_0 /
+// q4_1 K decoded once per key, where the per-row q.k is the AVX-512 kernel; else the type's own
+// dot and decode.
 RowsKv rows_kv(const KvStore& kv) {
   RowsKv how;
   const DotFn k_dot = best_dot(kv.k_dtype);
-  how.k = kv.k_dtype == GgmlType::F32 && k_dot == &dot_f32_avx512   ? RowsKv::kF32
-          : kv.k_dtype == GgmlType::F16 && k_dot == &dot_f16_avx512 ? RowsKv::kF16
-                                                                    : RowsKv::kOther;
+  how.k = kv.k_dtype == GgmlType::F32 && k_dot == &dot_f32_avx512     ? RowsKv::kF32
+          : kv.k_dtype == GgmlType::F16 && k_dot == &dot_f16_avx512   ? RowsKv::kF16
+          : kv.k_dtype == GgmlType::Q8_0 && k_dot == &dot_q8_0_avx512 ? RowsKv::kQ8_0
+          : kv.k_dtype == GgmlType::Q4_1 && k_dot == &dot_q4_1_avx512 ? RowsKv::kQ4_1
+                                                                      : RowsKv::kOther;
   how.k_dot = k_dot;
   how.v = kv.v_dtype == GgmlType::F32 ? RowsKv::kF32 : kv.v_dtype == GgmlType::F16 ? RowsKv::kF16 : RowsKv::kOther;
   how.v_decode = best_dequantize(kv.v_dtype);

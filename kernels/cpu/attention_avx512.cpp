@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/attention_head.h"
 #include "kernels/cpu/dot_float_avx512.h"
+#include "kernels/cpu/dot_legacy_avx512.h"
 
 namespace strata::kernels::cpu {
 namespace {
@@ -85,8 +86,9 @@ inline __m512 load16_kv(const void* r, int64_t i, __mmask16 m) {
 
 // key_scores for each row: the hull's keys in order, each K slice read once, dotted with the q of
 // every row that sees it (a row's visible index is key - its lo), maxs per row. The q.k is the
-// per-row path's: dot_f32_avx512's / dot_f16_avx512's arithmetic inlined (kKind 0 / 1), or the
-// type's own dot kernel called per row on the slice (2: kinds RowsKv::kOther, the slice in L1).
+// per-row path's: dot_f32_avx512's / dot_f16_avx512's arithmetic inlined (kKind 0 / 1), the
+// q8_0 / q4_1 kernels' on the slice decoded once for all rows (3 / 4: LegacyRow), or the type's
+// own dot kernel called per row on the slice (2: kinds RowsKv::kOther, the slice in L1).
 template <int64_t HD, int kKind>
 void rows_key_scores(const HeadRow* rows, int n, const KvSlices& k, DotFn k_dot, int64_t capacity, int64_t kv_head,
                      float scale, const Hull& h, float* maxs) {
@@ -97,13 +99,17 @@ void rows_key_scores(const HeadRow* rows, int n, const KvSlices& k, DotFn k_dot,
     if (key + kKvPrefetchKeys <= h.hi) k.prefetch(ahead, kv_head);
     ahead = ahead + 1 == capacity ? 0 : ahead + 1;
     const uint8_t* kr = k.at(slot, kv_head);
+    [[maybe_unused]] LegacyRow<kKind == 4, HD ? HD / kQK : kHeadAvx512MaxDim / kQK> legacy;
+    if constexpr (kKind >= 3) legacy.decode(kr, int(hd / kQK));
     for (int r = 0; r < n; ++r) {
       const HeadRow& row = rows[r];
       const int64_t j = key - row.span.lo;
       if (j < 0 || j >= row.span.n) continue;
       float d = -INFINITY;
       if (row.tree.sees(key)) {
-        if constexpr (kKind == 2) {
+        if constexpr (kKind >= 3) {
+          d = legacy.dot(row.q) * scale;
+        } else if constexpr (kKind == 2) {
           d = k_dot(kr, row.q, hd) * scale;
         } else {
           d = dot_float_row(kr, row.q, hd, load16_kv<kKind == 1>) * scale;
@@ -229,6 +235,8 @@ void attend_rows_avx512(const HeadRow* rows, int n_rows, const KvSlices& k, cons
   switch (how.k) {
     case RowsKv::kF32: return attend_rows_v<0>(rows, n_rows, k, v, how, v_tile, capacity, kv_head, scale);
     case RowsKv::kF16: return attend_rows_v<1>(rows, n_rows, k, v, how, v_tile, capacity, kv_head, scale);
+    case RowsKv::kQ8_0: return attend_rows_v<3>(rows, n_rows, k, v, how, v_tile, capacity, kv_head, scale);
+    case RowsKv::kQ4_1: return attend_rows_v<4>(rows, n_rows, k, v, how, v_tile, capacity, kv_head, scale);
     default: return attend_rows_v<2>(rows, n_rows, k, v, how, v_tile, capacity, kv_head, scale);
   }
 }

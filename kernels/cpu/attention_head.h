@@ -82,10 +82,12 @@ struct HeadRow {
 inline constexpr int kHeadRowsMax = 16;
 
 // How the rows path reads a store's K and V: f32 and f16 by inline AVX-512 code where the per-row
-// path's q.k is dot_f32_avx512 / dot_f16_avx512, anything else through the type's kernels (k_dot:
-// best_dot, the per-row path's q.k; v_decode: the exact decode).
+// path's q.k is dot_f32_avx512 / dot_f16_avx512, K of q8_0 / q4_1 decoded once per key for all
+// rows where it is dot_q8_0_avx512 / dot_q4_1_avx512 (dot_legacy_avx512.h LegacyRow, their bits),
+// anything else through the type's kernels (k_dot: best_dot, the per-row path's q.k; v_decode:
+// best_dequantize, the exact decode's values).
 struct RowsKv {
-  enum Kind : uint8_t { kF32, kF16, kOther };
+  enum Kind : uint8_t { kF32, kF16, kOther, kQ8_0, kQ4_1 };  // kQ8_0, kQ4_1: K only
   Kind k = kF32, v = kF32;
   DotFn k_dot = nullptr;
   DequantizeFn v_decode = nullptr;

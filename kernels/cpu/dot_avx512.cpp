@@ -14,76 +14,16 @@
 
 #include "kernels/cpu/avx512_common.h"
 #include "kernels/cpu/dot_float_avx512.h"
+#include "kernels/cpu/dot_legacy_avx512.h"
 #include "kernels/cpu/quant/blocks.h"
 #include "kernels/cpu/quant/type_kernels.h"
 
 namespace strata::kernels::cpu {
 namespace {
 
-// 16 bytes at p -> 16 int32 lanes, zero- or sign-extended.
-inline __m512i u8x16(const u8* p) {
-  return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-inline __m512i i8x16(const u8* p) {
-  return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-inline __m512 to_f32(__m512i v) { return _mm512_cvtepi32_ps(v); }
-inline __m512i splat(int v) { return _mm512_set1_epi32(v); }
-
 // ---- float rows: dot_float_avx512.h ----------------------------------------------------------
 
-// ---- legacy 32-element blocks ---------------------------------------------------------------
-// Lane l of u8x16(qs) holds qs[l]: its low nibble is element l, its high nibble element 16 + l.
-// A Codes functor returns the int32 codes of elements 0-15 and 16-31.
-
-struct Codes2 {
-  __m512i q[2];
-};
-
-inline __m512 block_qx(const Codes2& c, const float* xb) {
-  return _mm512_fmadd_ps(to_f32(c.q[1]), ld(xb + 16), _mm512_mul_ps(to_f32(c.q[0]), ld(xb)));
-}
-
-// y = q * d (q signed, already offset); consecutive blocks go to two accumulators.
-template <typename Codes>
-inline float dot_legacy(const u8* row, const float* x, int64_t n, size_t block_bytes, Codes codes) {
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
-  const int64_t nb = n / kQK;
-  int64_t ib = 0;
-  for (; ib + 2 <= nb; ib += 2) {
-    const u8* b = row + ib * block_bytes;
-    const float* xb = x + ib * kQK;
-    acc0 = _mm512_fmadd_ps(bcast(load_f16(b)), block_qx(codes(b), xb), acc0);
-    const u8* b1 = b + block_bytes;
-    acc1 = _mm512_fmadd_ps(bcast(load_f16(b1)), block_qx(codes(b1), xb + kQK), acc1);
-  }
-  if (ib < nb) {
-    const u8* b = row + ib * block_bytes;
-    acc0 = _mm512_fmadd_ps(bcast(load_f16(b)), block_qx(codes(b), x + ib * kQK), acc0);
-  }
-  return hsum(_mm512_add_ps(acc0, acc1));
-}
-
-// y = q * d + m (q unsigned).  dot = d * sum(q*x) + m * sum(x).
-template <typename Codes>
-inline float dot_legacy_min(const u8* row, const float* x, int64_t n, size_t block_bytes,
-                            Codes codes) {
-  __m512 acc = _mm512_setzero_ps(), macc = acc;
-  const int64_t nb = n / kQK;
-  for (int64_t ib = 0; ib < nb; ++ib) {
-    const u8* b = row + ib * block_bytes;
-    const float* xb = x + ib * kQK;
-    const __m512 xs = _mm512_add_ps(ld(xb), ld(xb + 16));
-    acc = _mm512_fmadd_ps(bcast(load_f16(b)), block_qx(codes(b), xb), acc);
-    macc = _mm512_fmadd_ps(bcast(load_f16(b + 2)), xs, macc);
-  }
-  return hsum(_mm512_add_ps(acc, macc));
-}
-
-inline Codes2 nibbles(const u8* qs) {
-  const __m512i v = u8x16(qs);
-  return {{_mm512_and_si512(v, splat(15)), _mm512_srli_epi32(v, 4)}};
-}
+// ---- legacy 32-element blocks: dot_legacy_avx512.h ----------------------------------------
 
 // ---- K quants: scales -------------------------------------------------------------------------
 // Sub-block scales (and mins) are decoded once per super-block into float arrays already
@@ -339,8 +279,7 @@ float dot_q4_0_avx512(const void* row, const float* x, int64_t n) {
 }
 
 float dot_q4_1_avx512(const void* row, const float* x, int64_t n) {
-  return dot_legacy_min(static_cast<const u8*>(row), x, n, sizeof(BlockQ4_1),
-                        [](const u8* b) { return nibbles(b + offsetof(BlockQ4_1, qs)); });
+  return dot_legacy_min(static_cast<const u8*>(row), x, n, sizeof(BlockQ4_1), q4_1_codes);
 }
 
 // Q5_0: y = (q - 16) * d: subtract 16 where the 5th bit (bit k of qh for element k) is clear.
@@ -366,10 +305,7 @@ float dot_q5_1_avx512(const void* row, const float* x, int64_t n) {
 }
 
 float dot_q8_0_avx512(const void* row, const float* x, int64_t n) {
-  return dot_legacy(static_cast<const u8*>(row), x, n, sizeof(BlockQ8_0), [](const u8* b) {
-    const u8* qs = b + offsetof(BlockQ8_0, qs);
-    return Codes2{{i8x16(qs), i8x16(qs + 16)}};
-  });
+  return dot_legacy(static_cast<const u8*>(row), x, n, sizeof(BlockQ8_0), q8_0_codes);
 }
 
 float dot_q2_k_avx512(const void* row, const float* x, int64_t n) {

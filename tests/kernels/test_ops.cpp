@@ -213,7 +213,7 @@ TEST_CASE("gated activations: the AVX2 lanes give the scalar form's bits", "[ops
   }
 }
 
-TEST_CASE("softmax weights: e^t within 3 ulp on [-87, 0], +0 below, NaN kept; AVX2 lanes give the scalar bits", "[ops]") {
+TEST_CASE("softmax weights: e^t within 3 ulp from -87 to 0, +0 below, NaN kept, AVX2 lanes with the scalar bits", "[ops]") {
   const uint64_t seed = test::fresh_seed();
   INFO("seed " << seed);
   Rng rng(seed);
