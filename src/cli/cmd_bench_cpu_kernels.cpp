@@ -5,6 +5,10 @@
 // --cover bytes (default 1 GiB: beyond the last-level cache of the machines we run on), and a timed
 // pass walks all of them, so the figures are DRAM, not cache. The int8 times include quantising
 // the activations (once per matmul, as the engine does).
+// Then the CPU decode attention (kernels/cpu/attention.h: the CPU engine's, and the CUDA engine's
+// host-KV attention) on the 27B's global-layer shape (32 query heads, 16 KV heads of 128) for each
+// --attention KV type, --ctx keys and --queries count: ms per call and GB/s of KV bytes (each key's
+// K and V slices read once per call) over the same host read ceiling.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -18,7 +22,10 @@
 #include "cli/bench_kernels.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "core/half.h"
 #include "core/units.h"
+#include "kv/kv_quant.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/dot_q8.h"
 #include "kernels/cpu/gemv_q8.h"
 #include "kernels/cpu/matmul.h"
@@ -39,7 +46,10 @@ struct BenchCpuKernelsArgs {
   std::string threads;  // default: 1, 2, 4, ... and all
   uint64_t cover = kGiB;
   int iters = 3;
-  bool quick = false;  // the 27B shape only, q4_K and q8_0, 256 MiB cover
+  bool quick = false;  // the 27B shape only, q4_K and q8_0, 256 MiB cover; attention at 4096 keys
+  std::string attention = "f32,f16,q8,q4";  // KV types of the attention rows ("none": skip them)
+  int64_t ctx = 32768;
+  std::string queries = "1,8";
   std::string json_out;
   BenchCompare compare;
 };
@@ -115,6 +125,38 @@ nlohmann::json bench_shape(GgmlType type, const Shape& sh, int threads, double r
   return j;
 }
 
+// One decode attention call of n_q queries (positions ctx - n_q .. ctx - 1) over a store of ctx
+// keys of one KV type, 27B global-layer heads.
+nlohmann::json bench_attention(GgmlType kv, int64_t ctx, int n_q, int threads, double read_gb_s, int iters) {
+  constexpr int64_t kHeads = 32, kHeadsKv = 16, kHeadDim = 128;
+  const uint64_t row = ggml_row_bytes(kv, uint64_t(kHeadsKv * kHeadDim));
+  std::vector<uint8_t> k(row * uint64_t(ctx)), v(k.size());
+  Rng rng(13);
+  for (auto* buf : {&k, &v}) {
+    if (kv == GgmlType::F32) {
+      auto* f = reinterpret_cast<float*>(buf->data());
+      for (size_t i = 0; i < buf->size() / 4; ++i) f[i] = rng.normal() * 0.5f;
+    } else if (kv == GgmlType::F16) {
+      auto* h = reinterpret_cast<uint16_t*>(buf->data());
+      for (size_t i = 0; i < buf->size() / 2; ++i) h[i] = f32_to_f16(rng.normal() * 0.5f);
+    } else {
+      kc::quant_kernels(kv)->fill_random(buf->data(), kHeadsKv * kHeadDim * ctx, rng, 0.5f);
+    }
+  }
+  std::vector<float> q(size_t(n_q * kHeads * kHeadDim)), out(q.size());
+  for (auto& x : q) x = rng.normal();
+  std::vector<int32_t> pos(static_cast<size_t>(n_q));
+  for (int i = 0; i < n_q; ++i) pos[size_t(i)] = int32_t(ctx - n_q + i);
+  const kc::KvStore store{k.data(), v.data(), kv, kv, ctx};
+  const kc::AttentionShape shape{kHeads, kHeadsKv, kHeadDim, 0, 0.0883883f, 0};
+  const double t = best_seconds(iters, [&] { kc::attention(q.data(), pos.data(), n_q, store, shape, out.data()); });
+  const double gb_s = 2.0 * double(row) * double(ctx) / t / 1e9;
+  const std::string kname(kv::kv_type_name(kv));
+  return {{"config", fmt::format("attention {} ctx{} q{} t{}", kname, ctx, n_q, threads)},
+          {"kv", kname}, {"keys", ctx}, {"queries", n_q}, {"threads", threads}, {"ms", t * 1e3},
+          {"kv_gb_s", gb_s}, {"fraction_of_read", gb_s / read_gb_s}};
+}
+
 int run(BenchCpuKernelsArgs& a) {
   if (Status s = a.compare.load("cpu-kernels"); !s) {
     log::error("{}", s.message());
@@ -134,12 +176,34 @@ int run(BenchCpuKernelsArgs& a) {
     }
     types.push_back(*ty);
   }
-  std::vector<int> cols, threads;
+  std::vector<GgmlType> kv_types;
+  if (a.attention != "none") {
+    std::stringstream ks(a.attention);
+    for (std::string t; std::getline(ks, t, ',');) {
+      const auto kt = kv::kv_type_from_name(t);
+      if (!kt) {
+        log::error("--attention: '{}' is not f32, f16, q8 or q4 (or none)", t);
+        return 2;
+      }
+      kv_types.push_back(*kt);
+    }
+  }
+  if (a.quick) a.ctx = std::min<int64_t>(a.ctx, 4096);
+  std::vector<int> cols, threads, queries;
   try {
     cols = parse_ints(a.cols);
     if (!a.threads.empty()) threads = parse_ints(a.threads);
+    queries = parse_ints(a.queries);
   } catch (const std::exception&) {
-    log::error("--cols / --threads: comma-separated integers expected");
+    log::error("--cols / --threads / --queries: comma-separated integers expected");
+    return 2;
+  }
+  if (queries.empty() || std::any_of(queries.begin(), queries.end(), [](int q) { return q < 1 || q > 64; })) {
+    log::error("--queries: counts in 1..64 expected");
+    return 2;
+  }
+  if (a.ctx < 64 || a.ctx > (int64_t(1) << 20)) {
+    log::error("--ctx: 64 .. 1048576 keys expected, got {}", a.ctx);
     return 2;
   }
   if (cols.empty() || std::any_of(cols.begin(), cols.end(), [](int c) { return c < 1 || c > 64; })) {
@@ -151,7 +215,7 @@ int run(BenchCpuKernelsArgs& a) {
     for (int t = 1; t < all; t *= 2) threads.push_back(t);
     threads.push_back(all);
   }
-  nlohmann::json rows = nlohmann::json::array(), ceilings = nlohmann::json::object();
+  nlohmann::json rows = nlohmann::json::array(), att_rows = nlohmann::json::array(), ceilings = nlohmann::json::object();
   // The IQ3 kernels' grid load (dot_q8.h): which one this run uses, and why.
   for (GgmlType ty : types) {
     if (!has_grid_pick(ty)) continue;
@@ -186,10 +250,18 @@ int run(BenchCpuKernelsArgs& a) {
           fmt::print("\n");
           rows.push_back(std::move(r));
         }
+      for (GgmlType kv : kv_types)
+        for (int nq : queries) {
+          auto r = bench_attention(kv, a.ctx, nq, t, read, a.iters);
+          fmt::print("attention {:<4} {:>7} keys {:>2} queries {:>3} thr: {:>8.2f} ms {:>6.1f} GB/s of KV {:>4.0f}% of read\n",
+                     r["kv"].get<std::string>(), a.ctx, nq, t, r["ms"].get<double>(), r["kv_gb_s"].get<double>(),
+                     100 * r["fraction_of_read"].get<double>());
+          att_rows.push_back(std::move(r));
+        }
     });
   }
   nlohmann::json j = {{"bench", "cpu-kernels"}, {"device", "cpu"}, {"hardware_threads", all},
-                      {"cover_bytes", a.cover}, {"ceilings", ceilings}, {"matmul", rows}};
+                      {"cover_bytes", a.cover}, {"ceilings", ceilings}, {"matmul", rows}, {"attention", att_rows}};
   return finish_bench(j, a.json_out, a.compare);
 }
 
@@ -197,15 +269,21 @@ int run(BenchCpuKernelsArgs& a) {
 
 std::function<int()> add_bench_cpu_kernels(CLI::App* bench) {
   auto a = std::make_shared<BenchCpuKernelsArgs>();
-  auto* sub = bench->add_subcommand("cpu-kernels", "CPU matmul for 1..16 columns: f32-activation vs int8-activation "
-                                                   "kernels, GB/s of weights vs the host read ceiling of the same run");
+  auto* sub = bench->add_subcommand("cpu-kernels", "CPU matmul for 1..16 columns (f32- vs int8-activation "
+                                                   "kernels) and decode attention per KV type, GB/s vs the host read ceiling of the same run");
   sub->add_option("--types", a->types, "Weight types, comma-separated")->capture_default_str();
   sub->add_option("--cols", a->cols, "Activation column counts, comma-separated")->capture_default_str();
   sub->add_option("--threads", a->threads, "Thread counts, comma-separated (default 1, 2, 4, ... and all)");
   sub->add_option("--cover", a->cover, "Bytes of distinct weight buffers each pass walks (beyond the LLC)")
       ->capture_default_str();
   sub->add_option("--iters", a->iters, "Timed passes (the best counts)")->capture_default_str()->check(CLI::Range(1, 100));
-  sub->add_flag("--quick", a->quick, "q4_K and q8_0 on the 27B shape, 256 MiB cover (smoke run)");
+  sub->add_flag("--quick", a->quick, "q4_K and q8_0 on the 27B shape, 256 MiB cover, attention at 4096 keys (smoke run)");
+  sub->add_option("--attention", a->attention,
+                  "KV types of the decode attention rows (27B global-layer heads), comma-separated, or none")
+      ->capture_default_str();
+  sub->add_option("--ctx", a->ctx, "Keys each attention call attends")->capture_default_str();
+  sub->add_option("--queries", a->queries, "Queries per attention call (1: a decode step; more: a verify pass)")
+      ->capture_default_str();
   sub->add_option("--json", a->json_out, "Write the results as JSON to this file");
   a->compare.add_to(sub);
   return [a, sub]() -> int { return sub->parsed() ? run(*a) : -1; };

@@ -672,3 +672,20 @@ TEST_CASE("bench kernels --shapes: an unknown shape is refused in one line befor
   CHECK(has(bad.err, "--shapes: 'ffn_middle' is not one of qkv, ffn_up, ffn_down, head"));
   CHECK(std::count(bad.err.begin(), bad.err.end(), '\n') == 1);
 }
+
+TEST_CASE("bench cpu-kernels: a bad --attention, --queries or --ctx is refused in one line before any work", "[cli]") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--attention q8,q5", "--attention: 'q5' is not f32, f16, q8 or q4 (or none)"},
+      {"--queries 1,0", "--queries: counts in 1..64 expected"},
+      {"--queries one", "--cols / --threads / --queries: comma-separated integers expected"},
+      {"--ctx 10", "--ctx: 64 .. 1048576 keys expected, got 10"},
+  };
+  for (const auto& [flags, expect] : cases) {
+    INFO(flags);
+    auto r = run_strata(std::string("bench cpu-kernels --types q8_0 ") + flags);
+    CHECK(r.code == 2);
+    CHECK(has(r.err, expect));
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(r.out.empty());
+  }
+}

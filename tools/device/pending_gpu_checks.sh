@@ -159,5 +159,12 @@ if [ "$what" = s33 ] || [ "$what" = all ]; then
       --section Occupancy --section WarpStateStats env STRATA_IQ_GEMV_VARIANT=3 strata bench kernels --types iq3_xxs \
       --shapes ffn_up --kv f16 --ctx 16 --prefill-queries 16 --iters 1 > "$out/ncu_ring.txt" 2>&1
   grep -E "Duration|DRAM Throughput|Achieved Occupancy|Stall Long|L1TEX" "$out/ncu_ring.txt" | head -8
+  # The CPU decode attention (session 33: prefetched slices, q8 / q4 decoded once) on the host's
+  # 16 threads, 32K and 128K keys: the --kv-host attention's speed, which the cost model prices at
+  # the host read rate.
+  for c in 32768 131072; do
+    timeout 150 strata bench cpu-kernels --types q8_0 --cols 1 --threads 16 --iters 2 --attention f16,q8,q4 \
+        --ctx $c --queries 1,8 --json "$out/cpu_attention_$c.json" 2>&1 | grep -E "^attention"
+  done
   el "s33"
 fi
