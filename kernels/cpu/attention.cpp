@@ -115,27 +115,19 @@ void attend_one(const float* q, int32_t pos, const KR& K, const VR& V, int64_t c
   scratch.row.resize(size_t(hd));
   // Slots by a ring counter (KeySpan::next_slot), not key % capacity per key: a 64-bit division is
   // 40-90 cycles on Skylake/Cascade Lake cores, two per key were most of a short context's time there.
-  // Each loop also fetches the slice kKvPrefetchKeys keys ahead (KvSlices::prefetch), by a second
-  // counter started at that key's slot.
   const int64_t first_slot = span.first_slot(capacity);
-  const int64_t ahead0 = n > kKvPrefetchKeys ? span.key(kKvPrefetchKeys) % capacity : 0;
   float max_score = -INFINITY;
-  for (int64_t j = 0, slot = first_slot, ahead = ahead0; j < n; ++j) {
-    if (j + kKvPrefetchKeys < n) {
-      K.slices.prefetch(ahead, kv_head);
-      ahead = span.next_slot(j + kKvPrefetchKeys, ahead, capacity);
-    }
+  SpanPrefetch k_ahead(span, K.slices, capacity, kv_head), v_ahead(span, V.slices, capacity, kv_head);
+  for (int64_t j = 0, slot = first_slot; j < n; ++j) {
+    k_ahead.step(j);
     scores[j] = tree.sees(span.key(j)) ? K.dot(slot, kv_head, q) * s.scale : -INFINITY;
     max_score = std::max(max_score, scores[j]);
     slot = span.next_slot(j, slot, capacity);
   }
   const float inv = exp_weights(scores.data(), n, max_score);
   std::fill(out, out + hd, 0.0f);
-  for (int64_t j = 0, slot = first_slot, ahead = ahead0; j < n; ++j) {
-    if (j + kKvPrefetchKeys < n) {
-      V.slices.prefetch(ahead, kv_head);
-      ahead = span.next_slot(j + kKvPrefetchKeys, ahead, capacity);
-    }
+  for (int64_t j = 0, slot = first_slot; j < n; ++j) {
+    v_ahead.step(j);
     V.axpy(slot, kv_head, scores[j] * inv, out, scratch.row.data());
     slot = span.next_slot(j, slot, capacity);
   }

@@ -25,12 +25,9 @@ void weighted_sum(const KvSlices& v, int64_t capacity, int64_t kv_head, const Ke
                   float inv, int64_t c, float* out) {
   __m512 acc[N];
   for (int r = 0; r < N; ++r) acc[r] = _mm512_setzero_ps();
-  int64_t ahead = span.n > kKvPrefetchKeys ? span.key(kKvPrefetchKeys) % capacity : 0;
+  SpanPrefetch ahead(span, v, capacity, kv_head);
   for (int64_t j = 0, slot = span.first_slot(capacity); j < span.n; ++j) {
-    if (c == 0 && j + kKvPrefetchKeys < span.n) {  // the first stripe's pass fetches for all
-      v.prefetch(ahead, kv_head);
-      ahead = span.next_slot(j + kKvPrefetchKeys, ahead, capacity);
-    }
+    if (c == 0) ahead.step(j);  // the first stripe's pass fetches for all
     const float* row = reinterpret_cast<const float*>(v.at(slot, kv_head)) + c;
     const __m512 pj = _mm512_set1_ps(p[j] * inv);
     for (int r = 0; r < N; ++r) acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(pj, _mm512_loadu_ps(row + 16 * r)));
@@ -46,12 +43,9 @@ float key_scores(const float* q, const KvSlices& k, int64_t capacity, int64_t kv
                  float scale, const TreeRow& tree, float* scores) {
   const int64_t hd = HD ? HD : k.head_dim;
   float max_score = -INFINITY;
-  int64_t ahead = span.n > kKvPrefetchKeys ? span.key(kKvPrefetchKeys) % capacity : 0;
+  SpanPrefetch ahead(span, k, capacity, kv_head);
   for (int64_t j = 0, slot = span.first_slot(capacity); j < span.n; ++j) {
-    if (j + kKvPrefetchKeys < span.n) {
-      k.prefetch(ahead, kv_head);
-      ahead = span.next_slot(j + kKvPrefetchKeys, ahead, capacity);
-    }
+    ahead.step(j);
     scores[j] = tree.sees(span.key(j))
                     ? dot_f32(reinterpret_cast<const float*>(k.at(slot, kv_head)), q, hd) * scale
                     : -INFINITY;
@@ -94,10 +88,10 @@ void rows_key_scores(const HeadRow* rows, int n, const KvSlices& k, DotFn k_dot,
                      float scale, const Hull& h, float* maxs) {
   const int64_t hd = HD ? HD : k.head_dim;
   for (int r = 0; r < n; ++r) maxs[r] = -INFINITY;
-  int64_t ahead = (h.lo + kKvPrefetchKeys) % capacity;
+  const KeySpan hull{0, h.lo, h.hi - h.lo + 1};
+  SpanPrefetch ahead(hull, k, capacity, kv_head);
   for (int64_t key = h.lo, slot = h.lo % capacity; key <= h.hi; ++key) {
-    if (key + kKvPrefetchKeys <= h.hi) k.prefetch(ahead, kv_head);
-    ahead = ahead + 1 == capacity ? 0 : ahead + 1;
+    ahead.step(key - h.lo);
     const uint8_t* kr = k.at(slot, kv_head);
     [[maybe_unused]] LegacyRow<kKind == 4, HD ? HD / kQK : kHeadAvx512MaxDim / kQK> legacy;
     if constexpr (kKind >= 3) legacy.decode(kr, int(hd / kQK));
@@ -172,10 +166,10 @@ void rows_values(const HeadRow* rows, int n, const KvSlices& v, DequantizeFn v_d
   for (int64_t k0 = h.lo; k0 <= h.hi; k0 += kRowsValueTile) {
     const int64_t k1 = std::min(h.hi, k0 + kRowsValueTile - 1);
     if constexpr (kKind == 2) {
-      int64_t ahead = (k0 + kKvPrefetchKeys) % capacity;
+      const KeySpan rest{0, k0, h.hi - k0 + 1};  // the hull from this tile on
+      SpanPrefetch ahead(rest, v, capacity, kv_head);
       for (int64_t key = k0, slot = k0 % capacity; key <= k1; ++key) {
-        if (key + kKvPrefetchKeys <= h.hi) v.prefetch(ahead, kv_head);
-        ahead = ahead + 1 == capacity ? 0 : ahead + 1;
+        ahead.step(key - k0);
         v_decode(v.at(slot, kv_head), v_tile + (key - k0) * hd, hd);
         slot = slot + 1 == capacity ? 0 : slot + 1;
       }

@@ -43,6 +43,22 @@ struct KeySpan {
   }
 };
 
+// A loop over a span's keys in order fetching the slice kKvPrefetchKeys keys ahead of the one it
+// reads (KvSlices::prefetch), by a second slot counter: call step(j) before reading key j.
+struct SpanPrefetch {
+  const KeySpan& span;
+  const KvSlices& kv;
+  int64_t capacity, kv_head, ahead;
+  SpanPrefetch(const KeySpan& s, const KvSlices& slices, int64_t cap, int64_t head)
+      : span(s), kv(slices), capacity(cap), kv_head(head),
+        ahead(s.n > kKvPrefetchKeys ? s.key(kKvPrefetchKeys) % cap : 0) {}
+  void step(int64_t j) {
+    if (j + kKvPrefetchKeys >= span.n) return;
+    kv.prefetch(ahead, kv_head);
+    ahead = span.next_slot(j + kKvPrefetchKeys, ahead, capacity);
+  }
+};
+
 // scores[j] := e^(scores[j] - max) for a row's n scores: fast_exp.h's exp_weight (within 2 ulp of
 // expf; +0 below e^-87, so a masked key's -inf is 0; NaN stays NaN), in AVX2 lanes where the CPU
 // has them (attention_exp*.cpp, the same bits either way).
